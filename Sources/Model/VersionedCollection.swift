@@ -1,0 +1,98 @@
+/// A collection of sections and items at a version, with the recent history its change feed needs.
+///
+/// Mutations go through `apply`, `replace` and `upsert`; each returns the changeset from the old version to the
+/// new one, and commits a new version only when something changed.
+public struct VersionedCollection: Sendable {
+    private(set) var store: Store
+    private var history = History()
+    /// The current version, `<epoch>.<seq>`.
+    public private(set) var version: Version
+    /// Limits of the kept history; lowering them drops the oldest versions at once.
+    public var limits: HistoryLimits {
+        didSet { history.trim(to: limits) }
+    }
+
+    /// Creates the collection at `<epoch>.1` holding `sections`; `<epoch>.0` (the empty collection) is in the
+    /// history, so `changes(since: <epoch>.0)` gives the creation changeset (all sections inserted).
+    /// - Throws: `invalid_id` or `duplicate_id` for an invalid or repeated id in `sections`.
+    /// - Precondition: `epoch` is a valid epoch.
+    /// - Complexity: O(n).
+    public init(epoch: String, sections: [Section], limits: HistoryLimits = .init()) throws(ModelError) {
+        try Store().checkNew(sections: sections)
+        store = Store(validated: sections)
+        version = Version(epoch: epoch, seq: 1)
+        self.limits = limits
+        history.record([.replaced(old: [])], committing: version, limits: limits)
+    }
+
+    public var sectionCount: Int { store.sectionCount }
+    public var itemCount: Int { store.itemCount }
+
+    /// The whole content.
+    /// - Complexity: O(n).
+    public func snapshot() -> [Section] { store.snapshot() }
+
+    /// The item with this id and its current index path.
+    /// - Complexity: O(log n).
+    public func item(id: String) -> (item: Item, at: IndexPath)? {
+        guard let path = store.location(ofItem: id) else { return nil }
+        return (store.item(at: path), path)
+    }
+
+    /// Applies ops in order, atomically: a thrown error (with `opIndex` set) leaves everything untouched.
+    /// A batch that changes nothing commits nothing: the version stays and the changeset is empty.
+    /// - Returns: the changeset from the old version to the new one.
+    /// - Complexity: proportional to what the ops touch (O(k log n) for k touched items), except for large
+    ///   batches, which fall back to a full diff, O(n log n).
+    public mutating func apply(_ ops: [Op]) throws(ModelError) -> Changeset {
+        var editor = Editor(store: Store())
+        swap(&editor.store, &store)
+        defer { swap(&editor.store, &store) }
+        for (index, op) in ops.enumerated() {
+            do {
+                try editor.apply(op)
+            } catch {
+                editor.rollback()
+                var error = error
+                error.opIndex = index
+                throw error
+            }
+        }
+        guard !editor.log.isEmpty else { return Changeset(from: version, to: version) }
+        let next = version.next
+        let changeset = Coalescing.changeset(for: editor.log[...], in: editor.store, from: version, to: next)
+        guard !changeset.isEmpty else { return Changeset(from: version, to: version) }
+        commit(editor.log, as: next)
+        return changeset
+    }
+
+    /// Replaces the whole content, diffing the old against the new; same no-op rule as `apply`.
+    /// - Throws: `invalid_id` or `duplicate_id` for an invalid or repeated id in `sections`.
+    /// - Complexity: O(n log n).
+    public mutating func replace(with sections: [Section]) throws(ModelError) -> Changeset {
+        let next = version.next
+        let old = store.snapshot()
+        let changeset = try Changeset.diff(from: old, to: sections, versions: (version, next))
+        guard !changeset.isEmpty else { return Changeset(from: version, to: version) }
+        store = Store(validated: sections)
+        commit([.replaced(old: old)], as: next)
+        return changeset
+    }
+
+    /// ONE coalesced changeset from `since` to the current version, obeying all the rules of a single one:
+    /// empty with `from == to` when `since` is the current version; nil when `since` is of another epoch, ahead
+    /// of the current version, or older than the kept history.
+    /// - Complexity: proportional to what changed since then, up to O(n log n).
+    public func changes(since: Version) -> Changeset? {
+        guard since.epoch == version.epoch, since.seq <= version.seq else { return nil }
+        guard since != version else { return Changeset(from: version, to: version) }
+        guard let entries = history.entries(after: since, current: version) else { return nil }
+        let log = entries.lazy.flatMap(\.changes)
+        return Coalescing.changeset(for: log, in: store, from: since, to: version)
+    }
+
+    private mutating func commit(_ changes: [Change], as next: Version) {
+        version = next
+        history.record(changes, committing: next, limits: limits)
+    }
+}

@@ -1,0 +1,86 @@
+import Testing
+
+@testable import Model
+
+/// Seeded property tests: random states and random edits, op batches and histories; every changeset must be
+/// accepted by the UIKit model, reproduce the new state and move minimally. Failures print their seed.
+@Suite struct ChangesetPropertyTests {
+    @Test func randomReplacementsApply() throws {
+        for seed in UInt64(0)..<3000 {
+            var random = RandomContent(seed: seed)
+            let old = random.sections()
+            let new = random.edited(old)
+            var collection = try VersionedCollection(epoch: "e", sections: old)
+            let changeset = try collection.replace(with: new)
+            verify(changeset, from: old, to: new, "replace seed \(seed)")
+            #expect(collection.snapshot() == new, "seed \(seed)")
+            #expect(changeset.isEmpty == (old == new), "seed \(seed)")
+            #expect(collection.version.seq == (old == new ? 1 : 2), "seed \(seed)")
+        }
+    }
+
+    @Test func randomOpBatchesApplyOrLeaveNothing() throws {
+        for seed in UInt64(0)..<3000 {
+            var random = RandomContent(seed: seed)
+            var collection = try VersionedCollection(epoch: "e", sections: random.sections())
+            for round in 0..<4 {
+                let old = collection.snapshot()
+                let version = collection.version
+                var ops: [Op] = []
+                var preview = old
+                for _ in 0..<random.int(1...5) {
+                    let op = random.op(on: preview)
+                    ops.append(op)
+                    var scratch = Editor(store: Store(validated: preview))
+                    if (try? scratch.apply(op)) != nil { preview = scratch.store.snapshot() }
+                }
+                let context = "ops seed \(seed) round \(round) \(ops)"
+                do {
+                    let changeset = try collection.apply(ops)
+                    let new = collection.snapshot()
+                    verify(changeset, from: old, to: new, context)
+                    #expect(changeset.from == version, "\(context)")
+                    #expect(changeset.isEmpty == (old == new), "\(context)")
+                    #expect(collection.version.seq == version.seq + (changeset.isEmpty ? 0 : 1), "\(context)")
+                    #expect(changeset.to == collection.version, "\(context)")
+                } catch {
+                    #expect(collection.snapshot() == old, "\(context): a failed batch changed the state")
+                    #expect(collection.version == version, "\(context)")
+                    #expect(error.opIndex != nil && ops.indices.contains(error.opIndex!), "\(context)")
+                }
+            }
+        }
+    }
+
+    @Test func coalescedChangesetsFromEveryKeptVersionApply() throws {
+        for seed in UInt64(0)..<400 {
+            var random = RandomContent(seed: seed)
+            let first = random.sections()
+            var collection = try VersionedCollection(
+                epoch: "e", sections: first, limits: HistoryLimits(versions: 12))
+            var states: [UInt64: [Section]] = [0: [], 1: first]
+            for _ in 0..<random.int(0...20) {
+                if random.chance(15) {
+                    _ = try collection.replace(with: random.edited(collection.snapshot()))
+                } else {
+                    let ops = (0..<random.int(1...4)).map { _ in random.op(on: collection.snapshot()) }
+                    _ = try? collection.apply(ops)
+                }
+                states[collection.version.seq] = collection.snapshot()
+            }
+            let current = collection.version
+            let now = collection.snapshot()
+            for seq in 0...current.seq {
+                let since = Version(epoch: "e", seq: seq)
+                let kept = current.seq - seq <= 12
+                guard let changeset = collection.changes(since: since) else {
+                    #expect(!kept, "seed \(seed): version \(seq) should be kept")
+                    continue
+                }
+                #expect(kept, "seed \(seed): version \(seq) should have expired")
+                #expect(changeset.from == since && changeset.to == current, "seed \(seed)")
+                verify(changeset, from: states[seq]!, to: now, "coalesce seed \(seed) since \(seq)")
+            }
+        }
+    }
+}
