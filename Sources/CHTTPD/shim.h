@@ -1,1 +1,45 @@
+#ifndef CHTTPD_SHIM_H
+#define CHTTPD_SHIM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <microhttpd.h>
+
+/* MHD_start_daemon and MHD_get_daemon_info are variadic, which Swift cannot call: these wrappers fix
+   the option list the server uses. */
+
+typedef size_t (*chttpd_unescape_callback)(void *cls, struct MHD_Connection *connection, char *s);
+
+/* Starts a daemon on an already listening socket, driven by the caller's own loop (no internal thread). */
+static inline struct MHD_Daemon *chttpd_start_daemon(unsigned int flags, int listen_fd,
+                                                     MHD_AccessHandlerCallback handler, void *handler_cls,
+                                                     MHD_RequestCompletedCallback completed, void *completed_cls,
+                                                     unsigned int connection_limit, unsigned int connection_timeout,
+                                                     size_t connection_memory_limit,
+                                                     chttpd_unescape_callback unescape) {
+    return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                            MHD_OPTION_END);
+}
+
+/* The daemon's epoll descriptor, or -1. */
+static inline int chttpd_epoll_fd(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    return info == NULL ? -1 : info->epoll_fd;
+}
+
+/* The number of connections the daemon holds now. */
+static inline unsigned int chttpd_current_connections(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info == NULL ? 0 : info->num_connections;
+}
+
+#endif

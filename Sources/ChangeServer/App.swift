@@ -1,0 +1,174 @@
+import Model
+
+/// The application: authentication, CORS, routing to the handlers in `Routes/`, logging and metrics. It runs on
+/// the HTTP server's loop thread.
+final class App: HTTPHandler, @unchecked Sendable {
+    // @unchecked: the app's mutable state is touched only on the server's loop thread; other threads (signals)
+    // reach it through `HTTPServer.post`, which runs their closure on that thread.
+    let config: Config
+    let logger: Logger
+    let metrics = Metrics()
+    let registry = Registry()
+    let journal: Journal
+    private(set) var feed: Feed!
+    private(set) var server: HTTPServer!
+    private(set) var isShuttingDown = false
+    var random = SystemRandomNumberGenerator()
+
+    init(config: Config, logger: Logger, journal: Journal) {
+        self.config = config
+        self.logger = logger
+        self.journal = journal
+    }
+
+    /// Connects the app to its server; the feed answers held polls through it.
+    func attach(_ server: HTTPServer) {
+        self.server = server
+        feed = Feed(metrics: metrics) { [unowned server] exchange, response in server.answer(exchange, with: response) }
+    }
+
+    /// Answers held polls with `503` and stops accepting connections.
+    func shutDown() {
+        guard !isShuttingDown else { return }
+        isShuttingDown = true
+        logger.info("shutting down: \(feed.count) held polls answered 503")
+        feed.shutDown()
+        server.stop(grace: 3000)
+    }
+
+    // MARK: HTTPHandler
+
+    func headers(for exchange: Exchange) -> [(name: String, value: String)] {
+        guard let origin = exchange.header("Origin"), isAllowed(origin: origin) else { return [] }
+        return [
+            ("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+            ("Access-Control-Expose-Headers", "ETag, Retry-After"),
+        ]
+    }
+
+    private func isAllowed(origin: String) -> Bool {
+        config.corsOrigins.contains(origin) || config.corsOrigins.contains("*")
+    }
+
+    func handle(_ exchange: Exchange) -> HandlerResult {
+        do throws(HTTPError) {
+            guard let route = try Route.match(exchange.path) else {
+                throw HTTPError(.notFound, code: "route_not_found", "No resource at \(exchange.path).")
+            }
+            exchange.route = route.template
+            if exchange.method == "OPTIONS" { return .respond(preflight(exchange, route)) }
+            guard route.methods.contains(exchange.method) else {
+                throw HTTPError(
+                    .methodNotAllowed, code: "method_not_allowed",
+                    "\(exchange.method) is not allowed on \(route.template); allowed: \(route.methods.joined(separator: ", ")).")
+                    .with(header: "Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
+            }
+            if isShuttingDown {
+                throw HTTPError(.serviceUnavailable, code: "shutting_down", "The server is shutting down; retry shortly.")
+                    .with(header: "Retry-After", "1")
+            }
+            try authorize(exchange, route)
+            if ["PUT", "POST"].contains(exchange.method) { try checkContentType(exchange) }
+            return try dispatch(exchange, route)
+        } catch {
+            var response = Response.error(error)
+            if exchange.route == Route.changes("").template { response.headers.append(("Cache-Control", "no-store")) }
+            return .respond(response)
+        }
+    }
+
+    private func dispatch(_ exchange: Exchange, _ route: Route) throws(HTTPError) -> HandlerResult {
+        let method = exchange.method == "HEAD" ? "GET" : exchange.method
+        switch (route, method) {
+        case (.health, _): return .respond(health())
+        case (.metrics, _): return .respond(metricsText())
+        case (.collections, _): return .respond(listCollections())
+        case (.collection(let name), "GET"): return .respond(try snapshot(exchange, name))
+        case (.collection(let name), "PUT"): return .respond(try replace(exchange, name))
+        case (.collection(let name), _): return .respond(try deleteCollection(exchange, name))
+        case (.mutations(let name), _): return .respond(try mutate(exchange, name))
+        case (.changes(let name), _): return try changes(exchange, name)
+        case (.item(let name, let id), "GET"): return .respond(try item(exchange, name, id))
+        case (.item(let name, let id), "PUT"): return .respond(try upsertItem(exchange, name, id))
+        case (.item(let name, let id), _): return .respond(try deleteItem(exchange, name, id))
+        }
+    }
+
+    func didRespond(_ exchange: Exchange, status: HTTPStatus) {
+        metrics.request(method: exchange.method, route: exchange.route, status: status.rawValue)
+        let milliseconds = MonotonicClock.now() - exchange.started
+        logger.info("\(exchange.method) \(exchange.path) \(status.rawValue) \(milliseconds)ms")
+    }
+
+    var nextDeadline: Int64? { feed.nextDeadline }
+
+    func tick(now: Int64) { feed.expire(now: now) }
+
+    // MARK: Cross-cutting checks
+
+    private func preflight(_ exchange: Exchange, _ route: Route) -> Response {
+        var headers: [(name: String, value: String)] = [("Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))]
+        if !exchange.extraHeaders.isEmpty {
+            headers += [
+                ("Access-Control-Allow-Methods", (route.methods + ["OPTIONS"]).joined(separator: ", ")),
+                ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match"),
+                ("Access-Control-Max-Age", "600"),
+            ]
+        }
+        return Response(.noContent, headers: headers)
+    }
+
+    /// Writes need the write token when one is set; reads need the read token or the write token when a read
+    /// token is set. `/healthz` is always open, so that container health checks need no secret.
+    private func authorize(_ exchange: Exchange, _ route: Route) throws(HTTPError) {
+        guard route != .health else { return }
+        let isWrite = !["GET", "HEAD"].contains(exchange.method)
+        let accepted: [String]
+        if isWrite {
+            accepted = config.writeToken.map { [$0] } ?? []
+        } else {
+            accepted = config.readToken.map { [$0] + (config.writeToken.map { [$0] } ?? []) } ?? []
+        }
+        guard !accepted.isEmpty else { return }
+        let presented = bearerToken(exchange.header("Authorization"))
+        if let presented, accepted.contains(where: { constantTimeEquals($0, presented) }) { return }
+        throw HTTPError(
+            .unauthorized, code: "unauthorized",
+            presented == nil ? "This request needs \"Authorization: Bearer <token>\"." : "The bearer token is not valid here."
+        ).with(header: "WWW-Authenticate", "Bearer realm=\"changeserver\"")
+    }
+
+    private func bearerToken(_ header: String?) -> String? {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
+        return String(header.dropFirst(7)).trimmingSpaces()
+    }
+
+    private func checkContentType(_ exchange: Exchange) throws(HTTPError) {
+        guard let contentType = exchange.header("Content-Type") else { return }
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { String($0).trimmingSpaces().lowercased() }
+        guard mediaType == "application/json" else {
+            throw HTTPError(
+                .unsupportedMediaType, code: "unsupported_media_type",
+                "Bodies are JSON: send Content-Type: application/json (not \(contentType)).")
+        }
+    }
+}
+
+/// Compares two secrets in time that depends on their lengths only, not on where they differ.
+func constantTimeEquals(_ lhs: String, _ rhs: String) -> Bool {
+    let left = Array(lhs.utf8)
+    let right = Array(rhs.utf8)
+    var difference = UInt8(left.count == right.count ? 0 : 1)
+    for index in 0..<max(left.count, right.count) {
+        let a = index < left.count ? left[index] : 0
+        let b = index < right.count ? right[index] : 0
+        difference |= a ^ b
+    }
+    return difference == 0
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        String(self.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+}

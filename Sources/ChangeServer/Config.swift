@@ -1,0 +1,137 @@
+import Glibc
+
+/// How the server runs: every flag of `--help`, each with an environment fallback (`--max-body-bytes` reads
+/// `CHANGESERVER_MAX_BODY_BYTES`). A flag on the command line wins over its environment variable.
+struct Config: Sendable {
+    enum FsyncPolicy: String, Sendable, CaseIterable {
+        /// A mutation is answered only once it is on disk (group commit shares one fsync among concurrent writers).
+        case always
+        /// Written at once, fsynced every 100 ms: a crash of the machine may lose the last 100 ms.
+        case interval
+        /// Never fsynced: for tests and caches.
+        case never
+    }
+
+    var host = "0.0.0.0"
+    var port = 8080
+    var dataDirectory = "./data"
+    var fsync = FsyncPolicy.always
+    var maxBodyBytes = 16 << 20
+    var history = 1000
+    var writeToken: String?
+    var readToken: String?
+    var corsOrigins: [String] = []
+    var maxHeldPolls = 20_000
+    var maxConnections = 30_000
+    var logLevel = LogLevel.info
+
+    /// Why the command line could not be read: printed with a hint, exit status 2.
+    struct UsageError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// What `--help` prints.
+    static let help = """
+        Usage: ChangeServer [options]
+
+        Holds named sectioned collections, applies mutations over REST, and pushes UIKit-ready changesets to
+        subscribers by HTTP long-polling. Each option can also be set by the environment variable in brackets.
+
+          --host HOST            address to listen on (default 0.0.0.0) [CHANGESERVER_HOST]
+          --port PORT            TCP port, 0 for any free port (default 8080) [CHANGESERVER_PORT]
+          --data-dir DIR         where the journal and snapshots live (default ./data) [CHANGESERVER_DATA_DIR]
+          --fsync POLICY         always (default: answer once on disk), interval (every 100 ms), never [CHANGESERVER_FSYNC]
+          --max-body-bytes N     largest request body, larger ones get 413 (default 16777216) [CHANGESERVER_MAX_BODY_BYTES]
+          --history N            versions kept per collection for the change feed (default 1000) [CHANGESERVER_HISTORY]
+          --write-token TOKEN    mutations need "Authorization: Bearer TOKEN"; it also allows reads [CHANGESERVER_WRITE_TOKEN]
+          --read-token TOKEN     reads need "Authorization: Bearer TOKEN" (or the write token) [CHANGESERVER_READ_TOKEN]
+          --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated]
+          --max-held-polls N     long polls held at once, more get 429 (default 20000) [CHANGESERVER_MAX_HELD_POLLS]
+          --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
+          --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
+          --help                 print this help and exit
+        """
+
+    private static let valued: Set<String> = [
+        "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "write-token", "read-token", "cors-origin",
+        "max-held-polls", "max-connections", "log-level",
+    ]
+
+    /// Reads the environment first, then the arguments (without the program name). Nil when `--help` was asked.
+    static func parse(arguments: [String], environment: [String: String]) throws(UsageError) -> Config? {
+        var config = Config()
+        for name in valued.sorted() {
+            let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
+            guard let value = environment[variable] else { continue }
+            if name == "cors-origin" {
+                for origin in value.split(separator: ",") { try config.set(name, String(origin), from: variable) }
+            } else {
+                try config.set(name, value, from: variable)
+            }
+        }
+        var fromCommandLineCORS = false
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--help" || argument == "-h" { return nil }
+            guard argument.hasPrefix("--") else { throw UsageError(description: "unexpected argument '\(argument)'") }
+            var name = String(argument.dropFirst(2))
+            var value: String?
+            if let equals = name.firstIndex(of: "=") {
+                value = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            guard valued.contains(name) else { throw UsageError(description: "unknown option '--\(name)'") }
+            if value == nil {
+                guard index < arguments.count else { throw UsageError(description: "--\(name) needs a value") }
+                value = arguments[index]
+                index += 1
+            }
+            if name == "cors-origin" && !fromCommandLineCORS {
+                config.corsOrigins = []
+                fromCommandLineCORS = true
+            }
+            try config.set(name, value ?? "", from: "--\(name)")
+        }
+        return config
+    }
+
+    private mutating func set(_ name: String, _ value: String, from source: String) throws(UsageError) {
+        func integer(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
+            guard let number = Int(value), range.contains(number) else {
+                throw UsageError(
+                    description: "\(source) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+            }
+            return number
+        }
+        func nonEmpty() throws(UsageError) -> String {
+            guard !value.isEmpty else { throw UsageError(description: "\(source) must not be empty") }
+            return value
+        }
+        switch name {
+        case "host": host = try nonEmpty()
+        case "port": port = try integer(0...65535)
+        case "data-dir": dataDirectory = try nonEmpty()
+        case "fsync":
+            guard let policy = FsyncPolicy(rawValue: value) else {
+                throw UsageError(description: "\(source) must be always, interval or never, not '\(value)'")
+            }
+            fsync = policy
+        case "max-body-bytes": maxBodyBytes = try integer(1...(1 << 40))
+        case "history": history = try integer(1...1_000_000)
+        case "write-token": writeToken = try nonEmpty()
+        case "read-token": readToken = try nonEmpty()
+        case "cors-origin": corsOrigins.append(try nonEmpty())
+        case "max-held-polls": maxHeldPolls = try integer(0...1_000_000)
+        case "max-connections": maxConnections = try integer(1...1_000_000)
+        case "log-level":
+            guard let level = LogLevel(name: value) else {
+                let names = LogLevel.allCases.map(\.name).joined(separator: ", ")
+                throw UsageError(description: "\(source) must be one of \(names), not '\(value)'")
+            }
+            logLevel = level
+        default: throw UsageError(description: "unknown option '--\(name)'")
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Model
+
+/// The long polls held right now, and their fan-out. Everything here runs on the HTTP server's loop thread.
+///
+/// When a collection commits, its waiters are grouped by the version they wait from (and the CORS headers their
+/// responses carry): each group's changeset is computed and encoded once, into one MHD response queued on every
+/// connection of the group.
+final class Feed {
+    private struct Waiter {
+        let exchange: Exchange
+        let entry: CollectionEntry
+        let since: Version
+        let bucket: Int64
+    }
+
+    /// What a group of waiters is answered with.
+    private enum Outcome {
+        case changes(Changeset)
+        case error(HTTPError)
+    }
+
+    /// Deadlines are kept in buckets of this many milliseconds, so that thousands of polls held with the same
+    /// timeout expire together and removing an answered poll costs O(1).
+    private static let bucketMilliseconds: Int64 = 100
+
+    private var waiters: [ObjectIdentifier: Waiter] = [:]
+    private var byCollection: [ObjectIdentifier: Set<ObjectIdentifier>] = [:]
+    private var buckets: [Int64: Set<ObjectIdentifier>] = [:]
+    /// The keys of `buckets`, sorted.
+    private var bucketOrder: [Int64] = []
+    private let metrics: Metrics
+    private let respond: (Exchange, SharedResponse) -> Void
+
+    /// `respond` answers a held exchange (`HTTPServer.answer`).
+    init(metrics: Metrics, respond: @escaping (Exchange, SharedResponse) -> Void) {
+        self.metrics = metrics
+        self.respond = respond
+    }
+
+    var count: Int { waiters.count }
+
+    /// Holds `exchange` until `entry` moves past `since` or `deadline` (monotonic milliseconds) passes.
+    func hold(_ exchange: Exchange, on entry: CollectionEntry, since: Version, deadline: Int64) {
+        let bucket = (deadline + Self.bucketMilliseconds - 1) / Self.bucketMilliseconds
+        let id = ObjectIdentifier(exchange)
+        waiters[id] = Waiter(exchange: exchange, entry: entry, since: since, bucket: bucket)
+        byCollection[ObjectIdentifier(entry), default: []].insert(id)
+        if buckets[bucket] == nil {
+            let position = bucketOrder.partitioningIndex { $0 >= bucket }
+            bucketOrder.insert(bucket, at: position)
+        }
+        buckets[bucket, default: []].insert(id)
+        metrics.setHeldPolls(waiters.count)
+    }
+
+    /// `entry` committed a new version: answers its waiters that are behind it.
+    func committed(_ entry: CollectionEntry) {
+        guard let ids = byCollection[ObjectIdentifier(entry)] else { return }
+        let current = entry.content.withLock { $0.version }
+        answer(ids.compactMap { waiters[$0] }.filter { $0.since != current })
+    }
+
+    /// `entry` was deleted: its waiters get `410 collection_deleted`.
+    func deleted(_ entry: CollectionEntry) {
+        guard let ids = byCollection[ObjectIdentifier(entry)] else { return }
+        let error = HTTPError(.gone, code: "collection_deleted", "The collection '\(entry.name)' was deleted.")
+        answer(ids.compactMap { waiters[$0] }, with: .error(error))
+    }
+
+    /// The server is shutting down: every waiter gets `503` with `Retry-After`.
+    func shutDown() {
+        let error = HTTPError(.serviceUnavailable, code: "shutting_down", "The server is shutting down; retry shortly.")
+            .with(header: "Retry-After", "1")
+        answer(Array(waiters.values), with: .error(error))
+    }
+
+    /// The earliest deadline among the held polls.
+    var nextDeadline: Int64? {
+        bucketOrder.first.map { $0 * Self.bucketMilliseconds }
+    }
+
+    /// Answers the polls whose deadline has passed: with the empty changeset, or with what committed meanwhile.
+    func expire(now: Int64) {
+        var due: [Waiter] = []
+        while let first = bucketOrder.first, first * Self.bucketMilliseconds <= now {
+            bucketOrder.removeFirst()
+            for id in buckets.removeValue(forKey: first) ?? [] {
+                if let waiter = waiters[id] { due.append(waiter) }
+            }
+        }
+        answer(due)
+    }
+
+    // MARK: Answering
+
+    /// Answers waiters with what their collection holds now since their version.
+    private func answer(_ group: [Waiter]) {
+        var bySince: [Version: [Waiter]] = [:]
+        for waiter in group { bySince[waiter.since, default: []].append(waiter) }
+        for (since, waiters) in bySince {
+            guard let entry = waiters.first?.entry else { continue }
+            let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
+            if let changeset {
+                answer(waiters, with: .changes(changeset))
+            } else {
+                let error = HTTPError(
+                    .gone, code: "cursor_expired",
+                    "Version \(since) is no longer in the collection's history; fetch the snapshot again.",
+                    current: current.description)
+                answer(waiters, with: .error(error))
+            }
+        }
+    }
+
+    /// Answers waiters that share an outcome: one encoding, one response per distinct set of CORS headers.
+    private func answer(_ group: [Waiter], with outcome: Outcome) {
+        guard let first = group.first else { return }
+        var body: Response
+        switch outcome {
+        case .changes(let changeset):
+            body = Response.json(.ok) { $0.feedChanges(collection: first.entry.name, changeset: changeset) }
+            if changeset.isEmpty { metrics.pollsTimedOut(group.count) } else { metrics.changesetsDelivered(group.count) }
+        case .error(let error):
+            body = Response.error(error)
+        }
+        body.headers.append(("Cache-Control", "no-store"))
+        var shared: [String: SharedResponse] = [:]
+        for waiter in group {
+            remove(waiter)
+            let key = waiter.exchange.extraHeaders.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+            let response = shared[key] ?? {
+                var withHeaders = body
+                withHeaders.headers += waiter.exchange.extraHeaders
+                let created = SharedResponse(withHeaders)
+                shared[key] = created
+                return created
+            }()
+            respond(waiter.exchange, response)
+        }
+        metrics.setHeldPolls(waiters.count)
+    }
+
+    private func remove(_ waiter: Waiter) {
+        let id = ObjectIdentifier(waiter.exchange)
+        waiters[id] = nil
+        let collection = ObjectIdentifier(waiter.entry)
+        byCollection[collection]?.remove(id)
+        if byCollection[collection]?.isEmpty == true { byCollection[collection] = nil }
+        buckets[waiter.bucket]?.remove(id)
+        if buckets[waiter.bucket]?.isEmpty == true {
+            buckets[waiter.bucket] = nil
+            let position = bucketOrder.partitioningIndex { $0 >= waiter.bucket }
+            if position < bucketOrder.count, bucketOrder[position] == waiter.bucket { bucketOrder.remove(at: position) }
+        }
+    }
+}
+
+extension Array {
+    /// The first index whose element satisfies `belongsToSecondPart`, for an array partitioned by it.
+    /// - Complexity: O(log n)
+    func partitioningIndex(where belongsToSecondPart: (Element) -> Bool) -> Int {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = low + (high - low) / 2
+            if belongsToSecondPart(self[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+}

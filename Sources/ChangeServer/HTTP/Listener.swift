@@ -1,0 +1,73 @@
+import Glibc
+
+/// Opens the listening socket the daemon serves, so that `--port 0` can pick a free port and the log can say
+/// which one it got.
+enum Listener {
+    struct Bound {
+        var descriptor: Int32
+        var port: Int
+    }
+
+    /// Binds `host:port` (an IPv4 or IPv6 literal, or a name), with a backlog fit for many held polls.
+    static func open(host: String, port: Int) throws(StartupError) -> Bound {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            throw StartupError("cannot resolve --host \(host): \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(list) }
+        var lastError = "no address"
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let info = cursor {
+            cursor = info.pointee.ai_next
+            let descriptor = socket(info.pointee.ai_family, info.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard descriptor >= 0 else {
+                lastError = String(cString: strerror(errno))
+                continue
+            }
+            var one: Int32 = 1
+            setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            guard bind(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(descriptor, 4096) == 0
+            else {
+                lastError = String(cString: strerror(errno))
+                close(descriptor)
+                continue
+            }
+            return Bound(descriptor: descriptor, port: boundPort(descriptor) ?? port)
+        }
+        throw StartupError("cannot listen on \(host):\(port): \(lastError)")
+    }
+
+    private static func boundPort(_ descriptor: Int32) -> Int? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let status = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard status == 0 else { return nil }
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    Int(UInt16(bigEndian: $0.pointee.sin6_port))
+                }
+            }
+        default:
+            return nil
+        }
+    }
+}
+
+/// A reason the server cannot start; `main` prints it and exits with status 1.
+struct StartupError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

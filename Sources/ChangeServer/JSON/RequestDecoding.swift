@@ -1,0 +1,214 @@
+import Model
+
+/// Reads request bodies into Model's values. Every shape error is a `400 bad_request` naming the JSON path that
+/// is wrong; an op's errors also carry the op's index.
+enum RequestDecoding {
+    /// `{"sections": [Section, ...]}` of `PUT /v1/collections/{name}`.
+    static func sections(_ body: [UInt8]) throws(HTTPError) -> [Section] {
+        let document = try JSONDocument(parsing: body)
+        return try document.withRoot { root throws(HTTPError) in
+            let members = try object(root, at: "the body", allowed: ["sections"])
+            guard let sections = members["sections"] else { throw missing("sections", in: "the body") }
+            return try list(sections, at: "sections") { value, path throws(HTTPError) in try section(value, at: path) }
+        }
+    }
+
+    /// `{"ops": [Op, ...]}` of `POST /v1/collections/{name}/mutations`.
+    static func ops(_ body: [UInt8]) throws(HTTPError) -> [Op] {
+        let document = try JSONDocument(parsing: body)
+        return try document.withRoot { root throws(HTTPError) in
+            let members = try object(root, at: "the body", allowed: ["ops"])
+            guard let ops = members["ops"] else { throw missing("ops", in: "the body") }
+            guard let elements = ops.array else { throw wrongType("ops", "an array of ops") }
+            var result: [Op] = []
+            result.reserveCapacity(elements.count)
+            for (index, element) in elements.enumerated() {
+                do throws(HTTPError) {
+                    result.append(try op(element, at: "ops[\(index)]"))
+                } catch {
+                    var error = error
+                    error.opIndex = index
+                    throw error
+                }
+            }
+            return result
+        }
+    }
+
+    /// The body of `PUT /v1/collections/{name}/items/{id}`: `{"data": ..., "section": ref?, "index": n?}`.
+    struct Upsert {
+        var data: JSONData
+        var section: SectionRef?
+        var index: Int?
+    }
+
+    static func upsert(_ body: [UInt8]) throws(HTTPError) -> Upsert {
+        let document = try JSONDocument(parsing: body)
+        return try document.withRoot { root throws(HTTPError) in
+            let members = try object(root, at: "the body", allowed: ["data", "section", "index"])
+            return Upsert(
+                data: members["data"].map(canonical) ?? .null,
+                section: try members["section"].map { value throws(HTTPError) in try sectionRef(value, at: "section") },
+                index: try members["index"].map { value throws(HTTPError) in try integer(value, at: "index") })
+        }
+    }
+
+    // MARK: Values
+
+    private static func op(_ value: JSONValue, at path: String) throws(HTTPError) -> Op {
+        guard let name = value["op"]?.string else {
+            if value.kind != .object { throw wrongType(path, "an object") }
+            throw HTTPError(.badRequest, code: "bad_request", "\(path) needs \"op\", the name of the op, as a string.")
+        }
+        switch name {
+        case "insertSections":
+            let members = try object(value, at: path, allowed: ["op", "at", "sections"])
+            return .insertSections(
+                at: try integer(required(members, "at", in: path), at: "\(path).at"),
+                sections: try list(required(members, "sections", in: path), at: "\(path).sections") {
+                    value, path throws(HTTPError) in try section(value, at: path)
+                })
+        case "deleteSections":
+            let members = try object(value, at: path, allowed: ["op", "sections"])
+            return .deleteSections(
+                try list(required(members, "sections", in: path), at: "\(path).sections") {
+                    value, path throws(HTTPError) in try sectionRef(value, at: path)
+                })
+        case "moveSection":
+            let members = try object(value, at: path, allowed: ["op", "section", "to"])
+            return .moveSection(
+                try sectionRef(required(members, "section", in: path), at: "\(path).section"),
+                to: try integer(required(members, "to", in: path), at: "\(path).to"))
+        case "updateSection":
+            let members = try object(value, at: path, allowed: ["op", "section", "data"])
+            return .updateSection(
+                try sectionRef(required(members, "section", in: path), at: "\(path).section"),
+                data: members["data"].map(canonical) ?? .null)
+        case "insertItems":
+            let members = try object(value, at: path, allowed: ["op", "at", "items"])
+            return .insertItems(
+                at: try position(required(members, "at", in: path), at: "\(path).at"),
+                items: try list(required(members, "items", in: path), at: "\(path).items") {
+                    value, path throws(HTTPError) in try item(value, at: path)
+                })
+        case "deleteItems":
+            let members = try object(value, at: path, allowed: ["op", "items"])
+            return .deleteItems(
+                try list(required(members, "items", in: path), at: "\(path).items") {
+                    value, path throws(HTTPError) in try itemRef(value, at: path)
+                })
+        case "moveItem":
+            let members = try object(value, at: path, allowed: ["op", "item", "to"])
+            return .moveItem(
+                try itemRef(required(members, "item", in: path), at: "\(path).item"),
+                to: try position(required(members, "to", in: path), at: "\(path).to"))
+        case "updateItems":
+            let members = try object(value, at: path, allowed: ["op", "items"])
+            return .updateItems(
+                try list(required(members, "items", in: path), at: "\(path).items") {
+                    value, path throws(HTTPError) in try item(value, at: path, requireData: true)
+                })
+        default:
+            throw HTTPError(
+                .badRequest, code: "unknown_op",
+                "\(path).op '\(name)' is not an op; the ops are insertSections, deleteSections, moveSection, "
+                    + "updateSection, insertItems, deleteItems, moveItem and updateItems.")
+        }
+    }
+
+    private static func section(_ value: JSONValue, at path: String) throws(HTTPError) -> Section {
+        let members = try object(value, at: path, allowed: ["id", "data", "items"])
+        return Section(
+            id: try string(required(members, "id", in: path), at: "\(path).id"),
+            data: members["data"].map(canonical) ?? .null,
+            items: try members["items"].map { items throws(HTTPError) in
+                try list(items, at: "\(path).items") { value, path throws(HTTPError) in try item(value, at: path) }
+            } ?? [])
+    }
+
+    private static func item(_ value: JSONValue, at path: String, requireData: Bool = false) throws(HTTPError) -> Item {
+        let members = try object(value, at: path, allowed: ["id", "data"])
+        let data = requireData ? try required(members, "data", in: path) : members["data"]
+        return Item(id: try string(required(members, "id", in: path), at: "\(path).id"), data: data.map(canonical) ?? .null)
+    }
+
+    private static func sectionRef(_ value: JSONValue, at path: String) throws(HTTPError) -> SectionRef {
+        switch value.kind {
+        case .integer: return .index(value.integer ?? 0)
+        case .string: return .id(value.string ?? "")
+        default: throw wrongType(path, "a section index (integer) or a section id (string)")
+        }
+    }
+
+    private static func itemRef(_ value: JSONValue, at path: String) throws(HTTPError) -> ItemRef {
+        if let id = value.string { return .id(id) }
+        guard value.kind == .array else { throw wrongType(path, "an item id (string) or an index path [section, index]") }
+        let place = try position(value, at: path)
+        return .path(place.section, place.index)
+    }
+
+    private static func position(_ value: JSONValue, at path: String) throws(HTTPError) -> ItemPosition {
+        guard let pair = value.array, pair.count == 2 else {
+            throw wrongType(path, "an index path [section, index]: a section index or id, then an integer")
+        }
+        return ItemPosition(section: try sectionRef(pair[0], at: "\(path)[0]"), index: try integer(pair[1], at: "\(path)[1]"))
+    }
+
+    // MARK: Primitives
+
+    private static func canonical(_ value: JSONValue) -> JSONData {
+        var writer = JSONWriter(capacity: 64)
+        writer.canonical(value)
+        return JSONData(canonical: writer.bytes)
+    }
+
+    private static func object(_ value: JSONValue, at path: String, allowed: Set<String>) throws(HTTPError)
+        -> [String: JSONValue]
+    {
+        guard let members = value.members else { throw wrongType(path, "an object") }
+        var result: [String: JSONValue] = [:]
+        for (key, member) in members {
+            guard allowed.contains(key) else {
+                let names = allowed.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+                throw HTTPError(.badRequest, code: "bad_request", "\(path) has an unknown field \"\(key)\"; it takes \(names).")
+            }
+            result[key] = member
+        }
+        return result
+    }
+
+    private static func required(_ members: [String: JSONValue], _ key: String, in path: String) throws(HTTPError)
+        -> JSONValue
+    {
+        guard let value = members[key] else { throw missing(key, in: path) }
+        return value
+    }
+
+    private static func list<Element>(
+        _ value: JSONValue, at path: String, _ element: (JSONValue, String) throws(HTTPError) -> Element
+    ) throws(HTTPError) -> [Element] {
+        guard let elements = value.array else { throw wrongType(path, "an array") }
+        var result: [Element] = []
+        result.reserveCapacity(elements.count)
+        for (index, value) in elements.enumerated() { result.append(try element(value, "\(path)[\(index)]")) }
+        return result
+    }
+
+    private static func string(_ value: JSONValue, at path: String) throws(HTTPError) -> String {
+        guard let text = value.string else { throw wrongType(path, "a string") }
+        return text
+    }
+
+    private static func integer(_ value: JSONValue, at path: String) throws(HTTPError) -> Int {
+        guard let number = value.integer else { throw wrongType(path, "an integer") }
+        return number
+    }
+
+    private static func missing(_ key: String, in path: String) -> HTTPError {
+        HTTPError(.badRequest, code: "bad_request", "\(path) needs the field \"\(key)\".")
+    }
+
+    private static func wrongType(_ path: String, _ expected: String) -> HTTPError {
+        HTTPError(.badRequest, code: "bad_request", "\(path) must be \(expected).")
+    }
+}

@@ -1,0 +1,100 @@
+import CJansson
+import Glibc
+
+/// Starting and stopping the server: configuration, file limits, signals, the loop. Kept out of `main.swift`
+/// so that nothing here is main-actor isolated (STYLE.md's signal trap).
+enum Lifecycle {
+    static func run(arguments: [String], environment: [String: String]) -> Int32 {
+        let config: Config
+        do throws(Config.UsageError) {
+            guard let parsed = try Config.parse(arguments: arguments, environment: environment) else {
+                print(Config.help)
+                return 0
+            }
+            config = parsed
+        } catch {
+            writeToStandardError("ChangeServer: \(error)\nRun 'ChangeServer --help' for the options.\n")
+            return 2
+        }
+        let logger = Logger(level: config.logLevel)
+        // jansson seeds its hash function lazily, which is not thread-safe: seed it before any thread starts.
+        json_object_seed(0)
+        signal(SIGPIPE, SIG_IGN)
+        blockTerminationSignals()
+        raiseOpenFileLimit(logger: logger)
+        do throws(StartupError) {
+            let app = App(config: config, logger: logger, journal: MemoryJournal())
+            let listener = try Listener.open(host: config.host, port: config.port)
+            let server = try HTTPServer(
+                listener: listener,
+                options: .init(maxBodyBytes: config.maxBodyBytes, connectionLimit: config.maxConnections, idleTimeout: 120),
+                handler: app)
+            app.attach(server)
+            startSignalThread { server.post { app.shutDown() } }
+            logger.info("listening on \(config.host):\(listener.port)")
+            server.run()
+            logger.info("stopped")
+            return 0
+        } catch {
+            logger.log(.critical, "cannot start: \(error)")
+            return 1
+        }
+    }
+
+    /// Lets 10,000+ held polls fit: the soft open-files limit goes up to the hard one.
+    private static func raiseOpenFileLimit(logger: Logger) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        if limit.rlim_cur < 20_000 {
+            logger.warning("the open-files limit is \(limit.rlim_cur); fewer than 10,000 polls may be held")
+        }
+    }
+
+    private static var terminationSignals: sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        return set
+    }
+
+    /// SIGTERM and SIGINT are blocked in every thread and taken by `sigwait` on one thread of their own.
+    private static func blockTerminationSignals() {
+        var set = terminationSignals
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    private static func startSignalThread(_ onSignal: @escaping @Sendable () -> Void) {
+        startThread {
+            var set = terminationSignals
+            var received: Int32 = 0
+            sigwait(&set, &received)
+            onSignal()
+            // A second signal stops at once.
+            sigwait(&set, &received)
+            _exit(1)
+        }
+    }
+}
+
+/// Starts a detached POSIX thread running `body`.
+func startThread(_ body: @escaping @Sendable () -> Void) {
+    final class Box {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    var thread = pthread_t()
+    let context = Unmanaged.passRetained(Box(body)).toOpaque()
+    pthread_create(
+        &thread, nil,
+        { context in
+            let box = Unmanaged<Box>.fromOpaque(context!).takeRetainedValue()
+            box.body()
+            return nil
+        }, context)
+    pthread_detach(thread)
+}

@@ -1,0 +1,52 @@
+import Glibc
+
+/// The usual log levels, in increasing order of severity.
+enum LogLevel: Int, Comparable, Sendable, CaseIterable {
+    case trace, debug, info, notice, warning, error, critical
+
+    var name: String { String(describing: self) }
+
+    init?(name: String) {
+        guard let level = Self.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
+        self = level
+    }
+
+    static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// One line per event on stderr: `2026-11-29T14:32:19.123Z info message`. Never given bodies or tokens.
+struct Logger: Sendable {
+    let level: LogLevel
+
+    init(level: LogLevel) {
+        self.level = level
+    }
+
+    func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
+        guard level >= self.level else { return }
+        writeToStandardError("\(Self.timestamp()) \(level.name) \(message())\n")
+    }
+
+    func info(_ message: @autoclosure () -> String) { log(.info, message()) }
+    func warning(_ message: @autoclosure () -> String) { log(.warning, message()) }
+    func error(_ message: @autoclosure () -> String) { log(.error, message()) }
+
+    private static func timestamp() -> String {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        var parts = tm()
+        var seconds = spec.tv_sec
+        gmtime_r(&seconds, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let millis = Int(spec.tv_nsec / 1_000_000)
+        let fraction = String(millis + 1000).dropFirst()
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(fraction)Z"
+    }
+}
+
+/// Writes a whole line with one `write(2)`, so that lines from several threads never interleave.
+func writeToStandardError(_ line: String) {
+    var line = line
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}

@@ -1,0 +1,80 @@
+import Synchronization
+
+/// The counters and gauges `/metrics` exposes in Prometheus' text format.
+final class Metrics: Sendable {
+    private struct RequestKey: Hashable {
+        var method: String
+        var route: String
+        var status: Int
+    }
+
+    private struct State {
+        var requests: [RequestKey: Int] = [:]
+        var mutations = 0
+        var heldPolls = 0
+        var changesetsDelivered = 0
+        var pollTimeouts = 0
+        var journalBytes = 0
+        /// Cumulative fsync latency histogram: counts per upper bound (seconds), plus sum and count.
+        var fsyncBuckets = [Int](repeating: 0, count: Metrics.fsyncBounds.count)
+        var fsyncSum = 0.0
+        var fsyncCount = 0
+    }
+
+    static let fsyncBounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+
+    private let state = Mutex(State())
+
+    func request(method: String, route: String, status: Int) {
+        state.withLock { $0.requests[RequestKey(method: method, route: route, status: status), default: 0] += 1 }
+    }
+
+    func mutationCommitted() { state.withLock { $0.mutations += 1 } }
+    func setHeldPolls(_ count: Int) { state.withLock { $0.heldPolls = count } }
+    func changesetsDelivered(_ count: Int) { state.withLock { $0.changesetsDelivered += count } }
+    func pollsTimedOut(_ count: Int) { state.withLock { $0.pollTimeouts += count } }
+    func setJournalBytes(_ bytes: Int) { state.withLock { $0.journalBytes = bytes } }
+
+    func fsyncTook(seconds: Double) {
+        state.withLock { state in
+            for (index, bound) in Self.fsyncBounds.enumerated() where seconds <= bound { state.fsyncBuckets[index] += 1 }
+            state.fsyncSum += seconds
+            state.fsyncCount += 1
+        }
+    }
+
+    /// The exposition text, with the number of collections read at the moment of the scrape.
+    func render(collections: Int) -> String {
+        let snapshot = state.withLock { $0 }
+        var lines: [String] = []
+        func metric(_ name: String, _ type: String, _ help: String) {
+            lines.append("# HELP \(name) \(help)")
+            lines.append("# TYPE \(name) \(type)")
+        }
+        metric("changeserver_requests_total", "counter", "HTTP requests answered, by method, route and status.")
+        for (key, count) in snapshot.requests.sorted(by: { ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status) }) {
+            lines.append(
+                "changeserver_requests_total{method=\"\(key.method)\",route=\"\(key.route)\",status=\"\(key.status)\"} \(count)")
+        }
+        metric("changeserver_mutations_total", "counter", "Mutations committed (that changed something).")
+        lines.append("changeserver_mutations_total \(snapshot.mutations)")
+        metric("changeserver_held_polls", "gauge", "Long polls held right now.")
+        lines.append("changeserver_held_polls \(snapshot.heldPolls)")
+        metric("changeserver_changesets_delivered_total", "counter", "Non-empty changesets answered on the change feed.")
+        lines.append("changeserver_changesets_delivered_total \(snapshot.changesetsDelivered)")
+        metric("changeserver_poll_timeouts_total", "counter", "Long polls answered empty at their timeout.")
+        lines.append("changeserver_poll_timeouts_total \(snapshot.pollTimeouts)")
+        metric("changeserver_collections", "gauge", "Collections held.")
+        lines.append("changeserver_collections \(collections)")
+        metric("changeserver_journal_bytes", "gauge", "Bytes in the journal since the last snapshot.")
+        lines.append("changeserver_journal_bytes \(snapshot.journalBytes)")
+        metric("changeserver_fsync_seconds", "histogram", "Latency of the journal's fsync calls.")
+        for (index, bound) in Self.fsyncBounds.enumerated() {
+            lines.append("changeserver_fsync_seconds_bucket{le=\"\(bound)\"} \(snapshot.fsyncBuckets[index])")
+        }
+        lines.append("changeserver_fsync_seconds_bucket{le=\"+Inf\"} \(snapshot.fsyncCount)")
+        lines.append("changeserver_fsync_seconds_sum \(snapshot.fsyncSum)")
+        lines.append("changeserver_fsync_seconds_count \(snapshot.fsyncCount)")
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,72 @@
+import Model
+
+/// `GET /v1/collections/{name}/changes?since=<version>&timeout=<seconds>`: the long-poll change feed.
+extension App {
+    static let defaultPollTimeout = 25
+    static let maximumPollTimeout = 300
+
+    func changes(_ exchange: Exchange, _ name: String) throws(HTTPError) -> HandlerResult {
+        let timeout = try pollTimeout(exchange)
+        var since: Version?
+        if let raw = exchange.rawQuery("since") {
+            guard let text = percentDecoded(Substring(raw)), let version = Version(text) else {
+                throw HTTPError(.badRequest, code: "bad_request", "since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
+            }
+            since = version
+        }
+        let entry = try existing(name)
+        guard let since else {
+            let (version, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
+            return .respond(
+                feedResponse { writer in
+                    writer.raw("{")
+                    writer.key("collection")
+                    writer.string(name)
+                    writer.raw(",")
+                    writer.key("reset")
+                    writer.raw("true")
+                    writer.raw(",")
+                    writer.key("to")
+                    writer.string(version.description)
+                    writer.raw(",")
+                    writer.key("snapshot")
+                    writer.snapshot(collection: name, version: version, sections: sections)
+                    writer.raw("}")
+                })
+        }
+        let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
+        guard let changeset else {
+            throw HTTPError(
+                .gone, code: "cursor_expired",
+                "Version \(since) is not in this collection's history (too old, of another epoch, or ahead); "
+                    + "fetch the snapshot again.", current: current.description)
+        }
+        if !changeset.isEmpty || timeout == 0 {
+            if !changeset.isEmpty { metrics.changesetsDelivered(1) }
+            return .respond(feedResponse { $0.feedChanges(collection: name, changeset: changeset) })
+        }
+        guard feed.count < config.maxHeldPolls else {
+            throw HTTPError(
+                .tooManyRequests, code: "too_many_polls",
+                "The server holds \(config.maxHeldPolls) polls already (--max-held-polls); retry shortly."
+            ).with(header: "Retry-After", "1")
+        }
+        // A little random extra time, so that polls held with the same timeout do not all end together.
+        let jitter = Int64.random(in: 0...min(1000, Int64(timeout) * 100), using: &random)
+        feed.hold(exchange, on: entry, since: since, deadline: MonotonicClock.now() + Int64(timeout) * 1000 + jitter)
+        return .hold
+    }
+
+    private func pollTimeout(_ exchange: Exchange) throws(HTTPError) -> Int {
+        guard let raw = exchange.rawQuery("timeout") else { return Self.defaultPollTimeout }
+        guard !raw.isEmpty, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            throw HTTPError(
+                .badRequest, code: "bad_request", "timeout must be a non-negative integer of seconds, not '\(raw)'.")
+        }
+        return Int(raw).map { min($0, Self.maximumPollTimeout) } ?? Self.maximumPollTimeout
+    }
+
+    private func feedResponse(_ write: (inout JSONWriter) -> Void) -> Response {
+        .json(.ok, headers: [("Cache-Control", "no-store")], write)
+    }
+}

@@ -1,0 +1,36 @@
+import Model
+
+/// Conditional requests: `If-Match` on mutations (`412` when the collection is at another version) and
+/// `If-None-Match` on reads (`304`) and on creation (`If-None-Match: *` creates only).
+enum Preconditions {
+    /// The quoted ETag of a version.
+    static func etag(_ version: Version) -> String { "\"\(version)\"" }
+
+    /// Whether a header's list of ETags (or `*`) names `version`; nil `version` when the collection does not exist.
+    static func matches(_ header: String, _ version: Version?) -> Bool {
+        guard let version else { return false }
+        let wanted = version.description
+        return header.split(separator: ",").contains { raw in
+            var tag = Substring(String(raw).trimmingSpaces())
+            if tag == "*" { return true }
+            if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
+            if tag.hasPrefix("\""), tag.hasSuffix("\""), tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+            return tag == wanted
+        }
+    }
+
+    /// Throws `412` unless the request's `If-Match` (if any) names `version`, and its `If-None-Match` (if any) does not.
+    static func check(_ exchange: Exchange, _ version: Version?) throws(HTTPError) {
+        if let ifMatch = exchange.header("If-Match"), !matches(ifMatch, version) {
+            let current = version.map { " (it is at \($0))" } ?? " (it does not exist)"
+            throw HTTPError(
+                .preconditionFailed, code: "precondition_failed",
+                "If-Match \(ifMatch) does not match the collection's version\(current).")
+        }
+        if let ifNoneMatch = exchange.header("If-None-Match"), matches(ifNoneMatch, version) {
+            throw HTTPError(
+                .preconditionFailed, code: "precondition_failed",
+                "If-None-Match \(ifNoneMatch) matches the collection's version \(version.map(\.description) ?? "")")
+        }
+    }
+}

@@ -1,0 +1,104 @@
+/// The resources of API.md, matched from a request path.
+enum Route: Equatable {
+    case health
+    case metrics
+    case collections
+    case collection(String)
+    case mutations(String)
+    case changes(String)
+    case item(collection: String, id: String)
+
+    /// The path template, as requests are counted in `/metrics`.
+    var template: String {
+        switch self {
+        case .health: "/healthz"
+        case .metrics: "/metrics"
+        case .collections: "/v1/collections"
+        case .collection: "/v1/collections/{name}"
+        case .mutations: "/v1/collections/{name}/mutations"
+        case .changes: "/v1/collections/{name}/changes"
+        case .item: "/v1/collections/{name}/items/{id}"
+        }
+    }
+
+    /// The methods the route answers (besides OPTIONS), for `405` and its `Allow` header.
+    var methods: [String] {
+        switch self {
+        case .health, .metrics, .collections, .changes: ["GET", "HEAD"]
+        case .collection, .item: ["GET", "HEAD", "PUT", "DELETE"]
+        case .mutations: ["POST"]
+        }
+    }
+
+    /// Matches a raw (percent-encoded) path. Nil for a path that names no resource; a `400` for a malformed
+    /// segment or an invalid collection name.
+    static func match(_ path: String) throws(HTTPError) -> Route? {
+        var rawSegments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        if rawSegments.last == "" && rawSegments.count > 1 { rawSegments = rawSegments.dropLast() }
+        var segments: [String] = []
+        for raw in rawSegments {
+            guard let decoded = percentDecoded(raw) else {
+                throw HTTPError(.badRequest, code: "bad_request", "The path has a malformed percent-encoding.")
+            }
+            segments.append(decoded)
+        }
+        switch segments.count {
+        case 1 where segments[0] == "healthz": return .health
+        case 1 where segments[0] == "metrics": return .metrics
+        case 2 where segments == ["v1", "collections"]: return .collections
+        default: break
+        }
+        guard segments.count >= 3, segments[0] == "v1", segments[1] == "collections" else { return nil }
+        let name = segments[2]
+        let route: Route
+        switch segments.count {
+        case 3: route = .collection(name)
+        case 4 where segments[3] == "mutations": route = .mutations(name)
+        case 4 where segments[3] == "changes": route = .changes(name)
+        case 5 where segments[3] == "items": route = .item(collection: name, id: segments[4])
+        default: return nil
+        }
+        guard isValidCollectionName(name) else {
+            throw HTTPError(
+                .badRequest, code: "invalid_name",
+                "A collection name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit.")
+        }
+        return route
+    }
+
+    /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`
+    static func isValidCollectionName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard (1...128).contains(bytes.count) else { return false }
+        func isAlphanumeric(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+        }
+        return isAlphanumeric(bytes[0])
+            && bytes.dropFirst().allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
+    }
+}
+
+/// Decodes `%XX` escapes; nil for a malformed escape or bytes that are not UTF-8.
+func percentDecoded(_ text: Substring) -> String? {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(text.utf8.count)
+    var iterator = text.utf8.makeIterator()
+    while let byte = iterator.next() {
+        guard byte == UInt8(ascii: "%") else {
+            bytes.append(byte)
+            continue
+        }
+        guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+        bytes.append(high << 4 | low)
+    }
+    return String(validating: bytes, as: UTF8.self)
+}
+
+private func hexValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}

@@ -1,0 +1,11 @@
+/// `GET /healthz` and `GET /metrics`.
+extension App {
+    func health() -> Response {
+        .json(.ok) { $0.raw("{\"status\":\"ok\"}") }
+    }
+
+    func metricsText() -> Response {
+        let text = metrics.render(collections: registry.count)
+        return Response(.ok, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: Array(text.utf8))
+    }
+}

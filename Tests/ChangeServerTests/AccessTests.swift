@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+@Suite struct AccessTests {
+    @Test func writeTokenGuardsMutationsOnly() throws {
+        let server = try ServerProcess(["--write-token", "w-secret"])
+        let denied = try server.client.put("/v1/collections/c", ["sections": []])
+        #expect(denied.status == 401)
+        #expect(denied.errorCode == "unauthorized")
+        #expect(denied.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
+        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer wrong"]).status == 401)
+        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer w-secret"]).status == 201)
+        #expect(try server.client.get("/v1/collections/c").status == 200)
+        #expect(!server.log.contains("w-secret"))
+    }
+
+    @Test func readTokenGuardsReadsAndWriteTokenAlsoReads() throws {
+        let server = try ServerProcess([], environment: ["CHANGESERVER_READ_TOKEN": "r", "CHANGESERVER_WRITE_TOKEN": "w"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer r"]).status == 401)
+        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer w"]).status == 201)
+        #expect(try server.client.get("/v1/collections/c").status == 401)
+        #expect(try server.client.get("/v1/collections/c", headers: ["Authorization": "Bearer r"]).status == 200)
+        #expect(try server.client.get("/v1/collections/c", headers: ["Authorization": "bearer w"]).status == 200)
+        #expect(try server.client.get("/v1/collections/c/changes", headers: ["Authorization": "Bearer x"]).status == 401)
+        #expect(try server.client.get("/healthz").status == 200)
+    }
+
+    @Test func corsAllowsListedOriginsOnly() throws {
+        let server = try ServerProcess(["--cors-origin", "https://app.example", "--cors-origin", "https://b.example"])
+        _ = try server.client.put("/v1/collections/c", ["sections": []])
+        let allowed = try server.client.get("/v1/collections/c", headers: ["Origin": "https://app.example"])
+        #expect(allowed.header("Access-Control-Allow-Origin") == "https://app.example")
+        #expect(allowed.header("Access-Control-Expose-Headers") == "ETag, Retry-After")
+        let other = try server.client.get("/v1/collections/c", headers: ["Origin": "https://evil.example"])
+        #expect(other.header("Access-Control-Allow-Origin") == nil)
+        let preflight = try server.client.request(
+            "OPTIONS", "/v1/collections/c/mutations",
+            headers: ["Origin": "https://b.example", "Access-Control-Request-Method": "POST"])
+        #expect(preflight.status == 204)
+        #expect(preflight.header("Access-Control-Allow-Origin") == "https://b.example")
+        #expect(preflight.header("Access-Control-Allow-Methods")?.contains("POST") == true)
+        #expect(preflight.header("Access-Control-Allow-Headers")?.contains("Authorization") == true)
+    }
+
+    @Test func heldPollsKeepTheirOriginsHeaders() throws {
+        let server = try ServerProcess(["--cors-origin", "https://a.example"])
+        let version = try #require(try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
+        let withOrigin = try HTTPConnection(port: server.port)
+        withOrigin.sendRequest("GET", "/v1/collections/c/changes?since=\(version)", headers: ["Origin": "https://a.example"])
+        let without = try HTTPConnection(port: server.port)
+        without.sendRequest("GET", "/v1/collections/c/changes?since=\(version)")
+        try waitForHeldPolls(server, 2)
+        _ = try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]])
+        #expect(try withOrigin.readResponse().header("Access-Control-Allow-Origin") == "https://a.example")
+        #expect(try without.readResponse().header("Access-Control-Allow-Origin") == nil)
+    }
+}

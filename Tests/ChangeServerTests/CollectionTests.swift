@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+
+@Suite struct CollectionTests {
+    static var inbox: [String: Any] { [
+        "sections": [
+            ["id": "today", "data": ["title": "Today", "a": 1], "items": [["id": "m1", "data": ["text": "hi"]], ["id": "m2"]]],
+            ["id": "later"],
+        ]
+    ] }
+
+    @Test func createThenReadSnapshot() throws {
+        let server = try ServerProcess()
+        let created = try server.client.put("/v1/collections/inbox", Self.inbox)
+        #expect(created.status == 201)
+        let version = try #require(created.object["version"] as? String)
+        #expect(version.hasSuffix(".1"))
+        #expect(created.header("ETag") == "\"\(version)\"")
+        let changes = try #require(created.object["changes"] as? [String: Any])
+        #expect(changes["from"] as? String == version.dropLast() + "0")
+        let insertedSections = (changes["sections"] as? [String: Any])?["inserted"] as? [[String: Any]]
+        #expect(insertedSections?.map { $0["id"] as? String } == ["today", "later"])
+
+        let snapshot = try server.client.get("/v1/collections/inbox")
+        #expect(snapshot.status == 200)
+        #expect(snapshot.header("ETag") == "\"\(version)\"")
+        #expect(
+            snapshot.text
+                == #"{"collection":"inbox","version":"\#(version)","sections":[{"id":"today","data":{"a":1,"title":"Today"},"items":[{"id":"m1","data":{"text":"hi"}},{"id":"m2","data":null}]},{"id":"later","data":null,"items":[]}]}"#
+        )
+        let notModified = try server.client.get("/v1/collections/inbox", headers: ["If-None-Match": "\"\(version)\""])
+        #expect(notModified.status == 304)
+        #expect(notModified.body.isEmpty)
+        #expect(try server.client.get("/v1/collections/inbox", headers: ["If-None-Match": "\"x.1\""]).status == 200)
+    }
+
+    @Test func replaceDiffsAndNoOpKeepsVersion() throws {
+        let server = try ServerProcess()
+        let version1 = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)
+        let same = try server.client.put("/v1/collections/c", Self.inbox)
+        #expect(same.status == 200)
+        #expect(same.object["version"] as? String == version1)
+        let unchanged = same.object["changes"] as? [String: Any]
+        #expect(unchanged?["from"] as? String == version1 && unchanged?["to"] as? String == version1)
+
+        let replaced = try server.client.put(
+            "/v1/collections/c",
+            ["sections": [["id": "later"], ["id": "today", "data": ["title": "Today", "a": 1], "items": [["id": "m2"], ["id": "m3"]]]]])
+        #expect(replaced.status == 200)
+        let version2 = try #require(replaced.object["version"] as? String)
+        #expect(version2 == version1.dropLast() + "2")
+        let changes = try #require(replaced.object["changes"] as? [String: Any])
+        let items = try #require(changes["items"] as? [String: Any])
+        #expect((items["deleted"] as? [[String: Any]])?.first?["id"] as? String == "m1")
+        #expect((items["inserted"] as? [[String: Any]])?.first?["id"] as? String == "m3")
+        let sections = try #require(changes["sections"] as? [String: Any])
+        #expect((sections["moved"] as? [[String: Any]])?.count == 1)
+    }
+
+    @Test func listIsSortedWithCounts() throws {
+        let server = try ServerProcess()
+        _ = try server.client.put("/v1/collections/zeta", ["sections": []])
+        _ = try server.client.put("/v1/collections/alpha", Self.inbox)
+        let list = try server.client.get("/v1/collections")
+        #expect(list.status == 200)
+        let rows = try #require(list.object["collections"] as? [[String: Any]])
+        #expect(rows.map { $0["name"] as? String } == ["alpha", "zeta"])
+        #expect(rows[0]["sections"] as? Int == 2 && rows[0]["items"] as? Int == 2)
+        #expect(rows[1]["sections"] as? Int == 0 && rows[1]["items"] as? Int == 0)
+    }
+
+    @Test func deleteThenRecreateHasNewEpoch() throws {
+        let server = try ServerProcess()
+        let first = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)
+        #expect(try server.client.request("DELETE", "/v1/collections/c").status == 204)
+        #expect(try server.client.get("/v1/collections/c").status == 404)
+        let missing = try server.client.request("DELETE", "/v1/collections/c")
+        #expect(missing.status == 404)
+        #expect(missing.errorCode == "collection_not_found")
+        let second = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)
+        #expect(first.split(separator: ".")[0] != second.split(separator: ".")[0])
+    }
+
+    @Test func ifMatchGuardsMutations() throws {
+        let server = try ServerProcess()
+        let version = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)
+        let stale = try server.client.put("/v1/collections/c", ["sections": []], headers: ["If-Match": "\"\(version)x\""])
+        #expect(stale.status == 412)
+        #expect(stale.errorCode == "precondition_failed")
+        #expect(try server.client.get("/v1/collections/c").object["version"] as? String == version)
+        let fresh = try server.client.put("/v1/collections/c", ["sections": []], headers: ["If-Match": "\"\(version)\""])
+        #expect(fresh.status == 200)
+        let onlyCreate = try server.client.put("/v1/collections/c", ["sections": []], headers: ["If-None-Match": "*"])
+        #expect(onlyCreate.status == 412)
+        let missing = try server.client.put("/v1/collections/new", ["sections": []], headers: ["If-Match": "*"])
+        #expect(missing.status == 412)
+        let deleteStale = try server.client.request("DELETE", "/v1/collections/c", headers: ["If-Match": "\"\(version)\""])
+        #expect(deleteStale.status == 412)
+    }
+
+    @Test func dataIsCanonicalised() throws {
+        let server = try ServerProcess()
+        let body = #"{"sections":[{"id":"s","data":{ "b" : [1, 1.0, 1.5, -0.0, 1e300, "é\u0001"], "a": {"z": true, "y": null}},"items":[]}]}"#
+        let created = try server.client.request(
+            "PUT", "/v1/collections/c", headers: ["Content-Type": "application/json; charset=utf-8"], body: Array(body.utf8))
+        #expect(created.status == 201)
+        let snapshot = try server.client.get("/v1/collections/c").text
+        #expect(snapshot.contains(#""data":{"a":{"y":null,"z":true},"b":[1,1.0,1.5,-0.0,1e+300,"é\u0001"]}"#), "\(snapshot)")
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+
+@testable import ChangeServer
+
+@Suite struct ConfigTests {
+    @Test func defaultsMatchTheContract() throws {
+        let config = try #require(try Config.parse(arguments: [], environment: [:]))
+        #expect(config.host == "0.0.0.0")
+        #expect(config.port == 8080)
+        #expect(config.dataDirectory == "./data")
+        #expect(config.fsync == .always)
+        #expect(config.maxBodyBytes == 16 << 20)
+        #expect(config.history == 1000)
+        #expect(config.writeToken == nil && config.readToken == nil)
+        #expect(config.corsOrigins.isEmpty)
+    }
+
+    @Test func flagsWinOverEnvironment() throws {
+        let environment = [
+            "CHANGESERVER_PORT": "9000", "CHANGESERVER_HISTORY": "5", "CHANGESERVER_CORS_ORIGIN": "https://a,https://b",
+            "CHANGESERVER_FSYNC": "interval",
+        ]
+        let fromEnvironment = try #require(try Config.parse(arguments: [], environment: environment))
+        #expect(fromEnvironment.port == 9000)
+        #expect(fromEnvironment.history == 5)
+        #expect(fromEnvironment.corsOrigins == ["https://a", "https://b"])
+        #expect(fromEnvironment.fsync == .interval)
+        let both = try #require(
+            try Config.parse(
+                arguments: ["--port=9001", "--cors-origin", "https://c", "--write-token", "w"], environment: environment))
+        #expect(both.port == 9001)
+        #expect(both.corsOrigins == ["https://c"])
+        #expect(both.writeToken == "w")
+        #expect(both.history == 5)
+    }
+
+    @Test(arguments: [
+        ["--bogus"], ["--port"], ["--port", "70000"], ["--port", "x"], ["--fsync", "sometimes"], ["--history", "0"],
+        ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
+    ])
+    func badArgumentsAreUsageErrors(_ arguments: [String]) {
+        #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }
+    }
+
+    @Test func helpIsNil() throws {
+        #expect(try Config.parse(arguments: ["--port", "1", "--help"], environment: [:]) == nil)
+    }
+
+    @Test func processExitsWithStatus2OnUnknownFlagAndPrintsHelp() throws {
+        let process = Process()
+        process.executableURL = ServerProcess.binary
+        process.arguments = ["--no-such-flag"]
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 2)
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("unknown option '--no-such-flag'"))
+
+        let help = Process()
+        help.executableURL = ServerProcess.binary
+        help.arguments = ["--help"]
+        let output = Pipe()
+        help.standardOutput = output
+        try help.run()
+        help.waitUntilExit()
+        #expect(help.terminationStatus == 0)
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        for flag in ["--host", "--port", "--data-dir", "--fsync", "--max-body-bytes", "--history", "--write-token",
+            "--read-token", "--cors-origin"]
+        {
+            #expect(text.contains(flag), "\(flag)")
+        }
+    }
+}

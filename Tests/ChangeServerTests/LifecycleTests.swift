@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+
+@Suite struct LifecycleTests {
+    @Test func sigtermAnswersHeldPolls503AndExitsZero() throws {
+        let (server, version) = try MutationTests.seeded()
+        let polls = try (0..<20).map { _ in try HTTPConnection(port: server.port) }
+        for poll in polls { poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=60") }
+        try waitForHeldPolls(server, 20)
+        let started = Date()
+        kill(server.process.processIdentifier, SIGTERM)
+        for poll in polls {
+            let response = try poll.readResponse()
+            #expect(response.status == 503)
+            #expect(response.header("Retry-After") == "1")
+            #expect(response.errorCode == "shutting_down")
+        }
+        let status = server.waitForExit(timeout: 6)
+        #expect(status == 0)
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(server.log.contains("stopped"))
+    }
+
+    @Test func logsOneLinePerRequestWithoutBodies() throws {
+        let server = try ServerProcess()
+        _ = try server.client.put("/v1/collections/c", ["sections": [["id": "secret-section-body"]]])
+        _ = try server.client.get("/v1/collections/c")
+        usleep(100_000)
+        let lines = server.log.split(separator: "\n")
+        #expect(lines.contains { $0.contains(" info PUT /v1/collections/c 201 ") })
+        #expect(lines.contains { $0.contains(" info GET /v1/collections/c 200 ") })
+        #expect(!server.log.contains("secret-section-body"))
+    }
+}

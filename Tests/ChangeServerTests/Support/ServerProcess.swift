@@ -1,0 +1,85 @@
+import Foundation
+
+/// A real ChangeServer process on a free loopback port, started from the binary this test run built, and
+/// stopped by its PID when the test is done.
+final class ServerProcess: @unchecked Sendable {
+    // @unchecked: the log text is guarded by logLock; everything else is set once in init.
+    let process = Process()
+    let port: Int
+    private let errorPipe = Pipe()
+    private let logLock = NSLock()
+    private var logText = ""
+
+    /// The built `ChangeServer` next to the test bundle.
+    static var binary: URL {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent().appendingPathComponent("ChangeServer")
+    }
+
+    init(_ arguments: [String] = [], environment: [String: String] = [:]) throws {
+        process.executableURL = Self.binary
+        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--fsync", "never"] + arguments
+        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
+        variables.merge(environment) { $1 }
+        process.environment = variables
+        process.standardError = errorPipe
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var found: Int?
+        let deadline = Date().addingTimeInterval(20)
+        let handle = errorPipe.fileHandleForReading
+        var pending = ""
+        while found == nil && Date() < deadline && process.isRunning {
+            let data = handle.availableData
+            if data.isEmpty { break }
+            pending += String(decoding: data, as: UTF8.self)
+            if let range = pending.range(of: #"listening on [^ ]+:(\d+)"#, options: .regularExpression) {
+                found = Int(pending[range].split(separator: ":").last ?? "")
+            }
+        }
+        logText = pending
+        guard let port = found else {
+            if process.isRunning { process.terminate() }
+            throw ClientError.malformed("the server did not start: \(pending)")
+        }
+        self.port = port
+        handle.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self, !data.isEmpty else { return }
+            self.logLock.withLock { self.logText += String(decoding: data, as: UTF8.self) }
+        }
+    }
+
+    var client: Client { Client(port: port) }
+
+    /// Everything the server wrote to stderr so far.
+    var log: String { logLock.withLock { logText } }
+
+    /// Sends a signal and waits up to `timeout` seconds for the exit status.
+    @discardableResult
+    func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
+        guard process.isRunning else { return process.terminationStatus }
+        kill(process.processIdentifier, signal)
+        return waitForExit(timeout: timeout)
+    }
+
+    /// Waits up to `timeout` seconds for the process to exit by itself; killed and nil if it does not.
+    func waitForExit(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        errorPipe.fileHandleForReading.readabilityHandler = nil
+    }
+}
