@@ -60,12 +60,15 @@ final class App: HTTPHandler, @unchecked Sendable {
             guard route.methods.contains(exchange.method) else {
                 throw HTTPError(
                     .methodNotAllowed, code: "method_not_allowed",
-                    "\(exchange.method) is not allowed on \(route.template); allowed: \(route.methods.joined(separator: ", ")).")
-                    .with(header: "Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
+                    "\(exchange.method) is not allowed on \(route.template); allowed: \(route.methods.joined(separator: ", "))."
+                )
+                .with(header: "Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
             }
             if isShuttingDown {
-                throw HTTPError(.serviceUnavailable, code: "shutting_down", "The server is shutting down; retry shortly.")
-                    .with(header: "Retry-After", "1")
+                throw HTTPError(
+                    .serviceUnavailable, code: "shutting_down", "The server is shutting down; retry shortly."
+                )
+                .with(header: "Retry-After", "1")
             }
             try authorize(exchange, route)
             if ["PUT", "POST"].contains(exchange.method) { try checkContentType(exchange) }
@@ -107,7 +110,9 @@ final class App: HTTPHandler, @unchecked Sendable {
     // MARK: Cross-cutting checks
 
     private func preflight(_ exchange: Exchange, _ route: Route) -> Response {
-        var headers: [(name: String, value: String)] = [("Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))]
+        var headers: [(name: String, value: String)] = [
+            ("Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
+        ]
         if !exchange.extraHeaders.isEmpty {
             headers += [
                 ("Access-Control-Allow-Methods", (route.methods + ["OPTIONS"]).joined(separator: ", ")),
@@ -134,7 +139,8 @@ final class App: HTTPHandler, @unchecked Sendable {
         if let presented, accepted.contains(where: { constantTimeEquals($0, presented) }) { return }
         throw HTTPError(
             .unauthorized, code: "unauthorized",
-            presented == nil ? "This request needs \"Authorization: Bearer <token>\"." : "The bearer token is not valid here."
+            presented == nil
+                ? "This request needs \"Authorization: Bearer <token>\"." : "The bearer token is not valid here."
         ).with(header: "WWW-Authenticate", "Bearer realm=\"changeserver\"")
     }
 
@@ -145,7 +151,9 @@ final class App: HTTPHandler, @unchecked Sendable {
 
     private func checkContentType(_ exchange: Exchange) throws(HTTPError) {
         guard let contentType = exchange.header("Content-Type") else { return }
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { String($0).trimmingSpaces().lowercased() }
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
+            String($0).trimmingSpaces().lowercased()
+        }
         guard mediaType == "application/json" else {
             throw HTTPError(
                 .unsupportedMediaType, code: "unsupported_media_type",
@@ -169,6 +177,8 @@ func constantTimeEquals(_ lhs: String, _ rhs: String) -> Bool {
 
 extension String {
     func trimmingSpaces() -> String {
-        String(self.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+        String(
+            self.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed()
+        )
     }
 }

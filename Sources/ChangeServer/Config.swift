@@ -101,7 +101,8 @@ struct Config: Sendable {
         func integer(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
             guard let number = Int(value), range.contains(number) else {
                 throw UsageError(
-                    description: "\(source) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+                    description:
+                        "\(source) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
             }
             return number
         }

@@ -27,7 +27,8 @@ enum Lifecycle {
             let listener = try Listener.open(host: config.host, port: config.port)
             let server = try HTTPServer(
                 listener: listener,
-                options: .init(maxBodyBytes: config.maxBodyBytes, connectionLimit: config.maxConnections, idleTimeout: 120),
+                options: .init(
+                    maxBodyBytes: config.maxBodyBytes, connectionLimit: config.maxConnections, idleTimeout: 120),
                 handler: app)
             app.attach(server)
             startSignalThread { server.post { app.shutDown() } }

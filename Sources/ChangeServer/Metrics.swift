@@ -37,7 +37,9 @@ final class Metrics: Sendable {
 
     func fsyncTook(seconds: Double) {
         state.withLock { state in
-            for (index, bound) in Self.fsyncBounds.enumerated() where seconds <= bound { state.fsyncBuckets[index] += 1 }
+            for (index, bound) in Self.fsyncBounds.enumerated() where seconds <= bound {
+                state.fsyncBuckets[index] += 1
+            }
             state.fsyncSum += seconds
             state.fsyncCount += 1
         }
@@ -52,15 +54,19 @@ final class Metrics: Sendable {
             lines.append("# TYPE \(name) \(type)")
         }
         metric("changeserver_requests_total", "counter", "HTTP requests answered, by method, route and status.")
-        for (key, count) in snapshot.requests.sorted(by: { ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status) }) {
+        for (key, count) in snapshot.requests.sorted(by: {
+            ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status)
+        }) {
             lines.append(
-                "changeserver_requests_total{method=\"\(key.method)\",route=\"\(key.route)\",status=\"\(key.status)\"} \(count)")
+                "changeserver_requests_total{method=\"\(key.method)\",route=\"\(key.route)\",status=\"\(key.status)\"} \(count)"
+            )
         }
         metric("changeserver_mutations_total", "counter", "Mutations committed (that changed something).")
         lines.append("changeserver_mutations_total \(snapshot.mutations)")
         metric("changeserver_held_polls", "gauge", "Long polls held right now.")
         lines.append("changeserver_held_polls \(snapshot.heldPolls)")
-        metric("changeserver_changesets_delivered_total", "counter", "Non-empty changesets answered on the change feed.")
+        metric(
+            "changeserver_changesets_delivered_total", "counter", "Non-empty changesets answered on the change feed.")
         lines.append("changeserver_changesets_delivered_total \(snapshot.changesetsDelivered)")
         metric("changeserver_poll_timeouts_total", "counter", "Long polls answered empty at their timeout.")
         lines.append("changeserver_poll_timeouts_total \(snapshot.pollTimeouts)")

@@ -8,20 +8,30 @@ import Testing
         #expect(denied.status == 401)
         #expect(denied.errorCode == "unauthorized")
         #expect(denied.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
-        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer wrong"]).status == 401)
-        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer w-secret"]).status == 201)
+        #expect(
+            try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer wrong"])
+                .status == 401)
+        #expect(
+            try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer w-secret"])
+                .status == 201)
         #expect(try server.client.get("/v1/collections/c").status == 200)
         #expect(!server.log.contains("w-secret"))
     }
 
     @Test func readTokenGuardsReadsAndWriteTokenAlsoReads() throws {
-        let server = try ServerProcess([], environment: ["CHANGESERVER_READ_TOKEN": "r", "CHANGESERVER_WRITE_TOKEN": "w"])
-        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer r"]).status == 401)
-        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer w"]).status == 201)
+        let server = try ServerProcess(
+            [], environment: ["CHANGESERVER_READ_TOKEN": "r", "CHANGESERVER_WRITE_TOKEN": "w"])
+        #expect(
+            try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer r"]).status
+                == 401)
+        #expect(
+            try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer w"]).status
+                == 201)
         #expect(try server.client.get("/v1/collections/c").status == 401)
         #expect(try server.client.get("/v1/collections/c", headers: ["Authorization": "Bearer r"]).status == 200)
         #expect(try server.client.get("/v1/collections/c", headers: ["Authorization": "bearer w"]).status == 200)
-        #expect(try server.client.get("/v1/collections/c/changes", headers: ["Authorization": "Bearer x"]).status == 401)
+        #expect(
+            try server.client.get("/v1/collections/c/changes", headers: ["Authorization": "Bearer x"]).status == 401)
         #expect(try server.client.get("/healthz").status == 200)
     }
 
@@ -44,9 +54,11 @@ import Testing
 
     @Test func heldPollsKeepTheirOriginsHeaders() throws {
         let server = try ServerProcess(["--cors-origin", "https://a.example"])
-        let version = try #require(try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
+        let version = try #require(
+            try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
         let withOrigin = try HTTPConnection(port: server.port)
-        withOrigin.sendRequest("GET", "/v1/collections/c/changes?since=\(version)", headers: ["Origin": "https://a.example"])
+        withOrigin.sendRequest(
+            "GET", "/v1/collections/c/changes?since=\(version)", headers: ["Origin": "https://a.example"])
         let without = try HTTPConnection(port: server.port)
         without.sendRequest("GET", "/v1/collections/c/changes?since=\(version)")
         try waitForHeldPolls(server, 2)

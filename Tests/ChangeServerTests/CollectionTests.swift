@@ -2,12 +2,17 @@ import Foundation
 import Testing
 
 @Suite struct CollectionTests {
-    static var inbox: [String: Any] { [
-        "sections": [
-            ["id": "today", "data": ["title": "Today", "a": 1], "items": [["id": "m1", "data": ["text": "hi"]], ["id": "m2"]]],
-            ["id": "later"],
+    static var inbox: [String: Any] {
+        [
+            "sections": [
+                [
+                    "id": "today", "data": ["title": "Today", "a": 1],
+                    "items": [["id": "m1", "data": ["text": "hi"]], ["id": "m2"]],
+                ],
+                ["id": "later"],
+            ]
         ]
-    ] }
+    }
 
     @Test func createThenReadSnapshot() throws {
         let server = try ServerProcess()
@@ -45,7 +50,12 @@ import Testing
 
         let replaced = try server.client.put(
             "/v1/collections/c",
-            ["sections": [["id": "later"], ["id": "today", "data": ["title": "Today", "a": 1], "items": [["id": "m2"], ["id": "m3"]]]]])
+            [
+                "sections": [
+                    ["id": "later"],
+                    ["id": "today", "data": ["title": "Today", "a": 1], "items": [["id": "m2"], ["id": "m3"]]],
+                ]
+            ])
         #expect(replaced.status == 200)
         let version2 = try #require(replaced.object["version"] as? String)
         #expect(version2 == version1.dropLast() + "2")
@@ -84,27 +94,34 @@ import Testing
     @Test func ifMatchGuardsMutations() throws {
         let server = try ServerProcess()
         let version = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)
-        let stale = try server.client.put("/v1/collections/c", ["sections": []], headers: ["If-Match": "\"\(version)x\""])
+        let stale = try server.client.put(
+            "/v1/collections/c", ["sections": []], headers: ["If-Match": "\"\(version)x\""])
         #expect(stale.status == 412)
         #expect(stale.errorCode == "precondition_failed")
         #expect(try server.client.get("/v1/collections/c").object["version"] as? String == version)
-        let fresh = try server.client.put("/v1/collections/c", ["sections": []], headers: ["If-Match": "\"\(version)\""])
+        let fresh = try server.client.put(
+            "/v1/collections/c", ["sections": []], headers: ["If-Match": "\"\(version)\""])
         #expect(fresh.status == 200)
         let onlyCreate = try server.client.put("/v1/collections/c", ["sections": []], headers: ["If-None-Match": "*"])
         #expect(onlyCreate.status == 412)
         let missing = try server.client.put("/v1/collections/new", ["sections": []], headers: ["If-Match": "*"])
         #expect(missing.status == 412)
-        let deleteStale = try server.client.request("DELETE", "/v1/collections/c", headers: ["If-Match": "\"\(version)\""])
+        let deleteStale = try server.client.request(
+            "DELETE", "/v1/collections/c", headers: ["If-Match": "\"\(version)\""])
         #expect(deleteStale.status == 412)
     }
 
     @Test func dataIsCanonicalised() throws {
         let server = try ServerProcess()
-        let body = #"{"sections":[{"id":"s","data":{ "b" : [1, 1.0, 1.5, -0.0, 1e300, "é\u0001"], "a": {"z": true, "y": null}},"items":[]}]}"#
+        let body =
+            #"{"sections":[{"id":"s","data":{ "b" : [1, 1.0, 1.5, -0.0, 1e300, "é\u0001"], "a": {"z": true, "y": null}},"items":[]}]}"#
         let created = try server.client.request(
-            "PUT", "/v1/collections/c", headers: ["Content-Type": "application/json; charset=utf-8"], body: Array(body.utf8))
+            "PUT", "/v1/collections/c", headers: ["Content-Type": "application/json; charset=utf-8"],
+            body: Array(body.utf8))
         #expect(created.status == 201)
         let snapshot = try server.client.get("/v1/collections/c").text
-        #expect(snapshot.contains(#""data":{"a":{"y":null,"z":true},"b":[1,1.0,1.5,-0.0,1e+300,"é\u0001"]}"#), "\(snapshot)")
+        #expect(
+            snapshot.contains(#""data":{"a":{"y":null,"z":true},"b":[1,1.0,1.5,-0.0,1e+300,"é\u0001"]}"#), "\(snapshot)"
+        )
     }
 }

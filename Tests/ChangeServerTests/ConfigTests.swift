@@ -28,7 +28,8 @@ import Testing
         #expect(fromEnvironment.fsync == .interval)
         let both = try #require(
             try Config.parse(
-                arguments: ["--port=9001", "--cors-origin", "https://c", "--write-token", "w"], environment: environment))
+                arguments: ["--port=9001", "--cors-origin", "https://c", "--write-token", "w"], environment: environment
+            ))
         #expect(both.port == 9001)
         #expect(both.corsOrigins == ["https://c"])
         #expect(both.writeToken == "w")
@@ -68,9 +69,10 @@ import Testing
         help.waitUntilExit()
         #expect(help.terminationStatus == 0)
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        for flag in ["--host", "--port", "--data-dir", "--fsync", "--max-body-bytes", "--history", "--write-token",
-            "--read-token", "--cors-origin"]
-        {
+        for flag in [
+            "--host", "--port", "--data-dir", "--fsync", "--max-body-bytes", "--history", "--write-token",
+            "--read-token", "--cors-origin",
+        ] {
             #expect(text.contains(flag), "\(flag)")
         }
     }

@@ -15,8 +15,10 @@ import Testing
         #expect(response.object["collection"] as? String == "c")
         #expect(response.object["from"] as? String == version)
         #expect(response.object["to"] as? String == mutation.object["version"] as? String)
-        let fromFeed = try JSONSerialization.data(withJSONObject: response.object["changes"] ?? [:], options: .sortedKeys)
-        let fromMutation = try JSONSerialization.data(withJSONObject: mutation.object["changes"] ?? [:], options: .sortedKeys)
+        let fromFeed = try JSONSerialization.data(
+            withJSONObject: response.object["changes"] ?? [:], options: .sortedKeys)
+        let fromMutation = try JSONSerialization.data(
+            withJSONObject: mutation.object["changes"] ?? [:], options: .sortedKeys)
         #expect(fromFeed == fromMutation)
     }
 
@@ -65,7 +67,8 @@ import Testing
 
     @Test func expiredOrForeignCursorsAre410WithCurrent() throws {
         let server = try ServerProcess(["--history", "2"])
-        let version = try #require(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).object["version"] as? String)
+        let version = try #require(
+            try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).object["version"] as? String)
         for index in 0..<4 {
             _ = try server.client.mutate("c", [["op": "insertItems", "at": [0, 0], "items": [["id": "i\(index)"]]]])
         }
@@ -82,7 +85,10 @@ import Testing
 
     @Test func badParametersAre400AndUnknownCollection404() throws {
         let (server, version) = try MutationTests.seeded()
-        for query in ["since=nope", "since=a.b", "since=\(version)&timeout=-1", "since=\(version)&timeout=1.5", "since=\(version)&timeout=x"] {
+        for query in [
+            "since=nope", "since=a.b", "since=\(version)&timeout=-1", "since=\(version)&timeout=1.5",
+            "since=\(version)&timeout=x",
+        ] {
             let response = try server.client.get("/v1/collections/c/changes?\(query)")
             #expect(response.status == 400, "\(query)")
             #expect(response.errorCode == "bad_request")
@@ -121,7 +127,8 @@ import Testing
 
     @Test func heldPollCapAnswers429() throws {
         let server = try ServerProcess(["--max-held-polls", "2"])
-        let version = try #require(try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
+        let version = try #require(
+            try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
         let polls = try (0..<2).map { _ in try HTTPConnection(port: server.port) }
         for poll in polls { poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=30") }
         try waitForHeldPolls(server, 2)

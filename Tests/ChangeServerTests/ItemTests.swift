@@ -7,7 +7,8 @@ import Testing
         let created = try server.client.put("/v1/collections/c/items/n", ["data": ["t": 1]])
         #expect(created.status == 201)
         #expect(try MutationTests.order(server) == ["a[x y z]", "b[w n]"])
-        let updated = try server.client.put("/v1/collections/c/items/n", ["data": ["t": 2], "section": "a", "index": 0])
+        let updated = try server.client.put(
+            "/v1/collections/c/items/n", ["data": ["t": 2], "section": "a", "index": 0])
         #expect(updated.status == 200)
         #expect(try MutationTests.order(server) == ["a[n x y z]", "b[w]"])
         let item = try server.client.get("/v1/collections/c/items/n")
@@ -55,7 +56,8 @@ import Testing
     @Test func badUpsertsChangeNothing() throws {
         let (server, version) = try MutationTests.seeded()
         let cases: [(Any, Int)] = [
-            (["data": 1, "section": "nope"], 409), (["data": 1, "index": 99], 409), (["data": 1, "section": true], 400),
+            (["data": 1, "section": "nope"], 409), (["data": 1, "index": 99], 409),
+            (["data": 1, "section": true], 400),
             (["data": 1, "index": "0"], 400), (["data": 1, "colour": "red"], 400), ([1, 2], 400),
         ]
         for (body, status) in cases {

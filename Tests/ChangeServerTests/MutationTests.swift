@@ -7,7 +7,11 @@ import Testing
         let server = try ServerProcess()
         let created = try server.client.put(
             "/v1/collections/c",
-            ["sections": [["id": "a", "items": [["id": "x"], ["id": "y"], ["id": "z"]]], ["id": "b", "items": [["id": "w"]]]]])
+            [
+                "sections": [
+                    ["id": "a", "items": [["id": "x"], ["id": "y"], ["id": "z"]]], ["id": "b", "items": [["id": "w"]]],
+                ]
+            ])
         return (server, try #require(created.object["version"] as? String))
     }
 
@@ -59,11 +63,17 @@ import Testing
 
     /// Every rejected mutation: its status, code and op index, and the collection left exactly as it was.
     @Test(arguments: [
-        (#"{"ops":[{"op":"moveItem","item":"x","to":["b",0]},{"op":"deleteItems","items":["nope"]}]}"#, 409, "item_not_found", 1),
+        (
+            #"{"ops":[{"op":"moveItem","item":"x","to":["b",0]},{"op":"deleteItems","items":["nope"]}]}"#, 409,
+            "item_not_found", 1
+        ),
         (#"{"ops":[{"op":"insertItems","at":[0,0],"items":[{"id":"w"}]}]}"#, 409, "duplicate_id", 0),
         (#"{"ops":[{"op":"insertItems","at":[0,4],"items":[{"id":"q"}]}]}"#, 409, "index_out_of_range", 0),
         (#"{"ops":[{"op":"insertItems","at":[0,-1],"items":[{"id":"q"}]}]}"#, 409, "index_out_of_range", 0),
-        (#"{"ops":[{"op":"insertItems","at":[0,9223372036854775807],"items":[{"id":"q"}]}]}"#, 409, "index_out_of_range", 0),
+        (
+            #"{"ops":[{"op":"insertItems","at":[0,9223372036854775807],"items":[{"id":"q"}]}]}"#, 409,
+            "index_out_of_range", 0
+        ),
         (#"{"ops":[{"op":"insertItems","at":["zz",0],"items":[{"id":"q"}]}]}"#, 409, "section_not_found", 0),
         (#"{"ops":[{"op":"insertItems","at":[0,0],"items":[{"id":""}]}]}"#, 400, "invalid_id", 0),
         (#"{"ops":[{"op":"moveSection","section":-5,"to":0}]}"#, 409, "index_out_of_range", 0),
@@ -83,7 +93,8 @@ import Testing
         let (server, version) = try Self.seeded()
         let before = try Self.order(server)
         let response = try server.client.request(
-            "POST", "/v1/collections/c/mutations", headers: ["Content-Type": "application/json"], body: Array(body.utf8))
+            "POST", "/v1/collections/c/mutations", headers: ["Content-Type": "application/json"], body: Array(body.utf8)
+        )
         #expect(response.status == status)
         #expect(response.errorCode == code)
         #expect((response.object["error"] as? [String: Any])?["op"] as? Int == opIndex)
@@ -95,8 +106,10 @@ import Testing
     /// Bodies that are not even a mutation: `400` with a JSON error, and nothing changes.
     @Test(arguments: [
         ("", "bad_json"), ("{", "bad_json"), (#"{"ops":[{"op":"deleteItems","items":["x"]}"#, "bad_json"),
-        (#"{"ops": "nope"}"#, "bad_request"), ("[]", "bad_request"), ("42", "bad_request"), (#"{"ops":[],"x":1}"#, "bad_request"),
-        (#"{"ops":[], "ops":[]}"#, "bad_json"), (#"{"ops":[{"op":"insertItems","at":[0,99999999999999999999],"items":[]}]}"#, "bad_json"),
+        (#"{"ops": "nope"}"#, "bad_request"), ("[]", "bad_request"), ("42", "bad_request"),
+        (#"{"ops":[],"x":1}"#, "bad_request"),
+        (#"{"ops":[], "ops":[]}"#, "bad_json"),
+        (#"{"ops":[{"op":"insertItems","at":[0,99999999999999999999],"items":[]}]}"#, "bad_json"),
         (#"{"ops":[{"op":"updateItems","items":[{"id":"x","data":1e999}]}]}"#, "bad_json"),
         (String(repeating: "[", count: 100) + String(repeating: "]", count: 100), "bad_json"),
         (#"{"ops":[{"op":"updateItems","items":[{"id":"x","data":"\u0000"}]}]}"#, "bad_json"),
@@ -104,7 +117,8 @@ import Testing
     func malformedBodiesAre400(_ body: String, _ code: String) throws {
         let (server, version) = try Self.seeded()
         let response = try server.client.request(
-            "POST", "/v1/collections/c/mutations", headers: ["Content-Type": "application/json"], body: Array(body.utf8))
+            "POST", "/v1/collections/c/mutations", headers: ["Content-Type": "application/json"], body: Array(body.utf8)
+        )
         #expect(response.status == 400)
         #expect(response.errorCode == code)
         #expect(try server.client.get("/v1/collections/c").object["version"] as? String == version)
@@ -119,10 +133,12 @@ import Testing
             "POST", "/v1/collections/c/mutations", headers: ["Content-Type": "application/json"], body: body)
         #expect(invalid.status == 400)
         #expect(invalid.errorCode == "bad_json")
-        let deep = #"{"ops":[{"op":"updateItems","items":[{"id":"x","data":"# + String(repeating: "[", count: 70)
+        let deep =
+            #"{"ops":[{"op":"updateItems","items":[{"id":"x","data":"# + String(repeating: "[", count: 70)
             + String(repeating: "]", count: 70) + "}]}]}"
         let nested = try server.client.request(
-            "POST", "/v1/collections/c/mutations", headers: ["Content-Type": "application/json"], body: Array(deep.utf8))
+            "POST", "/v1/collections/c/mutations", headers: ["Content-Type": "application/json"], body: Array(deep.utf8)
+        )
         #expect(nested.status == 400)
         #expect(try server.client.get("/v1/collections/c").object["version"] as? String == version)
     }

@@ -61,13 +61,19 @@ import Testing
     @Test func oversizeBodyIs413BeforeReadingIt() throws {
         let server = try ServerProcess(["--max-body-bytes", "1000"])
         let connection = try HTTPConnection(port: server.port)
-        connection.send(Array("PUT /v1/collections/big HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\n\r\n".utf8))
+        connection.send(
+            Array(
+                "PUT /v1/collections/big HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\n\r\n"
+                    .utf8))
         let response = try connection.readResponse()
         #expect(response.status == 413)
         #expect(response.errorCode == "payload_too_large")
         let chunked = try HTTPConnection(port: server.port)
         let chunk = "{\"sections\": [" + String(repeating: " ", count: 1500) + "]}"
-        chunked.send(Array("PUT /v1/collections/big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\(String(chunk.utf8.count, radix: 16))\r\n\(chunk)\r\n0\r\n\r\n".utf8))
+        chunked.send(
+            Array(
+                "PUT /v1/collections/big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\(String(chunk.utf8.count, radix: 16))\r\n\(chunk)\r\n0\r\n\r\n"
+                    .utf8))
         #expect(try chunked.readResponse().status == 413)
         #expect(try server.client.get("/v1/collections/big").status == 404)
     }
@@ -75,7 +81,8 @@ import Testing
     @Test func wrongContentTypeIs415() throws {
         let server = try ServerProcess()
         let response = try server.client.request(
-            "PUT", "/v1/collections/inbox", headers: ["Content-Type": "text/plain"], body: Array(#"{"sections":[]}"#.utf8))
+            "PUT", "/v1/collections/inbox", headers: ["Content-Type": "text/plain"],
+            body: Array(#"{"sections":[]}"#.utf8))
         #expect(response.status == 415)
         #expect(response.errorCode == "unsupported_media_type")
         #expect(try server.client.get("/v1/collections/inbox").status == 404)

@@ -119,7 +119,11 @@ final class Feed {
         switch outcome {
         case .changes(let changeset):
             body = Response.json(.ok) { $0.feedChanges(collection: first.entry.name, changeset: changeset) }
-            if changeset.isEmpty { metrics.pollsTimedOut(group.count) } else { metrics.changesetsDelivered(group.count) }
+            if changeset.isEmpty {
+                metrics.pollsTimedOut(group.count)
+            } else {
+                metrics.changesetsDelivered(group.count)
+            }
         case .error(let error):
             body = Response.error(error)
         }
@@ -128,13 +132,15 @@ final class Feed {
         for waiter in group {
             remove(waiter)
             let key = waiter.exchange.extraHeaders.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
-            let response = shared[key] ?? {
-                var withHeaders = body
-                withHeaders.headers += waiter.exchange.extraHeaders
-                let created = SharedResponse(withHeaders)
-                shared[key] = created
-                return created
-            }()
+            let response =
+                shared[key]
+                ?? {
+                    var withHeaders = body
+                    withHeaders.headers += waiter.exchange.extraHeaders
+                    let created = SharedResponse(withHeaders)
+                    shared[key] = created
+                    return created
+                }()
             respond(waiter.exchange, response)
         }
         metrics.setHeldPolls(waiters.count)

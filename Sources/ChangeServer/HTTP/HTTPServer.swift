@@ -85,7 +85,10 @@ final class HTTPServer: @unchecked Sendable {
             _ = epoll_wait(loopEpoll, &events, Int32(events.count), timeout)
             var counter: UInt64 = 0
             _ = read(wakeDescriptor, &counter, 8)
-            for task in tasks.withLock({ queued in defer { queued.removeAll() }; return queued }) { task() }
+            for task in tasks.withLock({ queued in
+                defer { queued.removeAll() }
+                return queued
+            }) { task() }
             handler.tick(now: MonotonicClock.now())
             MHD_run(daemon)
         }

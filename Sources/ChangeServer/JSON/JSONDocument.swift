@@ -29,7 +29,8 @@ struct JSONDocument: ~Copyable {
         guard JSONValue(parsed).depth(limit: Self.maximumDepth) <= Self.maximumDepth else {
             cjansson_decref(parsed)
             throw HTTPError(
-                .badRequest, code: "bad_json", "The body nests arrays and objects deeper than \(Self.maximumDepth) levels.")
+                .badRequest, code: "bad_json",
+                "The body nests arrays and objects deeper than \(Self.maximumDepth) levels.")
         }
         root = parsed
     }
@@ -93,7 +94,11 @@ struct JSONValue {
         while let current = iterator {
             if let key = json_object_iter_key(current), let value = json_object_iter_value(current) {
                 let length = json_object_iter_key_len(current)
-                result.append((String(decoding: UnsafeRawBufferPointer(start: key, count: length), as: UTF8.self), JSONValue(value)))
+                result.append(
+                    (
+                        String(decoding: UnsafeRawBufferPointer(start: key, count: length), as: UTF8.self),
+                        JSONValue(value)
+                    ))
             }
             iterator = json_object_iter_next(pointer, current)
         }

@@ -129,7 +129,8 @@ enum RequestDecoding {
     private static func item(_ value: JSONValue, at path: String, requireData: Bool = false) throws(HTTPError) -> Item {
         let members = try object(value, at: path, allowed: ["id", "data"])
         let data = requireData ? try required(members, "data", in: path) : members["data"]
-        return Item(id: try string(required(members, "id", in: path), at: "\(path).id"), data: data.map(canonical) ?? .null)
+        return Item(
+            id: try string(required(members, "id", in: path), at: "\(path).id"), data: data.map(canonical) ?? .null)
     }
 
     private static func sectionRef(_ value: JSONValue, at path: String) throws(HTTPError) -> SectionRef {
@@ -142,7 +143,9 @@ enum RequestDecoding {
 
     private static func itemRef(_ value: JSONValue, at path: String) throws(HTTPError) -> ItemRef {
         if let id = value.string { return .id(id) }
-        guard value.kind == .array else { throw wrongType(path, "an item id (string) or an index path [section, index]") }
+        guard value.kind == .array else {
+            throw wrongType(path, "an item id (string) or an index path [section, index]")
+        }
         let place = try position(value, at: path)
         return .path(place.section, place.index)
     }
@@ -151,7 +154,8 @@ enum RequestDecoding {
         guard let pair = value.array, pair.count == 2 else {
             throw wrongType(path, "an index path [section, index]: a section index or id, then an integer")
         }
-        return ItemPosition(section: try sectionRef(pair[0], at: "\(path)[0]"), index: try integer(pair[1], at: "\(path)[1]"))
+        return ItemPosition(
+            section: try sectionRef(pair[0], at: "\(path)[0]"), index: try integer(pair[1], at: "\(path)[1]"))
     }
 
     // MARK: Primitives
@@ -170,7 +174,8 @@ enum RequestDecoding {
         for (key, member) in members {
             guard allowed.contains(key) else {
                 let names = allowed.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
-                throw HTTPError(.badRequest, code: "bad_request", "\(path) has an unknown field \"\(key)\"; it takes \(names).")
+                throw HTTPError(
+                    .badRequest, code: "bad_request", "\(path) has an unknown field \"\(key)\"; it takes \(names).")
             }
             result[key] = member
         }

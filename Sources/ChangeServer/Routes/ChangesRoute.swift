@@ -10,7 +10,8 @@ extension App {
         var since: Version?
         if let raw = exchange.rawQuery("since") {
             guard let text = percentDecoded(Substring(raw)), let version = Version(text) else {
-                throw HTTPError(.badRequest, code: "bad_request", "since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
+                throw HTTPError(
+                    .badRequest, code: "bad_request", "since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
             }
             since = version
         }

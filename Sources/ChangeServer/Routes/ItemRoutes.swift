@@ -37,7 +37,7 @@ extension App {
                 let changeset = try content.apply(ops)
                 return (changeset, .applied(collection: name, version: changeset.to, ops: ops), .ok)
             }
-        } catch where error.code == ModelError.Code.itemNotFound.rawValue {
+        } catch  where error.code == ModelError.Code.itemNotFound.rawValue {
             throw itemNotFound(id, name)
         }
     }

@@ -61,7 +61,8 @@ enum Route: Equatable {
         guard isValidCollectionName(name) else {
             throw HTTPError(
                 .badRequest, code: "invalid_name",
-                "A collection name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit.")
+                "A collection name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit."
+            )
         }
         return route
     }
@@ -74,7 +75,9 @@ enum Route: Equatable {
             (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
         }
         return isAlphanumeric(bytes[0])
-            && bytes.dropFirst().allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
+            && bytes.dropFirst().allSatisfy {
+                isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
+            }
     }
 }
 
@@ -88,7 +91,9 @@ func percentDecoded(_ text: Substring) -> String? {
             bytes.append(byte)
             continue
         }
-        guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+        guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+            return nil
+        }
         bytes.append(high << 4 | low)
     }
     return String(validating: bytes, as: UTF8.self)

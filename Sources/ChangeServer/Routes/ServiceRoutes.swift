@@ -6,6 +6,7 @@ extension App {
 
     func metricsText() -> Response {
         let text = metrics.render(collections: registry.count)
-        return Response(.ok, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: Array(text.utf8))
+        return Response(
+            .ok, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: Array(text.utf8))
     }
 }

@@ -45,7 +45,8 @@ final class HTTPConnection {
             close(descriptor)
             throw ClientError.connect(errno)
         }
-        var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
+        var timeout = timeval(
+            tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
@@ -54,7 +55,9 @@ final class HTTPConnection {
     func send(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let written = bytes[offset...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if written <= 0 { return }
             offset += written
         }
@@ -123,7 +126,8 @@ final class HTTPConnection {
         var searchFrom = 0
         while true {
             if buffer.count >= marker.count {
-                for start in searchFrom...(buffer.count - marker.count) where buffer[start..<start + marker.count].elementsEqual(marker) {
+                for start in searchFrom...(buffer.count - marker.count)
+                where buffer[start..<start + marker.count].elementsEqual(marker) {
                     return start
                 }
                 searchFrom = max(0, buffer.count - marker.count + 1)
@@ -170,7 +174,8 @@ struct Client {
 
     func send(_ method: String, _ path: String, json: Any, headers: [String: String] = [:]) throws -> HTTPResponse {
         let body = try JSONSerialization.data(withJSONObject: json, options: [.fragmentsAllowed])
-        return try request(method, path, headers: ["Content-Type": "application/json"].merging(headers) { $1 }, body: Array(body))
+        return try request(
+            method, path, headers: ["Content-Type": "application/json"].merging(headers) { $1 }, body: Array(body))
     }
 
     func put(_ path: String, _ json: Any, headers: [String: String] = [:]) throws -> HTTPResponse {

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what ChangeServer needs to build and test on Debian 12 (run as root, or it uses sudo):
+# the C libraries it links, and the Python tools of the contract tests. The Swift 6.3 toolchain is assumed on PATH.
+set -euo pipefail
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+as_root apt-get update -qq
+as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    libmicrohttpd-dev libjansson-dev pkg-config curl >/dev/null
+python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/requirements-test.txt"
