@@ -77,11 +77,15 @@ struct SequenceDiff {
             if element >= 0 {
                 let new = entries[element].new!
                 keys.append(entries[element].old!)
-                weights.append(scale + SequenceDiff.count(of: preferred, below: new + 1) - SequenceDiff.count(of: preferred, below: new))
+                weights.append(
+                    scale + SequenceDiff.count(of: preferred, below: new + 1)
+                        - SequenceDiff.count(of: preferred, below: new))
             } else {
                 let run = runs[-1 - element]
                 keys.append(run.old)
-                let bonus = SequenceDiff.count(of: preferred, below: run.new + run.count) - SequenceDiff.count(of: preferred, below: run.new)
+                let bonus =
+                    SequenceDiff.count(of: preferred, below: run.new + run.count)
+                    - SequenceDiff.count(of: preferred, below: run.new)
                 weights.append(run.count * scale + bonus)
             }
         }
