@@ -19,7 +19,7 @@ private enum SectionStatus {
 private struct Assembly<Source: SectionSource> {
     let delta: Delta
     let new: Source
-    let sectionDiff: SequenceDiff
+    var sectionDiff: SequenceDiff
     var touchedSections: [String: Delta.SectionEntry] = [:]
     /// Sections not listed here are live.
     var status: [String: SectionStatus] = [:]
@@ -30,15 +30,19 @@ private struct Assembly<Source: SectionSource> {
     init(delta: Delta, new: Source) {
         self.delta = delta
         self.new = new
-        sectionDiff = SequenceDiff(
-            oldCount: delta.oldSectionCount, newCount: new.sectionCount,
-            entries: delta.sections.map { SequenceDiff.Entry(old: $0.old, new: $0.new) })
+        sectionDiff = SequenceDiff(oldCount: 0, newCount: 0, entries: [])
         for entry in delta.sections { touchedSections[entry.id] = entry }
     }
 
     mutating func changeset(from: Version, to: Version) -> Changeset {
-        classifySections()
         let itemDiffs = diffDirtySections()
+        var preferred: [Int] = []
+        for (id, diff) in itemDiffs where !diff.diff.isEmpty { preferred.append(newIndex(ofSection: id)) }
+        sectionDiff = SequenceDiff(
+            oldCount: delta.oldSectionCount, newCount: new.sectionCount,
+            entries: delta.sections.map { SequenceDiff.Entry(old: $0.old, new: $0.new) }, preferred: preferred.sorted())
+        classifySections()
+        for (id, diff) in itemDiffs where status[id] == .moved && !diff.diff.isEmpty { status[id] = .rebuilt }
         emitSections()
         for (id, diff) in itemDiffs where status[id] == nil { emitMoves(in: id, diff: diff.diff, ids: diff.entries) }
         emitItems()
@@ -66,8 +70,7 @@ private struct Assembly<Source: SectionSource> {
         }
     }
 
-    /// Diffs the items of every section present in both versions that gained, lost or moved items; a moved
-    /// section whose items changed becomes rebuilt.
+    /// Diffs the items of every section present in both versions that gained, lost or moved items.
     private mutating func diffDirtySections() -> [String: (diff: SequenceDiff, entries: [Int])] {
         var members: [String: [Int]] = [:]
         for (position, entry) in delta.items.enumerated() where entry.structural {
@@ -78,16 +81,15 @@ private struct Assembly<Source: SectionSource> {
         }
         var diffs: [String: (diff: SequenceDiff, entries: [Int])] = [:]
         for (id, positions) in members {
-            guard status[id] != .deleted, status[id] != .inserted, let counts = delta.itemCounts[id] else { continue }
+            if let entry = touchedSections[id], entry.old == nil || entry.new == nil { continue }
+            guard let counts = delta.itemCounts[id] else { continue }
             let entries = positions.map { position in
                 let entry = delta.items[position]
                 return SequenceDiff.Entry(
                     old: entry.old?.section == id ? entry.old?.index : nil,
                     new: entry.new?.section == id ? entry.new?.index : nil)
             }
-            let diff = SequenceDiff(oldCount: counts.old, newCount: counts.new, entries: entries)
-            if status[id] == .moved, !diff.isEmpty { status[id] = .rebuilt }
-            diffs[id] = (diff, positions)
+            diffs[id] = (SequenceDiff(oldCount: counts.old, newCount: counts.new, entries: entries), positions)
         }
         return diffs
     }

@@ -31,8 +31,10 @@ struct SequenceDiff {
     private let untouchedBeforeOld: [Int]
     private let touchedNew: [Int]
 
-    /// - Complexity: O(k log k) for k entries (O(n) when k is a large part of the n elements).
-    init(oldCount: Int, newCount: Int, entries: [Entry]) {
+    /// - Parameter preferred: sorted new positions of elements to keep in place rather than others, where a
+    ///   subsequence of the same length allows it (the assembler prefers not to move sections whose items changed).
+    /// - Complexity: O(k log k) for k entries and preferred positions (O(n) when k is a large part of the n elements).
+    init(oldCount: Int, newCount: Int, entries: [Entry], preferred: [Int] = []) {
         let touchedOld = SequenceDiff.sorted(entries.compactMap(\.old), below: oldCount)
         touchedNew = SequenceDiff.sorted(entries.compactMap(\.new), below: newCount)
         untouchedBeforeOld = touchedOld.enumerated().map { $0.element - $0.offset }
@@ -70,16 +72,24 @@ struct SequenceDiff {
             order.append(entry)
         }
         order.append(contentsOf: (nextRun..<runs.count).map { -1 - $0 })
+        let scale = preferred.count + 1
         for element in order {
             if element >= 0 {
+                let new = entries[element].new!
                 keys.append(entries[element].old!)
-                weights.append(1)
+                weights.append(
+                    scale + SequenceDiff.count(of: preferred, below: new + 1)
+                        - SequenceDiff.count(of: preferred, below: new))
             } else {
-                keys.append(runs[-1 - element].old)
-                weights.append(runs[-1 - element].count)
+                let run = runs[-1 - element]
+                keys.append(run.old)
+                let bonus =
+                    SequenceDiff.count(of: preferred, below: run.new + run.count)
+                    - SequenceDiff.count(of: preferred, below: run.new)
+                weights.append(run.count * scale + bonus)
             }
         }
-        let kept = LIS.members(keys: keys, weights: runs.isEmpty ? nil : weights)
+        let kept = LIS.members(keys: keys, weights: runs.isEmpty && preferred.isEmpty ? nil : weights)
         moved = [Bool](repeating: false, count: entries.count)
         var anyMove = false
         for (position, element) in order.enumerated() where !kept[position] {

@@ -1,65 +1,188 @@
 /// The content of a collection: ordered sections of ordered items, with lookups by id and by position.
+///
+/// Sections and items live in slots addressed by stable handles; each section keeps its items' handles in a
+/// `ChunkedList`, and the section order is one too. A slot remembers its chunk, so the position of an id costs
+/// one hash lookup and two chunk scans: every single-item edit is O(log n)-ish (O(n / chunk + chunk)), never O(n).
 struct Store: Sendable {
-    private var sections: [Section] = []
-    private(set) var itemCount = 0
+    private struct ItemSlot {
+        var id: String
+        var data: JSONData
+        var section: Int32
+        var chunk: Int32
+    }
+
+    private struct SectionSlot {
+        var id: String
+        var data: JSONData
+        var items = ChunkedList()
+        var chunk: Int32 = 0
+    }
+
+    private var items: [ItemSlot] = []
+    private var freeItems: [Int32] = []
+    private var itemHandles: [String: Int32] = [:]
+    private var sections: [SectionSlot] = []
+    private var freeSections: [Int32] = []
+    private var sectionHandles: [String: Int32] = [:]
+    private var order = ChunkedList()
 
     init() {}
 
     /// - Precondition: ids are valid and unique.
-    init(validated sections: [Section]) {
-        self.sections = sections
-        itemCount = sections.reduce(0) { $0 + $1.items.count }
-    }
-
-    var sectionCount: Int { sections.count }
-
-    func sectionIndex(of id: String) -> Int? { sections.firstIndex { $0.id == id } }
-    func sectionID(at index: Int) -> String { sections[index].id }
-    func sectionData(at index: Int) -> JSONData { sections[index].data }
-    func itemCount(inSection index: Int) -> Int { sections[index].items.count }
-    func section(at index: Int) -> Section { sections[index] }
-    func item(at path: IndexPath) -> Item { sections[path.section].items[path.item] }
-
-    func location(ofItem id: String) -> IndexPath? {
-        for (s, section) in sections.enumerated() {
-            if let i = section.items.firstIndex(where: { $0.id == id }) { return IndexPath(section: s, item: i) }
+    /// - Complexity: O(n).
+    init(validated content: [Section]) {
+        let itemTotal = content.reduce(0) { $0 + $1.items.count }
+        items.reserveCapacity(itemTotal)
+        itemHandles.reserveCapacity(itemTotal)
+        sectionHandles.reserveCapacity(content.count)
+        var sectionSlots: [SectionSlot] = []
+        sectionSlots.reserveCapacity(content.count)
+        var itemSlots: [ItemSlot] = []
+        itemSlots.reserveCapacity(itemTotal)
+        for section in content {
+            let handle = Int32(sectionSlots.count)
+            sectionHandles[section.id] = handle
+            let first = itemSlots.count
+            for item in section.items {
+                itemHandles[item.id] = Int32(itemSlots.count)
+                itemSlots.append(ItemSlot(id: item.id, data: item.data, section: handle, chunk: 0))
+            }
+            let list = ChunkedList((Int32(first)..<Int32(itemSlots.count))) { itemSlots[Int($0)].chunk = $1 }
+            sectionSlots.append(SectionSlot(id: section.id, data: section.data, items: list))
         }
-        return nil
+        order = ChunkedList(Int32(0)..<Int32(sectionSlots.count)) { sectionSlots[Int($0)].chunk = $1 }
+        items = itemSlots
+        sections = sectionSlots
     }
 
-    func snapshot() -> [Section] { sections }
+    var sectionCount: Int { order.count }
+    var itemCount: Int { itemHandles.count }
+
+    /// - Complexity: O(1) hashing plus a chunk scan.
+    func sectionIndex(of id: String) -> Int? {
+        guard let handle = sectionHandles[id] else { return nil }
+        return order.index(of: handle, inChunk: sections[Int(handle)].chunk)
+    }
+
+    private func section(_ index: Int) -> SectionSlot { sections[Int(order[index])] }
+
+    func sectionID(at index: Int) -> String { section(index).id }
+    func sectionData(at index: Int) -> JSONData { section(index).data }
+    func itemCount(inSection index: Int) -> Int { section(index).items.count }
+
+    /// - Complexity: O(items in the section).
+    func section(at index: Int) -> Section {
+        let slot = section(index)
+        return Section(id: slot.id, data: slot.data, items: slot.items.elements.map { item(handle: $0) })
+    }
+
+    private func item(handle: Int32) -> Item { Item(id: items[Int(handle)].id, data: items[Int(handle)].data) }
+
+    func item(at path: IndexPath) -> Item { item(handle: section(path.section).items[path.item]) }
+
+    /// - Complexity: O(1) hashing plus chunk scans.
+    func location(ofItem id: String) -> IndexPath? {
+        guard let handle = itemHandles[id] else { return nil }
+        let slot = items[Int(handle)]
+        let section = sections[Int(slot.section)]
+        return IndexPath(
+            section: order.index(of: slot.section, inChunk: section.chunk),
+            item: section.items.index(of: handle, inChunk: slot.chunk))
+    }
+
+    /// - Complexity: O(n).
+    func snapshot() -> [Section] { (0..<sectionCount).map { section(at: $0) } }
 
     mutating func insertSection(id: String, data: JSONData, at index: Int) {
-        sections.insert(Section(id: id, data: data), at: index)
+        let slot = SectionSlot(id: id, data: data)
+        let handle: Int32
+        if let free = freeSections.popLast() {
+            handle = free
+            sections[Int(handle)] = slot
+        } else {
+            handle = Int32(sections.count)
+            sections.append(slot)
+        }
+        sectionHandles[id] = handle
+        let placed = order.insert(handle, at: index)
+        sections[Int(handle)].chunk = placed.chunk
+        if let moved = placed.moved { relocateSections(inChunk: moved) }
     }
 
+    /// - Precondition: the section is empty.
     mutating func removeSection(at index: Int) {
-        precondition(sections[index].items.isEmpty)
-        sections.remove(at: index)
+        let removed = order.remove(at: index)
+        if let moved = removed.moved { relocateSections(inChunk: moved) }
+        let handle = Int(removed.handle)
+        precondition(sections[handle].items.count == 0, "removing a section that has items")
+        sectionHandles[sections[handle].id] = nil
+        sections[handle] = SectionSlot(id: "", data: .null)
+        freeSections.append(removed.handle)
     }
 
     mutating func moveSection(from: Int, to: Int) {
-        sections.insert(sections.remove(at: from), at: to)
+        let removed = order.remove(at: from)
+        if let moved = removed.moved { relocateSections(inChunk: moved) }
+        let placed = order.insert(removed.handle, at: to)
+        sections[Int(removed.handle)].chunk = placed.chunk
+        if let moved = placed.moved { relocateSections(inChunk: moved) }
     }
 
-    mutating func setSectionData(_ data: JSONData, at index: Int) { sections[index].data = data }
+    mutating func setSectionData(_ data: JSONData, at index: Int) { sections[Int(order[index])].data = data }
 
     mutating func insertItem(_ item: Item, at path: IndexPath) {
-        sections[path.section].items.insert(item, at: path.item)
-        itemCount += 1
+        let section = order[path.section]
+        let slot = ItemSlot(id: item.id, data: item.data, section: section, chunk: 0)
+        let handle: Int32
+        if let free = freeItems.popLast() {
+            handle = free
+            items[Int(handle)] = slot
+        } else {
+            handle = Int32(items.count)
+            items.append(slot)
+        }
+        itemHandles[item.id] = handle
+        place(handle, in: section, at: path.item)
     }
 
     mutating func removeItem(at path: IndexPath) -> Item {
-        itemCount -= 1
-        return sections[path.section].items.remove(at: path.item)
+        let handle = unplace(from: order[path.section], at: path.item)
+        let removed = item(handle: handle)
+        itemHandles[removed.id] = nil
+        items[Int(handle)] = ItemSlot(id: "", data: .null, section: -1, chunk: -1)
+        freeItems.append(handle)
+        return removed
     }
 
+    /// Removes the item at `from`, then inserts it at `to` in the state after the removal.
     mutating func moveItem(from: IndexPath, to: IndexPath) {
-        let item = sections[from.section].items.remove(at: from.item)
-        sections[to.section].items.insert(item, at: to.item)
+        let handle = unplace(from: order[from.section], at: from.item)
+        let section = order[to.section]
+        items[Int(handle)].section = section
+        place(handle, in: section, at: to.item)
     }
 
     mutating func setItemData(_ data: JSONData, at path: IndexPath) {
-        sections[path.section].items[path.item].data = data
+        items[Int(sections[Int(order[path.section])].items[path.item])].data = data
+    }
+
+    private mutating func place(_ handle: Int32, in section: Int32, at index: Int) {
+        let placed = sections[Int(section)].items.insert(handle, at: index)
+        items[Int(handle)].chunk = placed.chunk
+        if let moved = placed.moved { relocateItems(of: section, inChunk: moved) }
+    }
+
+    private mutating func unplace(from section: Int32, at index: Int) -> Int32 {
+        let removed = sections[Int(section)].items.remove(at: index)
+        if let moved = removed.moved { relocateItems(of: section, inChunk: moved) }
+        return removed.handle
+    }
+
+    private mutating func relocateItems(of section: Int32, inChunk chunk: Int32) {
+        for handle in sections[Int(section)].items.elements(ofChunk: chunk) { items[Int(handle)].chunk = chunk }
+    }
+
+    private mutating func relocateSections(inChunk chunk: Int32) {
+        for handle in order.elements(ofChunk: chunk) { sections[Int(handle)].chunk = chunk }
     }
 }

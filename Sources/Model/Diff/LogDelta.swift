@@ -1,0 +1,209 @@
+/// Builds a `Delta` from a change log and the store it led to, at the cost of what the log touched rather than
+/// the size of the collection: this is how a single op on a million items yields its changeset in microseconds,
+/// and how the feed coalesces many small mutations.
+///
+/// It walks the log backwards from the current positions of the touched sections and items, undoing each change
+/// on those positions only, which gives their positions in the old version; data changes are read from the
+/// values the log kept. Untouched elements need no work: they keep their relative order.
+enum LogDelta {
+    /// The work budget, in tracked-position updates, beyond which the caller should rather diff in full.
+    static func budget(itemCount: Int) -> Int { max(1 << 20, 8 * itemCount) }
+
+    /// The delta, or nil when the log replaced the whole content or would cost more than `budget` to follow.
+    /// - Complexity: O(e × t) for e changes touching t elements (bounded by the budget), plus O(t log n) lookups.
+    static func delta(for log: some BidirectionalCollection<Change>, in store: Store) -> Delta? {
+        var walk = Walk()
+        for change in log {
+            guard walk.collect(change) else { return nil }
+        }
+        guard log.count * (walk.itemIDs.count + walk.sectionIDs.count) <= budget(itemCount: store.itemCount) else {
+            return nil
+        }
+        walk.start(from: store)
+        for change in log.reversed() { walk.undo(change) }
+        return walk.delta(in: store)
+    }
+}
+
+/// What an element was in the old version, as far as the log says.
+private enum OldValue {
+    case absent
+    case present(JSONData)
+}
+
+private struct Walk {
+    var sectionIDs: [String] = []
+    var sectionTracker: [String: Int] = [:]
+    var itemIDs: [String] = []
+    var itemTracker: [String: Int] = [:]
+    /// Items whose data was set, in the order first seen; those also tracked are handled as tracked.
+    var dataOnlyItems: [String] = []
+    var dataItems: Set<String> = []
+    var dirtySections: Set<String> = []
+
+    var sectionPositions: [Int?] = []
+    var sectionCount = 0
+    var itemPlaces: [Delta.Place?] = []
+    var trackedBySection: [String: [Int]] = [:]
+    var itemCounts: [String: Int] = [:]
+    var oldSectionData: [String: OldValue] = [:]
+    var oldItemData: [String: OldValue] = [:]
+
+    /// Notes what a change touches; false for a change that cannot be walked back cheaply.
+    mutating func collect(_ change: Change) -> Bool {
+        switch change {
+        case .sectionInserted(let id, _), .sectionRemoved(let id, _, _), .sectionMoved(let id, _, _):
+            track(section: id)
+        case .sectionDataSet:
+            break
+        case .itemInserted(let id, let section, _):
+            track(item: id)
+            dirtySections.insert(section)
+        case .itemRemoved(let item, let section, _):
+            track(item: item.id)
+            dirtySections.insert(section)
+        case .itemMoved(let id, let from, _, let to, _):
+            track(item: id)
+            dirtySections.insert(from)
+            dirtySections.insert(to)
+        case .itemDataSet(let id, _):
+            if dataItems.insert(id).inserted { dataOnlyItems.append(id) }
+        case .replaced:
+            return false
+        }
+        return true
+    }
+
+    private mutating func track(section id: String) {
+        guard sectionTracker[id] == nil else { return }
+        sectionTracker[id] = sectionIDs.count
+        sectionIDs.append(id)
+    }
+
+    private mutating func track(item id: String) {
+        guard itemTracker[id] == nil else { return }
+        itemTracker[id] = itemIDs.count
+        itemIDs.append(id)
+    }
+
+    /// Reads the current positions of everything tracked.
+    mutating func start(from store: Store) {
+        sectionCount = store.sectionCount
+        sectionPositions = sectionIDs.map { store.sectionIndex(of: $0) }
+        itemPlaces = itemIDs.enumerated().map { tracked, id in
+            guard let path = store.location(ofItem: id) else { return nil }
+            let section = store.sectionID(at: path.section)
+            trackedBySection[section, default: []].append(tracked)
+            return Delta.Place(section: section, index: path.item)
+        }
+        for id in dirtySections {
+            itemCounts[id] = store.sectionIndex(of: id).map { store.itemCount(inSection: $0) } ?? 0
+        }
+    }
+
+    /// Undoes one change on the tracked positions; run from the newest change to the oldest, so that what is
+    /// recorded last for an element is its state in the old version.
+    mutating func undo(_ change: Change) {
+        switch change {
+        case .sectionInserted(let id, let at):
+            removeSection(id, at: at)
+            oldSectionData[id] = .absent
+        case .sectionRemoved(let id, let data, let at):
+            insertSection(id, at: at)
+            oldSectionData[id] = .present(data)
+        case .sectionMoved(let id, let from, let to):
+            removeSection(id, at: to)
+            insertSection(id, at: from)
+        case .sectionDataSet(let id, let old):
+            oldSectionData[id] = .present(old)
+        case .itemInserted(let id, let section, let at):
+            removeItem(id, from: section, at: at)
+            oldItemData[id] = .absent
+        case .itemRemoved(let item, let section, let at):
+            insertItem(item.id, into: section, at: at)
+            oldItemData[item.id] = .present(item.data)
+        case .itemMoved(let id, let from, let fromIndex, let to, let toIndex):
+            removeItem(id, from: to, at: toIndex)
+            insertItem(id, into: from, at: fromIndex)
+        case .itemDataSet(let id, let old):
+            oldItemData[id] = .present(old)
+        case .replaced:
+            preconditionFailure("a replaced change cannot be walked")
+        }
+    }
+
+    private mutating func removeSection(_ id: String, at index: Int) {
+        for tracked in sectionPositions.indices {
+            if let position = sectionPositions[tracked], position > index { sectionPositions[tracked] = position - 1 }
+        }
+        sectionPositions[sectionTracker[id]!] = nil
+        sectionCount -= 1
+    }
+
+    private mutating func insertSection(_ id: String, at index: Int) {
+        for tracked in sectionPositions.indices {
+            if let position = sectionPositions[tracked], position >= index { sectionPositions[tracked] = position + 1 }
+        }
+        sectionPositions[sectionTracker[id]!] = index
+        sectionCount += 1
+    }
+
+    private mutating func removeItem(_ id: String, from section: String, at index: Int) {
+        let removed = itemTracker[id]!
+        var members = trackedBySection.removeValue(forKey: section) ?? []
+        members.removeAll { $0 == removed }
+        for tracked in members where itemPlaces[tracked]!.index > index { itemPlaces[tracked]!.index -= 1 }
+        trackedBySection[section] = members
+        itemPlaces[removed] = nil
+        itemCounts[section, default: 0] -= 1
+    }
+
+    private mutating func insertItem(_ id: String, into section: String, at index: Int) {
+        let inserted = itemTracker[id]!
+        var members = trackedBySection.removeValue(forKey: section) ?? []
+        for tracked in members where itemPlaces[tracked]!.index >= index { itemPlaces[tracked]!.index += 1 }
+        members.append(inserted)
+        trackedBySection[section] = members
+        itemPlaces[inserted] = Delta.Place(section: section, index: index)
+        itemCounts[section, default: 0] += 1
+    }
+
+    func delta(in store: Store) -> Delta {
+        var delta = Delta()
+        delta.oldSectionCount = sectionCount
+        for (tracked, id) in sectionIDs.enumerated() {
+            let new = store.sectionIndex(of: id)
+            guard sectionPositions[tracked] != nil || new != nil else { continue }
+            delta.sections.append(Delta.SectionEntry(id: id, old: sectionPositions[tracked], new: new))
+        }
+        for (id, old) in oldSectionData {
+            guard case .present(let data) = old, let index = store.sectionIndex(of: id) else { continue }
+            if let tracked = sectionTracker[id], sectionPositions[tracked] == nil { continue }
+            if store.sectionData(at: index) != data { delta.changedSectionData.append(id) }
+        }
+        for (tracked, id) in itemIDs.enumerated() {
+            let path = store.location(ofItem: id)
+            let new = path.map { Delta.Place(section: store.sectionID(at: $0.section), index: $0.item) }
+            let old = itemPlaces[tracked]
+            guard old != nil || new != nil else { continue }
+            var changed = false
+            if let path, old != nil, case .present(let data) = oldItemData[id] {
+                changed = store.item(at: path).data != data
+            }
+            delta.items.append(Delta.ItemEntry(id: id, old: old, new: new, structural: true, dataChanged: changed))
+        }
+        for id in dataOnlyItems where itemTracker[id] == nil {
+            guard case .present(let data) = oldItemData[id], let path = store.location(ofItem: id),
+                store.item(at: path).data != data
+            else { continue }
+            let new = Delta.Place(section: store.sectionID(at: path.section), index: path.item)
+            delta.items.append(Delta.ItemEntry(id: id, old: nil, new: new, structural: false, dataChanged: true))
+        }
+        for (id, count) in itemCounts {
+            guard let index = store.sectionIndex(of: id) else { continue }
+            if let tracked = sectionTracker[id], sectionPositions[tracked] == nil { continue }
+            delta.itemCounts[id] = (count, store.itemCount(inSection: index))
+        }
+        return delta
+    }
+}

@@ -1,0 +1,72 @@
+import Testing
+
+@testable import Model
+
+/// Changesets computed from the change log (touched elements only) on larger sequences, where untouched runs
+/// matter: several moves in one batch, sometimes in a pattern where moving the untouched elements is cheaper.
+@Suite struct IncrementalDiffTests {
+    @Test func batchesOfMovesInALongSectionMoveMinimally() throws {
+        for seed in UInt64(0)..<300 {
+            var random = RandomContent(seed: seed)
+            let count = random.int(1...60)
+            let old = [Section(id: "s", items: random.items(count)), Section(id: "t", items: random.items(3))]
+            var collection = try VersionedCollection(epoch: "e", sections: old)
+            let ops: [Op] = (0..<random.int(1...8)).map { _ in
+                let section = random.chance(10) ? 1 : 0
+                let upper = collection.snapshot()[section].items.count - (section == 0 ? 1 : 0)
+                return .moveItem(
+                    .path(.index(0), random.int(0...count - 1)),
+                    to: ItemPosition(section: .index(section), index: random.int(0...upper)))
+            }
+            do {
+                let changeset = try collection.apply(ops)
+                verify(changeset, from: old, to: collection.snapshot(), "moves seed \(seed) \(ops)")
+            } catch {}
+        }
+    }
+
+    /// k1 k2 k3 u: moving k1, k2, k3 in turn to the end gives u k1 k2 k3, which is ONE move of the untouched u.
+    @Test func anUntouchedRunMovesWhenThatIsCheaper() throws {
+        let old = sections("s: k1 k2 k3 u")
+        var collection = try VersionedCollection(epoch: "e", sections: old)
+        let changeset = try collection.apply(
+            ["k1", "k2", "k3"].map { .moveItem(.id($0), to: ItemPosition(section: .index(0), index: 3)) })
+        #expect(collection.snapshot() == sections("s: u k1 k2 k3"))
+        #expect(changeset.items == ItemChanges(moved: [ItemMove(from: path(0, 3), to: path(0, 0), id: "u")]))
+    }
+
+    @Test func manySectionMovesInOneBatchMoveMinimally() throws {
+        for seed in UInt64(0)..<300 {
+            var random = RandomContent(seed: seed)
+            let old = (0..<random.int(1...30)).map { Section(id: "s\($0)", items: random.items(random.int(0...2))) }
+            var collection = try VersionedCollection(epoch: "e", sections: old)
+            let ops: [Op] = (0..<random.int(1...8)).map { _ in
+                random.chance(20)
+                    ? .moveItem(
+                        .path(.index(random.int(0...old.count - 1)), 0),
+                        to: ItemPosition(section: .index(random.int(0...old.count - 1)), index: 0))
+                    : .moveSection(.index(random.int(0...old.count - 1)), to: random.int(0...old.count - 1))
+            }
+            do {
+                let changeset = try collection.apply(ops)
+                verify(changeset, from: old, to: collection.snapshot(), "section moves seed \(seed) \(ops)")
+            } catch {}
+        }
+    }
+
+    @Test func theLogAndTheFullDiffAgreeOnCounts() throws {
+        for seed in UInt64(0)..<500 {
+            var random = RandomContent(seed: seed)
+            let old = random.sections()
+            var editor = Editor(store: Store(validated: old))
+            for _ in 0..<random.int(1...6) { try? editor.apply(random.op(on: editor.store.snapshot())) }
+            let version = (Version(epoch: "e", seq: 1), Version(epoch: "e", seq: 2))
+            let fromLog = Coalescing.changeset(for: editor.log, in: editor.store, from: version.0, to: version.1)
+            let full = Coalescing.fullChangeset(for: editor.log, in: editor.store, from: version.0, to: version.1)
+            verify(full, from: old, to: editor.store.snapshot(), "full seed \(seed)")
+            #expect(fromLog.sections.moved.count == full.sections.moved.count, "seed \(seed)")
+            #expect(fromLog.items.updated == full.items.updated, "seed \(seed)")
+            #expect(fromLog.sections.updated == full.sections.updated, "seed \(seed)")
+        }
+    }
+}

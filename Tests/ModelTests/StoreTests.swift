@@ -1,0 +1,52 @@
+import Testing
+
+@testable import Model
+
+/// The chunked store against plain arrays, with sections large enough to split and merge chunks.
+@Suite struct StoreTests {
+    @Test(arguments: [UInt64(1), 2, 3])
+    func randomEditsMatchPlainArrays(seed: UInt64) {
+        var random = RandomContent(seed: seed)
+        var model = (0..<3).map { s in Section(id: "s\(s)", items: random.items(s == 0 ? 3000 : 10)) }
+        var store = Store(validated: model)
+        for step in 0..<6000 {
+            let s = random.int(0...model.count - 1)
+            switch random.int(0...9) {
+            case 0...3:
+                let item = Item(id: random.freshID("n"), data: random.data())
+                let i = random.int(0...model[s].items.count)
+                model[s].items.insert(item, at: i)
+                store.insertItem(item, at: path(s, i))
+            case 4...6 where !model[s].items.isEmpty:
+                let i = random.int(0...model[s].items.count - 1)
+                #expect(store.removeItem(at: path(s, i)) == model[s].items.remove(at: i))
+            case 7 where !model[s].items.isEmpty:
+                let i = random.int(0...model[s].items.count - 1)
+                let item = model[s].items.remove(at: i)
+                let t = random.int(0...model.count - 1)
+                let j = random.int(0...model[t].items.count)
+                model[t].items.insert(item, at: j)
+                store.moveItem(from: path(s, i), to: path(t, j))
+            case 8:
+                let id = random.freshID("s")
+                let at = random.int(0...model.count)
+                model.insert(Section(id: id), at: at)
+                store.insertSection(id: id, data: .null, at: at)
+            default:
+                let to = random.int(0...model.count - 1)
+                model.insert(model.remove(at: s), at: to)
+                store.moveSection(from: s, to: to)
+            }
+            if step % 500 == 0 || step == 5999 {
+                #expect(store.snapshot() == model, "seed \(seed) step \(step)")
+                for (s, section) in model.enumerated() {
+                    #expect(store.sectionIndex(of: section.id) == s)
+                    for (i, item) in section.items.enumerated() where i % 7 == 0 {
+                        #expect(store.location(ofItem: item.id) == path(s, i), "seed \(seed) step \(step)")
+                    }
+                }
+            }
+        }
+        #expect(store.itemCount == model.reduce(0) { $0 + $1.items.count })
+    }
+}
