@@ -7,18 +7,24 @@ final class App: HTTPHandler, @unchecked Sendable {
     // reach it through `HTTPServer.post`, which runs their closure on that thread.
     let config: Config
     let logger: Logger
-    let metrics = Metrics()
-    let registry = Registry()
+    let metrics: Metrics
+    let registry: Registry
     let journal: Journal
+    let executor: Executor
+    /// Snapshots and compaction of the journal, when the server keeps a data directory.
+    var storage: Storage?
     private(set) var feed: Feed!
     private(set) var server: HTTPServer!
     private(set) var isShuttingDown = false
     var random = SystemRandomNumberGenerator()
 
-    init(config: Config, logger: Logger, journal: Journal) {
+    init(config: Config, logger: Logger, metrics: Metrics, registry: Registry, journal: Journal) {
         self.config = config
         self.logger = logger
+        self.metrics = metrics
+        self.registry = registry
         self.journal = journal
+        executor = Executor(registry: registry, limits: HistoryLimits(versions: config.history))
     }
 
     /// Connects the app to its server; the feed answers held polls through it.
@@ -33,6 +39,8 @@ final class App: HTTPHandler, @unchecked Sendable {
         isShuttingDown = true
         logger.info("shutting down: \(feed.count) held polls answered 503")
         feed.shutDown()
+        // Mutations waiting for their sync are made durable, applied and answered before the loop stops.
+        journal.flush()
         server.stop(grace: 3000)
     }
 
@@ -87,13 +95,13 @@ final class App: HTTPHandler, @unchecked Sendable {
         case (.metrics, _): return .respond(metricsText())
         case (.collections, _): return .respond(listCollections())
         case (.collection(let name), "GET"): return .respond(try snapshot(exchange, name))
-        case (.collection(let name), "PUT"): return .respond(try replace(exchange, name))
-        case (.collection(let name), _): return .respond(try deleteCollection(exchange, name))
-        case (.mutations(let name), _): return .respond(try mutate(exchange, name))
+        case (.collection(let name), "PUT"): return try replace(exchange, name)
+        case (.collection(let name), _): return try deleteCollection(exchange, name)
+        case (.mutations(let name), _): return try mutate(exchange, name)
         case (.changes(let name), _): return try changes(exchange, name)
         case (.item(let name, let id), "GET"): return .respond(try item(exchange, name, id))
-        case (.item(let name, let id), "PUT"): return .respond(try upsertItem(exchange, name, id))
-        case (.item(let name, let id), _): return .respond(try deleteItem(exchange, name, id))
+        case (.item(let name, let id), "PUT"): return try upsertItem(exchange, name, id)
+        case (.item(let name, let id), _): return try deleteItem(exchange, name, id)
         }
     }
 
@@ -157,7 +165,9 @@ final class App: HTTPHandler, @unchecked Sendable {
         guard mediaType == "application/json" else {
             throw HTTPError(
                 .unsupportedMediaType, code: "unsupported_media_type",
-                "Bodies are JSON: send Content-Type: application/json (not \(contentType)).")
+                "Bodies are JSON: send Content-Type: application/json, not \(contentType)"
+                    + (mediaType == "application/x-www-form-urlencoded"
+                        ? " (curl -d sends that: use curl --json)." : "."))
         }
     }
 }

@@ -21,6 +21,7 @@ struct Config: Sendable {
     var writeToken: String?
     var readToken: String?
     var corsOrigins: [String] = []
+    var snapshotBytes = 64 << 20
     var maxHeldPolls = 20_000
     var maxConnections = 30_000
     var logLevel = LogLevel.info
@@ -43,6 +44,7 @@ struct Config: Sendable {
           --fsync POLICY         always (default: answer once on disk), interval (every 100 ms), never [CHANGESERVER_FSYNC]
           --max-body-bytes N     largest request body, larger ones get 413 (default 16777216) [CHANGESERVER_MAX_BODY_BYTES]
           --history N            versions kept per collection for the change feed (default 1000) [CHANGESERVER_HISTORY]
+          --snapshot-bytes N     journal bytes after which a snapshot compacts it (default 67108864) [CHANGESERVER_SNAPSHOT_BYTES]
           --write-token TOKEN    mutations need "Authorization: Bearer TOKEN"; it also allows reads [CHANGESERVER_WRITE_TOKEN]
           --read-token TOKEN     reads need "Authorization: Bearer TOKEN" (or the write token) [CHANGESERVER_READ_TOKEN]
           --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated]
@@ -53,7 +55,8 @@ struct Config: Sendable {
         """
 
     private static let valued: Set<String> = [
-        "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "write-token", "read-token", "cors-origin",
+        "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
+        "cors-origin",
         "max-held-polls", "max-connections", "log-level",
     ]
 
@@ -121,6 +124,7 @@ struct Config: Sendable {
             fsync = policy
         case "max-body-bytes": maxBodyBytes = try integer(1...(1 << 40))
         case "history": history = try integer(1...1_000_000)
+        case "snapshot-bytes": snapshotBytes = try integer(1...(1 << 40))
         case "write-token": writeToken = try nonEmpty()
         case "read-token": readToken = try nonEmpty()
         case "cors-origin": corsOrigins.append(try nonEmpty())

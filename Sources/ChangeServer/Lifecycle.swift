@@ -1,5 +1,6 @@
 import CJansson
 import Glibc
+import Model
 
 /// Starting and stopping the server: configuration, file limits, signals, the loop. Kept out of `main.swift`
 /// so that nothing here is main-actor isolated (STYLE.md's signal trap).
@@ -20,10 +21,20 @@ enum Lifecycle {
         // jansson seeds its hash function lazily, which is not thread-safe: seed it before any thread starts.
         json_object_seed(0)
         signal(SIGPIPE, SIG_IGN)
+        // A journal write past a file-size limit fails with EFBIG (answered 503) instead of killing the process.
+        signal(SIGXFSZ, SIG_IGN)
         blockTerminationSignals()
         raiseOpenFileLimit(logger: logger)
         do throws(StartupError) {
-            let app = App(config: config, logger: logger, journal: MemoryJournal())
+            let metrics = Metrics()
+            let registry = Registry()
+            let directory = try DataDirectory.open(config.dataDirectory)
+            let executor = Executor(registry: registry, limits: HistoryLimits(versions: config.history))
+            let position = try Recovery.run(directory, executor: executor, logger: logger)
+            let journal = try FileJournal(
+                directory: directory, segment: position.segment, size: position.size, policy: config.fsync,
+                metrics: metrics, logger: logger)
+            let app = App(config: config, logger: logger, metrics: metrics, registry: registry, journal: journal)
             let listener = try Listener.open(host: config.host, port: config.port)
             let server = try HTTPServer(
                 listener: listener,
@@ -31,9 +42,13 @@ enum Lifecycle {
                     maxBodyBytes: config.maxBodyBytes, connectionLimit: config.maxConnections, idleTimeout: 120),
                 handler: app)
             app.attach(server)
+            app.storage = Storage(
+                directory: directory, journal: journal, registry: registry, threshold: config.snapshotBytes,
+                logger: logger, post: { task in server.post(task) })
             startSignalThread { server.post { app.shutDown() } }
             logger.info("listening on \(config.host):\(listener.port)")
             server.run()
+            journal.flush()
             logger.info("stopped")
             return 0
         } catch {

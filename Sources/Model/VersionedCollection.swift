@@ -4,7 +4,7 @@
 /// new one, and commits a new version only when something changed.
 public struct VersionedCollection: Sendable {
     private(set) var store: Store
-    private var history = History()
+    var history = History()
     /// The current version, `<epoch>.<seq>`.
     public private(set) var version: Version
     /// Limits of the kept history; lowering them drops the oldest versions at once.
@@ -23,6 +23,14 @@ public struct VersionedCollection: Sendable {
         version = Version(epoch: epoch, seq: 1)
         self.limits = limits
         history.record([.replaced(old: [])], committing: version, limits: limits)
+    }
+
+    /// A collection restored as it was: its content, version and kept history (see `init(decoding:limits:)`).
+    init(store: Store, version: Version, history: History, limits: HistoryLimits) {
+        self.store = store
+        self.version = version
+        self.history = history
+        self.limits = limits
     }
 
     public var sectionCount: Int { store.sectionCount }

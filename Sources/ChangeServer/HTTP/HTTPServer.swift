@@ -114,6 +114,13 @@ final class HTTPServer: @unchecked Sendable {
         _ = write(wakeDescriptor, &one, 8)
     }
 
+    /// Answers a held exchange with a response of its own (loop thread only).
+    func answer(_ exchange: Exchange, with response: Response) {
+        var response = response
+        response.headers += exchange.extraHeaders
+        answer(exchange, with: SharedResponse(response))
+    }
+
     /// Answers a held exchange (loop thread only).
     func answer(_ exchange: Exchange, with response: SharedResponse) {
         guard exchange.isSuspended else { return }

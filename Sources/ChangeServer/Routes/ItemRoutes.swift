@@ -19,26 +19,25 @@ extension App {
         }
     }
 
-    func upsertItem(_ exchange: Exchange, _ name: String, _ id: String) throws(HTTPError) -> Response {
-        let entry = try existing(name)
+    func upsertItem(_ exchange: Exchange, _ name: String, _ id: String) throws(HTTPError) -> HandlerResult {
+        _ = try existing(name)
         let upsert = try RequestDecoding.upsert(exchange.body)
-        return try commit(exchange, entry) { content throws(ModelError) in
-            let result = try content.upsert(id: id, data: upsert.data, section: upsert.section, index: upsert.index)
-            let record = JournalRecord.applied(collection: name, version: result.changeset.to, ops: result.ops)
-            return (result.changeset, record, result.created ? .created : .ok)
-        }
+        let record = JournalRecord.upsert(
+            collection: name, id: id, data: upsert.data, section: upsert.section, index: upsert.index,
+            conditions: Preconditions.conditions(exchange))
+        return submit(exchange, record)
     }
 
-    func deleteItem(_ exchange: Exchange, _ name: String, _ id: String) throws(HTTPError) -> Response {
+    func deleteItem(_ exchange: Exchange, _ name: String, _ id: String) throws(HTTPError) -> HandlerResult {
         let entry = try existing(name)
-        do throws(HTTPError) {
-            return try commit(exchange, entry) { content throws(ModelError) in
-                let ops = [Op.deleteItems([.id(id)])]
-                let changeset = try content.apply(ops)
-                return (changeset, .applied(collection: name, version: changeset.to, ops: ops), .ok)
+        guard entry.content.withLock({ $0.item(id: id) }) != nil else { throw itemNotFound(id, name) }
+        let record = JournalRecord.ops(
+            collection: name, ops: [.deleteItems([.id(id)])], conditions: Preconditions.conditions(exchange))
+        return submit(exchange, record) { [self] outcome in
+            if case .rejected(let error) = outcome, error.code == ModelError.Code.itemNotFound.rawValue {
+                return .error(itemNotFound(id, name))
             }
-        } catch  where error.code == ModelError.Code.itemNotFound.rawValue {
-            throw itemNotFound(id, name)
+            return App.mutationResponse(outcome)
         }
     }
 

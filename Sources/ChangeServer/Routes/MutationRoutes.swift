@@ -2,12 +2,9 @@ import Model
 
 /// `POST /v1/collections/{name}/mutations`.
 extension App {
-    func mutate(_ exchange: Exchange, _ name: String) throws(HTTPError) -> Response {
-        let entry = try existing(name)
+    func mutate(_ exchange: Exchange, _ name: String) throws(HTTPError) -> HandlerResult {
+        _ = try existing(name)
         let ops = try RequestDecoding.ops(exchange.body)
-        return try commit(exchange, entry) { content throws(ModelError) in
-            let changeset = try content.apply(ops)
-            return (changeset, .applied(collection: name, version: changeset.to, ops: ops), .ok)
-        }
+        return submit(exchange, .ops(collection: name, ops: ops, conditions: Preconditions.conditions(exchange)))
     }
 }

@@ -19,15 +19,23 @@ enum Preconditions {
         }
     }
 
-    /// Throws `412` unless the request's `If-Match` (if any) names `version`, and its `If-None-Match` (if any) does not.
-    static func check(_ exchange: Exchange, _ version: Version?) throws(HTTPError) {
-        if let ifMatch = exchange.header("If-Match"), !matches(ifMatch, version) {
+    /// The request's conditions, to be checked when its record is applied.
+    static func conditions(_ exchange: Exchange) -> JournalRecord.Conditions {
+        JournalRecord.Conditions(ifMatch: exchange.header("If-Match"), ifNoneMatch: exchange.header("If-None-Match"))
+    }
+}
+
+extension JournalRecord.Conditions {
+    /// Throws `412` unless `If-Match` (if any) names `version`, and `If-None-Match` (if any) does not; nil
+    /// `version` when the collection does not exist.
+    func check(_ version: Version?) throws(HTTPError) {
+        if let ifMatch, !Preconditions.matches(ifMatch, version) {
             let current = version.map { " (it is at \($0))" } ?? " (it does not exist)"
             throw HTTPError(
                 .preconditionFailed, code: "precondition_failed",
                 "If-Match \(ifMatch) does not match the collection's version\(current).")
         }
-        if let ifNoneMatch = exchange.header("If-None-Match"), matches(ifNoneMatch, version) {
+        if let ifNoneMatch, Preconditions.matches(ifNoneMatch, version) {
             throw HTTPError(
                 .preconditionFailed, code: "precondition_failed",
                 "If-None-Match \(ifNoneMatch) matches the collection's version \(version.map(\.description) ?? "")")

@@ -9,7 +9,7 @@ struct History: Sendable {
     }
 
     private(set) var entries: [Entry] = []
-    private var head = 0
+    private(set) var head = 0
     private(set) var byteCount = 0
 
     /// Records the mutation that committed `version`, then drops the oldest ones beyond `limits`.

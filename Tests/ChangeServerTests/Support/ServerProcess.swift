@@ -16,9 +16,23 @@ final class ServerProcess: @unchecked Sendable {
         return executable.deletingLastPathComponent().appendingPathComponent("ChangeServer")
     }
 
-    init(_ arguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// The server's `--data-dir`.
+    let dataDirectory: String
+    private let ownsDataDirectory: Bool
+
+    /// Starts a server; without `dataDirectory` it gets a fresh temporary one, removed when the test is done.
+    /// `--fsync never` unless the arguments say otherwise (they come later and win).
+    init(_ arguments: [String] = [], environment: [String: String] = [:], dataDirectory: String? = nil) throws {
+        if let dataDirectory {
+            self.dataDirectory = dataDirectory
+            ownsDataDirectory = false
+        } else {
+            self.dataDirectory = try Self.temporaryDirectory()
+            ownsDataDirectory = true
+        }
         process.executableURL = Self.binary
-        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--fsync", "never"] + arguments
+        process.arguments =
+            ["--host", "127.0.0.1", "--port", "0", "--fsync", "never", "--data-dir", self.dataDirectory] + arguments
         var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
         variables.merge(environment) { $1 }
         process.environment = variables
@@ -81,5 +95,13 @@ final class ServerProcess: @unchecked Sendable {
             process.waitUntilExit()
         }
         errorPipe.fileHandleForReading.readabilityHandler = nil
+        if ownsDataDirectory { try? FileManager.default.removeItem(atPath: dataDirectory) }
+    }
+
+    /// A new empty directory under the system's temporary directory.
+    static func temporaryDirectory() throws -> String {
+        var template = Array((NSTemporaryDirectory() + "/changeserver-test-XXXXXX").utf8CString)
+        guard let path = mkdtemp(&template) else { throw ClientError.malformed("mkdtemp failed") }
+        return String(cString: path)
     }
 }

@@ -1,0 +1,92 @@
+import Glibc
+
+/// The `--data-dir`: journal segments `journal-<number>.log`, one `snapshot.bin`, and a `LOCK` file held with
+/// `flock` so that a second server on the same directory is refused.
+struct DataDirectory: Sendable {
+    let path: String
+    private let lockDescriptor: Int32
+
+    /// Creates the directory if needed and takes its lock.
+    static func open(_ path: String) throws(StartupError) -> DataDirectory {
+        try makeDirectories(path)
+        let lockPath = path + "/LOCK"
+        let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw StartupError("cannot write to --data-dir \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw StartupError("another ChangeServer is using --data-dir \(path) (its LOCK file is held)")
+        }
+        return DataDirectory(path: path, lockDescriptor: descriptor)
+    }
+
+    private init(path: String, lockDescriptor: Int32) {
+        self.path = path
+        self.lockDescriptor = lockDescriptor
+    }
+
+    private static func makeDirectories(_ path: String) throws(StartupError) {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component + "/"
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
+                throw StartupError("cannot create --data-dir \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw StartupError("--data-dir \(path) is not a directory")
+        }
+    }
+
+    var snapshotPath: String { path + "/snapshot.bin" }
+    var temporarySnapshotPath: String { path + "/snapshot.bin.tmp" }
+
+    func segmentPath(_ number: UInt64) -> String {
+        let digits = String(number)
+        return path + "/journal-" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".log"
+    }
+
+    /// The numbers of the journal segments present, in order.
+    func segments() -> [UInt64] {
+        guard let directory = opendir(path) else { return [] }
+        defer { closedir(directory) }
+        var numbers: [UInt64] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.hasPrefix("journal-"), name.hasSuffix(".log"),
+                let number = UInt64(name.dropFirst(8).dropLast(4))
+            else { continue }
+            numbers.append(number)
+        }
+        return numbers.sorted()
+    }
+
+    /// Makes renames and new files in the directory durable.
+    func syncDirectory() {
+        let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+}
+
+/// Reads a whole file; nil when it cannot be opened.
+func readWholeFile(_ path: String) -> [UInt8]? {
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return nil }
+    defer { close(descriptor) }
+    var info = stat()
+    guard fstat(descriptor, &info) == 0 else { return nil }
+    var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+    var offset = 0
+    while offset < bytes.count {
+        let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+        if count <= 0 { break }
+        offset += count
+    }
+    return Array(bytes[..<offset])
+}

@@ -1,0 +1,224 @@
+import Model
+
+/// A mutation as the client asked for it, with its preconditions: the journal's unit. Applying the same records
+/// in the same order to the same state always gives the same result, rejections included, which is what makes
+/// replay at recovery exact.
+enum JournalRecord: Sendable, Equatable {
+    /// `PUT /v1/collections/{name}`: replace, or create with `epoch` when the collection does not exist.
+    case put(collection: String, epoch: String, sections: [Section], conditions: Conditions)
+    /// `POST .../mutations` and `DELETE .../items/{id}`.
+    case ops(collection: String, ops: [Op], conditions: Conditions)
+    /// `PUT .../items/{id}`.
+    case upsert(
+        collection: String, id: String, data: JSONData, section: SectionRef?, index: Int?, conditions: Conditions)
+    /// `DELETE /v1/collections/{name}`.
+    case delete(collection: String, conditions: Conditions)
+
+    /// The request's `If-Match` and `If-None-Match`, checked when the record is applied.
+    struct Conditions: Sendable, Equatable {
+        var ifMatch: String?
+        var ifNoneMatch: String?
+
+        static let none = Conditions()
+    }
+
+    var collection: String {
+        switch self {
+        case .put(let collection, _, _, _), .ops(let collection, _, _), .upsert(let collection, _, _, _, _, _),
+            .delete(let collection, _):
+            collection
+        }
+    }
+}
+
+/// The binary form of journal records (see the README's "Durability" section for the framing around it).
+enum RecordCodec {
+    private enum Kind: UInt8 {
+        case put = 1, ops = 2, upsert = 3, delete = 4
+    }
+
+    private enum OpKind: UInt8 {
+        case insertSections = 1, deleteSections, moveSection, updateSection, insertItems, deleteItems, moveItem,
+            updateItems
+    }
+
+    static func encode(_ record: JournalRecord) -> [UInt8] {
+        var writer = BinaryWriter()
+        switch record {
+        case .put(let collection, let epoch, let sections, let conditions):
+            writer.byte(Kind.put.rawValue)
+            header(&writer, collection, conditions)
+            writer.string(epoch)
+            writer.sections(sections)
+        case .ops(let collection, let ops, let conditions):
+            writer.byte(Kind.ops.rawValue)
+            header(&writer, collection, conditions)
+            writer.uint32(UInt32(ops.count))
+            for op in ops { encode(op, into: &writer) }
+        case .upsert(let collection, let id, let data, let section, let index, let conditions):
+            writer.byte(Kind.upsert.rawValue)
+            header(&writer, collection, conditions)
+            writer.string(id)
+            writer.blob(data.bytes)
+            writer.byte(section == nil ? 0 : 1)
+            if let section { encode(section, into: &writer) }
+            writer.byte(index == nil ? 0 : 1)
+            if let index { writer.int(index) }
+        case .delete(let collection, let conditions):
+            writer.byte(Kind.delete.rawValue)
+            header(&writer, collection, conditions)
+        }
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws(BinaryReader.Malformed) -> JournalRecord {
+        var reader = BinaryReader(bytes)
+        guard let kind = Kind(rawValue: try reader.byte()) else { throw BinaryReader.Malformed() }
+        let collection = try reader.string()
+        let conditions = JournalRecord.Conditions(
+            ifMatch: try reader.optionalString(), ifNoneMatch: try reader.optionalString())
+        let record: JournalRecord
+        switch kind {
+        case .put:
+            record = .put(
+                collection: collection, epoch: try reader.string(), sections: try reader.sections(),
+                conditions: conditions)
+        case .ops:
+            let count = try reader.count(minimumSize: 1)
+            var ops: [Op] = []
+            for _ in 0..<count { ops.append(try decodeOp(&reader)) }
+            record = .ops(collection: collection, ops: ops, conditions: conditions)
+        case .upsert:
+            let id = try reader.string()
+            let data = JSONData(canonical: try reader.blob())
+            let section = try reader.byte() == 0 ? nil : try decodeSectionRef(&reader)
+            let index = try reader.byte() == 0 ? nil : try reader.int()
+            record = .upsert(
+                collection: collection, id: id, data: data, section: section, index: index, conditions: conditions)
+        case .delete:
+            record = .delete(collection: collection, conditions: conditions)
+        }
+        guard reader.isAtEnd else { throw BinaryReader.Malformed() }
+        return record
+    }
+
+    private static func header(
+        _ writer: inout BinaryWriter, _ collection: String, _ conditions: JournalRecord.Conditions
+    ) {
+        writer.string(collection)
+        writer.optionalString(conditions.ifMatch)
+        writer.optionalString(conditions.ifNoneMatch)
+    }
+
+    private static func encode(_ op: Op, into writer: inout BinaryWriter) {
+        switch op {
+        case .insertSections(let at, let sections):
+            writer.byte(OpKind.insertSections.rawValue)
+            writer.int(at)
+            writer.sections(sections)
+        case .deleteSections(let refs):
+            writer.byte(OpKind.deleteSections.rawValue)
+            writer.uint32(UInt32(refs.count))
+            for ref in refs { encode(ref, into: &writer) }
+        case .moveSection(let ref, let to):
+            writer.byte(OpKind.moveSection.rawValue)
+            encode(ref, into: &writer)
+            writer.int(to)
+        case .updateSection(let ref, let data):
+            writer.byte(OpKind.updateSection.rawValue)
+            encode(ref, into: &writer)
+            writer.blob(data.bytes)
+        case .insertItems(let at, let items):
+            writer.byte(OpKind.insertItems.rawValue)
+            encode(at, into: &writer)
+            writer.items(items)
+        case .deleteItems(let refs):
+            writer.byte(OpKind.deleteItems.rawValue)
+            writer.uint32(UInt32(refs.count))
+            for ref in refs { encode(ref, into: &writer) }
+        case .moveItem(let ref, let to):
+            writer.byte(OpKind.moveItem.rawValue)
+            encode(ref, into: &writer)
+            encode(to, into: &writer)
+        case .updateItems(let items):
+            writer.byte(OpKind.updateItems.rawValue)
+            writer.items(items)
+        }
+    }
+
+    private static func decodeOp(_ reader: inout BinaryReader) throws(BinaryReader.Malformed) -> Op {
+        guard let kind = OpKind(rawValue: try reader.byte()) else { throw BinaryReader.Malformed() }
+        switch kind {
+        case .insertSections:
+            return .insertSections(at: try reader.int(), sections: try reader.sections())
+        case .deleteSections:
+            let count = try reader.count(minimumSize: 2)
+            var refs: [SectionRef] = []
+            for _ in 0..<count { refs.append(try decodeSectionRef(&reader)) }
+            return .deleteSections(refs)
+        case .moveSection:
+            return .moveSection(try decodeSectionRef(&reader), to: try reader.int())
+        case .updateSection:
+            return .updateSection(try decodeSectionRef(&reader), data: JSONData(canonical: try reader.blob()))
+        case .insertItems:
+            return .insertItems(at: try decodePosition(&reader), items: try reader.items())
+        case .deleteItems:
+            let count = try reader.count(minimumSize: 2)
+            var refs: [ItemRef] = []
+            for _ in 0..<count { refs.append(try decodeItemRef(&reader)) }
+            return .deleteItems(refs)
+        case .moveItem:
+            return .moveItem(try decodeItemRef(&reader), to: try decodePosition(&reader))
+        case .updateItems:
+            return .updateItems(try reader.items())
+        }
+    }
+
+    private static func encode(_ ref: SectionRef, into writer: inout BinaryWriter) {
+        switch ref {
+        case .index(let index):
+            writer.byte(0)
+            writer.int(index)
+        case .id(let id):
+            writer.byte(1)
+            writer.string(id)
+        }
+    }
+
+    private static func decodeSectionRef(_ reader: inout BinaryReader) throws(BinaryReader.Malformed) -> SectionRef {
+        switch try reader.byte() {
+        case 0: return .index(try reader.int())
+        case 1: return .id(try reader.string())
+        default: throw BinaryReader.Malformed()
+        }
+    }
+
+    private static func encode(_ ref: ItemRef, into writer: inout BinaryWriter) {
+        switch ref {
+        case .id(let id):
+            writer.byte(0)
+            writer.string(id)
+        case .path(let section, let index):
+            writer.byte(1)
+            encode(section, into: &writer)
+            writer.int(index)
+        }
+    }
+
+    private static func decodeItemRef(_ reader: inout BinaryReader) throws(BinaryReader.Malformed) -> ItemRef {
+        switch try reader.byte() {
+        case 0: return .id(try reader.string())
+        case 1: return .path(try decodeSectionRef(&reader), try reader.int())
+        default: throw BinaryReader.Malformed()
+        }
+    }
+
+    private static func encode(_ position: ItemPosition, into writer: inout BinaryWriter) {
+        encode(position.section, into: &writer)
+        writer.int(position.index)
+    }
+
+    private static func decodePosition(_ reader: inout BinaryReader) throws(BinaryReader.Malformed) -> ItemPosition {
+        ItemPosition(section: try decodeSectionRef(&reader), index: try reader.int())
+    }
+}

@@ -1,0 +1,114 @@
+import Glibc
+import Model
+
+/// Rebuilds the collections at start: the latest snapshot, then every journal record after it, in order.
+/// A torn or corrupt tail of the last segment (a crash in the middle of a write) is cut with a warning; anything
+/// else that does not hold (a corrupt record followed by valid ones, a missing segment or snapshot) stops the
+/// server rather than serving wrong data.
+enum Recovery {
+    /// Where the journal goes on: the segment to append to and its valid size (0 for a new segment).
+    struct Position {
+        var segment: UInt64
+        var size: Int
+    }
+
+    static func run(_ directory: DataDirectory, executor: Executor, logger: Logger) throws(StartupError) -> Position {
+        let started = MonotonicClock.now()
+        var nextSegment: UInt64 = 1
+        var fromSnapshot = 0
+        if let bytes = readWholeFile(directory.snapshotPath) {
+            let snapshot: (nextSegment: UInt64, collections: [(name: String, content: VersionedCollection)])
+            do throws(BinaryReader.Malformed) {
+                snapshot = try SnapshotFile.decode(bytes, limits: executor.limits)
+            } catch {
+                throw StartupError("the snapshot \(directory.snapshotPath) is corrupt; refusing to start on wrong data")
+            }
+            for collection in snapshot.collections {
+                _ = executor.registry.insert(CollectionEntry(name: collection.name, content: collection.content))
+            }
+            nextSegment = snapshot.nextSegment
+            fromSnapshot = snapshot.collections.count
+        }
+        var segments = directory.segments()
+        for covered in segments where covered < nextSegment {
+            unlink(directory.segmentPath(covered))
+        }
+        segments.removeAll { $0 < nextSegment }
+        if let first = segments.first, first != nextSegment {
+            throw StartupError(
+                first > 1 && nextSegment == 1
+                    ? "journal segments start at \(first) but there is no snapshot covering the ones before"
+                    : "journal segment \(nextSegment) is missing")
+        }
+        for (index, number) in segments.enumerated() where number != nextSegment + UInt64(index) {
+            throw StartupError("journal segment \(nextSegment + UInt64(index)) is missing")
+        }
+        var records = 0
+        var bytesRead = 0
+        var position = Position(segment: nextSegment, size: 0)
+        for (index, number) in segments.enumerated() {
+            let isLast = index == segments.count - 1
+            let (count, size) = try replay(directory, number, isLast: isLast, executor: executor, logger: logger)
+            records += count
+            bytesRead += size
+            position = Position(segment: number, size: size)
+        }
+        let items = executor.registry.all().reduce(0) { total, entry in total + entry.content.withLock { $0.itemCount }
+        }
+        logger.info(
+            "recovered \(executor.registry.count) collections (\(items) items): \(fromSnapshot) from the snapshot, "
+                + "\(records) journal records (\(bytesRead) bytes) replayed in \(MonotonicClock.now() - started) ms")
+        return position
+    }
+
+    /// Replays one segment; returns the records applied and the segment's valid size.
+    private static func replay(
+        _ directory: DataDirectory, _ number: UInt64, isLast: Bool, executor: Executor, logger: Logger
+    ) throws(StartupError) -> (records: Int, size: Int) {
+        let path = directory.segmentPath(number)
+        guard let bytes = readWholeFile(path) else { throw StartupError("cannot read the journal \(path)") }
+        guard bytes.count >= JournalFormat.headerSize else {
+            guard isLast else { throw StartupError("the journal \(path) has no header") }
+            logger.warning("the journal \(path) ends inside its header (\(bytes.count) bytes): starting it anew")
+            return (0, 0)
+        }
+        guard Array(bytes[..<JournalFormat.headerSize]) == JournalFormat.header else {
+            throw StartupError("the journal \(path) is not a ChangeServer journal of format \(JournalFormat.version)")
+        }
+        var offset = JournalFormat.headerSize
+        var records = 0
+        while offset < bytes.count {
+            guard let (payload, end) = JournalFormat.payload(in: bytes, at: offset) else {
+                guard isLast, !hasValidFrame(in: bytes, after: offset) else {
+                    throw StartupError(
+                        "the journal \(path) has a corrupt record at byte \(offset) followed by valid ones; "
+                            + "refusing to start on wrong data")
+                }
+                logger.warning(
+                    "the journal \(path) ends with a torn or corrupt record: dropped \(bytes.count - offset) bytes at \(offset)"
+                )
+                guard truncate(path, off_t(offset)) == 0 else { throw StartupError("cannot cut the journal \(path)") }
+                return (records, offset)
+            }
+            let record: JournalRecord
+            do throws(BinaryReader.Malformed) {
+                record = try RecordCodec.decode(payload)
+            } catch {
+                throw StartupError("the journal \(path) has an unreadable record at byte \(offset)")
+            }
+            _ = executor.execute(record)
+            records += 1
+            offset = end
+        }
+        return (records, offset)
+    }
+
+    private static func hasValidFrame(in bytes: [UInt8], after offset: Int) -> Bool {
+        var candidate = offset + 1
+        while candidate + JournalFormat.frameHeaderSize < bytes.count {
+            if JournalFormat.payload(in: bytes, at: candidate) != nil { return true }
+            candidate += 1
+        }
+        return false
+    }
+}

@@ -1,0 +1,80 @@
+import Glibc
+import Model
+
+/// The snapshot of every collection (content, version, kept history) that lets the journal segments before
+/// `nextSegment` be dropped. Format: the magic `CSSNAPS1`, the format version (UInt32), four reserved bytes,
+/// `nextSegment` (UInt64), the collection count (UInt32), each collection's name and encoded form, then the
+/// CRC-32C (UInt32) of everything before it.
+enum SnapshotFile {
+    static let magic = Array("CSSNAPS1".utf8)
+    static let version: UInt32 = 1
+
+    static func encode(nextSegment: UInt64, collections: [(name: String, content: VersionedCollection)]) -> [UInt8] {
+        var writer = BinaryWriter(capacity: 1 << 16)
+        writer.raw(magic)
+        writer.uint32(version)
+        writer.uint32(0)
+        writer.uint64(nextSegment)
+        writer.uint32(UInt32(collections.count))
+        for collection in collections {
+            writer.string(collection.name)
+            collection.content.encode(into: &writer)
+        }
+        let checksum = CRC32C.checksum(writer.bytes)
+        writer.uint32(checksum)
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8], limits: HistoryLimits) throws(BinaryReader.Malformed)
+        -> (nextSegment: UInt64, collections: [(name: String, content: VersionedCollection)])
+    {
+        guard bytes.count >= 28, Array(bytes[..<8]) == magic else { throw BinaryReader.Malformed() }
+        var trailer = BinaryReader(bytes, offset: bytes.count - 4)
+        let checksum = try trailer.uint32()
+        let valid = bytes.withUnsafeBytes {
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<(bytes.count - 4)]))
+        }
+        guard valid == checksum else { throw BinaryReader.Malformed() }
+        var reader = BinaryReader(Array(bytes[..<(bytes.count - 4)]), offset: 8)
+        guard try reader.uint32() == version else { throw BinaryReader.Malformed() }
+        _ = try reader.uint32()
+        let nextSegment = try reader.uint64()
+        let count = try reader.count(minimumSize: 16)
+        var collections: [(name: String, content: VersionedCollection)] = []
+        for _ in 0..<count {
+            let name = try reader.string()
+            collections.append((name, try VersionedCollection(decoding: &reader, limits: limits)))
+        }
+        guard reader.isAtEnd else { throw BinaryReader.Malformed() }
+        return (nextSegment, collections)
+    }
+
+    /// Writes the snapshot to a temporary file, syncs it, renames it into place and syncs the directory, so that
+    /// a crash leaves either the old snapshot or the new one, whole.
+    static func write(_ bytes: [UInt8], in directory: DataDirectory) -> String? {
+        let temporary = directory.temporarySnapshotPath
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let reason = String(cString: strerror(errno))
+                close(descriptor)
+                unlink(temporary)
+                return reason
+            }
+            offset += count
+        }
+        let synced = fsync(descriptor) == 0
+        let reason = String(cString: strerror(errno))
+        close(descriptor)
+        guard synced, rename(temporary, directory.snapshotPath) == 0 else {
+            unlink(temporary)
+            return reason
+        }
+        directory.syncDirectory()
+        return nil
+    }
+}
