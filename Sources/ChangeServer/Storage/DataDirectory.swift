@@ -1,8 +1,8 @@
 import Glibc
 
 /// The `--data-dir`: journal segments `journal-<number>.log`, one `snapshot.bin`, and a `LOCK` file held with
-/// `flock` so that a second server on the same directory is refused.
-struct DataDirectory: Sendable {
+/// `flock` so that a second server on the same directory is refused. The lock is held while this object lives.
+final class DataDirectory: Sendable {
     let path: String
     private let lockDescriptor: Int32
 
@@ -25,6 +25,8 @@ struct DataDirectory: Sendable {
         self.path = path
         self.lockDescriptor = lockDescriptor
     }
+
+    deinit { close(lockDescriptor) }
 
     private static func makeDirectories(_ path: String) throws(StartupError) {
         var prefix = path.hasPrefix("/") ? "/" : ""

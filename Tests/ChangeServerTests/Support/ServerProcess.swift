@@ -22,7 +22,11 @@ final class ServerProcess: @unchecked Sendable {
 
     /// Starts a server; without `dataDirectory` it gets a fresh temporary one, removed when the test is done.
     /// `--fsync never` unless the arguments say otherwise (they come later and win).
-    init(_ arguments: [String] = [], environment: [String: String] = [:], dataDirectory: String? = nil) throws {
+    /// `launcher` runs the server through another program (`prlimit ...`) that execs it, keeping its PID.
+    init(
+        _ arguments: [String] = [], environment: [String: String] = [:], dataDirectory: String? = nil,
+        launcher: [String] = []
+    ) throws {
         if let dataDirectory {
             self.dataDirectory = dataDirectory
             ownsDataDirectory = false
@@ -30,9 +34,15 @@ final class ServerProcess: @unchecked Sendable {
             self.dataDirectory = try Self.temporaryDirectory()
             ownsDataDirectory = true
         }
-        process.executableURL = Self.binary
-        process.arguments =
+        let serverArguments =
             ["--host", "127.0.0.1", "--port", "0", "--fsync", "never", "--data-dir", self.dataDirectory] + arguments
+        if let program = launcher.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = launcher.dropFirst() + [Self.binary.path] + serverArguments
+        } else {
+            process.executableURL = Self.binary
+            process.arguments = serverArguments
+        }
         var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
         variables.merge(environment) { $1 }
         process.environment = variables

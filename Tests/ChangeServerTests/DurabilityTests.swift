@@ -1,0 +1,185 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// The real server on a real `--data-dir`: crashes, restarts, compaction, a second server, disk faults.
+@Suite struct DurabilityTests {
+    /// Concurrent clients upsert items while the server is killed with SIGKILL at a different moment each
+    /// round; after a restart every acknowledged item is there with its data, the version did not go back, and
+    /// the feed still answers a cursor from before the crash.
+    @Test func killNineLosesNoAcknowledgedMutation() throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var server = try ServerProcess(["--fsync", "always"], dataDirectory: directory)
+        let created = try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]])
+        let epoch = try #require((created.object["version"] as? String)?.split(separator: ".").first.map(String.init))
+        var acknowledged: [String: (data: Int, version: UInt64)] = [:]
+        for round in 0..<5 {
+            let port = server.port
+            let results = Mutex<[(String, Int, UInt64)]>([])
+            let stop = Atomic<Bool>(false)
+            let threads = (0..<8).map { client in
+                Thread {
+                    var sequence = 0
+                    while !stop.load(ordering: .relaxed) && sequence < 2000 {
+                        let id = "r\(round)-c\(client)-\(sequence)"
+                        let value = round * 100_000 + sequence
+                        sequence += 1
+                        guard
+                            let response = try? Client(port: port).put(
+                                "/v1/collections/c/items/\(id)", ["data": value]),
+                            response.status == 201, let version = response.object["version"] as? String,
+                            let seq = version.split(separator: ".").last.flatMap({ UInt64($0) })
+                        else { continue }
+                        results.withLock { $0.append((id, value, seq)) }
+                    }
+                }
+            }
+            threads.forEach { $0.start() }
+            usleep(UInt32(100_000 + round * 70_000))
+            kill(server.process.processIdentifier, SIGKILL)
+            server.process.waitUntilExit()
+            stop.store(true, ordering: .relaxed)
+            while threads.contains(where: { $0.isExecuting }) { usleep(5_000) }
+            let thisRound = results.withLock { $0 }
+            for (id, value, seq) in thisRound { acknowledged[id] = (value, seq) }
+
+            server = try ServerProcess(["--fsync", "always"], dataDirectory: directory)
+            let snapshot = try server.client.get("/v1/collections/c")
+            let version = try #require(snapshot.object["version"] as? String)
+            #expect(version.hasPrefix(epoch + "."), "round \(round)")
+            let current = UInt64(version.split(separator: ".").last ?? "") ?? 0
+            let items = ((snapshot.object["sections"] as? [[String: Any]])?.first?["items"] as? [[String: Any]]) ?? []
+            var data: [String: Int] = [:]
+            for item in items { data[item["id"] as? String ?? ""] = item["data"] as? Int }
+            for (id, expected) in acknowledged {
+                #expect(data[id] == expected.data, "round \(round): acknowledged \(id) lost")
+                #expect(expected.version <= current, "round \(round): version went back")
+            }
+            #expect(items.count == Int(current) - 1, "round \(round): one committed item per version")
+            if let before = thisRound.map(\.2).max() {
+                let feed = try server.client.get("/v1/collections/c/changes?since=\(epoch).\(before)&timeout=0")
+                #expect(feed.status == 200, "round \(round)")
+            }
+        }
+        #expect(acknowledged.count > 50)
+    }
+
+    @Test func restartAfterCompactionKeepsContentAndFeed() throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var server = try ServerProcess(["--snapshot-bytes", "4000"], dataDirectory: directory)
+        let version1 = try #require(
+            try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).object["version"] as? String)
+        for index in 0..<120 {
+            _ = try server.client.put(
+                "/v1/collections/c/items/i\(index)", ["data": ["n": index, "pad": String(repeating: "x", count: 40)]])
+        }
+        _ = try server.client.put("/v1/collections/other", ["sections": []])
+        #expect(try server.client.request("DELETE", "/v1/collections/other").status == 204)
+        let deadline = Date().addingTimeInterval(10)
+        while !server.log.contains("journal segments before") && Date() < deadline { usleep(20_000) }
+        #expect(server.log.contains("journal segments before"))
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory)
+        #expect(files.contains("snapshot.bin"))
+        #expect(!files.contains("journal-00000000000000000001.log"))
+        let before = try server.client.get("/v1/collections/c").text
+        let current = try #require(try server.client.get("/v1/collections/c").object["version"] as? String)
+        #expect(server.stop() == 0)
+
+        server = try ServerProcess(dataDirectory: directory)
+        #expect(try server.client.get("/v1/collections/c").text == before)
+        #expect(try server.client.get("/v1/collections/other").status == 404)
+        let epoch = current.split(separator: ".")[0]
+        let feed = try server.client.get("/v1/collections/c/changes?since=\(epoch).100")
+        #expect(feed.status == 200)
+        let inserted = ((feed.object["changes"] as? [String: Any])?["items"] as? [String: Any])?["inserted"] as? [Any]
+        #expect(inserted?.count == 21)
+        #expect(try server.client.get("/v1/collections/c/changes?since=\(version1)").status == 200)
+
+        // Records after the snapshot replay on top of it.
+        _ = try server.client.put("/v1/collections/c/items/late", ["data": 1])
+        let withLate = try server.client.get("/v1/collections/c").text
+        kill(server.process.processIdentifier, SIGKILL)
+        server.process.waitUntilExit()
+        server = try ServerProcess(dataDirectory: directory)
+        #expect(try server.client.get("/v1/collections/c").text == withLate)
+    }
+
+    @Test func secondServerOnTheSameDirectoryIsRefused() throws {
+        let first = try ServerProcess()
+        let second = Process()
+        second.executableURL = ServerProcess.binary
+        second.arguments = ["--host", "127.0.0.1", "--port", "0", "--data-dir", first.dataDirectory]
+        let errors = Pipe()
+        second.standardError = errors
+        try second.run()
+        second.waitUntilExit()
+        #expect(second.terminationStatus == 1)
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("another ChangeServer is using --data-dir"))
+        #expect(try first.client.get("/healthz").status == 200)
+    }
+
+    @Test func missingDirectoryIsCreatedAndUnusableOneIsAClearError() throws {
+        let parent = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        let nested = parent + "/a/b/data"
+        let server = try ServerProcess(dataDirectory: nested)
+        #expect(try server.client.put("/v1/collections/c", ["sections": []]).status == 201)
+        #expect(FileManager.default.fileExists(atPath: nested + "/journal-00000000000000000001.log"))
+
+        FileManager.default.createFile(atPath: parent + "/file", contents: Data("x".utf8))
+        let refused = Process()
+        refused.executableURL = ServerProcess.binary
+        refused.arguments = ["--port", "0", "--data-dir", parent + "/file/data"]
+        let errors = Pipe()
+        refused.standardError = errors
+        try refused.run()
+        refused.waitUntilExit()
+        #expect(refused.terminationStatus == 1)
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("cannot create --data-dir"))
+    }
+
+    /// A file-size limit stands in for a full disk: writes past it fail (EFBIG), the mutation is answered 503
+    /// and not applied, reads go on, and once the limit is lifted writes succeed again.
+    @Test func fullDiskAnswers503AndRecovers() throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try ServerProcess(
+            ["--fsync", "always"], dataDirectory: directory, launcher: ["/usr/bin/prlimit", "--fsize=3000"])
+        let version = try #require(
+            try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).object["version"] as? String)
+        var failure: HTTPResponse?
+        for index in 0..<100 {
+            let response = try server.client.put(
+                "/v1/collections/c/items/i\(index)", ["data": String(repeating: "x", count: 200)])
+            if response.status != 201 {
+                failure = response
+                break
+            }
+        }
+        let refused = try #require(failure)
+        #expect(refused.status == 503)
+        #expect(refused.errorCode == "storage_unavailable")
+        let snapshot = try server.client.get("/v1/collections/c")
+        #expect(snapshot.status == 200)
+        let count = ((snapshot.object["sections"] as? [[String: Any]])?.first?["items"] as? [Any])?.count ?? -1
+        let epoch = version.split(separator: ".")[0]
+        #expect(snapshot.object["version"] as? String == "\(epoch).\(count + 1)")
+
+        let lift = Process()
+        lift.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        lift.arguments = ["--pid", String(server.process.processIdentifier), "--fsize=unlimited"]
+        try lift.run()
+        lift.waitUntilExit()
+        #expect(try server.client.put("/v1/collections/c/items/after", ["data": 1]).status == 201)
+        #expect(server.stop() == 0)
+        let restarted = try ServerProcess(dataDirectory: directory)
+        let items =
+            ((try restarted.client.get("/v1/collections/c").object["sections"] as? [[String: Any]])?.first?["items"]
+                as? [Any])
+        #expect(items?.count == count + 1)
+    }
+}

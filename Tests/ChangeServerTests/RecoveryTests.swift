@@ -1,0 +1,131 @@
+import Foundation
+import Model
+import Testing
+
+@testable import ChangeServer
+
+/// Recovery from journal files written byte by byte, in-process.
+@Suite struct RecoveryTests {
+    static let records: [JournalRecord] = [
+        .put(collection: "c", epoch: "epoch1", sections: [Section(id: "s", items: [Item(id: "a")])], conditions: .none),
+        .ops(
+            collection: "c", ops: [.insertItems(at: ItemPosition(section: .id("s"), index: 1), items: [Item(id: "b")])],
+            conditions: .none),
+        .upsert(
+            collection: "c", id: "z", data: JSONData(canonical: "{\"k\":1}"), section: .index(0), index: 0,
+            conditions: JournalRecord.Conditions(ifMatch: "\"epoch1.2\"", ifNoneMatch: nil)),
+    ]
+
+    /// The journal bytes of `records`, and where the last frame starts.
+    static func journal(_ records: [JournalRecord]) -> (bytes: [UInt8], lastFrame: Int) {
+        var bytes = JournalFormat.header
+        var lastFrame = bytes.count
+        for record in records {
+            lastFrame = bytes.count
+            bytes += JournalFormat.frame(RecordCodec.encode(record))
+        }
+        return (bytes, lastFrame)
+    }
+
+    /// Recovers a directory holding `bytes` as segment 1; the registry, or the startup error.
+    static func recover(_ bytes: [UInt8]) throws -> (Registry, Recovery.Position, [UInt8]) {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        FileManager.default.createFile(atPath: directory.segmentPath(1), contents: Data(bytes))
+        let registry = Registry()
+        let position = try Recovery.run(
+            directory, executor: Executor(registry: registry, limits: HistoryLimits()), logger: Logger(level: .critical)
+        )
+        return (registry, position, readWholeFile(directory.segmentPath(1)) ?? [])
+    }
+
+    static func items(_ registry: Registry) -> [String] {
+        registry.entry("c")?.content.withLock { $0.snapshot().flatMap { $0.items.map(\.id) } } ?? []
+    }
+
+    @Test func recordsRoundTrip() throws {
+        let every: [Op] = [
+            .insertSections(
+                at: 0, sections: [Section(id: "n", data: JSONData(canonical: "1"), items: [Item(id: "i")])]),
+            .deleteSections([.index(3), .id("x")]), .moveSection(.id("a"), to: -1),
+            .updateSection(.index(Int.max), data: .null),
+            .insertItems(at: ItemPosition(section: .index(Int.min), index: 2), items: [Item(id: "é")]),
+            .deleteItems([.id("q"), .path(.id("s"), 4)]),
+            .moveItem(.path(.index(0), 0), to: ItemPosition(section: .id("t"), index: 9)),
+            .updateItems([Item(id: "u", data: JSONData(canonical: "[true]"))]),
+        ]
+        let records =
+            Self.records + [
+                .ops(collection: "c", ops: every, conditions: JournalRecord.Conditions(ifMatch: nil, ifNoneMatch: "*")),
+                .delete(collection: "c", conditions: .none),
+                .upsert(collection: "c", id: "n", data: .null, section: nil, index: nil, conditions: .none),
+            ]
+        for record in records {
+            #expect(try RecordCodec.decode(RecordCodec.encode(record)) == record)
+        }
+    }
+
+    @Test func wholeJournalReplays() throws {
+        let (registry, position, _) = try Self.recover(Self.journal(Self.records).bytes)
+        #expect(Self.items(registry) == ["z", "a", "b"])
+        #expect(registry.entry("c")?.content.withLock { $0.version.description } == "epoch1.3")
+        #expect(position.segment == 1)
+        #expect(position.size == Self.journal(Self.records).bytes.count)
+    }
+
+    @Test func tornTailAtEveryByteOfTheLastRecordIsCut() throws {
+        let (bytes, lastFrame) = Self.journal(Self.records)
+        for cut in lastFrame..<bytes.count {
+            let (registry, position, after) = try Self.recover(Array(bytes[..<cut]))
+            #expect(Self.items(registry) == ["a", "b"], "cut at \(cut)")
+            #expect(position.size == lastFrame, "cut at \(cut)")
+            #expect(after.count == lastFrame, "cut at \(cut)")
+        }
+    }
+
+    @Test func flippedBitsInTheLastRecordAreCut() throws {
+        let (bytes, lastFrame) = Self.journal(Self.records)
+        for offset in lastFrame..<bytes.count {
+            for bit in [0, 3, 7] {
+                var damaged = bytes
+                damaged[offset] ^= UInt8(1 << bit)
+                let (registry, _, after) = try Self.recover(damaged)
+                #expect(Self.items(registry) == ["a", "b"], "bit \(bit) of byte \(offset)")
+                #expect(after.count == lastFrame)
+            }
+        }
+    }
+
+    @Test func corruptRecordInTheMiddleStopsRecovery() throws {
+        var (bytes, lastFrame) = Self.journal(Self.records)
+        bytes[lastFrame - 3] ^= 0x10
+        #expect(throws: StartupError.self) { _ = try Self.recover(bytes) }
+    }
+
+    @Test func foreignFileStopsRecovery() throws {
+        var (bytes, _) = Self.journal(Self.records)
+        bytes[0] = UInt8(ascii: "X")
+        #expect(throws: StartupError.self) { _ = try Self.recover(bytes) }
+    }
+
+    @Test func snapshotKeepsContentVersionAndHistory() throws {
+        var content = try VersionedCollection(epoch: "e", sections: [Section(id: "s", items: [Item(id: "a")])])
+        _ = try content.apply([.insertItems(at: ItemPosition(section: .index(0), index: 0), items: [Item(id: "b")])])
+        _ = try content.apply([.moveItem(.id("a"), to: ItemPosition(section: .index(0), index: 0))])
+        _ = try content.apply([.updateItems([Item(id: "b", data: JSONData(canonical: "2"))])])
+        let bytes = SnapshotFile.encode(nextSegment: 7, collections: [("c", content)])
+        let decoded = try SnapshotFile.decode(bytes, limits: HistoryLimits())
+        #expect(decoded.nextSegment == 7)
+        let restored = try #require(decoded.collections.first?.content)
+        #expect(restored.version == content.version)
+        #expect(restored.snapshot() == content.snapshot())
+        for seq in 0...content.version.seq {
+            let since = Version(epoch: "e", seq: seq)
+            #expect(restored.changes(since: since) == content.changes(since: since), "since \(since)")
+        }
+        var damaged = bytes
+        damaged[bytes.count / 2] ^= 1
+        #expect(throws: BinaryReader.Malformed.self) { try SnapshotFile.decode(damaged, limits: HistoryLimits()) }
+    }
+}
