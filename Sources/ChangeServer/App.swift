@@ -16,6 +16,9 @@ final class App: HTTPHandler, @unchecked Sendable {
     private(set) var feed: Feed!
     private(set) var server: HTTPServer!
     private(set) var isShuttingDown = false
+    private var requestLog: [String] = []
+    /// The time of the current loop turn, shared by its request lines.
+    private var requestLogTimestamp: String?
     var random = SystemRandomNumberGenerator()
 
     init(config: Config, logger: Logger, metrics: Metrics, registry: Registry, journal: Journal) {
@@ -47,7 +50,9 @@ final class App: HTTPHandler, @unchecked Sendable {
     // MARK: HTTPHandler
 
     func headers(for exchange: Exchange) -> [(name: String, value: String)] {
-        guard let origin = exchange.header("Origin"), isAllowed(origin: origin) else { return [] }
+        guard !config.corsOrigins.isEmpty, let origin = exchange.header("Origin"), isAllowed(origin: origin) else {
+            return []
+        }
         return [
             ("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
             ("Access-Control-Expose-Headers", "ETag, Retry-After"),
@@ -107,8 +112,23 @@ final class App: HTTPHandler, @unchecked Sendable {
 
     func didRespond(_ exchange: Exchange, status: HTTPStatus) {
         metrics.request(method: exchange.method, route: exchange.route, status: status.rawValue)
-        let milliseconds = MonotonicClock.now() - exchange.started
-        logger.info("\(exchange.method) \(exchange.path) \(status.rawValue) \(milliseconds)ms")
+        if logger.level <= .info {
+            let milliseconds = MonotonicClock.now() - exchange.started
+            if requestLogTimestamp == nil { requestLogTimestamp = Logger.timestamp() }
+            requestLog.append(
+                logger.line(
+                    .info, "\(exchange.method) \(exchange.path) \(status.rawValue) \(milliseconds)ms",
+                    timestamp: requestLogTimestamp ?? ""))
+        }
+    }
+
+    /// Request lines of one loop turn go out in one write: a change fanned out to 10,000 polls logs 10,000
+    /// lines without 10,000 system calls.
+    func loopDidRun() {
+        guard !requestLog.isEmpty else { return }
+        writeToStandardError(requestLog.joined())
+        requestLog.removeAll(keepingCapacity: true)
+        requestLogTimestamp = nil
     }
 
     var nextDeadline: Int64? { feed.nextDeadline }

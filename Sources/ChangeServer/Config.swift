@@ -24,6 +24,7 @@ struct Config: Sendable {
     var snapshotBytes = 64 << 20
     var maxHeldPolls = 20_000
     var maxConnections = 30_000
+    var connectionMemory = 2048
     var logLevel = LogLevel.info
 
     /// Why the command line could not be read: printed with a hint, exit status 2.
@@ -50,6 +51,8 @@ struct Config: Sendable {
           --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated]
           --max-held-polls N     long polls held at once, more get 429 (default 20000) [CHANGESERVER_MAX_HELD_POLLS]
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
+          --connection-memory N  bytes per connection for request and response headers (default 2048: headers up
+                                 to about 1.5 KB; raise it for larger ones) [CHANGESERVER_CONNECTION_MEMORY]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
         """
@@ -57,7 +60,7 @@ struct Config: Sendable {
     private static let valued: Set<String> = [
         "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
         "cors-origin",
-        "max-held-polls", "max-connections", "log-level",
+        "max-held-polls", "max-connections", "connection-memory", "log-level",
     ]
 
     /// Reads the environment first, then the arguments (without the program name). Nil when `--help` was asked.
@@ -130,6 +133,7 @@ struct Config: Sendable {
         case "cors-origin": corsOrigins.append(try nonEmpty())
         case "max-held-polls": maxHeldPolls = try integer(0...1_000_000)
         case "max-connections": maxConnections = try integer(1...1_000_000)
+        case "connection-memory": connectionMemory = try integer(1024...(1 << 20))
         case "log-level":
             guard let level = LogLevel(name: value) else {
                 let names = LogLevel.allCases.map(\.name).joined(separator: ", ")

@@ -39,7 +39,8 @@ enum Lifecycle {
             let server = try HTTPServer(
                 listener: listener,
                 options: .init(
-                    maxBodyBytes: config.maxBodyBytes, connectionLimit: config.maxConnections, idleTimeout: 120),
+                    maxBodyBytes: config.maxBodyBytes, connectionLimit: config.maxConnections, idleTimeout: 120,
+                    connectionMemory: config.connectionMemory),
                 handler: app)
             app.attach(server)
             app.storage = Storage(

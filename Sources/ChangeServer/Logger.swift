@@ -24,14 +24,19 @@ struct Logger: Sendable {
 
     func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
         guard level >= self.level else { return }
-        writeToStandardError("\(Self.timestamp()) \(level.name) \(message())\n")
+        writeToStandardError(line(level, message()))
+    }
+
+    /// One formatted line, for callers that batch their writes; `timestamp` lets a batch share one.
+    func line(_ level: LogLevel, _ message: String, timestamp: String = Logger.timestamp()) -> String {
+        "\(timestamp) \(level.name) \(message)\n"
     }
 
     func info(_ message: @autoclosure () -> String) { log(.info, message()) }
     func warning(_ message: @autoclosure () -> String) { log(.warning, message()) }
     func error(_ message: @autoclosure () -> String) { log(.error, message()) }
 
-    private static func timestamp() -> String {
+    static func timestamp() -> String {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         var parts = tm()

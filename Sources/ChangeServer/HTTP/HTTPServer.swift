@@ -22,6 +22,8 @@ protocol HTTPHandler: AnyObject {
     var nextDeadline: Int64? { get }
     /// The loop woke up: expire what is due.
     func tick(now: Int64)
+    /// One turn of the loop is done: flush what was batched (log lines).
+    func loopDidRun()
 }
 
 /// libmicrohttpd driven by one loop thread of our own: the daemon runs in `MHD_USE_EPOLL` mode without internal
@@ -39,6 +41,9 @@ final class HTTPServer: @unchecked Sendable {
         var connectionLimit: Int
         /// Seconds an idle keep-alive connection is kept (held polls are suspended and not timed by MHD).
         var idleTimeout: Int
+        /// Bytes of MHD's per-connection memory pool: request headers and response headers live in it, and it
+        /// is most of what a held poll costs.
+        var connectionMemory: Int
     }
 
     private let options: Options
@@ -60,7 +65,7 @@ final class HTTPServer: @unchecked Sendable {
         daemon = chttpd_start_daemon(
             flags, listener.descriptor, Self.accessHandler, Unmanaged.passUnretained(self).toOpaque(),
             Self.completedHandler, Unmanaged.passUnretained(self).toOpaque(), UInt32(options.connectionLimit),
-            UInt32(options.idleTimeout), 64 * 1024, Self.identityUnescape)
+            UInt32(options.idleTimeout), options.connectionMemory, Self.identityUnescape)
         guard let daemon else { throw StartupError("libmicrohttpd could not start") }
         watch(chttpd_epoll_fd(daemon))
         watch(wakeDescriptor)
@@ -91,6 +96,7 @@ final class HTTPServer: @unchecked Sendable {
             }) { task() }
             handler.tick(now: MonotonicClock.now())
             MHD_run(daemon)
+            handler.loopDidRun()
         }
         MHD_stop_daemon(daemon)
         self.daemon = nil

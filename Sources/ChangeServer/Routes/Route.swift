@@ -83,6 +83,7 @@ enum Route: Equatable {
 
 /// Decodes `%XX` escapes; nil for a malformed escape or bytes that are not UTF-8.
 func percentDecoded(_ text: Substring) -> String? {
+    guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
     var bytes: [UInt8] = []
     bytes.reserveCapacity(text.utf8.count)
     var iterator = text.utf8.makeIterator()
