@@ -7,7 +7,7 @@ let package = Package(
         .library(name: "Model", targets: ["Model"]),
         .executable(name: "ChangeServer", targets: ["ChangeServer"]),
         .executable(name: "Bench", targets: ["Bench"]),
-        .executable(name: "FanoutLoad", targets: ["FanoutLoad"]),
+        .executable(name: "Load", targets: ["Load"]),
     ],
     targets: [
         .systemLibrary(name: "CHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
@@ -15,7 +15,7 @@ let package = Package(
         .target(name: "Model"),
         .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CJansson"]),
         .executableTarget(name: "Bench", dependencies: ["Model"]),
-        .executableTarget(name: "FanoutLoad"),
+        .executableTarget(name: "Load"),
         .testTarget(name: "ModelTests", dependencies: ["Model"]),
         .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
     ]

@@ -206,9 +206,12 @@ func constantTimeEquals(_ lhs: String, _ rhs: String) -> Bool {
 }
 
 extension String {
+    /// Without leading and trailing spaces and tabs.
     func trimmingSpaces() -> String {
-        String(
-            self.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed()
-        )
+        let bytes = utf8
+        guard let first = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }),
+            let last = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })
+        else { return "" }
+        return String(self[first...last])
     }
 }

@@ -32,7 +32,8 @@ enum Lifecycle {
             let executor = Executor(registry: registry, limits: HistoryLimits(versions: config.history))
             let position = try Recovery.run(directory, executor: executor, logger: logger)
             let journal = try FileJournal(
-                directory: directory, segment: position.segment, size: position.size, policy: config.fsync,
+                directory: directory, segment: position.segment, size: position.size,
+                bytesSinceSnapshot: position.bytesSinceSnapshot, policy: config.fsync,
                 metrics: metrics, logger: logger)
             let app = App(config: config, logger: logger, metrics: metrics, registry: registry, journal: journal)
             let listener = try Listener.open(host: config.host, port: config.port)

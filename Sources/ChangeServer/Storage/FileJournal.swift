@@ -34,6 +34,10 @@ final class FileJournal: Journal, @unchecked Sendable {
         /// The segment's size at `synced`, where a failed sync cuts it back to.
         var syncedSize: Int
         var pending: [(ticket: UInt64, done: @Sendable (Bool) -> Void)] = []
+        /// Frames written but not yet in the file (`--fsync always`: the syncer writes them).
+        var buffer: [UInt8] = []
+        /// Whether the syncer waits for a wake-up (so that a write must send one).
+        var syncerIsIdle = true
         var bytesSinceSnapshot = 0
     }
 
@@ -42,20 +46,23 @@ final class FileJournal: Journal, @unchecked Sendable {
     private let metrics: Metrics
     private let logger: Logger
     private let state: Mutex<State>
+    /// Serialises syncs: the syncer's and those of `rotate` and `flush` on the loop thread.
+    private let syncing = Mutex(())
     /// A pipe that wakes the syncer thread: written after each record, read (drained) by the syncer.
     private let wake: (read: Int32, write: Int32)
 
-    /// Opens segment `number` for appending at `size` (creating it with its header when `size` is 0).
+    /// Opens segment `number` for appending at `size` (creating it with its header when `size` is 0);
+    /// `bytesSinceSnapshot` is what recovery replayed.
     init(
-        directory: DataDirectory, segment number: UInt64, size: Int, policy: Config.FsyncPolicy, metrics: Metrics,
-        logger: Logger
+        directory: DataDirectory, segment number: UInt64, size: Int, bytesSinceSnapshot: Int,
+        policy: Config.FsyncPolicy, metrics: Metrics, logger: Logger
     ) throws(StartupError) {
         self.directory = directory
         self.policy = policy
         self.metrics = metrics
         self.logger = logger
         let segment = try Self.openSegment(directory, number, size: size)
-        state = Mutex(State(segment: segment, syncedSize: segment.size))
+        state = Mutex(State(segment: segment, syncedSize: segment.size, bytesSinceSnapshot: bytesSinceSnapshot))
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else { throw StartupError("cannot create the journal's wake-up pipe") }
         _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
@@ -93,21 +100,28 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     func write(_ record: [UInt8]) throws(HTTPError) -> UInt64 {
         let frame = JournalFormat.frame(record)
-        let ticket = try state.withLock { state throws(HTTPError) -> UInt64 in
-            let segment = state.segment
-            guard Self.writeAll(segment.descriptor, frame, at: segment.size) else {
-                let reason = String(cString: strerror(errno))
-                _ = ftruncate(segment.descriptor, off_t(segment.size))
-                logger.error("journal write failed: \(reason); the mutation was not applied")
-                throw HTTPError.storageUnavailable
+        let (ticket, wakeSyncer) = try state.withLock { state throws(HTTPError) -> (UInt64, Bool) in
+            if policy == .always {
+                // Group commit: the syncer writes and syncs everything buffered in one go. A failed write
+                // surfaces as a failed sync, before anything of it was applied.
+                state.buffer += frame
+            } else {
+                let segment = state.segment
+                guard Self.writeAll(segment.descriptor, frame, at: segment.size) else {
+                    let reason = String(cString: strerror(errno))
+                    _ = ftruncate(segment.descriptor, off_t(segment.size))
+                    logger.error("journal write failed: \(reason); the mutation was not applied")
+                    throw HTTPError.storageUnavailable
+                }
+                segment.size += frame.count
             }
-            segment.size += frame.count
             state.bytesSinceSnapshot += frame.count
             state.written += 1
-            return state.written
+            defer { state.syncerIsIdle = false }
+            return (state.written, state.syncerIsIdle)
         }
         metrics.setJournalBytes(bytesSinceSnapshot)
-        if policy == .always {
+        if policy == .always && wakeSyncer {
             var one: UInt8 = 1
             _ = Glibc.write(wake.write, &one, 1)
         }
@@ -152,42 +166,57 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     // MARK: Syncing
 
-    /// Syncs what is written, then runs the callbacks it makes durable (or lost, when the sync fails).
+    /// Writes what is buffered and syncs everything written, then runs the callbacks it makes durable (or lost,
+    /// when the write or the sync fails).
     private func sync() {
-        let (segment, target, size) = state.withLock { ($0.segment, $0.written, $0.segment.size) }
-        let started = MonotonicClock.nanoseconds()
-        let succeeded = fdatasync(segment.descriptor) == 0
-        metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
-        let reason = succeeded ? "" : String(cString: strerror(errno))
-        let ready = state.withLock { state -> [(ticket: UInt64, done: @Sendable (Bool) -> Void)] in
-            guard target > state.synced else { return [] }
-            if succeeded {
+        syncing.withLock { _ in
+            let (segment, target, buffer) = state.withLock { state in
+                defer { state.buffer = [] }
+                return (state.segment, state.written, state.buffer)
+            }
+            let offset = state.withLock { _ in segment.size }
+            let started = MonotonicClock.nanoseconds()
+            let succeeded = Self.writeAll(segment.descriptor, buffer, at: offset) && fdatasync(segment.descriptor) == 0
+            let reason = succeeded ? "" : String(cString: strerror(errno))
+            metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+            let ready = state.withLock { state -> [(ticket: UInt64, done: @Sendable (Bool) -> Void)] in
+                guard target > state.synced else { return [] }
+                if succeeded {
+                    segment.size = offset + buffer.count
+                    state.synced = target
+                    if state.segment === segment { state.syncedSize = segment.size }
+                    let split = state.pending.partitioningIndex { $0.ticket > target }
+                    defer { state.pending.removeFirst(split) }
+                    return Array(state.pending[..<split])
+                }
+                // After a failed write or fsync the kernel may have dropped dirty pages: cut the segment back to
+                // what is known durable and drop every record written since, none of which was applied.
+                _ = ftruncate(segment.descriptor, off_t(state.syncedSize))
+                segment.size = state.syncedSize
+                state.lost = (state.synced + 1)...target
                 state.synced = target
-                if state.segment === segment { state.syncedSize = max(state.syncedSize, size) }
                 let split = state.pending.partitioningIndex { $0.ticket > target }
                 defer { state.pending.removeFirst(split) }
                 return Array(state.pending[..<split])
             }
-            // After a failed fsync the kernel may have dropped the dirty pages: cut the segment back to what
-            // is known durable and drop every record written since, none of which was applied.
-            if state.segment === segment {
-                _ = ftruncate(segment.descriptor, off_t(state.syncedSize))
-                segment.size = state.syncedSize
+            if !succeeded {
+                logger.error("journal write or fsync failed: \(reason); \(ready.count) mutations answered 503")
             }
-            state.lost = (state.synced + 1)...state.written
-            state.synced = state.written
-            defer { state.pending.removeAll() }
-            return state.pending
+            for entry in ready { entry.done(succeeded) }
         }
-        if !succeeded { logger.error("journal fsync failed: \(reason); \(ready.count) mutations answered 503") }
-        for entry in ready { entry.done(succeeded) }
     }
 
     private func syncLoop() {
         while true {
             var drained = [UInt8](repeating: 0, count: 4096)
             _ = read(wake.read, &drained, drained.count)
-            while state.withLock({ $0.written > $0.synced }) { sync() }
+            while state.withLock({ state in
+                if state.written > state.synced { return true }
+                state.syncerIsIdle = true
+                return false
+            }) {
+                sync()
+            }
         }
     }
 

@@ -10,6 +10,8 @@ enum Recovery {
     struct Position {
         var segment: UInt64
         var size: Int
+        /// Bytes of journal the latest snapshot does not cover: what counts toward the next one.
+        var bytesSinceSnapshot = 0
     }
 
     static func run(_ directory: DataDirectory, executor: Executor, logger: Logger) throws(StartupError) -> Position {
@@ -51,7 +53,7 @@ enum Recovery {
             let (count, size) = try replay(directory, number, isLast: isLast, executor: executor, logger: logger)
             records += count
             bytesRead += size
-            position = Position(segment: number, size: size)
+            position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
         }
         let items = executor.registry.all().reduce(0) { total, entry in total + entry.content.withLock { $0.itemCount }
         }

@@ -1,0 +1,584 @@
+/*
+ * Load: the load generator of ChangeServer's benchmarks. One thread, one epoll loop, plain C, so that it costs
+ * far less CPU than the server it measures on the same two cores. Loopback only; every loop is bounded in count
+ * and time. Modes:
+ *
+ *   fanout   N subscribers hold a long poll on one collection at its current version; once /metrics reports
+ *            them held, one mutation is sent and, for every subscriber, the time from the mutation's send to
+ *            its complete response is recorded (p50/p99/max). --sustained K repeats it K times, each mutation
+ *            sent once every subscriber has its changeset and has polled again: deliveries per second.
+ *   churn    polls that time out or whose clients vanish, by the hundred thousand; the server's resident
+ *            memory and open descriptors before and after (--server-pid).
+ *   writes   durable mutations per second (small item upserts) from 1, 16 and 64 concurrent keep-alive clients.
+ *   restart  builds a data directory of 1,000,000 items with a server it starts (--server), then times
+ *            restarts: journal only, and snapshot + journal.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    int fd;
+    char buffer[16384];
+    size_t used;
+    int done;          /* the current round's response has arrived */
+    double latency_ms; /* of the current round */
+} Subscriber;
+
+static const char *host = "127.0.0.1";
+static int port = 8080;
+static const char *collection = "fanout";
+static char version[128];
+
+static double now_ms(void) {
+    struct timespec spec;
+    clock_gettime(CLOCK_MONOTONIC, &spec);
+    return spec.tv_sec * 1e3 + spec.tv_nsec / 1e6;
+}
+
+static int open_connection(int blocking) {
+    int fd = socket(AF_INET, SOCK_STREAM | (blocking ? 0 : SOCK_NONBLOCK), 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, host, &address.sin_addr);
+    if (connect(fd, (struct sockaddr *)&address, sizeof address) < 0 && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* One blocking request on a fresh connection; returns the status, the body copied into `body`. */
+static int request(const char *method, const char *path, const char *json, char *body, size_t capacity) {
+    int fd = open_connection(1);
+    if (fd < 0) return -1;
+    struct timeval timeout = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    char head[1024];
+    size_t length = json ? strlen(json) : 0;
+    int head_length = json ? snprintf(head, sizeof head,
+                                      "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                                      method, path, host, length)
+                           : snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                                      method, path, host);
+    if (write(fd, head, head_length) != head_length || (json && write(fd, json, length) != (ssize_t)length)) {
+        close(fd);
+        return -1;
+    }
+    static char response[1 << 20];
+    size_t used = 0;
+    ssize_t count;
+    while (used < sizeof response - 1 && (count = read(fd, response + used, sizeof response - 1 - used)) > 0) used += count;
+    close(fd);
+    response[used] = 0;
+    int status = 0;
+    sscanf(response, "HTTP/1.%*d %d", &status);
+    char *start = strstr(response, "\r\n\r\n");
+    if (body && capacity) {
+        snprintf(body, capacity, "%s", start ? start + 4 : "");
+    }
+    return status;
+}
+
+/* Reads `"version":"..."` (or `"to":"..."`) out of a JSON body. */
+static int extract(const char *body, const char *key, char *out, size_t capacity) {
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":\"", key);
+    const char *start = strstr(body, pattern);
+    if (!start) return 0;
+    start += strlen(pattern);
+    const char *end = strchr(start, '"');
+    if (!end || (size_t)(end - start) >= capacity) return 0;
+    memcpy(out, start, end - start);
+    out[end - start] = 0;
+    return 1;
+}
+
+static long held_polls(void) {
+    static char body[1 << 20];
+    if (request("GET", "/metrics", NULL, body, sizeof body) != 200) return -1;
+    const char *line = strstr(body, "\nchangeserver_held_polls ");
+    return line ? strtol(line + strlen("\nchangeserver_held_polls "), NULL, 10) : -1;
+}
+
+static int wait_for_held(long count, double timeout_ms) {
+    double deadline = now_ms() + timeout_ms;
+    while (now_ms() < deadline) {
+        if (held_polls() >= count) return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+static void send_poll(Subscriber *subscriber) {
+    char head[512];
+    int length = snprintf(head, sizeof head,
+                          "GET /v1/collections/%s/changes?since=%s&timeout=120 HTTP/1.1\r\nHost: %s\r\n\r\n",
+                          collection, version, host);
+    subscriber->used = 0;
+    subscriber->done = 0;
+    if (write(subscriber->fd, head, length) != length) subscriber->done = -1;
+}
+
+/* Whether the subscriber's buffer holds one whole response (headers and Content-Length body). */
+static int complete(Subscriber *subscriber) {
+    subscriber->buffer[subscriber->used] = 0;
+    char *end = strstr(subscriber->buffer, "\r\n\r\n");
+    if (!end) return 0;
+    char *field = strcasestr(subscriber->buffer, "\r\nContent-Length:");
+    size_t length = field ? strtoul(field + 17, NULL, 10) : 0;
+    return subscriber->used >= (size_t)(end + 4 - subscriber->buffer) + length;
+}
+
+static int compare(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sends one mutation and reads every subscriber's response; returns how many arrived. */
+static int round_trip(Subscriber *subscribers, int count, int epoll_fd, int sequence, double timeout_ms,
+                      double *elapsed_ms) {
+    char ops[512], body[4096], path[256];
+    snprintf(ops, sizeof ops,
+             "{\"ops\":[{\"op\":\"insertItems\",\"at\":[0,0],\"items\":[{\"id\":\"m%d\",\"data\":{\"n\":%d}}]}]}",
+             sequence, sequence);
+    snprintf(path, sizeof path, "/v1/collections/%s/mutations", collection);
+    double sent = now_ms();
+    int status = request("POST", path, ops, body, sizeof body);
+    if (status != 200 || !extract(body, "version", version, sizeof version)) {
+        fprintf(stderr, "mutation failed: %d %s\n", status, body);
+        return 0;
+    }
+    int arrived = 0;
+    struct epoll_event events[512];
+    double deadline = sent + timeout_ms;
+    while (arrived < count && now_ms() < deadline) {
+        int ready = epoll_wait(epoll_fd, events, 512, 100);
+        for (int index = 0; index < ready; index++) {
+            Subscriber *subscriber = events[index].data.ptr;
+            ssize_t got;
+            while ((got = read(subscriber->fd, subscriber->buffer + subscriber->used,
+                               sizeof subscriber->buffer - 1 - subscriber->used)) > 0) {
+                subscriber->used += got;
+            }
+            if (!subscriber->done && complete(subscriber)) {
+                subscriber->done = 1;
+                subscriber->latency_ms = now_ms() - sent;
+                arrived++;
+            }
+        }
+    }
+    *elapsed_ms = now_ms() - sent;
+    return arrived;
+}
+
+/* Resident kilobytes and open descriptors of a process, from /proc. */
+static void process_usage(int pid, long *rss_kb, long *descriptors) {
+    char path[64], line[256];
+    *rss_kb = -1;
+    *descriptors = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *status = fopen(path, "r");
+    if (status) {
+        while (fgets(line, sizeof line, status)) {
+            if (!strncmp(line, "VmRSS:", 6)) *rss_kb = strtol(line + 6, NULL, 10);
+        }
+        fclose(status);
+    }
+    snprintf(path, sizeof path, "/proc/%d/fd", pid);
+    DIR *directory = opendir(path);
+    if (directory) {
+        *descriptors = 0;
+        struct dirent *entry;
+        while ((entry = readdir(directory))) {
+            if (entry->d_name[0] != '.') (*descriptors)++;
+        }
+        closedir(directory);
+    }
+}
+
+static int wait_for_no_held(double timeout_ms) {
+    double deadline = now_ms() + timeout_ms;
+    while (now_ms() < deadline) {
+        if (held_polls() == 0) return 1;
+        usleep(50000);
+    }
+    return 0;
+}
+
+static int create_collection(const char *sections_json) {
+    char path[256], body[4096];
+    snprintf(path, sizeof path, "/v1/collections/%s", collection);
+    int status = request("PUT", path, sections_json, body, sizeof body);
+    if (status / 100 != 2 || !extract(body, "version", version, sizeof version)) {
+        fprintf(stderr, "cannot create the collection: %d %s\n", status, body);
+        return 0;
+    }
+    return 1;
+}
+
+static int fanout(const char *sizes, int sustained) {
+    char list[256];
+    snprintf(list, sizeof list, "%s", sizes);
+    printf("%-12s %10s %10s %10s %10s %12s\n", "subscribers", "p50_ms", "p99_ms", "max_ms", "arrived",
+           sustained ? "deliveries/s" : "total_ms");
+    for (char *token = strtok(list, ","); token; token = strtok(NULL, ",")) {
+        int count = atoi(token);
+        if (count <= 0 || count > 100000) return 2;
+        if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}")) return 1;
+        int epoll_fd = epoll_create1(0);
+        Subscriber *subscribers = calloc(count, sizeof *subscribers);
+        for (int index = 0; index < count; index++) {
+            subscribers[index].fd = open_connection(1);
+            if (subscribers[index].fd < 0) {
+                fprintf(stderr, "connection %d failed: %s\n", index, strerror(errno));
+                return 1;
+            }
+            send_poll(&subscribers[index]);
+            fcntl(subscribers[index].fd, F_SETFL, fcntl(subscribers[index].fd, F_GETFL) | O_NONBLOCK);
+            struct epoll_event event = {.events = EPOLLIN, .data.ptr = &subscribers[index]};
+            epoll_ctl(epoll_fd, EPOLL_CTL_ADD, subscribers[index].fd, &event);
+        }
+        if (!wait_for_held(count, 30000)) {
+            fprintf(stderr, "the server never held %d polls (it holds %ld)\n", count, held_polls());
+            return 1;
+        }
+        int rounds = sustained > 0 ? sustained : 1;
+        double *latencies = malloc(sizeof(double) * count * rounds);
+        int total = 0;
+        double delivering_ms = 0, started = now_ms();
+        for (int round = 0; round < rounds; round++) {
+            double elapsed;
+            int arrived = round_trip(subscribers, count, epoll_fd, round, 15000, &elapsed);
+            delivering_ms += elapsed;
+            for (int index = 0; index < count; index++) {
+                if (subscribers[index].done == 1) latencies[total++] = subscribers[index].latency_ms;
+            }
+            if (arrived < count) {
+                fprintf(stderr, "round %d: only %d of %d responses arrived\n", round, arrived, count);
+                break;
+            }
+            if (round + 1 < rounds) {
+                for (int index = 0; index < count; index++) send_poll(&subscribers[index]);
+                if (!wait_for_held(count, 30000)) {
+                    fprintf(stderr, "round %d: the polls were not held again\n", round);
+                    break;
+                }
+            }
+        }
+        double wall_ms = now_ms() - started;
+        qsort(latencies, total, sizeof(double), compare);
+        double p50 = total ? latencies[total / 2] : 0, p99 = total ? latencies[(int)(total * 0.99)] : 0;
+        double max = total ? latencies[total - 1] : 0;
+        printf("%-12d %10.2f %10.2f %10.2f %10d %12.0f\n", count, p50, p99, max, total,
+               sustained ? total / (delivering_ms / 1000) : delivering_ms);
+        if (sustained) {
+            printf("  %d rounds: %.0f deliveries/s counting only mutation-to-last-delivery time, %.0f/s over the "
+                   "whole run (re-polls and /metrics checks included)\n",
+                   rounds, total / (delivering_ms / 1000), total / (wall_ms / 1000));
+        }
+        fflush(stdout);
+        for (int index = 0; index < count; index++) close(subscribers[index].fd);
+        free(subscribers);
+        free(latencies);
+        close(epoll_fd);
+        wait_for_no_held(10000);
+    }
+    return 0;
+}
+
+/* Polls that time out (half of them) or whose clients vanish right after asking (the other half). */
+static int churn(int polls, int batch, int server_pid) {
+    if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}")) return 1;
+    long rss_before, fds_before, rss_after, fds_after;
+    process_usage(server_pid, &rss_before, &fds_before);
+    int *fds = malloc(sizeof(int) * batch);
+    int done = 0;
+    double started = now_ms();
+    while (done < polls && now_ms() - started < 600000) {
+        int count = polls - done < batch ? polls - done : batch;
+        char head[512];
+        int length = snprintf(head, sizeof head,
+                              "GET /v1/collections/%s/changes?since=%s&timeout=1 HTTP/1.1\r\nHost: %s\r\n\r\n",
+                              collection, version, host);
+        for (int index = 0; index < count; index++) {
+            fds[index] = open_connection(1);
+            if (fds[index] >= 0 && write(fds[index], head, length) != length) {
+                close(fds[index]);
+                fds[index] = -1;
+            }
+            if (index % 2 == 1 && fds[index] >= 0) {
+                close(fds[index]);
+                fds[index] = -1;
+            }
+        }
+        for (int index = 0; index < count; index++) {
+            if (fds[index] < 0) continue;
+            struct timeval timeout = {.tv_sec = 5};
+            setsockopt(fds[index], SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+            char buffer[4096];
+            (void)!read(fds[index], buffer, sizeof buffer);
+            close(fds[index]);
+        }
+        done += count;
+        if (!wait_for_no_held(10000)) fprintf(stderr, "polls are still held after a batch\n");
+        if (done == batch) process_usage(server_pid, &rss_before, &fds_before);
+    }
+    wait_for_no_held(10000);
+    usleep(500000);
+    process_usage(server_pid, &rss_after, &fds_after);
+    printf("polls: %d (half timed out, half vanished) in %.1f s\n", done, (now_ms() - started) / 1000);
+    printf("server after the first batch of %d: %ld kB resident, %ld descriptors\n", batch, rss_before, fds_before);
+    printf("server after all:                  %ld kB resident, %ld descriptors\n", rss_after, fds_after);
+    free(fds);
+    return 0;
+}
+
+typedef struct {
+    int fd;
+    char buffer[8192];
+    size_t used;
+    long sequence;
+    double sent;
+} Writer;
+
+static void send_write(Writer *writer, int client) {
+    char request_text[512], json[128];
+    int json_length = snprintf(json, sizeof json, "{\"data\":{\"n\":%ld}}", writer->sequence);
+    int length = snprintf(request_text, sizeof request_text,
+                          "PUT /v1/collections/%s/items/c%d-%ld HTTP/1.1\r\nHost: %s\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                          collection, client, writer->sequence, host, json_length, json);
+    writer->used = 0;
+    writer->sent = now_ms();
+    writer->sequence++;
+    if (write(writer->fd, request_text, length) != length) writer->fd = -1;
+}
+
+/* Durable item upserts from N keep-alive clients, each sending its next one when the previous is answered. */
+static int writes(const char *sizes, double seconds) {
+    char list[256];
+    snprintf(list, sizeof list, "%s", sizes);
+    printf("%-8s %14s %10s %10s %10s\n", "clients", "mutations/s", "p50_ms", "p99_ms", "errors");
+    for (char *token = strtok(list, ","); token; token = strtok(NULL, ",")) {
+        int count = atoi(token);
+        if (count <= 0 || count > 10000) return 2;
+        if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}")) return 1;
+        int epoll_fd = epoll_create1(0);
+        Writer *writers = calloc(count, sizeof *writers);
+        size_t capacity = 1 << 22, recorded = 0;
+        double *latencies = malloc(sizeof(double) * capacity);
+        long errors = 0;
+        for (int index = 0; index < count; index++) {
+            writers[index].fd = open_connection(1);
+            if (writers[index].fd < 0) return 1;
+            fcntl(writers[index].fd, F_SETFL, fcntl(writers[index].fd, F_GETFL) | O_NONBLOCK);
+            struct epoll_event event = {.events = EPOLLIN, .data.u32 = index};
+            epoll_ctl(epoll_fd, EPOLL_CTL_ADD, writers[index].fd, &event);
+            send_write(&writers[index], index);
+        }
+        double started = now_ms(), deadline = started + seconds * 1000;
+        long completed = 0;
+        struct epoll_event events[256];
+        while (now_ms() < deadline) {
+            int ready = epoll_wait(epoll_fd, events, 256, 100);
+            for (int index = 0; index < ready; index++) {
+                Writer *writer = &writers[events[index].data.u32];
+                ssize_t got;
+                while ((got = read(writer->fd, writer->buffer + writer->used, sizeof writer->buffer - 1 - writer->used)) >
+                       0) {
+                    writer->used += got;
+                }
+                Subscriber view;
+                memcpy(view.buffer, writer->buffer, writer->used);
+                view.used = writer->used;
+                if (!complete(&view)) continue;
+                if (strncmp(writer->buffer, "HTTP/1.1 20", 11)) errors++;
+                if (recorded < capacity) latencies[recorded++] = now_ms() - writer->sent;
+                completed++;
+                send_write(writer, events[index].data.u32);
+            }
+        }
+        double elapsed = (now_ms() - started) / 1000;
+        qsort(latencies, recorded, sizeof(double), compare);
+        printf("%-8d %14.0f %10.2f %10.2f %10ld\n", count, completed / elapsed, recorded ? latencies[recorded / 2] : 0,
+               recorded ? latencies[(size_t)(recorded * 0.99)] : 0, errors);
+        fflush(stdout);
+        for (int index = 0; index < count; index++) close(writers[index].fd);
+        free(writers);
+        free(latencies);
+        close(epoll_fd);
+        usleep(300000);
+    }
+    return 0;
+}
+
+static pid_t start_server(const char *server, const char *directory, const char *snapshot_bytes) {
+    char port_text[16];
+    snprintf(port_text, sizeof port_text, "%d", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        dup2(null, 1);
+        execl(server, server, "--host", host, "--port", port_text, "--data-dir", directory, "--fsync", "never",
+              "--snapshot-bytes", snapshot_bytes, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Milliseconds from starting the server to its first answer to /healthz; -1 if it never answers (60 s). */
+static double time_to_ready(const char *server, const char *directory, const char *snapshot_bytes, pid_t *pid) {
+    double started = now_ms();
+    *pid = start_server(server, directory, snapshot_bytes);
+    while (now_ms() - started < 60000) {
+        char body[256];
+        if (request("GET", "/healthz", NULL, body, sizeof body) == 200) return now_ms() - started;
+        usleep(2000);
+    }
+    return -1;
+}
+
+static void stop_server(pid_t pid) {
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+}
+
+static double median_restart(const char *server, const char *directory, int repetitions) {
+    double times[16];
+    for (int index = 0; index < repetitions; index++) {
+        pid_t pid;
+        times[index] = time_to_ready(server, directory, "68719476736", &pid);
+        stop_server(pid);
+    }
+    qsort(times, repetitions, sizeof(double), compare);
+    return times[repetitions / 2];
+}
+
+/* Fills a data directory with `items` items (1,000 sections), then times restarts. */
+static int restart(const char *server, int items) {
+    char directory[] = "/tmp/changeserver-restart-XXXXXX";
+    if (!mkdtemp(directory)) return 1;
+    pid_t pid;
+    if (time_to_ready(server, directory, "68719476736", &pid) < 0) {
+        fprintf(stderr, "the server did not start\n");
+        return 1;
+    }
+    int sections = 1000, per_section = items / sections;
+    size_t capacity = (size_t)per_section * 64 + 256;
+    char *json = malloc(capacity > 65536 ? capacity : 65536);
+    size_t used = snprintf(json, 64, "{\"sections\":[");
+    for (int section = 0; section < sections; section++) {
+        used += snprintf(json + used, 64, "%s{\"id\":\"s%d\"}", section ? "," : "", section);
+    }
+    snprintf(json + used, 8, "]}");
+    if (!create_collection(json)) return 1;
+    char path[256], body[4096];
+    snprintf(path, sizeof path, "/v1/collections/%s/mutations", collection);
+    double loading = now_ms();
+    for (int section = 0; section < sections; section++) {
+        used = snprintf(json, 128, "{\"ops\":[{\"op\":\"insertItems\",\"at\":[%d,0],\"items\":[", section);
+        for (int item = 0; item < per_section; item++) {
+            used += snprintf(json + used, 64, "%s{\"id\":\"i%d-%d\",\"data\":{\"n\":%d}}", item ? "," : "", section,
+                             item, item);
+        }
+        snprintf(json + used, 8, "]}]}");
+        if (request("POST", path, json, body, sizeof body) != 200) {
+            fprintf(stderr, "loading failed: %s\n", body);
+            return 1;
+        }
+    }
+    printf("loaded %d items in %d sections in %.1f s\n", sections * per_section, sections, (now_ms() - loading) / 1000);
+    stop_server(pid);
+    printf("restart, journal only (%d records):      median %.0f ms of 3\n", sections + 1,
+           median_restart(server, directory, 3));
+    /* A snapshot: a threshold of 1 byte makes the next commit take one; then records after it. */
+    if (time_to_ready(server, directory, "1", &pid) < 0) return 1;
+    snprintf(path, sizeof path, "/v1/collections/%s/items/after-snapshot", collection);
+    request("PUT", path, "{\"data\":1}", body, sizeof body);
+    char snapshot[512];
+    snprintf(snapshot, sizeof snapshot, "%s/snapshot.bin", directory);
+    double waited = now_ms();
+    while (access(snapshot, F_OK) != 0 && now_ms() - waited < 60000) usleep(10000);
+    usleep(500000);
+    stop_server(pid);
+    if (time_to_ready(server, directory, "68719476736", &pid) < 0) return 1;
+    for (int index = 0; index < 100; index++) {
+        snprintf(path, sizeof path, "/v1/collections/%s/items/late-%d", collection, index);
+        request("PUT", path, "{\"data\":2}", body, sizeof body);
+    }
+    stop_server(pid);
+    printf("restart, snapshot + journal (100 records): median %.0f ms of 3\n", median_restart(server, directory, 3));
+    char command[600];
+    snprintf(command, sizeof command, "rm -rf %s", directory);
+    free(json);
+    return system(command) == 0 ? 0 : 1;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: Load MODE [--host 127.0.0.1] [--port 8080] [--collection NAME] [options]\n"
+            "  fanout  [--subscribers 100,1000,10000] [--sustained K]\n"
+            "  churn   --server-pid PID [--polls 100000] [--batch 5000]\n"
+            "  writes  [--connections 1,16,64] [--seconds 5]\n"
+            "  restart --server PATH/TO/ChangeServer [--items 1000000]   (starts its own server on --port)\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) usage();
+    const char *mode = argv[1];
+    const char *sizes = NULL, *server = NULL;
+    int sustained = 0, polls = 100000, batch = 5000, server_pid = 0, items = 1000000;
+    double seconds = 5;
+    for (int index = 2; index < argc; index++) {
+        const char *option = argv[index], *value = index + 1 < argc ? argv[index + 1] : NULL;
+        if (!value) usage();
+        index++;
+        if (!strcmp(option, "--host")) host = value;
+        else if (!strcmp(option, "--port")) port = atoi(value);
+        else if (!strcmp(option, "--collection")) collection = value;
+        else if (!strcmp(option, "--subscribers") || !strcmp(option, "--connections")) sizes = value;
+        else if (!strcmp(option, "--sustained")) sustained = atoi(value);
+        else if (!strcmp(option, "--polls")) polls = atoi(value);
+        else if (!strcmp(option, "--batch")) batch = atoi(value);
+        else if (!strcmp(option, "--server-pid")) server_pid = atoi(value);
+        else if (!strcmp(option, "--seconds")) seconds = atof(value);
+        else if (!strcmp(option, "--server")) server = value;
+        else if (!strcmp(option, "--items")) items = atoi(value);
+        else usage();
+    }
+    if (strncmp(host, "127.", 4) && strcmp(host, "::1")) {
+        fprintf(stderr, "Load only targets loopback addresses\n");
+        return 2;
+    }
+    struct rlimit limit;
+    getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+    signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(mode, "fanout")) return fanout(sizes ? sizes : "100,1000,10000", sustained);
+    if (!strcmp(mode, "churn") && server_pid > 0 && batch > 0) return churn(polls, batch, server_pid);
+    if (!strcmp(mode, "writes")) return writes(sizes ? sizes : "1,16,64", seconds);
+    if (!strcmp(mode, "restart") && server && items >= 1000) return restart(server, items);
+    usage();
+}
