@@ -27,7 +27,7 @@ enum ClientError: Error {
 /// One TCP connection to the server on loopback, speaking HTTP/1.1 by hand so that the tests control every
 /// byte (malformed bodies, odd headers, requests left waiting).
 final class HTTPConnection {
-    let descriptor: Int32
+    private(set) var descriptor: Int32
     private var buffer: [UInt8] = []
 
     init(port: Int, receiveTimeout: Double = 15) throws {
@@ -42,7 +42,7 @@ final class HTTPConnection {
             }
         }
         guard status == 0 else {
-            close(descriptor)
+            Glibc.close(descriptor)
             throw ClientError.connect(errno)
         }
         var timeout = timeval(
@@ -50,7 +50,13 @@ final class HTTPConnection {
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(descriptor) }
+    deinit { close() }
+
+    /// Closes the connection (once).
+    func close() {
+        if descriptor >= 0 { Glibc.close(descriptor) }
+        descriptor = -1
+    }
 
     func send(_ bytes: [UInt8]) {
         var offset = 0
