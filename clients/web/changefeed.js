@@ -1,0 +1,790 @@
+// changefeed.js: a dependency-free ES module for ChangeServer's change feed (API.md).
+//
+//   import { subscribe, applyChangeset, mapIndexPath, renderList } from "/v1/client/changefeed.js";
+//
+// - subscribe(baseURL, name, handlers, options) runs the client loop: snapshot, long-poll with the last `to`,
+//   apply, poll again; 410 starts over; network errors, 429 and 5xx back off (full jitter, capped, Retry-After).
+// - applyChangeset(sections, changeset) is a pure function with UIKit's batch semantics.
+// - mapIndexPath(changeset, [s, i]) tells where the item that was at [s, i] went (or null).
+// - renderList(container, options) renders sections into the DOM keyed by id, animates every changeset and
+//   keeps the first visible row in place when content above it changes.
+
+/** An inconsistent changeset, or one that does not fit the sections it is applied to. */
+export class ChangesetError extends Error {
+    constructor(message) {
+        super(message);
+        this.name = "ChangesetError";
+    }
+}
+
+/** An HTTP answer the client loop does not retry by itself (400, 401, 403, ...). */
+export class FeedError extends Error {
+    constructor(status, body, message) {
+        super(message ?? `HTTP ${status}: ${body?.error?.message ?? "unexpected answer"}`);
+        this.name = "FeedError";
+        this.status = status;
+        this.code = body?.error?.code;
+        this.body = body;
+    }
+}
+
+function fail(message) {
+    throw new ChangesetError(message);
+}
+
+function isIndex(value, count) {
+    return Number.isInteger(value) && value >= 0 && value < count;
+}
+
+/**
+ * Fills `slots` (an array of length n, some entries set) with `rest` in order, in the unset places.
+ * Throws unless `rest` has exactly as many elements as there are holes.
+ */
+function fillHoles(slots, rest, what) {
+    let next = 0;
+    for (let index = 0; index < slots.length; index += 1) {
+        if (slots[index] !== undefined) continue;
+        if (next >= rest.length) fail(`${what}: the batch leaves a hole at index ${index}`);
+        slots[index] = rest[next];
+        next += 1;
+    }
+    if (next !== rest.length) fail(`${what}: ${rest.length - next} elements have no place after the batch`);
+    return slots;
+}
+
+function place(slots, index, value, what) {
+    if (!isIndex(index, slots.length)) fail(`${what}: index ${index} is out of range 0..<${slots.length}`);
+    if (slots[index] !== undefined) fail(`${what}: index ${index} is the destination of two changes`);
+    slots[index] = value;
+}
+
+function checkPath(path, what) {
+    if (!Array.isArray(path) || path.length !== 2 || !Number.isInteger(path[0]) || !Number.isInteger(path[1])) {
+        fail(`${what}: ${JSON.stringify(path)} is not an index path [section, item]`);
+    }
+}
+
+function groups(changeset) {
+    const sections = changeset?.sections;
+    const items = changeset?.items;
+    const kinds = ["deleted", "inserted", "moved", "updated"];
+    for (const [name, group] of [["sections", sections], ["items", items]]) {
+        if (typeof group !== "object" || group === null) fail(`the changeset has no "${name}" object`);
+        for (const kind of kinds) {
+            if (!Array.isArray(group[kind])) fail(`${name}.${kind} is not an array`);
+        }
+    }
+    return { sections, items };
+}
+
+/**
+ * Applies a changeset to `sections` ([{id, data, items: [{id, data}]}]) and returns the new sections, leaving
+ * the input untouched (unchanged sections and items keep their identity, as React and Vue like).
+ *
+ * UIKit's batch semantics: `deleted` and the sources of `moved` are indices before the batch, `inserted` and
+ * the destinations of `moved` indices after it, all applied as one batch; then `updated` at indices after it.
+ * Throws a ChangesetError when the changeset does not fit: an id that is not where the changeset says, an
+ * index out of range or used twice, a batch that leaves holes.
+ *
+ * - Complexity: O(n) in the number of sections and items.
+ */
+export function applyChangeset(sections, changeset) {
+    if (!Array.isArray(sections)) fail("sections is not an array");
+    const { sections: sectionChanges, items: itemChanges } = groups(changeset);
+
+    // Sections: remove the deleted and moved ones at their old indices, place the inserted and moved ones at
+    // their new indices, and let the others keep their relative order in the holes.
+    const oldCount = sections.length;
+    const removedSections = new Set();
+    const removeSection = (index, id, what) => {
+        if (!isIndex(index, oldCount)) fail(`${what}: section ${index} is out of range 0..<${oldCount}`);
+        if (sections[index].id !== id) fail(`${what}: section ${index} is "${sections[index].id}", not "${id}"`);
+        if (removedSections.has(index)) fail(`${what}: section ${index} is removed twice`);
+        removedSections.add(index);
+    };
+    for (const entry of sectionChanges.deleted) removeSection(entry.index, entry.id, "sections.deleted");
+    for (const entry of sectionChanges.moved) removeSection(entry.from, entry.id, "sections.moved");
+    const newCount = oldCount - sectionChanges.deleted.length + sectionChanges.inserted.length;
+    if (newCount < 0) fail("sections: more sections removed than there are");
+    // Each slot holds {old: index before the batch} or {inserted: entry}.
+    const sectionSlots = new Array(newCount);
+    for (const entry of sectionChanges.inserted) {
+        if (typeof entry.id !== "string") fail("sections.inserted: an entry has no id");
+        place(sectionSlots, entry.index, { inserted: entry }, "sections.inserted");
+    }
+    for (const entry of sectionChanges.moved) place(sectionSlots, entry.to, { old: entry.from }, "sections.moved");
+    const stayingSections = [];
+    for (let index = 0; index < oldCount; index += 1) {
+        if (!removedSections.has(index)) stayingSections.push({ old: index });
+    }
+    fillHoles(sectionSlots, stayingSections, "sections");
+    const newIndexOfOldSection = new Map();
+    sectionSlots.forEach((slot, index) => {
+        if (slot.old !== undefined) newIndexOfOldSection.set(slot.old, index);
+    });
+
+    // Items: the same, per section, with sources in old coordinates and destinations in new ones.
+    const removedItems = new Map(); // old section index -> Set of old item indices
+    const removeItem = (at, id, what) => {
+        checkPath(at, what);
+        const [section, index] = at;
+        if (!isIndex(section, oldCount)) fail(`${what}: section ${section} is out of range 0..<${oldCount}`);
+        const items = sections[section].items;
+        if (!isIndex(index, items.length)) fail(`${what}: item ${index} of section ${section} is out of range`);
+        if (items[index].id !== id) fail(`${what}: item [${section}, ${index}] is "${items[index].id}", not "${id}"`);
+        if (sectionChanges.deleted.some((entry) => entry.index === section)) {
+            fail(`${what}: item "${id}" is in deleted section ${section}`);
+        }
+        let set = removedItems.get(section);
+        if (!set) removedItems.set(section, (set = new Set()));
+        if (set.has(index)) fail(`${what}: item [${section}, ${index}] is removed twice`);
+        set.add(index);
+        return items[index];
+    };
+    for (const entry of itemChanges.deleted) removeItem(entry.at, entry.id, "items.deleted");
+    const arrivals = new Map(); // new section index -> [[index, item]]
+    const arrive = (at, item, what) => {
+        checkPath(at, what);
+        if (!isIndex(at[0], newCount)) fail(`${what}: section ${at[0]} is out of range 0..<${newCount}`);
+        if (sectionSlots[at[0]].inserted) fail(`${what}: item "${item.id}" goes into inserted section ${at[0]}`);
+        let list = arrivals.get(at[0]);
+        if (!list) arrivals.set(at[0], (list = []));
+        list.push([at[1], item]);
+    };
+    for (const entry of itemChanges.moved) {
+        const item = removeItem(entry.from, entry.id, "items.moved");
+        arrive(entry.to, item, "items.moved");
+    }
+    for (const entry of itemChanges.inserted) {
+        if (typeof entry.id !== "string") fail("items.inserted: an entry has no id");
+        arrive(entry.at, { id: entry.id, data: entry.data ?? null }, "items.inserted");
+    }
+
+    const result = sectionSlots.map((slot, newIndex) => {
+        if (slot.inserted) {
+            const entry = slot.inserted;
+            const items = (entry.items ?? []).map((item) => ({ id: item.id, data: item.data ?? null }));
+            return { id: entry.id, data: entry.data ?? null, items };
+        }
+        const old = sections[slot.old];
+        const removed = removedItems.get(slot.old);
+        const incoming = arrivals.get(newIndex);
+        if (!removed && !incoming) return old;
+        const staying = removed ? old.items.filter((_, index) => !removed.has(index)) : old.items;
+        const itemSlots = new Array(staying.length + (incoming?.length ?? 0));
+        for (const [index, item] of incoming ?? []) place(itemSlots, index, item, `items of section ${newIndex}`);
+        return { ...old, items: fillHoles(itemSlots, staying, `items of section ${newIndex}`) };
+    });
+
+    // Updates, at indices after the batch.
+    for (const entry of sectionChanges.updated) {
+        if (!isIndex(entry.index, result.length)) fail(`sections.updated: section ${entry.index} is out of range`);
+        const section = result[entry.index];
+        if (section.id !== entry.id) fail(`sections.updated: section ${entry.index} is "${section.id}", not "${entry.id}"`);
+        result[entry.index] = { ...section, data: entry.data ?? null };
+    }
+    const copied = new Set();
+    for (const entry of itemChanges.updated) {
+        checkPath(entry.at, "items.updated");
+        const [sectionIndex, index] = entry.at;
+        if (!isIndex(sectionIndex, result.length)) fail(`items.updated: section ${sectionIndex} is out of range`);
+        let section = result[sectionIndex];
+        if (!isIndex(index, section.items.length)) fail(`items.updated: item [${sectionIndex}, ${index}] is out of range`);
+        if (section.items[index].id !== entry.id) {
+            fail(`items.updated: item [${sectionIndex}, ${index}] is "${section.items[index].id}", not "${entry.id}"`);
+        }
+        if (!copied.has(sectionIndex)) {
+            section = result[sectionIndex] = { ...section, items: section.items.slice() };
+            copied.add(sectionIndex);
+        }
+        section.items[index] = { id: entry.id, data: entry.data ?? null };
+    }
+
+    const ids = new Set();
+    for (const section of result) {
+        for (const item of section.items) {
+            if (ids.has(item.id)) fail(`item "${item.id}" appears twice after the changeset`);
+            ids.add(item.id);
+        }
+    }
+    return result;
+}
+
+/** The k-th (0-based) index not in `taken`, counting from 0. `taken` is a sorted array of indices. */
+function nthFree(taken, k) {
+    let index = k;
+    for (const used of taken) {
+        if (used <= index) index += 1;
+        else break;
+    }
+    return index;
+}
+
+/** How many of the sorted `indices` are below `value`. */
+function countBelow(indices, value) {
+    let count = 0;
+    for (const index of indices) {
+        if (index < value) count += 1;
+        else break;
+    }
+    return count;
+}
+
+const ascending = (a, b) => a - b;
+
+/** The new index of the section that was at `section` before the changeset, or null when it was deleted. */
+export function mapSectionIndex(changeset, section) {
+    const { sections } = groups(changeset);
+    if (sections.deleted.some((entry) => entry.index === section)) return null;
+    const moved = sections.moved.find((entry) => entry.from === section);
+    if (moved) return moved.to;
+    const removed = [...sections.deleted.map((e) => e.index), ...sections.moved.map((e) => e.from)].sort(ascending);
+    const taken = [...sections.inserted.map((e) => e.index), ...sections.moved.map((e) => e.to)].sort(ascending);
+    return nthFree(taken, section - countBelow(removed, section));
+}
+
+/**
+ * The index path after the changeset of the item that was at `[section, index]` before it, or null when the
+ * item was deleted, or its section was (an item of a section that is sent as a delete plus an insert has no
+ * old coordinates to follow: look it up by id). A client keeps its scroll anchor with it.
+ *
+ * - Complexity: O(k log k) in the number of entries of the changeset.
+ */
+export function mapIndexPath(changeset, [section, index]) {
+    const { items } = groups(changeset);
+    const same = (path) => path[0] === section && path[1] === index;
+    if (items.deleted.some((entry) => same(entry.at))) return null;
+    const moved = items.moved.find((entry) => same(entry.from));
+    if (moved) return [moved.to[0], moved.to[1]];
+    const newSection = mapSectionIndex(changeset, section);
+    if (newSection === null) return null;
+    const removed = [...items.deleted.map((e) => e.at), ...items.moved.map((e) => e.from)]
+        .filter((path) => path[0] === section)
+        .map((path) => path[1])
+        .sort(ascending);
+    const taken = [...items.inserted.map((e) => e.at), ...items.moved.map((e) => e.to)]
+        .filter((path) => path[0] === newSection)
+        .map((path) => path[1])
+        .sort(ascending);
+    return [newSection, nthFree(taken, index - countBelow(removed, index))];
+}
+
+/** True when the changeset changes nothing. */
+export function isEmptyChangeset(changeset) {
+    const { sections, items } = groups(changeset);
+    return [sections, items].every((group) => Object.values(group).every((list) => list.length === 0));
+}
+
+// MARK: - The client loop
+
+const sleep = (milliseconds, signal) =>
+    new Promise((resolve) => {
+        if (signal.aborted) return resolve();
+        const timer = setTimeout(done, milliseconds);
+        function done() {
+            clearTimeout(timer);
+            signal.removeEventListener("abort", done);
+            resolve();
+        }
+        signal.addEventListener("abort", done, { once: true });
+    });
+
+/** Seconds of a Retry-After header (delta-seconds or an HTTP date), or null. */
+export function retryAfterSeconds(value, now = Date.now()) {
+    if (value == null || value === "") return null;
+    if (/^\d+$/.test(value.trim())) return Number(value.trim());
+    const date = Date.parse(value);
+    return Number.isNaN(date) ? null : Math.max(0, (date - now) / 1000);
+}
+
+/**
+ * The delay before retry number `attempt` (0-based): full jitter, a random time between 0 and
+ * min(cap, base * 2^attempt), but never shorter than what Retry-After asks for.
+ */
+export function backoffDelay(attempt, { baseMs = 250, capMs = 15000, retryAfter = null, random = Math.random } = {}) {
+    const ceiling = Math.min(capMs, baseMs * 2 ** Math.min(attempt, 30));
+    const jittered = random() * ceiling;
+    return retryAfter == null ? jittered : Math.max(jittered, retryAfter * 1000);
+}
+
+/**
+ * Follows a collection: `handlers.onSnapshot({sections, version, collection})` whenever the client (re)starts
+ * from a snapshot, `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty
+ * changeset applied, `handlers.onStatus(status, detail)` with "connecting", "live", "retrying", "reset" (a 410),
+ * "missing" (404: the collection does not exist, the client waits for it) or "stopped", and
+ * `handlers.onError(error)` for errors it retries after.
+ *
+ * options: `token` (bearer), `timeout` (seconds a poll is held, default 25), `baseMs`/`capMs` (backoff),
+ * `missingRetryMs` (how often a missing collection is looked for again, default 2000), `fetch`, `signal`.
+ *
+ * Returns {unsubscribe(), done, version, sections}: `unsubscribe` aborts the request in flight and `done`
+ * resolves when the loop has stopped.
+ */
+export function subscribe(baseURL, name, handlers = {}, options = {}) {
+    const controller = new AbortController();
+    const signal = controller.signal;
+    if (options.signal) {
+        if (options.signal.aborted) controller.abort();
+        else options.signal.addEventListener("abort", () => controller.abort(), { once: true });
+    }
+    const fetchFunction = options.fetch ?? globalThis.fetch.bind(globalThis);
+    const pollTimeout = options.timeout ?? 25;
+    const base = String(baseURL ?? "").replace(/\/+$/, "");
+    const collectionURL = `${base}/v1/collections/${encodeURIComponent(name)}`;
+    const state = { version: null, sections: null };
+    const call = (handler, ...args) => {
+        try {
+            handlers[handler]?.(...args);
+        } catch (error) {
+            // A handler that throws must not stop the feed; report it where it can be seen.
+            if (handler !== "onError") call("onError", error);
+            else console.error(error);
+        }
+    };
+
+    async function request(url, holdSeconds) {
+        const headers = { Accept: "application/json" };
+        if (options.token) headers.Authorization = `Bearer ${options.token}`;
+        // The server ends a held poll by itself; this deadline covers a server that vanished silently.
+        const deadline = new AbortController();
+        const timer = setTimeout(() => deadline.abort(), (holdSeconds + 15) * 1000);
+        const onAbort = () => deadline.abort();
+        signal.addEventListener("abort", onAbort, { once: true });
+        try {
+            const response = await fetchFunction(url, { headers, signal: deadline.signal, cache: "no-store" });
+            let body = null;
+            const text = await response.text();
+            try {
+                body = text ? JSON.parse(text) : null;
+            } catch {
+                body = null;
+            }
+            return { status: response.status, headers: response.headers, body };
+        } finally {
+            clearTimeout(timer);
+            signal.removeEventListener("abort", onAbort);
+        }
+    }
+
+    async function run() {
+        let failures = 0;
+        let status = null;
+        const setStatus = (next, detail) => {
+            if (next === status && next !== "retrying") return;
+            status = next;
+            call("onStatus", next, detail);
+        };
+        const backOff = async (retryAfter, reason) => {
+            const delay = backoffDelay(failures, { baseMs: options.baseMs, capMs: options.capMs, retryAfter });
+            failures += 1;
+            setStatus("retrying", { delay, reason, attempt: failures });
+            await sleep(delay, signal);
+        };
+        setStatus("connecting");
+        while (!signal.aborted) {
+            let answer;
+            const since = state.version;
+            try {
+                const url =
+                    since === null
+                        ? `${collectionURL}/changes`
+                        : `${collectionURL}/changes?since=${encodeURIComponent(since)}&timeout=${pollTimeout}`;
+                answer = await request(url, since === null ? 0 : pollTimeout);
+            } catch (error) {
+                if (signal.aborted) break;
+                call("onError", error);
+                await backOff(null, "network");
+                continue;
+            }
+            if (signal.aborted) break;
+            const { status: code, body } = answer;
+            if (code === 200 && since === null) {
+                const snapshot = body?.snapshot;
+                if (!body?.reset || typeof body.to !== "string" || !Array.isArray(snapshot?.sections)) {
+                    call("onError", new FeedError(code, body, "the reset answer has no snapshot"));
+                    await backOff(null, "malformed");
+                    continue;
+                }
+                failures = 0;
+                state.version = body.to;
+                state.sections = snapshot.sections;
+                call("onSnapshot", { sections: state.sections, version: state.version, collection: name });
+                setStatus("live");
+            } else if (code === 200) {
+                if (body?.from !== since || typeof body?.to !== "string") {
+                    // Never apply a changeset that does not start where the client is: start over instead.
+                    call("onError", new FeedError(code, body, `a changeset from ${body?.from} while at ${since}`));
+                    state.version = null;
+                    setStatus("reset", { reason: "mismatch" });
+                    continue;
+                }
+                failures = 0;
+                setStatus("live");
+                if (body.to === since) continue;
+                let next;
+                try {
+                    next = applyChangeset(state.sections, body.changes);
+                } catch (error) {
+                    call("onError", error);
+                    state.version = null;
+                    setStatus("reset", { reason: "inconsistent" });
+                    continue;
+                }
+                const previous = state.sections;
+                state.sections = next;
+                state.version = body.to;
+                call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
+            } else if (code === 410) {
+                failures = 0;
+                state.version = null;
+                setStatus("reset", { reason: body?.error?.code ?? "gone" });
+            } else if (code === 404) {
+                state.version = null;
+                state.sections = null;
+                setStatus("missing");
+                await sleep(options.missingRetryMs ?? 2000, signal);
+            } else if (code === 429 || code >= 500) {
+                call("onError", new FeedError(code, body));
+                await backOff(retryAfterSeconds(answer.headers.get("Retry-After")), `HTTP ${code}`);
+            } else {
+                // 400, 401, 403 ...: retrying at once would only repeat it; report and retry slowly.
+                call("onError", new FeedError(code, body));
+                failures = Math.max(failures, 5);
+                await backOff(null, `HTTP ${code}`);
+            }
+        }
+        setStatus("stopped");
+    }
+
+    const done = run();
+    return {
+        unsubscribe() {
+            controller.abort();
+            return done;
+        },
+        done,
+        get version() {
+            return state.version;
+        },
+        get sections() {
+            return state.sections;
+        },
+    };
+}
+
+// MARK: - The DOM renderer
+
+/** The text a row shows for an item's data: `data.text` or `data.title` when a string, else its JSON. */
+export function itemLabel(data) {
+    if (data === null || data === undefined) return "";
+    if (typeof data === "string") return data;
+    if (typeof data === "object" && !Array.isArray(data)) {
+        if (typeof data.text === "string") return data.text;
+        if (typeof data.title === "string") return data.title;
+    }
+    return JSON.stringify(data);
+}
+
+/** The text of a section's header: `data.title` or `data.text` when a string, a string `data`, else its id. */
+export function sectionLabel(section) {
+    const data = section.data;
+    if (typeof data === "string") return data;
+    if (data && typeof data === "object" && !Array.isArray(data)) {
+        if (typeof data.title === "string") return data.title;
+        if (typeof data.text === "string") return data.text;
+    }
+    return section.id;
+}
+
+const prefersReducedMotion = () =>
+    typeof matchMedia === "function" && matchMedia("(prefers-reduced-motion: reduce)").matches;
+
+/**
+ * Renders sections into `container`, keyed by id: `<section class="cf-section" data-section-id>` with a
+ * `<header class="cf-header">` and a `<ul class="cf-items">` of `<li class="cf-item" data-id>`.
+ *
+ * options: `renderItem(item, element)` and `renderHeader(section, element)` fill an element (default: the
+ * labels above), `scroller` (the element that scrolls, default `container`), `empty` (text of the empty state),
+ * `duration` (ms of the animations, default 300; 0 turns them off), `anchor` (default true).
+ *
+ * Returns {render(sections), apply(changeset, sections), destroy()}: `render` shows a snapshot as it is,
+ * `apply` shows the sections after `changeset` with animations. Only live rows carry `data-id`; a row that is
+ * collapsing out carries `data-leaving-id` instead.
+ */
+export function renderList(container, options = {}) {
+    const doc = container.ownerDocument;
+    const scroller = options.scroller ?? container;
+    const duration = options.duration ?? 300;
+    const anchoring = options.anchor !== false;
+    const itemElements = new Map();
+    const sectionElements = new Map();
+    let currentSections = [];
+
+    container.classList.add("cf-list");
+    scroller.style.overflowAnchor = "none"; // this renderer anchors by itself, the same in every browser
+    if (getComputedStyle(container).position === "static") container.style.position = "relative";
+    const root = doc.createElement("div");
+    root.className = "cf-sections";
+    const empty = doc.createElement("div");
+    empty.className = "cf-empty";
+    empty.setAttribute("role", "status");
+    empty.textContent = options.empty ?? "No items yet.";
+    container.replaceChildren(root, empty);
+
+    const fillItem = (element, item) => {
+        if (options.renderItem) options.renderItem(item, element);
+        else element.textContent = itemLabel(item.data);
+    };
+    const fillHeader = (element, section) => {
+        if (options.renderHeader) options.renderHeader(section, element);
+        else element.textContent = sectionLabel(section);
+    };
+
+    function itemElement(item) {
+        let element = itemElements.get(item.id);
+        if (!element) {
+            element = doc.createElement("li");
+            element.className = "cf-item";
+            element.dataset.id = item.id;
+            itemElements.set(item.id, element);
+            element._cfData = undefined;
+        }
+        const key = JSON.stringify(item.data ?? null);
+        if (element._cfData !== key) {
+            element._cfData = key;
+            fillItem(element, item);
+        }
+        return element;
+    }
+
+    function sectionElement(section) {
+        let element = sectionElements.get(section.id);
+        if (!element) {
+            element = doc.createElement("section");
+            element.className = "cf-section";
+            element.dataset.sectionId = section.id;
+            const header = doc.createElement("header");
+            header.className = "cf-header";
+            const list = doc.createElement("ul");
+            list.className = "cf-items";
+            element.append(header, list);
+            sectionElements.set(section.id, element);
+            element._cfData = undefined;
+        }
+        const key = JSON.stringify(section.data ?? null);
+        if (element._cfData !== key) {
+            element._cfData = key;
+            fillHeader(element.firstElementChild, section);
+        }
+        return element;
+    }
+
+    /** Puts `children` into `parent` in order, moving only what is out of place. */
+    function arrange(parent, children) {
+        let cursor = parent.firstElementChild;
+        for (const child of children) {
+            if (child === cursor) {
+                cursor = cursor.nextElementSibling;
+            } else {
+                parent.insertBefore(child, cursor);
+            }
+        }
+        while (cursor) {
+            const next = cursor.nextElementSibling;
+            cursor.remove();
+            cursor = next;
+        }
+    }
+
+    /** Builds the DOM of `sections`; returns the elements that left (rows and sections). */
+    function build(sections) {
+        const liveItems = new Set();
+        const liveSections = new Set();
+        const sectionNodes = sections.map((section) => {
+            const element = sectionElement(section);
+            liveSections.add(section.id);
+            const rows = section.items.map((item) => {
+                liveItems.add(item.id);
+                return itemElement(item);
+            });
+            arrange(element.lastElementChild, rows);
+            return element;
+        });
+        const leaving = [];
+        for (const [id, element] of itemElements) {
+            if (liveItems.has(id)) continue;
+            itemElements.delete(id);
+            leaving.push(element);
+        }
+        for (const [id, element] of sectionElements) {
+            if (liveSections.has(id)) continue;
+            sectionElements.delete(id);
+            leaving.push(element);
+        }
+        arrange(root, sectionNodes);
+        const count = sections.reduce((sum, section) => sum + section.items.length, 0);
+        empty.hidden = count !== 0;
+        container.classList.toggle("cf-is-empty", count === 0);
+        currentSections = sections;
+        return leaving;
+    }
+
+    /** The first row or header whose bottom is below the scroller's top edge, with its offset from that edge. */
+    function visibleAnchors() {
+        if (!anchoring || scroller.scrollTop <= 0) return [];
+        const top = scroller.getBoundingClientRect().top;
+        const anchors = [];
+        for (const element of root.querySelectorAll(".cf-item[data-id], .cf-section[data-section-id] > .cf-header")) {
+            const rect = element.getBoundingClientRect();
+            if (rect.bottom <= top) continue;
+            anchors.push({ element, offset: rect.top - top });
+            if (anchors.length >= 8 || rect.top - top > scroller.clientHeight) break;
+        }
+        return anchors;
+    }
+
+    function restoreAnchor(anchors) {
+        const anchor = anchors.find(({ element }) => element.isConnected && root.contains(element));
+        if (!anchor) return 0;
+        const offset = anchor.element.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
+        const delta = offset - anchor.offset;
+        if (Math.abs(delta) >= 0.5) scroller.scrollTop += delta;
+        return delta;
+    }
+
+    // Content that changes height outside a changeset (fonts, images, a renderItem that grows) keeps the anchor.
+    let lastAnchors = [];
+    const onScroll = () => {
+        lastAnchors = visibleAnchors();
+    };
+    scroller.addEventListener("scroll", onScroll, { passive: true });
+    const resizeObserver =
+        typeof ResizeObserver === "function" && anchoring
+            ? new ResizeObserver(() => {
+                  if (lastAnchors.length) restoreAnchor(lastAnchors);
+                  lastAnchors = visibleAnchors();
+              })
+            : null;
+    resizeObserver?.observe(root);
+
+    function animate(element, keyframes, extra = {}) {
+        if (duration <= 0 || typeof element.animate !== "function" || prefersReducedMotion()) return null;
+        return element.animate(keyframes, { duration, easing: "cubic-bezier(0.2, 0, 0, 1)", ...extra });
+    }
+
+    return {
+        /** Shows `sections` without animation (a snapshot, or a reset after a 410). */
+        render(sections) {
+            for (const element of build(sections)) element.remove();
+            lastAnchors = visibleAnchors();
+        },
+
+        /** Shows `sections`, the state after `changeset`, animating what the changeset changed. */
+        apply(changeset, sections) {
+            const anchors = visibleAnchors();
+            const before = new Map();
+            const measure = (element) => before.set(element, element.getBoundingClientRect());
+            for (const element of itemElements.values()) measure(element);
+            for (const element of sectionElements.values()) measure(element.firstElementChild);
+
+            const leaving = build(sections);
+            for (const element of leaving) {
+                if (element.dataset.id !== undefined) {
+                    element.dataset.leavingId = element.dataset.id;
+                    delete element.dataset.id;
+                } else if (element.dataset.sectionId !== undefined) {
+                    element.dataset.leavingSectionId = element.dataset.sectionId;
+                    delete element.dataset.sectionId;
+                }
+                element.classList.add("cf-leaving");
+                element.setAttribute("aria-hidden", "true");
+                element.remove();
+            }
+            restoreAnchor(anchors);
+            lastAnchors = visibleAnchors();
+            // Leaving rows and sections collapse out of the flow, at the place on screen where they were seen.
+            const box = container.getBoundingClientRect();
+            for (const element of leaving) {
+                const rect = before.get(element) ?? before.get(element.firstElementChild);
+                if (!rect || duration <= 0 || prefersReducedMotion()) continue;
+                Object.assign(element.style, {
+                    position: "absolute",
+                    top: `${rect.top - box.top - container.clientTop + container.scrollTop}px`,
+                    left: `${rect.left - box.left - container.clientLeft + container.scrollLeft}px`,
+                    width: `${rect.width}px`,
+                    height: `${rect.height}px`,
+                    margin: "0",
+                    pointerEvents: "none",
+                    transformOrigin: "top",
+                });
+                container.appendChild(element);
+                const animation = animate(
+                    element,
+                    [
+                        { opacity: 1, transform: "scaleY(1)" },
+                        { opacity: 0, transform: "scaleY(0)" },
+                    ],
+                    { fill: "forwards" }
+                );
+                if (animation) animation.onfinish = () => element.remove();
+                else element.remove();
+            }
+
+            const inserted = new Set(changeset?.items?.inserted?.map((entry) => entry.id) ?? []);
+            for (const entry of changeset?.sections?.inserted ?? []) {
+                for (const item of entry.items ?? []) inserted.add(item.id);
+            }
+            const updated = new Set(changeset?.items?.updated?.map((entry) => entry.id) ?? []);
+            // FLIP: rows that were shown glide from where they were to where they are.
+            for (const [id, element] of itemElements) {
+                const old = before.get(element);
+                if (!old || inserted.has(id)) {
+                    animate(element, [
+                        { opacity: 0, transform: "translateY(-0.5em) scale(0.98)" },
+                        { opacity: 1, transform: "none" },
+                    ]);
+                    element.classList.add("cf-inserted");
+                    setTimeout(() => element.classList.remove("cf-inserted"), duration + 50);
+                    continue;
+                }
+                const now = element.getBoundingClientRect();
+                const dx = old.left - now.left;
+                const dy = old.top - now.top;
+                if (Math.abs(dx) >= 1 || Math.abs(dy) >= 1) {
+                    animate(element, [{ transform: `translate(${dx}px, ${dy}px)` }, { transform: "none" }]);
+                }
+                if (updated.has(id)) {
+                    animate(element, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, { backgroundColor: "transparent" }], {
+                        duration: Math.max(duration * 2, 1),
+                        composite: "add",
+                    });
+                }
+            }
+            for (const element of sectionElements.values()) {
+                const header = element.firstElementChild;
+                const old = before.get(header);
+                if (!old) {
+                    animate(element, [{ opacity: 0 }, { opacity: 1 }]);
+                    continue;
+                }
+                const dy = old.top - header.getBoundingClientRect().top;
+                if (Math.abs(dy) >= 1) animate(header, [{ transform: `translateY(${dy}px)` }, { transform: "none" }]);
+            }
+            for (const entry of changeset?.sections?.updated ?? []) {
+                const header = sectionElements.get(entry.id)?.firstElementChild;
+                if (header) animate(header, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, { backgroundColor: "transparent" }], { duration: Math.max(duration * 2, 1) });
+            }
+        },
+
+        /** The sections shown. */
+        get sections() {
+            return currentSections;
+        },
+
+        destroy() {
+            scroller.removeEventListener("scroll", onScroll);
+            resizeObserver?.disconnect();
+            container.replaceChildren();
+        },
+    };
+}

@@ -1,0 +1,288 @@
+// node --test clients/web/test: unit tests of changefeed.js, and property tests against a real ChangeServer
+// (CF_SERVER_BINARY, or the usual build folders). CF_SEED replays a history; CF_STEPS sets its length.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+    ChangesetError,
+    applyChangeset,
+    backoffDelay,
+    mapIndexPath,
+    retryAfterSeconds,
+    subscribe,
+} from "../changefeed.js";
+import { call, normalized, random, randomMutation, seed, serverBinary, startServer } from "./support.mjs";
+
+const empty = () => ({
+    sections: { deleted: [], inserted: [], moved: [], updated: [] },
+    items: { deleted: [], inserted: [], moved: [], updated: [] },
+});
+const changeset = (patch) => {
+    const result = empty();
+    for (const group of ["sections", "items"]) Object.assign(result[group], patch[group] ?? {});
+    return result;
+};
+const S = (id, ...items) => ({ id, data: null, items: items.map((item) => ({ id: item, data: null })) });
+const ids = (sections) => sections.map((s) => `${s.id}:${s.items.map((i) => i.id).join(",")}`).join(" ");
+
+describe("applyChangeset", () => {
+    test("applies the batch of API.md's example with UIKit's coordinates", () => {
+        const before = [S("a", "m1", "m9"), S("b", "m2"), S("old"), S("later")];
+        const result = applyChangeset(
+            before,
+            changeset({
+                sections: {
+                    deleted: [{ index: 2, id: "old" }],
+                    inserted: [{ index: 0, id: "new", data: null, items: [{ id: "m7", data: {} }] }],
+                    moved: [{ from: 3, to: 1, id: "later" }],
+                    updated: [{ index: 1, id: "later", data: { title: "Later" } }],
+                },
+                items: {
+                    deleted: [{ at: [0, 1], id: "m9" }],
+                    inserted: [{ at: [3, 0], id: "m10", data: { text: "new" } }],
+                    moved: [{ from: [1, 0], to: [2, 0], id: "m2" }],
+                    updated: [{ at: [2, 0], id: "m2", data: { text: "edited" } }],
+                },
+            })
+        );
+        assert.equal(ids(result), "new:m7 later: a:m2,m1 b:m10");
+        assert.deepEqual(result[1].data, { title: "Later" });
+        assert.deepEqual(result[2].items[0].data, { text: "edited" });
+        assert.equal(ids(before), "a:m1,m9 b:m2 old: later:", "the input is left untouched");
+    });
+
+    test("keeps unchanged sections and items by identity", () => {
+        const before = [S("a", "x"), S("b", "y", "z")];
+        const result = applyChangeset(before, changeset({ items: { moved: [{ from: [1, 1], to: [1, 0], id: "z" }] } }));
+        assert.equal(result[0], before[0]);
+        assert.equal(result[1].items[1], before[1].items[0]);
+        assert.equal(ids(result), "a:x b:z,y");
+    });
+
+    test("throws on changesets that do not fit", () => {
+        const before = [S("a", "x", "y")];
+        const bad = [
+            { items: { deleted: [{ at: [0, 0], id: "y" }] } },
+            { items: { deleted: [{ at: [0, 5], id: "x" }] } },
+            { items: { inserted: [{ at: [0, 4], id: "n", data: null }] } },
+            { items: { inserted: [{ at: [0, 0], id: "x", data: null }] } },
+            { items: { moved: [{ from: [0, 0], to: [0, 1], id: "x" }, { from: [0, 1], to: [0, 1], id: "y" }] } },
+            { items: { updated: [{ at: [0, 0], id: "y", data: 1 }] } },
+            { sections: { deleted: [{ index: 0, id: "a" }] }, items: { deleted: [{ at: [0, 0], id: "x" }] } },
+            { sections: { inserted: [{ index: 2, id: "b", items: [] }] } },
+            { sections: { moved: [{ from: 0, to: 0, id: "b" }] } },
+        ];
+        for (const patch of bad) assert.throws(() => applyChangeset(before, changeset(patch)), ChangesetError, JSON.stringify(patch));
+        assert.throws(() => applyChangeset(before, { sections: {} }), ChangesetError);
+    });
+});
+
+describe("mapIndexPath", () => {
+    test("follows items through deletes, inserts and moves", () => {
+        const change = changeset({
+            sections: { inserted: [{ index: 0, id: "n", items: [] }] },
+            items: {
+                deleted: [{ at: [0, 0], id: "a" }],
+                inserted: [{ at: [2, 0], id: "c" }],
+                moved: [{ from: [1, 0], to: [1, 0], id: "m" }],
+            },
+        });
+        assert.equal(mapIndexPath(change, [0, 0]), null);
+        assert.deepEqual(mapIndexPath(change, [0, 1]), [1, 1]);
+        assert.deepEqual(mapIndexPath(change, [1, 0]), [1, 0]);
+        assert.deepEqual(mapIndexPath(change, [1, 1]), [2, 1]);
+        const deletedSection = changeset({ sections: { deleted: [{ index: 0, id: "s" }] } });
+        assert.equal(mapIndexPath(deletedSection, [0, 3]), null);
+        assert.deepEqual(mapIndexPath(deletedSection, [1, 3]), [0, 3]);
+    });
+});
+
+describe("backoff", () => {
+    test("full jitter under a doubling, capped ceiling; Retry-After is a floor", () => {
+        for (let attempt = 0; attempt < 40; attempt += 1) {
+            const ceiling = Math.min(1000, 100 * 2 ** attempt);
+            assert.equal(backoffDelay(attempt, { baseMs: 100, capMs: 1000, random: () => 0.999999 }) <= ceiling, true);
+            assert.equal(backoffDelay(attempt, { baseMs: 100, capMs: 1000, random: () => 0 }), 0);
+        }
+        assert.equal(backoffDelay(0, { baseMs: 100, capMs: 1000, retryAfter: 2, random: () => 0.5 }), 2000);
+        assert.equal(retryAfterSeconds("3"), 3);
+        assert.equal(retryAfterSeconds(new Date(Date.now() + 5000).toUTCString(), Date.now()) > 3, true);
+        assert.equal(retryAfterSeconds(null), null);
+    });
+
+    test("the loop retries 503 and network errors, honours Retry-After, and stops on unsubscribe", async () => {
+        const snapshot = { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } };
+        const answers = [
+            () => Promise.reject(new TypeError("network down")),
+            () => new Response(JSON.stringify({ error: { code: "shutting_down" } }), { status: 503, headers: { "Retry-After": "1" } }),
+            () => new Response(JSON.stringify(snapshot), { status: 200 }),
+            () =>
+                new Response(
+                    JSON.stringify({ collection: "c", from: "x.9", to: "x.10", changes: empty() }), // not from e.1: never applied
+                    { status: 200 }
+                ),
+            () => new Response(JSON.stringify(snapshot), { status: 200 }),
+        ];
+        const requests = [];
+        const times = [];
+        const fakeFetch = (url, init) => {
+            requests.push(url);
+            times.push(Date.now());
+            const answer = answers.shift();
+            if (answer) return answer();
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const snapshots = [];
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onSnapshot: (s) => snapshots.push(s.version),
+            onStatus: (status) => statuses.push(status),
+            onChangeset: () => assert.fail("a changeset from another version was applied"),
+        }, { fetch: fakeFetch, baseMs: 10, capMs: 50 });
+        const deadline = Date.now() + 5000;
+        while (requests.length < 6 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        assert.equal(requests.length, 6, "requests made");
+        assert.equal(times[2] - times[1] >= 950, true, "Retry-After: 1 was honoured");
+        assert.deepEqual(snapshots, ["e.1", "e.1"]);
+        assert.equal(requests[3], "http://test/v1/collections/c/changes?since=e.1&timeout=25");
+        assert.equal(requests[4], "http://test/v1/collections/c/changes", "a changeset of another version starts over");
+        await subscription.unsubscribe();
+        assert.equal(statuses.at(-1), "stopped");
+        assert.deepEqual(statuses.slice(0, 3), ["connecting", "retrying", "retrying"]);
+    });
+});
+
+const binary = serverBinary();
+
+describe("against a real server", { skip: binary ? false : "no ChangeServer binary (set CF_SERVER_BINARY)" }, () => {
+    let server;
+    before(async () => {
+        server = await startServer({ args: ["--history", "50"] });
+    });
+    after(async () => {
+        await server?.stop();
+    });
+
+    test("random histories: every changeset, and every coalesced one, takes the old snapshot to the new", async () => {
+        const runSeed = seed();
+        const steps = Number(process.env.CF_STEPS ?? 300);
+        const rng = random(runSeed);
+        const counter = { next: 0 };
+        const name = `prop-${runSeed}`;
+        const context = (step, extra = "") => `seed ${runSeed} (CF_SEED=${runSeed} to replay), step ${step}${extra}`;
+        const created = await call(server.url, "PUT", `/v1/collections/${name}`, {
+            sections: [{ id: "s0", data: { title: "zero" }, items: [{ id: "a", data: 1 }, { id: "b", data: 2 }] }, { id: "s1", items: [] }],
+        });
+        assert.equal(created.status, 201);
+        const history = [{ version: created.body.version, sections: (await call(server.url, "GET", `/v1/collections/${name}`)).body.sections }];
+        let applied = 0;
+        let coalesced = 0;
+        for (let step = 0; step < steps; step += 1) {
+            const current = history.at(-1);
+            const mutation = randomMutation(rng, name, current.sections, counter);
+            const answer = await call(server.url, mutation.method, mutation.route, mutation.body);
+            const snapshot = (await call(server.url, "GET", `/v1/collections/${name}`)).body;
+            if (answer.status >= 400) {
+                assert.equal(snapshot.version, current.version, context(step, ": a rejected mutation changed the version"));
+                continue;
+            }
+            assert.ok([200, 201].includes(answer.status), context(step, `: ${answer.status}`));
+            assert.equal(answer.body.version, snapshot.version, context(step));
+            assert.equal(answer.body.changes.from ?? current.version, current.version, context(step));
+            let next;
+            try {
+                next = applyChangeset(current.sections, answer.body.changes);
+            } catch (error) {
+                assert.fail(`${context(step)}: ${error.message}\n${JSON.stringify(mutation)}\n${JSON.stringify(answer.body.changes)}`);
+            }
+            assert.equal(normalized(next), normalized(snapshot.sections), `${context(step)}: ${JSON.stringify(mutation)}\n${JSON.stringify(answer.body.changes)}`);
+            // Every item that survives where mapIndexPath says it does; an item it loses was deleted or left a
+            // section that was deleted or replaced.
+            const where = new Map(snapshot.sections.flatMap((s, si) => s.items.map((item, ii) => [item.id, [si, ii]])));
+            const changes = answer.body.changes;
+            current.sections.forEach((section, s) =>
+                section.items.forEach((item, i) => {
+                    const mapped = mapIndexPath(changes, [s, i]);
+                    if (mapped) {
+                        assert.equal(snapshot.sections[mapped[0]]?.items[mapped[1]]?.id, item.id, context(step, `: mapIndexPath of ${item.id}`));
+                    } else {
+                        const explained =
+                            !where.has(item.id) ||
+                            changes.items.deleted.some((entry) => entry.id === item.id) ||
+                            changes.sections.deleted.some((entry) => entry.index === s);
+                        assert.ok(explained, context(step, `: mapIndexPath lost ${item.id}`));
+                    }
+                })
+            );
+            if (snapshot.version !== current.version) {
+                history.push({ version: snapshot.version, sections: snapshot.sections });
+                applied += 1;
+            }
+            // Now and then, the coalesced changeset from a few versions back.
+            if (history.length > 2 && rng.chance(0.25)) {
+                const back = history[Math.max(0, history.length - 2 - rng.int(Math.min(history.length - 1, 40)))];
+                const feed = await call(server.url, "GET", `/v1/collections/${name}/changes?since=${back.version}`);
+                assert.equal(feed.status, 200, context(step, ` since ${back.version}`));
+                assert.equal(feed.body.from, back.version);
+                assert.equal(feed.body.to, snapshot.version);
+                const result = applyChangeset(back.sections, feed.body.changes);
+                assert.equal(normalized(result), normalized(snapshot.sections), context(step, ` coalesced since ${back.version}`));
+                coalesced += 1;
+            }
+        }
+        assert.ok(applied > steps / 3, `only ${applied} of ${steps} mutations changed something (seed ${runSeed})`);
+        console.log(`# seed ${runSeed}: ${applied} changesets and ${coalesced} coalesced ones applied`);
+    });
+
+    test("subscribe follows a collection, starts over on 410, and stops on unsubscribe", async () => {
+        const runSeed = seed();
+        const rng = random(runSeed + 1);
+        const counter = { next: 0 };
+        const name = `follow-${runSeed}`;
+        await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s", items: [{ id: "a" }] }] });
+        const events = [];
+        const errors = [];
+        let resolveWaiter = null;
+        let latest = null;
+        const subscription = subscribe(server.url, name, {
+            onSnapshot: ({ sections, version }) => {
+                latest = { sections, version };
+                events.push("snapshot");
+                resolveWaiter?.();
+            },
+            onChangeset: ({ sections, to }) => {
+                latest = { sections, version: to };
+                events.push("changeset");
+                resolveWaiter?.();
+            },
+            onError: (error) => errors.push(String(error)),
+        }, { timeout: 5, baseMs: 50, capMs: 500, missingRetryMs: 100 });
+        const waitFor = async (version) => {
+            const deadline = Date.now() + 10000;
+            while (latest?.version !== version && Date.now() < deadline) {
+                await new Promise((resolve) => {
+                    resolveWaiter = resolve;
+                    setTimeout(resolve, 100);
+                });
+            }
+            const snapshot = (await call(server.url, "GET", `/v1/collections/${name}`)).body;
+            assert.equal(latest?.version, version, `seed ${runSeed}: the client did not reach ${version}`);
+            assert.equal(normalized(latest.sections), normalized(snapshot.sections), `seed ${runSeed}`);
+        };
+        for (let step = 0; step < 30; step += 1) {
+            const sections = (await call(server.url, "GET", `/v1/collections/${name}`)).body.sections;
+            const mutation = randomMutation(rng, name, sections, counter);
+            await call(server.url, mutation.method, mutation.route, mutation.body);
+            if (rng.chance(0.3)) await waitFor((await call(server.url, "GET", `/v1/collections/${name}`)).body.version);
+        }
+        await waitFor((await call(server.url, "GET", `/v1/collections/${name}`)).body.version);
+        // Delete and make the collection again: a new epoch, the client's cursor is gone.
+        assert.equal((await call(server.url, "DELETE", `/v1/collections/${name}`)).status, 204);
+        const remade = await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "fresh", items: [{ id: "z" }] }] });
+        await waitFor(remade.body.version);
+        assert.equal(events.filter((event) => event === "snapshot").length, 2, events.join(" "));
+        assert.deepEqual(errors, [], `seed ${runSeed}: errors while following`);
+        const started = Date.now();
+        await subscription.unsubscribe();
+        assert.ok(Date.now() - started < 1000, "unsubscribe ends the held poll at once");
+    });
+});
