@@ -30,21 +30,71 @@ import Testing
     @Test func liveServerConformsToSpecification() throws {
         let server = try ServerProcess()
         try Self.seed(server.client)
+        try Self.schemathesis(against: server, maxExamples: 30, maxTime: 60)
+    }
+
+    /// With tokens and a CORS allow-list, and requests that carry no token: every answer but `/healthz` and the
+    /// preflights is `401` with `WWW-Authenticate`, and preflights from the allowed origin carry the CORS headers.
+    @Test func unauthorizedAnswersConformToSpecification() throws {
+        let server = try ServerProcess([
+            "--write-token", "contract-write", "--read-token", "contract-read", "--cors-origin", "https://app.example",
+        ])
+        try Self.schemathesis(
+            against: server, maxExamples: 10, maxTime: 30, extra: ["--header", "Origin: https://app.example"])
+    }
+
+    /// A request inside every documented limit (the longest name, the longest id) with the headers a browser
+    /// ordinarily sends is answered by the server with its JSON, not refused or cut off by the HTTP layer.
+    @Test func largestValidRequestsGetJSONAnswers() throws {
+        let server = try ServerProcess()
+        let name = String(repeating: "n", count: 128)
+        let id = String(repeating: "é", count: 128)  // 256 UTF-8 bytes, 768 characters once percent-encoded
+        let encodedID = id.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let path = "/v1/collections/\(name)/items/\(encodedID)"
+        let browser = [
+            "User-Agent":
+                "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15",
+            "Accept": "application/json", "Accept-Language": "en-GB,en;q=0.9", "Accept-Encoding": "gzip, deflate, br",
+            "Cookie": "session=" + String(repeating: "c", count: 600),
+        ]
+        #expect(try server.client.put("/v1/collections/\(name)", ["sections": [["id": "s"]]]).status == 201)
+        for (method, expected) in [("PUT", 201), ("GET", 200)] {
+            let response: HTTPResponse
+            do {
+                response =
+                    method == "PUT"
+                    ? try server.client.put(path, ["data": 1], headers: browser)
+                    : try server.client.get(path, headers: browser)
+            } catch {
+                Issue.record("\(method) of a \(path.utf8.count)-byte valid path with browser headers: \(error)")
+                continue
+            }
+            #expect(response.status == expected, "\(method): \(response.status) \(response.headers) \(response.text)")
+            #expect(response.header("Content-Type") == "application/json; charset=utf-8", "\(method): \(response.text)")
+        }
+        let health = try server.client.get("/healthz", headers: browser)
+        #expect(health.status == 200, "\(health.status) \(health.headers) \(health.text)")
+    }
+
+    /// Runs schemathesis against `server` and records an issue, with its report, unless every check passed.
+    static func schemathesis(
+        against server: ServerProcess, maxExamples: Int, maxTime: Int, extra: [String] = []
+    ) throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("contract-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let started = Date()
         // Run from a scratch directory: schemathesis keeps a cache in `.schemathesis/` under the current one.
-        let result = try Self.run(
+        let result = try run(
             [
                 "python3", "-c",
                 "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'schemathesis'; sys.exit(schemathesis())",
-                "--config-file", Self.packageRoot.appendingPathComponent("Tests/contract/schemathesis.toml").path,
-                "run", Self.specification, "--url", "http://127.0.0.1:\(server.port)",
-                "--checks", Self.checks.joined(separator: ","),
-                "--max-examples", "30", "--max-time", "60", "--request-timeout", "15", "--workers", "2",
-                "--generation-allow-x00", "false", "--seed", "20261129", "--no-color",
-            ], in: scratch, timeout: 150)
+                "--config-file", packageRoot.appendingPathComponent("Tests/contract/schemathesis.toml").path,
+                "run", specification, "--url", "http://127.0.0.1:\(server.port)",
+                "--checks", checks.joined(separator: ","),
+                "--max-examples", "\(maxExamples)", "--max-time", "\(maxTime)", "--request-timeout", "15",
+                "--workers", "2", "--generation-allow-x00", "false", "--seed", "20261129", "--no-color",
+            ] + extra, in: scratch, timeout: Double(maxTime + 90))
         let seconds = Int(Date().timeIntervalSince(started))
         #expect(
             result.status == 0,
