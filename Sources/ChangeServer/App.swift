@@ -107,6 +107,7 @@ final class App: HTTPHandler, @unchecked Sendable {
         case (.item(let name, let id), "GET"): return .respond(try item(exchange, name, id))
         case (.item(let name, let id), "PUT"): return try upsertItem(exchange, name, id)
         case (.item(let name, let id), _): return try deleteItem(exchange, name, id)
+        case (.asset(let path), _): return .respond(asset(exchange, path))
         }
     }
 
@@ -155,6 +156,7 @@ final class App: HTTPHandler, @unchecked Sendable {
     /// token is set. `/healthz` is always open, so that container health checks need no secret.
     private func authorize(_ exchange: Exchange, _ route: Route) throws(HTTPError) {
         guard route != .health else { return }
+        if case .asset = route { return }
         let isWrite = !["GET", "HEAD"].contains(exchange.method)
         let accepted: [String]
         if isWrite {

@@ -7,6 +7,8 @@ enum Route: Equatable {
     case mutations(String)
     case changes(String)
     case item(collection: String, id: String)
+    /// A file of the web client or the demo page (`StaticRoutes.swift`), by its path.
+    case asset(String)
 
     /// The path template, as requests are counted in `/metrics`.
     var template: String {
@@ -18,13 +20,14 @@ enum Route: Equatable {
         case .mutations: "/v1/collections/{name}/mutations"
         case .changes: "/v1/collections/{name}/changes"
         case .item: "/v1/collections/{name}/items/{id}"
+        case .asset(let path): path
         }
     }
 
     /// The methods the route answers (besides OPTIONS), for `405` and its `Allow` header.
     var methods: [String] {
         switch self {
-        case .health, .metrics, .collections, .changes: ["GET", "HEAD"]
+        case .health, .metrics, .collections, .changes, .asset: ["GET", "HEAD"]
         case .collection, .item: ["GET", "HEAD", "PUT", "DELETE"]
         case .mutations: ["POST"]
         }
@@ -33,6 +36,8 @@ enum Route: Equatable {
     /// Matches a raw (percent-encoded) path. Nil for a path that names no resource; a `400` for a malformed
     /// segment or an invalid collection name.
     static func match(_ path: String) throws(HTTPError) -> Route? {
+        let assetPath = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        if App.assetPaths[assetPath] != nil { return .asset(assetPath) }
         var rawSegments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         if rawSegments.last == "" && rawSegments.count > 1 { rawSegments = rawSegments.dropLast() }
         var segments: [String] = []

@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+
+/// The web client and the demo page: the embedded files match `clients/web` and are served openly, the node tests
+/// of `changefeed.js` (random histories against a real server) and the browser tests of the demo (headless
+/// Chromium driven by Selenium) pass. The last two start their own servers from the binary this run built.
+@Suite(.serialized) struct WebClientTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static let assets: [(path: String, file: String, type: String)] = [
+        ("/", "demo/index.html", "text/html; charset=utf-8"),
+        ("/demo", "demo/index.html", "text/html; charset=utf-8"),
+        ("/demo/", "demo/index.html", "text/html; charset=utf-8"),
+        ("/demo/demo.js", "demo/demo.js", "text/javascript; charset=utf-8"),
+        ("/demo/demo.css", "demo/demo.css", "text/css; charset=utf-8"),
+        ("/v1/client/changefeed.js", "changefeed.js", "text/javascript; charset=utf-8"),
+    ]
+
+    @Test func embeddedFilesAreUpToDateWithClientsWeb() throws {
+        let check = try Self.run(["bash", "scripts/embed-web.sh", "--check"], timeout: 30)
+        #expect(check.status == 0, "\(check.output)")
+    }
+
+    @Test func staticFilesAreServedWithoutTokenAndRevalidated() throws {
+        let server = try ServerProcess(["--read-token", "r", "--write-token", "w"])
+        for asset in Self.assets {
+            let response = try server.client.get(asset.path)
+            #expect(response.status == 200, "\(asset.path)")
+            #expect(response.header("Content-Type") == asset.type, "\(asset.path)")
+            #expect(response.header("Cache-Control") == "no-cache", "\(asset.path)")
+            let onDisk = try Data(contentsOf: Self.repository.appendingPathComponent("clients/web/\(asset.file)"))
+            #expect(response.body == [UInt8](onDisk), "\(asset.path) differs from clients/web/\(asset.file)")
+            let etag = try #require(response.header("ETag"))
+            let again = try server.client.request("GET", asset.path, headers: ["If-None-Match": etag])
+            #expect(again.status == 304, "\(asset.path)")
+        }
+        #expect(try server.client.get("/demo/missing.js").status == 404)
+        #expect(try server.client.get("/v1/collections").status == 401, "the API still needs its token")
+        #expect(try server.client.request("POST", "/demo").status == 405)
+    }
+
+    @Test func nodeTestsOfTheClientPass() throws {
+        let result = try Self.run(
+            ["node", "--test", "--test-timeout=150000", "clients/web/test/changefeed.test.mjs"],
+            environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 180)
+        #expect(result.status == 0, "node --test failed:\n\(result.output)")
+    }
+
+    @Test func browserTestsOfTheDemoPass() throws {
+        let screenshot = NSTemporaryDirectory() + "/changeserver-demo.png"
+        let result = try Self.run(
+            ["python3", "-m", "unittest", "-v", "Tests/browser/test_demo.py"],
+            environment: ["CF_SERVER_BINARY": ServerProcess.binary.path, "CF_SCREENSHOT": screenshot], timeout: 240)
+        #expect(result.status == 0, "the browser tests failed:\n\(result.output)")
+        #expect(!result.output.contains("skipped"), "the browser tests were skipped:\n\(result.output)")
+        #expect(FileManager.default.fileExists(atPath: screenshot))
+    }
+
+    /// Runs a program in the repository, its output collected in a file; killed (by PID) after `timeout` seconds.
+    static func run(_ arguments: [String], environment: [String: String] = [:], timeout: Double) throws -> (
+        status: Int32, output: String
+    ) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.currentDirectoryURL = repository
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let logPath = try ServerProcess.temporaryDirectory() + "/output.log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        defer { try? FileManager.default.removeItem(atPath: (logPath as NSString).deletingLastPathComponent) }
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(50_000) }
+        var timedOut = false
+        if process.isRunning {
+            timedOut = true
+            kill(process.processIdentifier, SIGTERM)
+            usleep(2_000_000)
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        process.waitUntilExit()
+        try log.close()
+        let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        return (timedOut ? -1 : process.terminationStatus, (timedOut ? "timed out after \(timeout) s\n" : "") + output)
+    }
+}

@@ -1,0 +1,382 @@
+"""The live demo in a real browser: headless Chromium (Debian's chromium + chromium-driver) driven by Selenium,
+against a real ChangeServer started here on loopback.
+
+    CF_SERVER_BINARY=/path/to/ChangeServer python3 -m unittest -v Tests/browser/test_demo.py
+
+CF_SEED replays a random history; CF_SCREENSHOT is where the screenshot of the demo goes.
+"""
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import shutil
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SEED = int(os.environ.get("CF_SEED") or random.randrange(2**31))
+SCREENSHOT = os.environ.get("CF_SCREENSHOT") or os.path.join(tempfile.gettempdir(), "changeserver-demo.png")
+
+
+def server_binary():
+    for candidate in [
+        os.environ.get("CF_SERVER_BINARY"),
+        os.path.join(ROOT, ".build/debug/ChangeServer"),
+        "/tmp/build-web/debug/ChangeServer",
+    ]:
+        if candidate and os.path.exists(candidate):
+            return candidate
+    raise unittest.SkipTest("no ChangeServer binary: set CF_SERVER_BINARY")
+
+
+class Server:
+    """A ChangeServer process on 127.0.0.1, stopped by its PID."""
+
+    def __init__(self, data_dir, port=0):
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("CHANGESERVER_")}
+        self.process = subprocess.Popen(
+            [server_binary(), "--host", "127.0.0.1", "--port", str(port), "--fsync", "never", "--data-dir", data_dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment, text=True)
+        deadline = time.monotonic() + 20
+        log = ""
+        while time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line:
+                break
+            log += line
+            match = re.search(r"listening on [^ ]+:(\d+)", line)
+            if match:
+                self.port = int(match.group(1))
+                # Keep draining stderr (one line per request) so that the server never blocks on a full pipe.
+                threading.Thread(target=self.process.stderr.read, daemon=True).start()
+                return
+        self.stop()
+        raise RuntimeError(f"the server did not start: {log}")
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+
+def item_label(data):
+    """changefeed.js's itemLabel."""
+    if data is None:
+        return ""
+    if isinstance(data, str):
+        return data
+    if isinstance(data, dict):
+        for key in ("text", "title"):
+            if isinstance(data.get(key), str):
+                return data[key]
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def section_label(section):
+    """changefeed.js's sectionLabel."""
+    data = section.get("data")
+    if isinstance(data, str):
+        return data
+    if isinstance(data, dict):
+        for key in ("title", "text"):
+            if isinstance(data.get(key), str):
+                return data[key]
+    return section["id"]
+
+
+DOM_JS = """
+return [...document.querySelectorAll('#list [data-section-id]')].map(section => ({
+  id: section.dataset.sectionId,
+  title: section.querySelector('.section-title')?.textContent ?? null,
+  items: [...section.querySelectorAll('[data-id]')].map(row => ({
+    id: row.dataset.id, text: row.querySelector('.item-text')?.textContent ?? null }))
+}));
+"""
+
+
+class DemoTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.data_dir = tempfile.mkdtemp(prefix="changeserver-browser-")
+        cls.server = Server(cls.data_dir)
+        options = webdriver.ChromeOptions()
+        options.binary_location = os.environ.get("CF_CHROMIUM", "/usr/bin/chromium")
+        for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                         "--window-size=1280,900", "--force-device-scale-factor=1", "--no-first-run",
+                         "--disable-extensions", "--disable-background-networking"]:
+            options.add_argument(argument)
+        service = Service(executable_path=os.environ.get("CF_CHROMEDRIVER", "/usr/bin/chromedriver"))
+        cls.driver = webdriver.Chrome(service=service, options=options)
+        cls.driver.set_page_load_timeout(20)
+        cls.driver.set_script_timeout(20)
+        cls.rng = random.Random(SEED)
+        cls.counter = 0
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.driver.quit()
+        finally:
+            cls.server.stop()
+            shutil.rmtree(cls.data_dir, ignore_errors=True)
+
+    def run(self, result=None):
+        # Every failure names the seed that replays it.
+        outcome = super().run(result)
+        if result and (result.failures or result.errors):
+            print(f"\nseed {SEED} (CF_SEED={SEED} replays it)", file=sys.stderr)
+        return outcome
+
+    # MARK: helpers
+
+    def api(self, method, path, body=None, expect=None):
+        request = urllib.request.Request(self.server.url + path, method=method)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, data=data, timeout=15) as response:
+                status, text = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, text = error.code, error.read()
+        if expect is not None:
+            self.assertIn(status, expect if isinstance(expect, (list, tuple)) else [expect], text)
+        return status, (json.loads(text) if text else None)
+
+    def snapshot(self, name):
+        return self.api("GET", f"/v1/collections/{name}", expect=200)[1]
+
+    def fresh(self, prefix):
+        type(self).counter += 1
+        return f"{prefix}{self.counter}"
+
+    def wait(self, condition, timeout=15, message="condition"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            time.sleep(0.05)
+        self.fail(f"timed out after {timeout} s waiting for {message} (seed {SEED})")
+
+    def open(self, name):
+        self.driver.get(f"{self.server.url}/demo?collection={name}")
+        self.wait(lambda: self.driver.execute_script("return !!window.demo"), message="the demo to load")
+
+    def page_version(self):
+        return self.driver.execute_script("return document.body.dataset.version || null")
+
+    def assert_synced(self, name, timeout=15):
+        """Waits until the page shows the server's version, then compares its DOM with the snapshot."""
+        snapshot = self.snapshot(name)
+        self.wait(lambda: self.page_version() == snapshot["version"], timeout,
+                  f"the page to reach {snapshot['version']} (it shows {self.page_version()})")
+        expected = [{"id": s["id"], "title": section_label(s),
+                     "items": [{"id": i["id"], "text": item_label(i.get("data"))} for i in s["items"]]}
+                    for s in snapshot["sections"]]
+        self.assertEqual(self.driver.execute_script(DOM_JS), expected, f"seed {SEED} at {snapshot['version']}")
+        empty_shown = self.driver.execute_script("return !document.querySelector('#list .cf-empty').hidden")
+        self.assertEqual(empty_shown, sum(len(s["items"]) for s in snapshot["sections"]) == 0)
+        return snapshot
+
+    def random_mutation(self, name, sections):
+        rng = self.rng
+        items = [(item["id"], s) for s, section in enumerate(sections) for item in section["items"]]
+        text = lambda: {"text": self.fresh("row ")}
+        kind = rng.randrange(12)
+        if not sections or kind == 0:
+            shuffled = [{"id": s["id"], "data": s.get("data"), "items": []} for s in sections] or [{"id": "s", "items": []}]
+            pool = [item for s in sections for item in s["items"]]
+            rng.shuffle(pool)
+            for item in pool:
+                if rng.random() < 0.9:
+                    rng.choice(shuffled)["items"].append(item)
+            rng.shuffle(shuffled)
+            return "PUT", f"/v1/collections/{name}", {"sections": shuffled}
+        s = rng.randrange(len(sections))
+        choice = rng.randrange(9)
+        if choice <= 1 or not items:
+            op = {"op": "insertItems", "at": [s, rng.randrange(len(sections[s]["items"]) + 1)],
+                  "items": [{"id": self.fresh("i"), "data": text()} for _ in range(1 + rng.randrange(2))]}
+        elif choice == 2:
+            op = {"op": "deleteItems", "items": [rng.choice(items)[0]]}
+        elif choice <= 4:
+            item, source = rng.choice(items)
+            count = len(sections[s]["items"]) - (1 if source == s else 0)
+            op = {"op": "moveItem", "item": item, "to": [sections[s]["id"], rng.randrange(count + 1)]}
+        elif choice == 5:
+            op = {"op": "updateItems", "items": [{"id": rng.choice(items)[0], "data": text()}]}
+        elif choice == 6:
+            op = {"op": "insertSections", "at": rng.randrange(len(sections) + 1),
+                  "sections": [{"id": self.fresh("S"), "data": {"title": self.fresh("Section ")},
+                                "items": [{"id": self.fresh("i"), "data": text()}]}]}
+        elif choice == 7 and len(sections) > 1:
+            op = {"op": "deleteSections", "sections": [sections[s]["id"]]} if rng.random() < 0.3 else \
+                {"op": "moveSection", "section": s, "to": rng.randrange(len(sections))}
+        else:
+            op = {"op": "updateSection", "section": s, "data": {"title": self.fresh("Section ")}}
+        return "POST", f"/v1/collections/{name}/mutations", {"ops": [op]}
+
+    # MARK: tests (run in this order: the last one restarts the server)
+
+    def test_1_snapshot_then_random_mutations_match_the_dom(self):
+        name = f"browser-{SEED}"
+        self.api("PUT", f"/v1/collections/{name}", {"sections": [
+            {"id": "today", "data": {"title": "Today"},
+             "items": [{"id": f"m{k}", "data": {"text": f"message {k}"}} for k in range(5)]},
+            {"id": "later", "data": {"title": "Later"}, "items": [{"id": "n1", "data": 42}]},
+        ]}, expect=201)
+        self.open(name)
+        self.assert_synced(name)
+        for step in range(60):
+            sections = self.snapshot(name)["sections"]
+            method, path, body = self.random_mutation(name, sections)
+            self.api(method, path, body, expect=[200, 201])
+            # Mostly back to back, so that changesets land while others still animate; sometimes wait and compare.
+            if self.rng.random() < 0.25:
+                self.assert_synced(name)
+        self.assert_synced(name)
+        # A button of the page goes through the REST API and comes back through the feed.
+        before = self.snapshot(name)
+        self.driver.find_element(By.CSS_SELECTOR, "button[data-action='insert-item']").click()
+        self.wait(lambda: self.snapshot(name)["version"] != before["version"], message="the button's mutation")
+        after = self.assert_synced(name)
+        self.assertEqual(sum(len(s["items"]) for s in after["sections"]),
+                         sum(len(s["items"]) for s in before["sections"]) + 1)
+
+    def test_2_empty_state_appears_and_disappears(self):
+        name = f"empty-{SEED}"
+        self.api("PUT", f"/v1/collections/{name}", {"sections": [{"id": "a", "data": {"title": "A"}, "items": [{"id": "x"}]}]},
+                 expect=201)
+        self.open(name)
+        self.assert_synced(name)
+        empty = self.driver.find_element(By.CSS_SELECTOR, "#list .cf-empty")
+        self.assertFalse(empty.is_displayed())
+        self.api("DELETE", f"/v1/collections/{name}/items/x", expect=200)
+        self.assert_synced(name)
+        self.assertTrue(empty.is_displayed())
+        self.assertIn("no items", empty.text)
+        self.api("PUT", f"/v1/collections/{name}/items/y", {"data": {"text": "back"}}, expect=201)
+        self.assert_synced(name)
+        self.assertFalse(empty.is_displayed())
+
+    def test_3_gone_cursor_makes_the_page_reload_the_snapshot(self):
+        name = f"epoch-{SEED}"
+        first = self.api("PUT", f"/v1/collections/{name}", {"sections": [{"id": "old", "items": [{"id": "a"}, {"id": "b"}]}]},
+                         expect=201)[1]
+        self.open(name)
+        self.assert_synced(name)
+        self.api("DELETE", f"/v1/collections/{name}", expect=204)
+        second = self.api("PUT", f"/v1/collections/{name}",
+                          {"sections": [{"id": "new", "data": {"title": "New epoch"}, "items": [{"id": "z", "data": "zed"}]}]},
+                          expect=201)[1]
+        self.assertNotEqual(first["version"].split(".")[0], second["version"].split(".")[0])
+        self.assert_synced(name)
+        statuses = self.driver.execute_script("return window.demo.statuses")
+        self.assertIn("reset", statuses)
+        log = self.driver.find_element(By.ID, "log").text
+        self.assertIn("start over", log)
+
+    def test_4_scroll_anchor_stays_when_content_above_changes(self):
+        name = f"anchor-{SEED}"
+        self.api("PUT", f"/v1/collections/{name}", {"sections": [
+            {"id": "s", "data": {"title": "Long"}, "items": [{"id": f"r{k}", "data": {"text": f"row {k}"}} for k in range(80)]}]},
+            expect=201)
+        self.open(name)
+        self.assert_synced(name)
+        offset_of = """
+            const list = document.getElementById('list');
+            const row = list.querySelector('[data-id="' + arguments[0] + '"]');
+            return row.getBoundingClientRect().top - list.getBoundingClientRect().top;"""
+        self.driver.execute_script("""
+            const list = document.getElementById('list');
+            list.scrollTop = list.querySelector('[data-id="r40"]').offsetTop - 40;
+            list.dispatchEvent(new Event('scroll'));""")
+        time.sleep(0.2)
+        anchor = self.driver.execute_script(offset_of, "r40")
+        self.assertTrue(0 <= anchor < 200, anchor)
+        steps = [
+            [{"op": "insertItems", "at": [0, 0], "items": [{"id": f"new{k}", "data": {"text": f"new {k}"}} for k in range(6)]}],
+            [{"op": "deleteItems", "items": [f"r{k}" for k in range(3, 15)]}],
+            [{"op": "updateItems", "items": [{"id": "r20", "data": {"text": "a much longer row " * 30}}]}],
+            [{"op": "moveItem", "item": "r30", "to": ["s", 0]}, {"op": "insertSections", "at": 0,
+                                                              "sections": [{"id": "top", "data": {"title": "Top"}}]}],
+        ]
+        for ops in steps:
+            self.api("POST", f"/v1/collections/{name}/mutations", {"ops": ops}, expect=200)
+            self.assert_synced(name)
+            time.sleep(0.5)  # the animations end
+            now = self.driver.execute_script(offset_of, "r40")
+            self.assertLess(abs(now - anchor), 2, f"the anchor row moved from {anchor} to {now} after {ops}")
+        # At the very top nothing is anchored: new rows above come into view.
+        self.driver.execute_script("document.getElementById('list').scrollTop = 0")
+        time.sleep(0.2)
+        self.api("POST", f"/v1/collections/{name}/mutations",
+                 {"ops": [{"op": "insertItems", "at": [0, 0], "items": [{"id": "first", "data": {"text": "first"}}]}]}, expect=200)
+        self.assert_synced(name)
+        self.assertEqual(self.driver.execute_script("return document.getElementById('list').scrollTop"), 0)
+
+    def test_5_screenshot(self):
+        name = "demo"
+        self.api("PUT", f"/v1/collections/{name}", {"sections": [
+            {"id": "today", "data": {"title": "Today"}, "items": [
+                {"id": "m1", "data": {"text": "Standup notes are in the doc"}},
+                {"id": "m2", "data": {"text": "Ship the web client"}},
+                {"id": "m3", "data": {"text": "Review the changeset semantics"}}]},
+            {"id": "week", "data": {"title": "This week"}, "items": [
+                {"id": "m4", "data": {"text": "Plan the durability drill"}},
+                {"id": "m5", "data": {"text": "Write the release notes"}}]},
+            {"id": "later", "data": {"title": "Later"}, "items": [{"id": "m6", "data": {"text": "Benchmarks on bigger machines"}}]},
+        ]}, expect=[200, 201])
+        self.open(name)
+        self.assert_synced(name)
+        for ops in ([{"op": "moveItem", "item": "m5", "to": ["today", 0]}],
+                    [{"op": "updateItems", "items": [{"id": "m2", "data": {"text": "Ship the web client (done)"}}]}],
+                    [{"op": "insertItems", "at": ["later", 1], "items": [{"id": "m7", "data": {"text": "Try it in two windows"}}]}]):
+            self.api("POST", f"/v1/collections/{name}/mutations", {"ops": ops}, expect=200)
+            self.assert_synced(name)
+        time.sleep(0.8)
+        os.makedirs(os.path.dirname(os.path.abspath(SCREENSHOT)), exist_ok=True)
+        self.assertTrue(self.driver.save_screenshot(SCREENSHOT))
+        print(f"\nscreenshot: {SCREENSHOT}", file=sys.stderr)
+
+    def test_6_reconnects_after_a_server_restart(self):
+        name = f"restart-{SEED}"
+        self.api("PUT", f"/v1/collections/{name}", {"sections": [{"id": "s", "items": [{"id": "a", "data": "before"}]}]},
+                 expect=201)
+        self.open(name)
+        self.assert_synced(name)
+        port = self.server.port
+        self.server.stop()
+        time.sleep(1.0)  # the page notices: held poll answered 503, then connections refused
+        type(self).server = Server(self.data_dir, port=port)
+        self.api("PUT", f"/v1/collections/{name}/items/b", {"data": "after the restart"}, expect=201)
+        self.assert_synced(name, timeout=30)
+        statuses = self.driver.execute_script("return window.demo.statuses")
+        self.assertIn("retrying", statuses)
+        self.assertEqual(statuses[-1], "live")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
