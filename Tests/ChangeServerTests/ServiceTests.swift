@@ -12,7 +12,7 @@ import Testing
 
     @Test func unknownRouteIs404WithJSONError() throws {
         let server = try ServerProcess()
-        for path in ["/", "/v2/collections", "/v1/collections/a/b/c/d/e", "/v1/collections/inbox/nothing"] {
+        for path in ["/v2/collections", "/v1/collections/a/b/c/d/e", "/v1/collections/inbox/nothing"] {
             let response = try server.client.get(path)
             #expect(response.status == 404, "\(path)")
             #expect(response.errorCode == "route_not_found", "\(path)")

@@ -28,6 +28,8 @@ final class Feed {
     private var buckets: [Int64: Set<ObjectIdentifier>] = [:]
     /// The keys of `buckets`, sorted.
     private var bucketOrder: [Int64] = []
+    /// Jitter needs no cryptographic randomness: a seeded generator spares a system call per held poll.
+    private var jitterSource = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
     private let metrics: Metrics
     private let respond: (Exchange, SharedResponse) -> Void
 
@@ -39,8 +41,12 @@ final class Feed {
 
     var count: Int { waiters.count }
 
-    /// Holds `exchange` until `entry` moves past `since` or `deadline` (monotonic milliseconds) passes.
-    func hold(_ exchange: Exchange, on entry: CollectionEntry, since: Version, deadline: Int64) {
+    /// Holds `exchange` until `entry` moves past `since` or `timeout` seconds pass, plus a little random extra
+    /// time (up to a tenth, at most a second) so that polls held with the same timeout do not all end together.
+    func hold(_ exchange: Exchange, on entry: CollectionEntry, since: Version, timeout: Int) {
+        let milliseconds = Int64(timeout) * 1000
+        let jitter = Int64.random(in: 0...min(1000, milliseconds / 10), using: &jitterSource)
+        let deadline = MonotonicClock.now() + milliseconds + jitter
         let bucket = (deadline + Self.bucketMilliseconds - 1) / Self.bucketMilliseconds
         let id = ObjectIdentifier(exchange)
         waiters[id] = Waiter(exchange: exchange, entry: entry, since: since, bucket: bucket)
@@ -172,5 +178,22 @@ extension Array {
             if belongsToSecondPart(self[middle]) { high = middle } else { low = middle + 1 }
         }
         return low
+    }
+}
+
+/// SplitMix64: a fast, well-mixed, non-cryptographic generator.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var mixed = state
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return mixed ^ (mixed >> 31)
     }
 }

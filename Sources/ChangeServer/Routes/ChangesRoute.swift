@@ -52,9 +52,7 @@ extension App {
                 "The server holds \(config.maxHeldPolls) polls already (--max-held-polls); retry shortly."
             ).with(header: "Retry-After", "1")
         }
-        // A little random extra time, so that polls held with the same timeout do not all end together.
-        let jitter = Int64.random(in: 0...min(1000, Int64(timeout) * 100), using: &random)
-        feed.hold(exchange, on: entry, since: since, deadline: MonotonicClock.now() + Int64(timeout) * 1000 + jitter)
+        feed.hold(exchange, on: entry, since: since, timeout: timeout)
         return .hold
     }
 

@@ -42,8 +42,9 @@ final class HTTPConnection {
             }
         }
         guard status == 0 else {
-            Glibc.close(descriptor)
-            throw ClientError.connect(errno)
+            let error = errno
+            close()
+            throw ClientError.connect(error)
         }
         var timeout = timeval(
             tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
