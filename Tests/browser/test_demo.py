@@ -125,6 +125,7 @@ class DemoTests(unittest.TestCase):
                          "--window-size=1280,900", "--force-device-scale-factor=1", "--no-first-run",
                          "--disable-extensions", "--disable-background-networking"]:
             options.add_argument(argument)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         service = Service(executable_path=os.environ.get("CF_CHROMEDRIVER", "/usr/bin/chromedriver"))
         cls.driver = webdriver.Chrome(service=service, options=options)
         cls.driver.set_page_load_timeout(20)
@@ -237,6 +238,14 @@ class DemoTests(unittest.TestCase):
         else:
             op = {"op": "updateSection", "section": s, "data": {"title": self.fresh("Section ")}}
         return "POST", f"/v1/collections/{name}/mutations", {"ops": [op]}
+
+    def tearDown(self):
+        # No script error in the page (failed requests are expected: 404 while a collection is remade, refused
+        # connections while the server restarts).
+        errors = [entry["message"] for entry in self.driver.get_log("browser")
+                  if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]
+                  and "ERR_CONNECTION_REFUSED" not in entry["message"]]
+        self.assertEqual(errors, [], f"script errors in the page (seed {SEED})")
 
     # MARK: tests (run in this order: the last one restarts the server)
 

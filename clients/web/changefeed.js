@@ -347,7 +347,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         if (options.token) headers.Authorization = `Bearer ${options.token}`;
         // The server ends a held poll by itself; this deadline covers a server that vanished silently.
         const deadline = new AbortController();
-        const timer = setTimeout(() => deadline.abort(), (holdSeconds + 15) * 1000);
+        const timer = setTimeout(() => deadline.abort(), (holdSeconds + 30) * 1000);
         const onAbort = () => deadline.abort();
         signal.addEventListener("abort", onAbort, { once: true });
         try {
@@ -754,9 +754,8 @@ export function renderList(container, options = {}) {
                     animate(element, [{ transform: `translate(${dx}px, ${dy}px)` }, { transform: "none" }]);
                 }
                 if (updated.has(id)) {
-                    animate(element, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, { backgroundColor: "transparent" }], {
+                    animate(element, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, {}], {
                         duration: Math.max(duration * 2, 1),
-                        composite: "add",
                     });
                 }
             }
@@ -772,7 +771,7 @@ export function renderList(container, options = {}) {
             }
             for (const entry of changeset?.sections?.updated ?? []) {
                 const header = sectionElements.get(entry.id)?.firstElementChild;
-                if (header) animate(header, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, { backgroundColor: "transparent" }], { duration: Math.max(duration * 2, 1) });
+                if (header) animate(header, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, {}], { duration: Math.max(duration * 2, 1) });
             }
         },
 

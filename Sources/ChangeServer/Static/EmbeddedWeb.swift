@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"9ac9c0ebdaae2957\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"e3ff7b191e4aebbb\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"7c9bc62ca4cc9a5d\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"d5fcf87a23f47c07\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"b8cb18f8c6993aaa\"", text: file3),
@@ -369,7 +369,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         if (options.token) headers.Authorization = `Bearer ${options.token}`;
         // The server ends a held poll by itself; this deadline covers a server that vanished silently.
         const deadline = new AbortController();
-        const timer = setTimeout(() => deadline.abort(), (holdSeconds + 15) * 1000);
+        const timer = setTimeout(() => deadline.abort(), (holdSeconds + 30) * 1000);
         const onAbort = () => deadline.abort();
         signal.addEventListener("abort", onAbort, { once: true });
         try {
@@ -776,9 +776,8 @@ export function renderList(container, options = {}) {
                     animate(element, [{ transform: `translate(${dx}px, ${dy}px)` }, { transform: "none" }]);
                 }
                 if (updated.has(id)) {
-                    animate(element, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, { backgroundColor: "transparent" }], {
+                    animate(element, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, {}], {
                         duration: Math.max(duration * 2, 1),
-                        composite: "add",
                     });
                 }
             }
@@ -794,7 +793,7 @@ export function renderList(container, options = {}) {
             }
             for (const entry of changeset?.sections?.updated ?? []) {
                 const header = sectionElements.get(entry.id)?.firstElementChild;
-                if (header) animate(header, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, { backgroundColor: "transparent" }], { duration: Math.max(duration * 2, 1) });
+                if (header) animate(header, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, {}], { duration: Math.max(duration * 2, 1) });
             }
         },
 

@@ -151,6 +151,28 @@ describe("backoff", () => {
     });
 });
 
+/**
+ * Every item that survives is where mapIndexPath says it is; an item it loses was deleted, or its section was
+ * deleted (or sent as a delete plus an insert), or it was listed as an item delete (rule 3 of API.md).
+ */
+function checkMapIndexPath(changes, before, after, context) {
+    const where = new Set(after.flatMap((section) => section.items.map((item) => item.id)));
+    before.forEach((section, s) =>
+        section.items.forEach((item, i) => {
+            const mapped = mapIndexPath(changes, [s, i]);
+            if (mapped) {
+                assert.equal(after[mapped[0]]?.items[mapped[1]]?.id, item.id, `${context}: mapIndexPath of ${item.id}`);
+            } else {
+                const explained =
+                    !where.has(item.id) ||
+                    changes.items.deleted.some((entry) => entry.id === item.id) ||
+                    changes.sections.deleted.some((entry) => entry.index === s);
+                assert.ok(explained, `${context}: mapIndexPath lost ${item.id}`);
+            }
+        })
+    );
+}
+
 const binary = serverBinary();
 
 describe("against a real server", { skip: binary ? false : "no ChangeServer binary (set CF_SERVER_BINARY)" }, () => {
@@ -187,7 +209,8 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
             }
             assert.ok([200, 201].includes(answer.status), context(step, `: ${answer.status}`));
             assert.equal(answer.body.version, snapshot.version, context(step));
-            assert.equal(answer.body.changes.from ?? current.version, current.version, context(step));
+            assert.equal(answer.body.changes.from, current.version, context(step));
+            assert.equal(answer.body.changes.to, snapshot.version, context(step));
             let next;
             try {
                 next = applyChangeset(current.sections, answer.body.changes);
@@ -195,24 +218,7 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
                 assert.fail(`${context(step)}: ${error.message}\n${JSON.stringify(mutation)}\n${JSON.stringify(answer.body.changes)}`);
             }
             assert.equal(normalized(next), normalized(snapshot.sections), `${context(step)}: ${JSON.stringify(mutation)}\n${JSON.stringify(answer.body.changes)}`);
-            // Every item that survives where mapIndexPath says it does; an item it loses was deleted or left a
-            // section that was deleted or replaced.
-            const where = new Map(snapshot.sections.flatMap((s, si) => s.items.map((item, ii) => [item.id, [si, ii]])));
-            const changes = answer.body.changes;
-            current.sections.forEach((section, s) =>
-                section.items.forEach((item, i) => {
-                    const mapped = mapIndexPath(changes, [s, i]);
-                    if (mapped) {
-                        assert.equal(snapshot.sections[mapped[0]]?.items[mapped[1]]?.id, item.id, context(step, `: mapIndexPath of ${item.id}`));
-                    } else {
-                        const explained =
-                            !where.has(item.id) ||
-                            changes.items.deleted.some((entry) => entry.id === item.id) ||
-                            changes.sections.deleted.some((entry) => entry.index === s);
-                        assert.ok(explained, context(step, `: mapIndexPath lost ${item.id}`));
-                    }
-                })
-            );
+            checkMapIndexPath(answer.body.changes, current.sections, snapshot.sections, context(step));
             if (snapshot.version !== current.version) {
                 history.push({ version: snapshot.version, sections: snapshot.sections });
                 applied += 1;
@@ -226,11 +232,42 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
                 assert.equal(feed.body.to, snapshot.version);
                 const result = applyChangeset(back.sections, feed.body.changes);
                 assert.equal(normalized(result), normalized(snapshot.sections), context(step, ` coalesced since ${back.version}`));
+                checkMapIndexPath(feed.body.changes, back.sections, snapshot.sections, context(step, ` coalesced since ${back.version}`));
                 coalesced += 1;
             }
         }
         assert.ok(applied > steps / 3, `only ${applied} of ${steps} mutations changed something (seed ${runSeed})`);
         console.log(`# seed ${runSeed}: ${applied} changesets and ${coalesced} coalesced ones applied`);
+    });
+
+    test("subscribe sends the bearer token; without it the 401 is reported and retried, not applied", async () => {
+        const guarded = await startServer({ args: ["--read-token", "secret-r", "--write-token", "secret-w"] });
+        try {
+            const created = await fetch(`${guarded.url}/v1/collections/tok`, {
+                method: "PUT",
+                headers: { "Content-Type": "application/json", Authorization: "Bearer secret-w" },
+                body: JSON.stringify({ sections: [{ id: "s", items: [{ id: "a" }] }] }),
+            });
+            assert.equal(created.status, 201);
+            const errors = [];
+            const refused = subscribe(guarded.url, "tok", { onError: (error) => errors.push(error) }, { baseMs: 10, capMs: 20 });
+            const withToken = await new Promise((resolve, reject) => {
+                const timer = setTimeout(() => reject(new Error("no snapshot with the token")), 5000);
+                const subscription = subscribe(guarded.url, "tok", {
+                    onSnapshot: ({ sections }) => {
+                        clearTimeout(timer);
+                        resolve({ subscription, sections });
+                    },
+                }, { token: "secret-r" });
+            });
+            assert.equal(withToken.sections[0].items[0].id, "a");
+            await withToken.subscription.unsubscribe();
+            await refused.unsubscribe();
+            assert.ok(errors.length >= 1 && errors.every((error) => error.status === 401), errors.map(String).join("; "));
+            assert.equal(refused.version, null);
+        } finally {
+            await guarded.stop();
+        }
     });
 
     test("subscribe follows a collection, starts over on 410, and stops on unsubscribe", async () => {
