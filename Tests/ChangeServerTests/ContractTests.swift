@@ -14,7 +14,8 @@ import Testing
     /// The checks schemathesis runs on every response. Left out on purpose: `positive_data_acceptance` and
     /// `negative_data_rejection` (a schema-valid mutation may rightly be `409`/`412`, and `412` rightly wins
     /// over an over-long id), `use_after_free` (a CORS preflight answers from the path alone, by design),
-    /// `ignored_auth` (this server runs without tokens; AccessTests cover them).
+    /// `ignored_auth` (the document makes the token optional, as it is without `--read-token`/`--write-token`;
+    /// AccessTests cover the tokens).
     static let checks = [
         "not_a_server_error", "status_code_conformance", "content_type_conformance", "response_schema_conformance",
         "response_headers_conformance", "unsupported_method", "allow_header_conformance",
