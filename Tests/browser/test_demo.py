@@ -338,6 +338,16 @@ class DemoTests(unittest.TestCase):
             time.sleep(0.5)  # the animations end
             now = self.driver.execute_script(offset_of, "r40")
             self.assertLess(abs(now - anchor), 2, f"the anchor row moved from {anchor} to {now} after {ops}")
+        # Changesets that land while the previous ones still animate.
+        for k in range(4):
+            self.api("POST", f"/v1/collections/{name}/mutations", {"ops": [
+                {"op": "insertItems", "at": [1, 0], "items": [{"id": f"burst{k}", "data": {"text": f"burst {k}"}}]},
+                {"op": "deleteItems", "items": [[1, 3]]}]}, expect=200)
+            time.sleep(0.08)
+        self.assert_synced(name)
+        time.sleep(0.5)
+        now = self.driver.execute_script(offset_of, "r40")
+        self.assertLess(abs(now - anchor), 2, f"the anchor row moved from {anchor} to {now} after a burst")
         # At the very top nothing is anchored: new rows above come into view.
         self.driver.execute_script("document.getElementById('list').scrollTop = 0")
         time.sleep(0.2)

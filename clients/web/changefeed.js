@@ -629,6 +629,15 @@ export function renderList(container, options = {}) {
         return leaving;
     }
 
+    /** The top of an element's box in the viewport without the translation of a running animation. */
+    function layoutTop(element) {
+        const top = element.getBoundingClientRect().top;
+        const transform = getComputedStyle(element).transform;
+        if (!transform || transform === "none") return top;
+        const match = /^matrix\(([^)]+)\)$/.exec(transform);
+        return match ? top - Number(match[1].split(",")[5]) : top;
+    }
+
     /** The first row or header whose bottom is below the scroller's top edge, with its offset from that edge. */
     function visibleAnchors() {
         if (!anchoring || scroller.scrollTop <= 0) return [];
@@ -637,8 +646,9 @@ export function renderList(container, options = {}) {
         for (const element of root.querySelectorAll(".cf-item[data-id], .cf-section[data-section-id] > .cf-header")) {
             const rect = element.getBoundingClientRect();
             if (rect.bottom <= top) continue;
-            anchors.push({ element, offset: rect.top - top });
-            if (anchors.length >= 8 || rect.top - top > scroller.clientHeight) break;
+            const offset = layoutTop(element) - top;
+            anchors.push({ element, offset });
+            if (anchors.length >= 8 || offset > scroller.clientHeight) break;
         }
         return anchors;
     }
@@ -646,7 +656,7 @@ export function renderList(container, options = {}) {
     function restoreAnchor(anchors) {
         const anchor = anchors.find(({ element }) => element.isConnected && root.contains(element));
         if (!anchor) return 0;
-        const offset = anchor.element.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
+        const offset = layoutTop(anchor.element) - scroller.getBoundingClientRect().top;
         const delta = offset - anchor.offset;
         if (Math.abs(delta) >= 0.5) scroller.scrollTop += delta;
         return delta;
@@ -751,7 +761,16 @@ export function renderList(container, options = {}) {
                 const dx = old.left - now.left;
                 const dy = old.top - now.top;
                 if (Math.abs(dx) >= 1 || Math.abs(dy) >= 1) {
-                    animate(element, [{ transform: `translate(${dx}px, ${dy}px)` }, { transform: "none" }]);
+                    const glide = animate(element, [{ transform: `translate(${dx}px, ${dy}px)` }, { transform: "none" }]);
+                    // A row that jumps over others glides above them.
+                    if (glide && Math.abs(dy) > old.height * 1.5) {
+                        element.style.position ||= "relative";
+                        element.style.zIndex = "1";
+                        glide.onfinish = glide.oncancel = () => {
+                            element.style.zIndex = "";
+                            if (element.style.position === "relative") element.style.position = "";
+                        };
+                    }
                 }
                 if (updated.has(id)) {
                     animate(element, [{ backgroundColor: "var(--cf-flash, #fff3b0)" }, {}], {
