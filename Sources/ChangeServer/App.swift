@@ -1,55 +1,59 @@
 import Model
+import Synchronization
 
-/// The application: authentication, CORS, routing to the handlers in `Routes/`, logging and metrics. It runs on
-/// the HTTP server's loop thread.
-final class App: HTTPHandler, @unchecked Sendable {
-    // @unchecked: the app's mutable state is touched only on the server's loop thread; other threads (signals)
-    // reach it through `HTTPServer.post`, which runs their closure on that thread.
+/// The application: authentication, CORS, routing to the handlers in `Routes/`. It is shared by the workers
+/// (one per event loop) and called on their threads; what it holds is immutable or behind locks.
+final class App: Sendable {
     let config: Config
     let logger: Logger
     let metrics: Metrics
     let registry: Registry
     let journal: Journal
     let executor: Executor
-    /// Snapshots and compaction of the journal, when the server keeps a data directory.
-    var storage: Storage?
-    private(set) var feed: Feed!
-    private(set) var server: HTTPServer!
-    private(set) var isShuttingDown = false
-    private var requestLog: [String] = []
-    /// The time of the current loop turn, shared by its request lines.
-    private var requestLogTimestamp: String?
-    var random = SystemRandomNumberGenerator()
+    /// Snapshots and compaction of the journal.
+    let storage: Storage?
+    private let shuttingDown = Atomic<Bool>(false)
+    private let workerList = Mutex<[Worker]>([])
 
-    init(config: Config, logger: Logger, metrics: Metrics, registry: Registry, journal: Journal) {
+    init(config: Config, logger: Logger, metrics: Metrics, registry: Registry, journal: Journal, storage: Storage?) {
         self.config = config
         self.logger = logger
         self.metrics = metrics
         self.registry = registry
         self.journal = journal
+        self.storage = storage
         executor = Executor(registry: registry, limits: HistoryLimits(versions: config.history))
     }
 
-    /// Connects the app to its server; the feed answers held polls through it.
-    func attach(_ server: HTTPServer) {
-        self.server = server
-        feed = Feed(metrics: metrics) { [unowned server] exchange, response in server.answer(exchange, with: response) }
+    var workers: [Worker] { workerList.withLock { $0 } }
+
+    /// Adds a worker (before the loops start).
+    func add(_ worker: Worker) {
+        workerList.withLock { $0.append(worker) }
     }
 
-    /// Answers held polls with `503` and stops accepting connections.
+    var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }
+
+    /// Answers held polls with `503`, makes pending mutations durable and answers them, and stops accepting
+    /// connections. Callable from any thread, once.
     func shutDown() {
-        guard !isShuttingDown else { return }
-        isShuttingDown = true
-        logger.info("shutting down: \(feed.count) held polls answered 503")
-        feed.shutDown()
-        // Mutations waiting for their sync are made durable, applied and answered before the loop stops.
+        guard shuttingDown.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        logger.info("shutting down: \(metrics.heldPolls) held polls answered 503")
+        for worker in workers { worker.post { worker.feed.shutDown() } }
         journal.flush()
-        server.stop(grace: 3000)
+        for worker in workers { worker.post { worker.server.stop(grace: 3000) } }
     }
 
-    // MARK: HTTPHandler
+    /// Runs `task` with each worker on its own loop thread.
+    func onEveryWorker(_ task: @escaping @Sendable (Worker) -> Void) {
+        for worker in workers { worker.post { task(worker) } }
+    }
 
-    func headers(for exchange: Exchange) -> [(name: String, value: String)] {
+    // MARK: Requests
+
+    /// The CORS headers every response to this request carries.
+    func corsHeaders(for exchange: Exchange) -> [(name: String, value: String)] {
         guard !config.corsOrigins.isEmpty, let origin = exchange.header("Origin"), isAllowed(origin: origin) else {
             return []
         }
@@ -63,7 +67,7 @@ final class App: HTTPHandler, @unchecked Sendable {
         config.corsOrigins.contains(origin) || config.corsOrigins.contains("*")
     }
 
-    func handle(_ exchange: Exchange) -> HandlerResult {
+    func handle(_ exchange: Exchange, on worker: Worker) -> HandlerResult {
         do throws(HTTPError) {
             guard let route = try Route.match(exchange.path) else {
                 throw HTTPError(.notFound, code: "route_not_found", "No resource at \(exchange.path).")
@@ -85,7 +89,7 @@ final class App: HTTPHandler, @unchecked Sendable {
             }
             try authorize(exchange, route)
             if ["PUT", "POST"].contains(exchange.method) { try checkContentType(exchange) }
-            return try dispatch(exchange, route)
+            return try dispatch(exchange, route, worker)
         } catch {
             var response = Response.error(error)
             if exchange.route == Route.changes("").template { response.headers.append(("Cache-Control", "no-store")) }
@@ -93,48 +97,23 @@ final class App: HTTPHandler, @unchecked Sendable {
         }
     }
 
-    private func dispatch(_ exchange: Exchange, _ route: Route) throws(HTTPError) -> HandlerResult {
+    private func dispatch(_ exchange: Exchange, _ route: Route, _ worker: Worker) throws(HTTPError) -> HandlerResult {
         let method = exchange.method == "HEAD" ? "GET" : exchange.method
         switch (route, method) {
         case (.health, _): return .respond(health())
         case (.metrics, _): return .respond(metricsText())
         case (.collections, _): return .respond(listCollections())
         case (.collection(let name), "GET"): return .respond(try snapshot(exchange, name))
-        case (.collection(let name), "PUT"): return try replace(exchange, name)
-        case (.collection(let name), _): return try deleteCollection(exchange, name)
-        case (.mutations(let name), _): return try mutate(exchange, name)
-        case (.changes(let name), _): return try changes(exchange, name)
+        case (.collection(let name), "PUT"): return try replace(exchange, name, worker)
+        case (.collection(let name), _): return try deleteCollection(exchange, name, worker)
+        case (.mutations(let name), _): return try mutate(exchange, name, worker)
+        case (.changes(let name), _): return try changes(exchange, name, worker)
         case (.item(let name, let id), "GET"): return .respond(try item(exchange, name, id))
-        case (.item(let name, let id), "PUT"): return try upsertItem(exchange, name, id)
-        case (.item(let name, let id), _): return try deleteItem(exchange, name, id)
+        case (.item(let name, let id), "PUT"): return try upsertItem(exchange, name, id, worker)
+        case (.item(let name, let id), _): return try deleteItem(exchange, name, id, worker)
         case (.asset(let path), _): return .respond(asset(exchange, path))
         }
     }
-
-    func didRespond(_ exchange: Exchange, status: HTTPStatus) {
-        metrics.request(method: exchange.method, route: exchange.route, status: status.rawValue)
-        if logger.level <= .info {
-            let milliseconds = MonotonicClock.now() - exchange.started
-            if requestLogTimestamp == nil { requestLogTimestamp = Logger.timestamp() }
-            requestLog.append(
-                logger.line(
-                    .info, "\(exchange.method) \(exchange.path) \(status.rawValue) \(milliseconds)ms",
-                    timestamp: requestLogTimestamp ?? ""))
-        }
-    }
-
-    /// Request lines of one loop turn go out in one write: a change fanned out to 10,000 polls logs 10,000
-    /// lines without 10,000 system calls.
-    func loopDidRun() {
-        guard !requestLog.isEmpty else { return }
-        writeToStandardError(requestLog.joined())
-        requestLog.removeAll(keepingCapacity: true)
-        requestLogTimestamp = nil
-    }
-
-    var nextDeadline: Int64? { feed.nextDeadline }
-
-    func tick(now: Int64) { feed.expire(now: now) }
 
     // MARK: Cross-cutting checks
 

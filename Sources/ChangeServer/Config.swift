@@ -24,7 +24,8 @@ struct Config: Sendable {
     var snapshotBytes = 64 << 20
     var maxHeldPolls = 20_000
     var maxConnections = 30_000
-    var connectionMemory = 2048
+    var connectionMemory = 8192
+    var threads = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
     var logLevel = LogLevel.info
 
     /// Why the command line could not be read: printed with a hint, exit status 2.
@@ -51,8 +52,9 @@ struct Config: Sendable {
           --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated]
           --max-held-polls N     long polls held at once, more get 429 (default 20000) [CHANGESERVER_MAX_HELD_POLLS]
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
-          --connection-memory N  bytes per connection for request and response headers (default 2048: headers up
-                                 to about 1.5 KB; raise it for larger ones) [CHANGESERVER_CONNECTION_MEMORY]
+          --connection-memory N  bytes per connection for request and response headers; larger headers get 431
+                                 (default 8192: headers up to about 6 KB; 3072 keeps a held poll near 4 KB) [CHANGESERVER_CONNECTION_MEMORY]
+          --threads N            event loops serving HTTP (default: one per CPU) [CHANGESERVER_THREADS]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
         """
@@ -60,7 +62,7 @@ struct Config: Sendable {
     private static let valued: Set<String> = [
         "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
         "cors-origin",
-        "max-held-polls", "max-connections", "connection-memory", "log-level",
+        "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
     ]
 
     /// Reads the environment first, then the arguments (without the program name). Nil when `--help` was asked.
@@ -134,6 +136,7 @@ struct Config: Sendable {
         case "max-held-polls": maxHeldPolls = try integer(0...1_000_000)
         case "max-connections": maxConnections = try integer(1...1_000_000)
         case "connection-memory": connectionMemory = try integer(1024...(1 << 20))
+        case "threads": threads = try integer(1...64)
         case "log-level":
             guard let level = LogLevel(name: value) else {
                 let names = LogLevel.allCases.map(\.name).joined(separator: ", ")

@@ -1,6 +1,7 @@
 import CJansson
 import Glibc
 import Model
+import Synchronization
 
 /// Starting and stopping the server: configuration, file limits, signals, the loop. Kept out of `main.swift`
 /// so that nothing here is main-actor isolated (STYLE.md's signal trap).
@@ -35,21 +36,40 @@ enum Lifecycle {
                 directory: directory, segment: position.segment, size: position.size,
                 bytesSinceSnapshot: position.bytesSinceSnapshot, policy: config.fsync,
                 metrics: metrics, logger: logger)
-            let app = App(config: config, logger: logger, metrics: metrics, registry: registry, journal: journal)
-            let listener = try Listener.open(host: config.host, port: config.port)
-            let server = try HTTPServer(
-                listener: listener,
-                options: .init(
-                    maxBodyBytes: config.maxBodyBytes, connectionLimit: config.maxConnections, idleTimeout: 120,
-                    connectionMemory: config.connectionMemory),
-                handler: app)
-            app.attach(server)
-            app.storage = Storage(
+            let storage = Storage(
                 directory: directory, journal: journal, registry: registry, threshold: config.snapshotBytes,
-                logger: logger, post: { task in server.post(task) })
-            startSignalThread { server.post { app.shutDown() } }
-            logger.info("listening on \(config.host):\(listener.port)")
-            server.run()
+                logger: logger)
+            let app = App(
+                config: config, logger: logger, metrics: metrics, registry: registry, journal: journal, storage: storage
+            )
+            var servers: [HTTPServer] = []
+            var port = config.port
+            let perLoop = (config.maxConnections + config.threads - 1) / config.threads
+            for _ in 0..<config.threads {
+                let listener = try Listener.open(host: config.host, port: port)
+                port = listener.port
+                let worker = Worker(app: app)
+                let server = try HTTPServer(
+                    listener: listener,
+                    options: .init(
+                        maxBodyBytes: config.maxBodyBytes, connectionLimit: perLoop, idleTimeout: 120,
+                        connectionMemory: config.connectionMemory),
+                    handler: worker)
+                worker.attach(server)
+                app.add(worker)
+                servers.append(server)
+            }
+            startSignalThread { app.shutDown() }
+            logger.info("listening on \(config.host):\(port) with \(config.threads) event loops")
+            let running = Mutex(servers.count - 1)
+            for server in servers.dropFirst() {
+                startThread {
+                    server.run()
+                    running.withLock { $0 -= 1 }
+                }
+            }
+            servers[0].run()
+            while running.withLock({ $0 > 0 }) { usleep(10_000) }
             journal.flush()
             logger.info("stopped")
             return 0

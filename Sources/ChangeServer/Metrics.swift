@@ -30,7 +30,9 @@ final class Metrics: Sendable {
     }
 
     func mutationCommitted() { state.withLock { $0.mutations += 1 } }
-    func setHeldPolls(_ count: Int) { state.withLock { $0.heldPolls = count } }
+    /// Polls held right now by all workers together: the gauge, and what `--max-held-polls` is checked against.
+    var heldPolls: Int { state.withLock { $0.heldPolls } }
+    func adjustHeldPolls(by change: Int) { state.withLock { $0.heldPolls += change } }
     func changesetsDelivered(_ count: Int) { state.withLock { $0.changesetsDelivered += count } }
     func pollsTimedOut(_ count: Int) { state.withLock { $0.pollTimeouts += count } }
     func setJournalBytes(_ bytes: Int) { state.withLock { $0.journalBytes = bytes } }

@@ -33,7 +33,7 @@ import Testing
     /// Beyond `--max-connections` the server accepts nothing more (new connections wait in the backlog) until
     /// some close.
     @Test func connectionLimitHoldsBackTheExtraOnes() throws {
-        let server = try ServerProcess(["--max-connections", "8"])
+        let server = try ServerProcess(["--max-connections", "8", "--threads", "1"])
         let version = try #require(
             try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
         let held = try (0..<8).map { _ in try HTTPConnection(port: server.port) }

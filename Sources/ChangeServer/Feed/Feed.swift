@@ -56,7 +56,7 @@ final class Feed {
             bucketOrder.insert(bucket, at: position)
         }
         buckets[bucket, default: []].insert(id)
-        metrics.setHeldPolls(waiters.count)
+        metrics.adjustHeldPolls(by: 1)
     }
 
     /// `entry` committed a new version: answers its waiters that are behind it.
@@ -134,22 +134,24 @@ final class Feed {
             body = Response.error(error)
         }
         body.headers.append(("Cache-Control", "no-store"))
-        var shared: [String: SharedResponse] = [:]
+        let plain = SharedResponse(body)
+        var withCORS: [String: SharedResponse] = [:]
         for waiter in group {
             remove(waiter)
-            let key = waiter.exchange.extraHeaders.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
-            let response =
-                shared[key]
-                ?? {
-                    var withHeaders = body
-                    withHeaders.headers += waiter.exchange.extraHeaders
-                    let created = SharedResponse(withHeaders)
-                    shared[key] = created
-                    return created
-                }()
-            respond(waiter.exchange, response)
+            let extra = waiter.exchange.extraHeaders
+            guard !extra.isEmpty else {
+                respond(waiter.exchange, plain)
+                continue
+            }
+            let key = extra.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+            if withCORS[key] == nil {
+                var withHeaders = body
+                withHeaders.headers += extra
+                withCORS[key] = SharedResponse(withHeaders)
+            }
+            respond(waiter.exchange, withCORS[key] ?? plain)
         }
-        metrics.setHeldPolls(waiters.count)
+        metrics.adjustHeldPolls(by: -group.count)
     }
 
     private func remove(_ waiter: Waiter) {

@@ -31,6 +31,8 @@ enum Listener {
             }
             var one: Int32 = 1
             setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            // Each event loop listens on a socket of its own on the same port; the kernel spreads connections.
+            setsockopt(descriptor, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
             guard bind(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(descriptor, 4096) == 0
             else {
                 lastError = String(cString: strerror(errno))

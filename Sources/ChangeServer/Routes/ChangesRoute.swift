@@ -5,7 +5,7 @@ extension App {
     static let defaultPollTimeout = 25
     static let maximumPollTimeout = 300
 
-    func changes(_ exchange: Exchange, _ name: String) throws(HTTPError) -> HandlerResult {
+    func changes(_ exchange: Exchange, _ name: String, _ worker: Worker) throws(HTTPError) -> HandlerResult {
         let timeout = try pollTimeout(exchange)
         var since: Version?
         if let raw = exchange.rawQuery("since") {
@@ -46,13 +46,13 @@ extension App {
             if !changeset.isEmpty { metrics.changesetsDelivered(1) }
             return .respond(feedResponse { $0.feedChanges(collection: name, changeset: changeset) })
         }
-        guard feed.count < config.maxHeldPolls else {
+        guard metrics.heldPolls < config.maxHeldPolls else {
             throw HTTPError(
                 .tooManyRequests, code: "too_many_polls",
                 "The server holds \(config.maxHeldPolls) polls already (--max-held-polls); retry shortly."
             ).with(header: "Retry-After", "1")
         }
-        feed.hold(exchange, on: entry, since: since, timeout: timeout)
+        worker.feed.hold(exchange, on: entry, since: since, timeout: timeout)
         return .hold
     }
 

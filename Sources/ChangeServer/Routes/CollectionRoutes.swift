@@ -42,16 +42,18 @@ extension App {
     }
 
     /// Creates the collection (`201`) or replaces its whole content (`200`), diffing old against new.
-    func replace(_ exchange: Exchange, _ name: String) throws(HTTPError) -> HandlerResult {
+    func replace(_ exchange: Exchange, _ name: String, _ worker: Worker) throws(HTTPError) -> HandlerResult {
         let sections = try RequestDecoding.sections(exchange.body)
-        let epoch = Version.randomEpoch(using: &random)
+        var generator = SystemRandomNumberGenerator()
+        let epoch = Version.randomEpoch(using: &generator)
         let conditions = Preconditions.conditions(exchange)
-        return submit(exchange, .put(collection: name, epoch: epoch, sections: sections, conditions: conditions))
+        return submit(
+            exchange, worker, .put(collection: name, epoch: epoch, sections: sections, conditions: conditions))
     }
 
-    func deleteCollection(_ exchange: Exchange, _ name: String) throws(HTTPError) -> HandlerResult {
+    func deleteCollection(_ exchange: Exchange, _ name: String, _ worker: Worker) throws(HTTPError) -> HandlerResult {
         _ = try existing(name)
-        return submit(exchange, .delete(collection: name, conditions: Preconditions.conditions(exchange)))
+        return submit(exchange, worker, .delete(collection: name, conditions: Preconditions.conditions(exchange)))
     }
 
     /// The collection called `name`, or `404 collection_not_found`.

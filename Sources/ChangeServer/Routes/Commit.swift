@@ -1,46 +1,41 @@
 import Model
+import Synchronization
 
-/// The write path: journal the mutation, wait until it is durable, apply it, wake the feed, answer.
+/// The write path: journal the mutation, wait until it is durable, apply it (in journal order), wake the feeds,
+/// answer.
 extension App {
-    /// Journals `record`; applies it and answers at once when the journal says it is durable already
-    /// (`--fsync interval` or `never`), otherwise holds the request until the group commit has synced it.
+    /// Journals `record`. The journal calls back once the record is durable: at once with `--fsync interval`
+    /// or `never` (the request is answered right away), or from the group commit's syncer with `always` (the
+    /// request is held until then and answered on its worker's loop).
     func submit(
-        _ exchange: Exchange, _ record: JournalRecord,
-        _ answer: @escaping (Executor.Outcome) -> Response = App.mutationResponse
+        _ exchange: Exchange, _ worker: Worker, _ record: JournalRecord,
+        _ answer: @escaping @Sendable (Executor.Outcome) -> Response = App.mutationResponse
     ) -> HandlerResult {
-        let ticket: UInt64
+        let slot = ResponseSlot()
+        let held = LoopBound(exchange)
         do throws(HTTPError) {
-            ticket = try journal.write(RecordCodec.encode(record))
+            try journal.append(RecordCodec.encode(record)) { [self] durable in
+                let response = durable ? apply(record, answer) : .error(HTTPError.storageUnavailable)
+                if slot.deliverIfWaiting(response) { return }
+                worker.post { worker.server.answer(held.value, with: response) }
+            }
         } catch {
             return .respond(.error(error))
         }
-        if journal.isDurable(ticket) { return .respond(apply(record, answer)) }
-        let held = LoopBound(HeldMutation(exchange: exchange, answer: answer))
-        journal.whenDurable(ticket) { [self] durable in
-            server.post { [self] in
-                let mutation = held.value
-                let response: Response
-                if durable {
-                    response = apply(record, mutation.answer)
-                } else {
-                    response = .error(HTTPError.storageUnavailable)
-                }
-                server.answer(mutation.exchange, with: response)
-            }
-        }
+        if let response = slot.holdUnlessDelivered() { return .respond(response) }
         return .hold
     }
 
-    /// Applies a durable record to the collections, and wakes the polls it concerns.
+    /// Applies a durable record to the collections, and wakes the polls it concerns on every worker.
     private func apply(_ record: JournalRecord, _ answer: (Executor.Outcome) -> Response) -> Response {
         let outcome = executor.execute(record)
         switch outcome {
         case .committed(let entry, _, _):
             metrics.mutationCommitted()
-            feed.committed(entry)
+            onEveryWorker { $0.feed.committed(entry) }
         case .deleted(let entry):
             metrics.mutationCommitted()
-            feed.deleted(entry)
+            onEveryWorker { $0.feed.deleted(entry) }
         case .unchanged, .rejected:
             break
         }
@@ -70,14 +65,33 @@ extension App {
     }
 }
 
-/// A mutation waiting for its record's sync: the request to answer and how to answer it.
-private final class HeldMutation {
-    let exchange: Exchange
-    let answer: (Executor.Outcome) -> Response
+/// Where a mutation's response meets its request: filled by the journal's callback, which may come before
+/// `submit` returns (then the request is answered at once) or after (then the request is held meanwhile).
+private final class ResponseSlot: Sendable {
+    private enum State {
+        case waiting
+        case delivered(Response)
+        case held
+    }
 
-    init(exchange: Exchange, answer: @escaping (Executor.Outcome) -> Response) {
-        self.exchange = exchange
-        self.answer = answer
+    private let state = Mutex(State.waiting)
+
+    /// Keeps the response if `submit` has not returned yet; false when the request is held already.
+    func deliverIfWaiting(_ response: Response) -> Bool {
+        state.withLock { state in
+            guard case .waiting = state else { return false }
+            state = .delivered(response)
+            return true
+        }
+    }
+
+    /// The response if it came already; otherwise marks the request held.
+    func holdUnlessDelivered() -> Response? {
+        state.withLock { state in
+            if case .delivered(let response) = state { return response }
+            state = .held
+            return nil
+        }
     }
 }
 

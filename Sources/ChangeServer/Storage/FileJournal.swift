@@ -29,8 +29,6 @@ final class FileJournal: Journal, @unchecked Sendable {
         /// Tickets: a counter of records written, never reused.
         var written: UInt64 = 0
         var synced: UInt64 = 0
-        /// The records dropped by the last failed sync (counted as synced, but not durable).
-        var lost: ClosedRange<UInt64>?
         /// The segment's size at `synced`, where a failed sync cuts it back to.
         var syncedSize: Int
         var pending: [(ticket: UInt64, done: @Sendable (Bool) -> Void)] = []
@@ -38,6 +36,8 @@ final class FileJournal: Journal, @unchecked Sendable {
         var buffer: [UInt8] = []
         /// Whether the syncer waits for a wake-up (so that a write must send one).
         var syncerIsIdle = true
+        /// A rotation asked for, run by the syncer after its current pass.
+        var rotation: (@Sendable (UInt64?) -> Void)?
         var bytesSinceSnapshot = 0
     }
 
@@ -46,8 +46,8 @@ final class FileJournal: Journal, @unchecked Sendable {
     private let metrics: Metrics
     private let logger: Logger
     private let state: Mutex<State>
-    /// Serialises syncs: the syncer's and those of `rotate` and `flush` on the loop thread.
-    private let syncing = Mutex(())
+    /// Keeps write-and-callback atomic when the journal calls back at once (`--fsync interval` and `never`).
+    private let ordering = Mutex(())
     /// A pipe that wakes the syncer thread: written after each record, read (drained) by the syncer.
     private let wake: (read: Int32, write: Int32)
 
@@ -98,111 +98,135 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     // MARK: Journal
 
-    func write(_ record: [UInt8]) throws(HTTPError) -> UInt64 {
+    func append(_ record: [UInt8], then done: @escaping @Sendable (Bool) -> Void) throws(HTTPError) {
         let frame = JournalFormat.frame(record)
-        let (ticket, wakeSyncer) = try state.withLock { state throws(HTTPError) -> (UInt64, Bool) in
-            if policy == .always {
-                // Group commit: the syncer writes and syncs everything buffered in one go. A failed write
-                // surfaces as a failed sync, before anything of it was applied.
-                state.buffer += frame
-            } else {
-                let segment = state.segment
-                guard Self.writeAll(segment.descriptor, frame, at: segment.size) else {
-                    let reason = String(cString: strerror(errno))
-                    _ = ftruncate(segment.descriptor, off_t(segment.size))
-                    logger.error("journal write failed: \(reason); the mutation was not applied")
-                    throw HTTPError.storageUnavailable
+        guard policy == .always else {
+            // Written at once and called back at once, under one lock, so that records written by different
+            // threads are applied in the order they stand in the file.
+            try ordering.withLock { _ throws(HTTPError) in
+                try state.withLock { state throws(HTTPError) in
+                    let segment = state.segment
+                    guard Self.writeAll(segment.descriptor, frame, at: segment.size) else {
+                        let reason = String(cString: strerror(errno))
+                        _ = ftruncate(segment.descriptor, off_t(segment.size))
+                        logger.error("journal write failed: \(reason); the mutation was not applied")
+                        throw HTTPError.storageUnavailable
+                    }
+                    segment.size += frame.count
+                    state.bytesSinceSnapshot += frame.count
+                    state.written += 1
                 }
-                segment.size += frame.count
+                metrics.setJournalBytes(bytesSinceSnapshot)
+                done(true)
             }
+            return
+        }
+        // Group commit: the syncer writes and syncs everything buffered in one go, then calls back in order. A
+        // failed write surfaces as a failed sync, before anything of it was applied.
+        let wakeSyncer = state.withLock { state in
+            state.buffer += frame
             state.bytesSinceSnapshot += frame.count
             state.written += 1
+            state.pending.append((state.written, done))
             defer { state.syncerIsIdle = false }
-            return (state.written, state.syncerIsIdle)
+            return state.syncerIsIdle
         }
         metrics.setJournalBytes(bytesSinceSnapshot)
-        if policy == .always && wakeSyncer {
+        if wakeSyncer {
             var one: UInt8 = 1
             _ = Glibc.write(wake.write, &one, 1)
         }
-        return ticket
-    }
-
-    func isDurable(_ ticket: UInt64) -> Bool {
-        policy != .always || state.withLock { ticket <= $0.synced && $0.lost?.contains(ticket) != true }
-    }
-
-    func whenDurable(_ ticket: UInt64, _ done: @escaping @Sendable (Bool) -> Void) {
-        guard policy == .always else { return done(true) }
-        let result: Bool? = state.withLock { state in
-            if state.lost?.contains(ticket) == true { return false }
-            if ticket <= state.synced { return true }
-            state.pending.append((ticket, done))
-            return nil
-        }
-        if let result { done(result) }
     }
 
     func flush() {
-        sync()
+        guard policy == .always else {
+            ordering.withLock { _ in _ = fdatasync(state.withLock { $0.segment.descriptor }) }
+            return
+        }
+        // The syncer does the work (it alone runs callbacks, so that they stay in order): wake it and wait.
+        let deadline = MonotonicClock.now() + 5000
+        while MonotonicClock.now() < deadline, state.withLock({ $0.synced < $0.written || !$0.syncerIsIdle }) {
+            var one: UInt8 = 1
+            _ = Glibc.write(wake.write, &one, 1)
+            usleep(1000)
+        }
     }
 
     var bytesSinceSnapshot: Int { state.withLock { $0.bytesSinceSnapshot } }
 
-    /// Syncs the current segment and starts a new one; returns the new segment's number and the last ticket
-    /// written before it.
-    func rotate() throws(StartupError) -> (next: UInt64, lastTicket: UInt64) {
-        sync()
-        let (next, lastTicket) = state.withLock { ($0.segment.number + 1, $0.written) }
-        let segment = try Self.openSegment(directory, next, size: 0)
+    /// Starts a new segment, then calls `snapshot` with its number (nil if it could not be made) at a moment when every record of the older
+    /// segments has been applied and no later one has: what the collections hold then is what a snapshot
+    /// covering the older segments must hold. Call it from an `append` callback (where records are applied):
+    /// with `--fsync always` the switch happens on the syncer thread once the current batch is applied;
+    /// otherwise at once, while the callback still holds writes off.
+    func rotate(then snapshot: @escaping @Sendable (UInt64?) -> Void) {
+        guard policy == .always else {
+            _ = fdatasync(state.withLock { $0.segment.descriptor })
+            snapshot(switchSegment())
+            return
+        }
+        state.withLock { $0.rotation = snapshot }
+        var one: UInt8 = 1
+        _ = Glibc.write(wake.write, &one, 1)
+    }
+
+    /// Opens the next segment and makes it current; nil (logged) when it cannot be created.
+    private func switchSegment() -> UInt64? {
+        let next = state.withLock { $0.segment.number + 1 }
+        let segment: Segment
+        do throws(StartupError) {
+            segment = try Self.openSegment(directory, next, size: 0)
+        } catch {
+            logger.error("cannot start a new journal segment: \(error)")
+            return nil
+        }
         state.withLock { state in
             state.segment = segment
             state.syncedSize = segment.size
-            state.bytesSinceSnapshot = 0
+            state.bytesSinceSnapshot = state.buffer.count
         }
-        metrics.setJournalBytes(0)
-        return (next, lastTicket)
+        metrics.setJournalBytes(bytesSinceSnapshot)
+        return next
     }
 
     // MARK: Syncing
 
-    /// Writes what is buffered and syncs everything written, then runs the callbacks it makes durable (or lost,
-    /// when the write or the sync fails).
-    private func sync() {
-        syncing.withLock { _ in
-            let (segment, target, buffer) = state.withLock { state in
-                defer { state.buffer = [] }
-                return (state.segment, state.written, state.buffer)
-            }
-            let offset = state.withLock { _ in segment.size }
-            let started = MonotonicClock.nanoseconds()
-            let succeeded = Self.writeAll(segment.descriptor, buffer, at: offset) && fdatasync(segment.descriptor) == 0
-            let reason = succeeded ? "" : String(cString: strerror(errno))
-            metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
-            let ready = state.withLock { state -> [(ticket: UInt64, done: @Sendable (Bool) -> Void)] in
-                guard target > state.synced else { return [] }
-                if succeeded {
-                    segment.size = offset + buffer.count
-                    state.synced = target
-                    if state.segment === segment { state.syncedSize = segment.size }
-                    let split = state.pending.partitioningIndex { $0.ticket > target }
-                    defer { state.pending.removeFirst(split) }
-                    return Array(state.pending[..<split])
-                }
-                // After a failed write or fsync the kernel may have dropped dirty pages: cut the segment back to
-                // what is known durable and drop every record written since, none of which was applied.
+    /// One pass of the syncer (`--fsync always`): writes what is buffered, syncs, runs the callbacks in order
+    /// (all failed when the write or the sync failed), then performs a requested rotation.
+    private func syncPass() {
+        let (segment, target, buffer) = state.withLock { state in
+            defer { state.buffer = [] }
+            return (state.segment, state.written, state.buffer)
+        }
+        let offset = state.withLock { _ in segment.size }
+        let started = MonotonicClock.nanoseconds()
+        let succeeded = Self.writeAll(segment.descriptor, buffer, at: offset) && fdatasync(segment.descriptor) == 0
+        let reason = succeeded ? "" : String(cString: strerror(errno))
+        metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        let ready = state.withLock { state -> [(ticket: UInt64, done: @Sendable (Bool) -> Void)] in
+            if succeeded {
+                segment.size = offset + buffer.count
+                state.syncedSize = segment.size
+            } else {
+                // After a failed write or fsync the kernel may have dropped dirty pages: cut the segment back
+                // to what is known durable; the records of this batch are dropped, none of them was applied.
                 _ = ftruncate(segment.descriptor, off_t(state.syncedSize))
                 segment.size = state.syncedSize
-                state.lost = (state.synced + 1)...target
-                state.synced = target
-                let split = state.pending.partitioningIndex { $0.ticket > target }
-                defer { state.pending.removeFirst(split) }
-                return Array(state.pending[..<split])
             }
-            if !succeeded {
-                logger.error("journal write or fsync failed: \(reason); \(ready.count) mutations answered 503")
-            }
-            for entry in ready { entry.done(succeeded) }
+            state.synced = target
+            let split = state.pending.partitioningIndex { $0.ticket > target }
+            defer { state.pending.removeFirst(split) }
+            return Array(state.pending[..<split])
+        }
+        if !succeeded {
+            logger.error("journal write or fsync failed: \(reason); \(ready.count) mutations answered 503")
+        }
+        for entry in ready { entry.done(succeeded) }
+        if let rotation = state.withLock({ state in
+            defer { state.rotation = nil }
+            return state.rotation
+        }) {
+            rotation(switchSegment())
         }
     }
 
@@ -211,11 +235,11 @@ final class FileJournal: Journal, @unchecked Sendable {
             var drained = [UInt8](repeating: 0, count: 4096)
             _ = read(wake.read, &drained, drained.count)
             while state.withLock({ state in
-                if state.written > state.synced { return true }
+                if state.written > state.synced || state.rotation != nil { return true }
                 state.syncerIsIdle = true
                 return false
             }) {
-                sync()
+                syncPass()
             }
         }
     }
@@ -223,7 +247,15 @@ final class FileJournal: Journal, @unchecked Sendable {
     private func intervalLoop() {
         while true {
             usleep(100_000)
-            if state.withLock({ $0.written > $0.synced }) { sync() }
+            let (descriptor, written, synced) = state.withLock { ($0.segment.descriptor, $0.written, $0.synced) }
+            guard written > synced else { continue }
+            let started = MonotonicClock.nanoseconds()
+            if fdatasync(descriptor) == 0 {
+                state.withLock { $0.synced = max($0.synced, written) }
+            } else {
+                logger.error("journal fsync failed: \(String(cString: strerror(errno)))")
+            }
+            metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         }
     }
 

@@ -1,23 +1,12 @@
-/// Where mutations are written before they are applied. The server writes a mutation's record, waits until it
-/// is durable (as `--fsync` promises), and only then applies it to the collections and answers: so what clients
-/// can see is always on disk, and a write that fails changes nothing.
+/// Where mutations are written before they are applied. The server appends a mutation's record; once it is
+/// durable (as `--fsync` promises) the journal calls back, and only then is the mutation applied and answered:
+/// so what clients can see is always on disk, and a write that fails changes nothing. Callbacks come in the
+/// order of the records, which is the order replay applies them in.
 protocol Journal: AnyObject, Sendable {
-    /// Writes one encoded record and returns its ticket; `503 storage_unavailable` when it cannot be written
-    /// (nothing of it is kept then).
-    func write(_ record: [UInt8]) throws(HTTPError) -> UInt64
-    /// Whether the record of `ticket` is durable already, so that it can be applied at once.
-    func isDurable(_ ticket: UInt64) -> Bool
-    /// Calls `done` once the record of `ticket` is durable (`true`), or could not be made so (`false`: it was
-    /// dropped from the journal). Callbacks come in ticket order, on a thread of the journal's.
-    func whenDurable(_ ticket: UInt64, _ done: @escaping @Sendable (Bool) -> Void)
-    /// Makes everything written durable, then returns (at shutdown).
+    /// Appends one encoded record; `done` runs once it is durable (`true`) or could not be made so (`false`:
+    /// it was dropped from the journal). Throws `503 storage_unavailable` when the record cannot be written at
+    /// all; `done` does not run then.
+    func append(_ record: [UInt8], then done: @escaping @Sendable (Bool) -> Void) throws(HTTPError)
+    /// Makes everything appended durable and runs its callbacks, then returns (at shutdown).
     func flush()
-}
-
-/// Keeps nothing: every record is "durable" at once. For tests of the HTTP layer.
-final class MemoryJournal: Journal {
-    func write(_ record: [UInt8]) throws(HTTPError) -> UInt64 { 0 }
-    func isDurable(_ ticket: UInt64) -> Bool { true }
-    func whenDurable(_ ticket: UInt64, _ done: @escaping @Sendable (Bool) -> Void) { done(true) }
-    func flush() {}
 }

@@ -1,46 +1,36 @@
 import Glibc
 import Model
+import Synchronization
 
-/// Snapshots and compaction: when the journal has grown past `--snapshot-bytes`, it starts a new segment, and
-/// once every record of the old ones is applied, a background thread writes a snapshot of all collections and
-/// drops the segments it covers. The loop only copies the collections (copy-on-write) and goes on.
-final class Storage: @unchecked Sendable {
-    // @unchecked: `snapshotting` is touched only on the loop thread; the snapshot thread gets its own copies.
+/// Snapshots and compaction: when the journal has grown past `--snapshot-bytes`, it starts a new segment; at the
+/// moment every record of the old segments is applied (and no later one), the collections are copied
+/// (copy-on-write, so this is cheap) and a background thread writes the snapshot and drops the old segments.
+/// Mutations are never held up for the length of a snapshot.
+final class Storage: Sendable {
     private let directory: DataDirectory
     private let journal: FileJournal
     private let registry: Registry
     private let threshold: Int
     private let logger: Logger
-    private let post: @Sendable (@escaping @Sendable () -> Void) -> Void
-    private var snapshotting = false
+    private let snapshotting = Atomic<Bool>(false)
 
-    init(
-        directory: DataDirectory, journal: FileJournal, registry: Registry, threshold: Int, logger: Logger,
-        post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
-    ) {
+    init(directory: DataDirectory, journal: FileJournal, registry: Registry, threshold: Int, logger: Logger) {
         self.directory = directory
         self.journal = journal
         self.registry = registry
         self.threshold = threshold
         self.logger = logger
-        self.post = post
     }
 
-    /// A mutation was applied (loop thread).
+    /// A mutation was applied: called from the journal's callback, where mutations are applied in order.
     func committed() {
-        guard !snapshotting, journal.bytesSinceSnapshot >= threshold else { return }
-        snapshotting = true
-        let next: UInt64
-        let lastTicket: UInt64
-        do throws(StartupError) {
-            (next, lastTicket) = try journal.rotate()
-        } catch {
-            logger.error("cannot start a new journal segment: \(error)")
-            snapshotting = false
-            return
+        guard journal.bytesSinceSnapshot >= threshold,
+            snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        journal.rotate { [self] next in
+            guard let next else { return snapshotting.store(false, ordering: .releasing) }
+            takeSnapshot(coveringBefore: next)
         }
-        // Records of the old segments still waiting for their sync are applied, in order, before this runs.
-        journal.whenDurable(lastTicket) { [self] _ in post { [self] in takeSnapshot(coveringBefore: next) } }
     }
 
     private func takeSnapshot(coveringBefore next: UInt64) {
@@ -57,7 +47,7 @@ final class Storage: @unchecked Sendable {
                     "snapshot of \(collections.count) collections (\(bytes.count) bytes) written in "
                         + "\(MonotonicClock.now() - started) ms; journal segments before \(next) dropped")
             }
-            post { [self] in snapshotting = false }
+            snapshotting.store(false, ordering: .releasing)
         }
     }
 }
