@@ -396,6 +396,19 @@ class DemoTests(unittest.TestCase):
         self.assertIn("retrying", statuses)
         self.assertEqual(statuses[-1], "live")
 
+    def test_7_picker_creates_and_opens_a_collection(self):
+        name = f"picked-{SEED}"
+        self.driver.get(self.server.url + "/")
+        self.wait(lambda: self.driver.execute_script("return !!window.demo"), message="the demo to load")
+        field = self.driver.find_element(By.ID, "collection-name")
+        field.clear()
+        field.send_keys(name)
+        self.driver.find_element(By.ID, "create").click()
+        self.wait(lambda: self.driver.current_url.endswith(f"/?collection={name}"), message="the URL to name the collection")
+        snapshot = self.assert_synced(name)
+        self.assertEqual([s["id"] for s in snapshot["sections"]], ["today", "week", "later"])
+        self.assertEqual(self.driver.find_element(By.ID, "status").text, "live")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
