@@ -2,17 +2,19 @@
 /// touched sections and items with their old and new places. Everything not listed is unchanged, and the
 /// untouched elements of every sequence keep their relative order. Built from two snapshots (`FullDiff`) or
 /// from a change log (`LogDelta`); turned into a `Changeset` by `assembleChangeset`.
+///
+/// Sections are named by small integer keys (`sectionIDs[key]` is the id) so that assembling never hashes strings.
 struct Delta {
     /// A section inserted, deleted or moved: its old and new indices, where it is present.
     struct SectionEntry {
-        var id: String
+        var key: Int
         var old: Int?
         var new: Int?
     }
 
-    /// Where an item is: its section's id and its index there.
+    /// Where an item is: its section's key and its index there.
     struct Place: Equatable {
-        var section: String
+        var section: Int
         var index: Int
     }
 
@@ -26,20 +28,31 @@ struct Delta {
         var dataChanged: Bool
     }
 
+    /// Section ids by key.
+    private(set) var sectionIDs: [String] = []
+    /// New section indices by key; nil for a section absent from the new version.
+    private(set) var sectionNewIndex: [Int?] = []
+    /// Old and new item counts by key, for every section present in both versions that is the old or new
+    /// section of a structural item entry.
+    var itemCounts: [(old: Int, new: Int)?] = []
     var oldSectionCount = 0
     var sections: [SectionEntry] = []
-    /// Ids of the sections present in both versions whose data changed.
-    var changedSectionData: [String] = []
+    /// Keys of the sections present in both versions whose data changed.
+    var changedSectionData: [Int] = []
     var items: [ItemEntry] = []
-    /// Old and new item counts of every section present in both versions that is the old or new section of a
-    /// structural item entry.
-    var itemCounts: [String: (old: Int, new: Int)] = [:]
+
+    /// Names a section with a new key.
+    mutating func addSection(id: String, newIndex: Int?) -> Int {
+        sectionIDs.append(id)
+        sectionNewIndex.append(newIndex)
+        itemCounts.append(nil)
+        return sectionIDs.count - 1
+    }
 }
 
 /// Read access to the new version of a collection, which the changeset's inserts and updates quote.
 protocol SectionSource {
     var sectionCount: Int { get }
-    func sectionIndex(of id: String) -> Int?
     func sectionID(at index: Int) -> String
     func sectionData(at index: Int) -> JSONData
     func section(at index: Int) -> Section
@@ -47,3 +60,14 @@ protocol SectionSource {
 }
 
 extension Store: SectionSource {}
+
+/// A snapshot read as the new version of a diff.
+struct SnapshotSource: SectionSource {
+    let sections: [Section]
+
+    var sectionCount: Int { sections.count }
+    func sectionID(at index: Int) -> String { sections[index].id }
+    func sectionData(at index: Int) -> JSONData { sections[index].data }
+    func section(at index: Int) -> Section { sections[index] }
+    func item(at path: IndexPath) -> Item { sections[path.section].items[path.item] }
+}

@@ -25,6 +25,12 @@ enum LogDelta {
     }
 }
 
+/// Where a tracked item is during the walk: its section's id and its index there.
+private struct WalkPlace {
+    var section: String
+    var index: Int
+}
+
 /// What an element was in the old version, as far as the log says.
 private enum OldValue {
     case absent
@@ -43,7 +49,7 @@ private struct Walk {
 
     var sectionPositions: [Int?] = []
     var sectionCount = 0
-    var itemPlaces: [Delta.Place?] = []
+    var itemPlaces: [WalkPlace?] = []
     var trackedBySection: [String: [Int]] = [:]
     var itemCounts: [String: Int] = [:]
     var oldSectionData: [String: OldValue] = [:]
@@ -94,7 +100,7 @@ private struct Walk {
             guard let path = store.location(ofItem: id) else { return nil }
             let section = store.sectionID(at: path.section)
             trackedBySection[section, default: []].append(tracked)
-            return Delta.Place(section: section, index: path.item)
+            return WalkPlace(section: section, index: path.item)
         }
         for id in dirtySections {
             itemCounts[id] = store.sectionIndex(of: id).map { store.itemCount(inSection: $0) } ?? 0
@@ -164,27 +170,33 @@ private struct Walk {
         for tracked in members where itemPlaces[tracked]!.index >= index { itemPlaces[tracked]!.index += 1 }
         members.append(inserted)
         trackedBySection[section] = members
-        itemPlaces[inserted] = Delta.Place(section: section, index: index)
+        itemPlaces[inserted] = WalkPlace(section: section, index: index)
         itemCounts[section, default: 0] += 1
     }
 
     func delta(in store: Store) -> Delta {
+        var builder = Builder(store: store)
         var delta = Delta()
         delta.oldSectionCount = sectionCount
         for (tracked, id) in sectionIDs.enumerated() {
-            let new = store.sectionIndex(of: id)
-            guard sectionPositions[tracked] != nil || new != nil else { continue }
-            delta.sections.append(Delta.SectionEntry(id: id, old: sectionPositions[tracked], new: new))
+            let key = builder.key(id, in: &delta)
+            guard sectionPositions[tracked] != nil || delta.sectionNewIndex[key] != nil else { continue }
+            delta.sections.append(
+                Delta.SectionEntry(key: key, old: sectionPositions[tracked], new: delta.sectionNewIndex[key]))
         }
         for (id, old) in oldSectionData {
             guard case .present(let data) = old, let index = store.sectionIndex(of: id) else { continue }
             if let tracked = sectionTracker[id], sectionPositions[tracked] == nil { continue }
-            if store.sectionData(at: index) != data { delta.changedSectionData.append(id) }
+            if store.sectionData(at: index) != data { delta.changedSectionData.append(builder.key(id, in: &delta)) }
         }
         for (tracked, id) in itemIDs.enumerated() {
             let path = store.location(ofItem: id)
-            let new = path.map { Delta.Place(section: store.sectionID(at: $0.section), index: $0.item) }
-            let old = itemPlaces[tracked]
+            let new = path.map {
+                Delta.Place(section: builder.key(store.sectionID(at: $0.section), in: &delta), index: $0.item)
+            }
+            let old = itemPlaces[tracked].map {
+                Delta.Place(section: builder.key($0.section, in: &delta), index: $0.index)
+            }
             guard old != nil || new != nil else { continue }
             var changed = false
             if let path, old != nil, case .present(let data) = oldItemData[id] {
@@ -196,14 +208,27 @@ private struct Walk {
             guard case .present(let data) = oldItemData[id], let path = store.location(ofItem: id),
                 store.item(at: path).data != data
             else { continue }
-            let new = Delta.Place(section: store.sectionID(at: path.section), index: path.item)
+            let new = Delta.Place(section: builder.key(store.sectionID(at: path.section), in: &delta), index: path.item)
             delta.items.append(Delta.ItemEntry(id: id, old: nil, new: new, structural: false, dataChanged: true))
         }
         for (id, count) in itemCounts {
             guard let index = store.sectionIndex(of: id) else { continue }
             if let tracked = sectionTracker[id], sectionPositions[tracked] == nil { continue }
-            delta.itemCounts[id] = (count, store.itemCount(inSection: index))
+            delta.itemCounts[builder.key(id, in: &delta)] = (count, store.itemCount(inSection: index))
         }
         return delta
+    }
+}
+
+/// Gives each section named in a delta a key, once, with its current index.
+private struct Builder {
+    let store: Store
+    var keys: [String: Int] = [:]
+
+    mutating func key(_ id: String, in delta: inout Delta) -> Int {
+        if let key = keys[id] { return key }
+        let key = delta.addSection(id: id, newIndex: store.sectionIndex(of: id))
+        keys[id] = key
+        return key
     }
 }

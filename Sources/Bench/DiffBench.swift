@@ -1,0 +1,82 @@
+import Model
+
+/// `Bench diff`: full diffs of whole snapshots, against Swift's `difference(from:).inferringMoves()`.
+enum DiffBench {
+    /// - Parameter filter: when given, only the inputs whose name contains it.
+    static func run(filter: String?) {
+        var generator = SeededGenerator(seed: 42)
+        print("input                 | median ms | moves | minimal | peak MiB | baseline ms | baseline moves")
+        print("----------------------|-----------|-------|---------|----------|-------------|---------------")
+        for input in DiffInput.all(generator: &generator) where filter.map(input.name.contains) ?? true {
+            Measure.resetPeakMemory()
+            let repetitions = input.old.reduce(0) { $0 + $1.items.count } > 200_000 ? 5 : 11
+            let (ms, changeset) = Measure.median(repetitions) {
+                try! Changeset.diff(from: input.old, to: input.new, versions: (version(1), version(2)))
+            }
+            let peak = Measure.peakMemoryMiB()
+            let baseline = Baseline.run(input)
+            print(
+                [
+                    input.name.padding(21), format(ms).padding(9, left: true),
+                    "\(changeset.items.moved.count + changeset.sections.moved.count)".padding(5, left: true),
+                    "\(minimalMoves(input))".padding(7, left: true), format(peak).padding(8, left: true),
+                    baseline.time.padding(11, left: true), baseline.moves.padding(14, left: true),
+                ].joined(separator: " | "))
+        }
+    }
+
+    static func version(_ seq: UInt64) -> Version { Version(epoch: "bench", seq: seq) }
+
+    /// Survivors minus a longest increasing subsequence, for sections and for items staying in a section that
+    /// stays; plus one move per item changing between two such sections.
+    static func minimalMoves(_ input: DiffInput) -> Int {
+        let oldIndex = Dictionary(uniqueKeysWithValues: input.old.enumerated().map { ($1.id, $0) })
+        let survivors = input.new.compactMap { oldIndex[$0.id] }
+        var total = survivors.count - lisLength(survivors)
+        var oldPlace: [String: (section: String, index: Int)] = [:]
+        for section in input.old {
+            for (index, item) in section.items.enumerated() { oldPlace[item.id] = (section.id, index) }
+        }
+        for section in input.new where oldIndex[section.id] != nil {
+            let stay = section.items.compactMap { item in
+                oldPlace[item.id].flatMap { $0.section == section.id ? $0.index : nil }
+            }
+            total += stay.count - lisLength(stay)
+            total +=
+                section.items.filter { item in
+                    oldPlace[item.id].map { $0.section != section.id && oldIndex[$0.section] != nil } ?? false
+                }.count
+        }
+        return total
+    }
+}
+
+/// Swift's own diff, where it finishes within the minute (its Myers core is O(n·d) in time and space).
+enum Baseline {
+    static func run(_ input: DiffInput) -> (time: String, moves: String) {
+        guard input.old.count == 1, input.new.count == 1 else { return ("n/a", "(sections)") }
+        let old = input.old[0].items.map(\.id)
+        let new = input.new[0].items.map(\.id)
+        let differences = old.count + new.count - 2 * Set(old).intersection(new).count
+        guard (old.count + new.count) * max(differences, 1) <= 300_000_000 else { return ("skipped", "(too slow)") }
+        let (ms, moves) = Measure.median(3) {
+            new.difference(from: old).inferringMoves().reduce(0) { count, change in
+                if case .insert(_, _, let associated?) = change { count + (associated >= 0 ? 1 : 0) } else { count }
+            }
+        }
+        return (format(ms), "\(moves)")
+    }
+}
+
+func format(_ value: Double) -> String {
+    let scaled = Int((value * 100).rounded())
+    let fraction = scaled % 100
+    return "\(scaled / 100).\(fraction < 10 ? "0" : "")\(fraction)"
+}
+
+extension String {
+    func padding(_ width: Int, left: Bool = false) -> String {
+        let pad = String(repeating: " ", count: max(0, width - count))
+        return left ? pad + self : self + pad
+    }
+}
