@@ -1,23 +1,24 @@
 /// The diff of two whole snapshots, for `replace` and for history walks too long to follow change by change.
 ///
-/// Items are matched by id through one `IDTable` of the old items. A section whose item ids are the same in
-/// both versions contributes only data changes; in the others, the common prefix and suffix stay untouched
-/// (they keep their order, which `SequenceDiff` exploits), so one move in a long list touches only the span
-/// between its two ends. The same pass checks the new snapshot's ids.
+/// A section whose item ids are the same in both versions contributes only data changes; in the others, the
+/// common prefix and suffix stay untouched (they keep their order, which `SequenceDiff` exploits), so one move in
+/// a long list touches only the span between its two ends. Only the remaining old items are hashed (`IDTable`)
+/// and matched by id. The same passes check the new snapshot's ids: repeats among the matched items are caught by
+/// claiming, and an id not found among the remaining old items is checked against the untouched ones.
 struct FullDiff {
     private let old: [Section]
     private let new: [Section]
     private(set) var delta = Delta()
-    /// The old items, flattened, with the table finding them by id and whether the new snapshot claimed each.
-    private var oldIDs: [String] = []
-    private var oldOffsets: [Int] = []
-    private var oldSectionOf: [Int32] = []
     private var oldKeys: [Int] = []
-    private var oldTable: IDTable
-    private var claimed: [Bool]
-    /// Ids of new items not in the old snapshot, to catch repeats among them.
+    /// Old items outside the untouched prefixes and suffixes: ids, places, and whether the new snapshot has them.
+    private var spanIDs: [String] = []
+    private var spanPlaces: [(section: Int32, index: Int32)] = []
+    private var claimed: [Bool] = []
+    /// New items that were not in the old snapshot.
     private var freshIDs: [String] = []
-    private var freshTable: IDTable
+    /// By new section index: how many items at its start and end stay in place (all of them in `prefix` when the
+    /// section's ids did not change).
+    private var ends: [(prefix: Int, suffix: Int)] = []
 
     /// The delta from `old` to `new`.
     /// - Throws: `invalid_id` or `duplicate_id` for an invalid or repeated id in `new`.
@@ -32,55 +33,51 @@ struct FullDiff {
     private init(old: [Section], new: [Section]) {
         self.old = old
         self.new = new
-        var total = 0
-        for section in old {
-            oldOffsets.append(total)
-            total += section.items.count
-        }
-        oldIDs.reserveCapacity(total)
-        oldSectionOf.reserveCapacity(total)
-        for (index, section) in old.enumerated() {
-            oldIDs.append(contentsOf: section.items.lazy.map(\.id))
-            oldSectionOf.append(contentsOf: repeatElement(Int32(index), count: section.items.count))
-        }
-        oldTable = IDTable(capacity: total)
-        for position in oldIDs.indices { _ = oldTable.insert(position, of: oldIDs) }
-        claimed = [Bool](repeating: false, count: total)
-        freshTable = IDTable(capacity: 16)
     }
 
     private mutating func run() throws(ModelError) {
         try matchSections()
-        var dirty: [(key: Int, oldIndex: Int, range: Range<Int>)] = []
+        ends = [(prefix: Int, suffix: Int)](repeating: (0, 0), count: new.count)
+        // New item ranges to match by id, and old item ranges they may come from.
+        var newSpans: [(key: Int, range: Range<Int>)] = []
+        var oldSpans: [(key: Int, oldIndex: Int, range: Range<Int>)] = []
         for (index, section) in new.enumerated() {
             for item in section.items { try ModelError.check(id: item.id, what: "item") }
             guard let oldIndex = delta.sections[index].old else {
-                try matchItems(section.items.indices, of: index)
+                newSpans.append((index, section.items.indices))
                 continue
             }
             let before = old[oldIndex].items
             let after = section.items
-            var prefix = 0
-            while prefix < min(before.count, after.count), before[prefix].id == after[prefix].id { prefix += 1 }
-            var suffix = 0
-            while suffix < min(before.count, after.count) - prefix,
-                before[before.count - 1 - suffix].id == after[after.count - 1 - suffix].id
-            {
-                suffix += 1
-            }
-            try keep(0..<prefix, of: oldIndex, as: index)
-            try keep((after.count - suffix)..<after.count, of: oldIndex, as: index, shift: before.count - after.count)
+            let (prefix, suffix) = FullDiff.commonEnds(before, after)
+            ends[index] = (prefix, suffix)
+            keep(0..<prefix, of: oldIndex, as: index)
+            keep((after.count - suffix)..<after.count, of: oldIndex, as: index, shift: before.count - after.count)
             guard prefix + suffix < max(before.count, after.count) else { continue }
             delta.itemCounts[index] = (before.count, after.count)
-            try matchItems(prefix..<(after.count - suffix), of: index)
-            dirty.append((index, oldIndex, prefix..<(before.count - suffix)))
+            newSpans.append((index, prefix..<(after.count - suffix)))
+            oldSpans.append((index, oldIndex, prefix..<(before.count - suffix)))
         }
-        for (key, oldIndex, range) in dirty {
-            for i in range where !claimed[oldOffsets[oldIndex] + i] {
-                let place = Delta.Place(section: key, index: i)
-                delta.items.append(
-                    .init(id: old[oldIndex].items[i].id, old: place, new: nil, structural: true, dataChanged: false))
+        for (oldIndex, key) in oldKeys.enumerated() where delta.sectionNewIndex[key] == nil {
+            oldSpans.append((key, oldIndex, old[oldIndex].items.indices))
+        }
+        for span in oldSpans {
+            for i in span.range {
+                spanIDs.append(old[span.oldIndex].items[i].id)
+                spanPlaces.append((Int32(span.oldIndex), Int32(i)))
             }
+        }
+        claimed = [Bool](repeating: false, count: spanIDs.count)
+        var table = IDTable(unique: spanIDs)
+        for span in newSpans { try matchItems(span.range, of: span.key, in: &table) }
+        try checkFreshIDs()
+        for (position, place) in spanPlaces.enumerated() where !claimed[position] {
+            let oldIndex = Int(place.section)
+            let key = oldKeys[oldIndex]
+            guard delta.sectionNewIndex[key] != nil else { continue }
+            let oldPlace = Delta.Place(section: key, index: Int(place.index))
+            delta.items.append(
+                .init(id: spanIDs[position], old: oldPlace, new: nil, structural: true, dataChanged: false))
         }
     }
 
@@ -110,11 +107,11 @@ struct FullDiff {
         }
     }
 
-    /// Claims items that stay at the same place (up to `shift` between the old and new index) in their section.
-    private mutating func keep(_ range: Range<Int>, of oldIndex: Int, as key: Int, shift: Int = 0) throws(ModelError) {
+    /// Items that stay at the same place (up to `shift` between the old and new index) in their section: only
+    /// their data may have changed.
+    private mutating func keep(_ range: Range<Int>, of oldIndex: Int, as key: Int, shift: Int = 0) {
         for i in range {
             let item = new[key].items[i]
-            try claim(oldOffsets[oldIndex] + i + shift, id: item.id)
             if old[oldIndex].items[i + shift].data != item.data {
                 let place = Delta.Place(section: key, index: i)
                 delta.items.append(.init(id: item.id, old: nil, new: place, structural: false, dataChanged: true))
@@ -122,39 +119,60 @@ struct FullDiff {
         }
     }
 
-    /// Matches new items by id: each becomes a structural entry, with its old place when it had one.
-    private mutating func matchItems(_ range: Range<Int>, of key: Int) throws(ModelError) {
-        for i in range {
-            let item = new[key].items[i]
+    /// Matches new items by id against the old spans: each becomes a structural entry, with its old place when
+    /// it had one.
+    private mutating func matchItems(_ range: Range<Int>, of key: Int, in table: inout IDTable) throws(ModelError) {
+        let items = new[key].items
+        let found = table.positions(of: range.count, { items[range.lowerBound + $0].id }, in: spanIDs)
+        for (i, position) in zip(range, found) {
+            let item = items[i]
             let place = Delta.Place(section: key, index: i)
-            guard let position = oldTable.find(item.id, in: oldIDs) else {
+            guard position >= 0 else {
                 freshIDs.append(item.id)
-                guard freshTable.insert(freshIDs.count - 1, of: freshIDs) == nil else { throw duplicate(item.id) }
-                if freshIDs.count * 2 > freshTable.capacity { rehashFresh() }
                 delta.items.append(.init(id: item.id, old: nil, new: place, structural: true, dataChanged: false))
                 continue
             }
-            try claim(position, id: item.id)
-            let oldIndex = Int(oldSectionOf[position])
-            let before = old[oldIndex].items[position - oldOffsets[oldIndex]]
-            let oldPlace = Delta.Place(section: oldKeys[oldIndex], index: position - oldOffsets[oldIndex])
-            delta.items.append(
-                .init(id: item.id, old: oldPlace, new: place, structural: true, dataChanged: before.data != item.data))
+            guard !claimed[position] else { throw FullDiff.duplicate(item.id) }
+            claimed[position] = true
+            let (section, index) = (Int(spanPlaces[position].section), Int(spanPlaces[position].index))
+            let oldPlace = Delta.Place(section: oldKeys[section], index: index)
+            let changed = old[section].items[index].data != item.data
+            delta.items.append(.init(id: item.id, old: oldPlace, new: place, structural: true, dataChanged: changed))
         }
     }
 
-    private mutating func claim(_ position: Int, id: String) throws(ModelError) {
-        guard !claimed[position] else { throw duplicate(id) }
-        claimed[position] = true
+    /// Checks that the ids of new items not found in the old spans are neither repeated nor among the items
+    /// kept in place (which the new snapshot holds already).
+    private func checkFreshIDs() throws(ModelError) {
+        guard !freshIDs.isEmpty else { return }
+        var fresh = IDTable(capacity: freshIDs.count)
+        for position in freshIDs.indices {
+            guard fresh.insert(position, of: freshIDs) == nil else { throw FullDiff.duplicate(freshIDs[position]) }
+        }
+        var keptIDs: [String] = []
+        for (index, section) in new.enumerated() {
+            keptIDs.append(contentsOf: section.items[0..<ends[index].prefix].lazy.map(\.id))
+            keptIDs.append(contentsOf: section.items[(section.items.count - ends[index].suffix)...].lazy.map(\.id))
+        }
+        var kept = IDTable(unique: keptIDs)
+        let repeated = kept.positions(of: freshIDs.count, { freshIDs[$0] }, in: keptIDs)
+        if let position = repeated.firstIndex(where: { $0 >= 0 }) { throw FullDiff.duplicate(freshIDs[position]) }
     }
 
-    private func duplicate(_ id: String) -> ModelError {
+    /// How many items at the start, and then at the end, have the same ids in both lists.
+    private static func commonEnds(_ before: [Item], _ after: [Item]) -> (prefix: Int, suffix: Int) {
+        let shorter = min(before.count, after.count)
+        var prefix = 0
+        while prefix < shorter, before[prefix].id == after[prefix].id { prefix += 1 }
+        var suffix = 0
+        while suffix < shorter - prefix, before[before.count - 1 - suffix].id == after[after.count - 1 - suffix].id {
+            suffix += 1
+        }
+        return (prefix, suffix)
+    }
+
+    private static func duplicate(_ id: String) -> ModelError {
         ModelError(.duplicateID, "item id \(id.debugDescription) appears twice")
-    }
-
-    private mutating func rehashFresh() {
-        freshTable = IDTable(capacity: freshIDs.count * 2)
-        for position in freshIDs.indices { _ = freshTable.insert(position, of: freshIDs) }
     }
 }
 
