@@ -5,19 +5,19 @@ enum DiffBench {
     /// - Parameter filter: when given, only the inputs whose name contains it.
     static func run(filter: String?) {
         var generator = SeededGenerator(seed: 42)
-        print("input                 | median ms | moves | minimal | peak MiB | baseline ms | baseline moves")
-        print("----------------------|-----------|-------|---------|----------|-------------|---------------")
+        print("input                 | median ms | cpu ms  | moves | minimal | peak MiB | baseline ms | baseline moves")
+        print("----------------------|-----------|---------|-------|---------|----------|-------------|---------------")
         for input in DiffInput.all(generator: &generator) where filter.map(input.name.contains) ?? true {
             Measure.resetPeakMemory()
             let repetitions = input.old.reduce(0) { $0 + $1.items.count } > 200_000 ? 5 : 11
-            let (ms, changeset) = Measure.median(repetitions) {
+            let (ms, cpu, changeset) = Measure.median(repetitions) {
                 try! Changeset.diff(from: input.old, to: input.new, versions: (version(1), version(2)))
             }
             let peak = Measure.peakMemoryMiB()
             let baseline = Baseline.run(input)
             print(
                 [
-                    input.name.padding(21), format(ms).padding(9, left: true),
+                    input.name.padding(21), format(ms).padding(9, left: true), format(cpu).padding(7, left: true),
                     "\(changeset.items.moved.count + changeset.sections.moved.count)".padding(5, left: true),
                     "\(minimalMoves(input))".padding(7, left: true), format(peak).padding(8, left: true),
                     baseline.time.padding(11, left: true), baseline.moves.padding(14, left: true),
@@ -59,7 +59,7 @@ enum Baseline {
         let new = input.new[0].items.map(\.id)
         let differences = old.count + new.count - 2 * Set(old).intersection(new).count
         guard (old.count + new.count) * max(differences, 1) <= 300_000_000 else { return ("skipped", "(too slow)") }
-        let (ms, moves) = Measure.median(3) {
+        let (ms, _, moves) = Measure.median(3) {
             new.difference(from: old).inferringMoves().reduce(0) { count, change in
                 if case .insert(_, _, let associated?) = change { count + (associated >= 0 ? 1 : 0) } else { count }
             }

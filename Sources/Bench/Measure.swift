@@ -2,18 +2,30 @@ import Glibc
 
 /// Timing and memory measurement for the benchmarks.
 enum Measure {
-    /// Runs `body` `repetitions` times and returns the median duration in milliseconds, with the last result.
-    static func median<T>(_ repetitions: Int, _ body: () -> T) -> (milliseconds: Double, result: T) {
+    /// Runs `body` `repetitions` times and returns the median wall-clock and CPU durations in milliseconds, with
+    /// the last result. The CPU time tells apart a slow run from a busy machine (this one has two cores).
+    static func median<T>(_ repetitions: Int, _ body: () -> T) -> (milliseconds: Double, cpu: Double, result: T) {
         var times: [Double] = []
+        var cpuTimes: [Double] = []
         var result: T?
         let clock = ContinuousClock()
         for _ in 0..<repetitions {
+            let cpuStart = cpuMilliseconds()
             let start = clock.now
             result = body()
             times.append(milliseconds(clock.now - start))
+            cpuTimes.append(cpuMilliseconds() - cpuStart)
         }
         times.sort()
-        return (times[times.count / 2], result!)
+        cpuTimes.sort()
+        return (times[times.count / 2], cpuTimes[cpuTimes.count / 2], result!)
+    }
+
+    /// The CPU time this process has used, in milliseconds.
+    static func cpuMilliseconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return Double(time.tv_sec) * 1000 + Double(time.tv_nsec) / 1e6
     }
 
     static func milliseconds(_ duration: Duration) -> Double {

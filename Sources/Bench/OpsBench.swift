@@ -35,7 +35,7 @@ enum OpsBench {
                     ].joined(separator: " | "))
             }
             let since = Version(epoch: "bench", seq: collection.version.seq - 1_000)
-            let (ms, changeset) = Measure.median(5) { collection.changes(since: since)! }
+            let (ms, _, changeset) = Measure.median(5) { collection.changes(since: since)! }
             print(
                 [
                     name.padding(19), "feed".padding(7), format(ms * 1000).padding(9, left: true), "".padding(6),

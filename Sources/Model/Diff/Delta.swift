@@ -12,10 +12,19 @@ struct Delta {
         var new: Int?
     }
 
-    /// Where an item is: its section's key and its index there.
+    /// Where an item is: its section's key and its index there (stored in 32 bits each: a delta may hold a
+    /// million of them).
     struct Place: Equatable {
-        var section: Int
-        var index: Int
+        private var storedSection: Int32
+        private var storedIndex: Int32
+
+        init(section: Int, index: Int) {
+            storedSection = Int32(section)
+            storedIndex = Int32(index)
+        }
+
+        var section: Int { Int(storedSection) }
+        var index: Int { Int(storedIndex) }
     }
 
     /// An item inserted, deleted or moved (`structural`), or whose data changed.

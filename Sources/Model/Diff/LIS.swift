@@ -28,6 +28,12 @@ enum LIS {
         var tails: [Int] = []
         tails.reserveCapacity(64)
         for (position, key) in keys.enumerated() {
+            // Mostly ordered input mostly extends the longest run: try that before searching.
+            if let last = tails.last, keys[last] < key {
+                previous[position] = last
+                tails.append(position)
+                continue
+            }
             var low = 0
             var high = tails.count
             while low < high {

@@ -59,11 +59,17 @@ struct SequenceDiff {
 
         var survivors = entries.indices.filter { entries[$0].old != nil && entries[$0].new != nil }
         survivors = SequenceDiff.sorted(survivors, by: { entries[$0].new! }, below: newCount)
+        // When the untouched elements are few, treating them one by one lets the faster unweighted LIS run.
+        if preferred.isEmpty, !runs.isEmpty, untouched <= 2 * survivors.count {
+            runs = runs.flatMap { run in (0..<run.count).map { Run(old: run.old + $0, new: run.new + $0, count: 1) } }
+        }
         var keys: [Int] = []
         var weights: [Int] = []
         keys.reserveCapacity(survivors.count + runs.count)
         var nextRun = 0
         var order: [Int] = []  // >= 0: a survivor entry; < 0: run -1 - order
+        order.reserveCapacity(survivors.count + runs.count)
+        weights.reserveCapacity(survivors.count + runs.count)
         for entry in survivors {
             while nextRun < runs.count, runs[nextRun].new < entries[entry].new! {
                 order.append(-1 - nextRun)
@@ -89,7 +95,7 @@ struct SequenceDiff {
                 weights.append(run.count * scale + bonus)
             }
         }
-        let kept = LIS.members(keys: keys, weights: runs.isEmpty && preferred.isEmpty ? nil : weights)
+        let kept = LIS.members(keys: keys, weights: weights.allSatisfy { $0 == 1 } ? nil : weights)
         moved = [Bool](repeating: false, count: entries.count)
         var anyMove = false
         for (position, element) in order.enumerated() where !kept[position] {
