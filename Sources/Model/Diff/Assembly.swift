@@ -169,7 +169,7 @@ private struct Assembly<Source: SectionSource> {
             items.moved.append(
                 ItemMove(
                     from: IndexPath(section: oldSection, item: old.index),
-                    to: IndexPath(section: newSection, item: new.index), id: entry.id))
+                    to: IndexPath(section: newSection, item: new.index), id: delta.itemIDs[position]))
         }
         for run in diff.movedRuns {
             for offset in 0..<run.count {
@@ -182,7 +182,7 @@ private struct Assembly<Source: SectionSource> {
 
     /// Items that enter or leave a section, and data changes.
     private mutating func emitItems() {
-        for entry in delta.items {
+        for (position, entry) in delta.items.enumerated() {
             let changesSection = entry.structural && entry.old?.section != entry.new?.section
             let fromLive = entry.old.map { status[$0.section] == .live } ?? false
             let toLive = entry.new.map { status[$0.section] == .live } ?? false
@@ -191,9 +191,9 @@ private struct Assembly<Source: SectionSource> {
                     let from = IndexPath(section: oldIndex(of: old.section), item: old.index)
                     if toLive, let new = entry.new {
                         let to = IndexPath(section: newIndex(of: new.section), item: new.index)
-                        items.moved.append(ItemMove(from: from, to: to, id: entry.id))
+                        items.moved.append(ItemMove(from: from, to: to, id: delta.itemIDs[position]))
                     } else {
-                        items.deleted.append(ItemDeletion(at: from, id: entry.id))
+                        items.deleted.append(ItemDeletion(at: from, id: delta.itemIDs[position]))
                     }
                 } else if toLive, let new = entry.new {
                     let at = IndexPath(section: newIndex(of: new.section), item: new.index)

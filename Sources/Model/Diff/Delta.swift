@@ -27,10 +27,10 @@ struct Delta {
         var index: Int { Int(storedIndex) }
     }
 
-    /// An item inserted, deleted or moved (`structural`), or whose data changed.
+    /// An item inserted, deleted or moved (`structural`), or whose data changed; its id is apart, in `itemIDs`,
+    /// so that entries are plain values that cost nothing to copy.
     /// For an item that is only `dataChanged`, `old` may be unknown (nil); `new` is always known.
     struct ItemEntry {
-        var id: String
         var old: Place?
         var new: Place?
         var structural: Bool
@@ -48,7 +48,19 @@ struct Delta {
     var sections: [SectionEntry] = []
     /// Keys of the sections present in both versions whose data changed.
     var changedSectionData: [Int] = []
-    var items: [ItemEntry] = []
+    private(set) var items: [ItemEntry] = []
+    /// The id of each entry of `items`.
+    private(set) var itemIDs: [String] = []
+
+    mutating func addItem(_ id: String, old: Place?, new: Place?, structural: Bool, dataChanged: Bool) {
+        itemIDs.append(id)
+        items.append(ItemEntry(old: old, new: new, structural: structural, dataChanged: dataChanged))
+    }
+
+    mutating func reserveItems(_ count: Int) {
+        items.reserveCapacity(count)
+        itemIDs.reserveCapacity(count)
+    }
 
     /// Names a section with a new key.
     mutating func addSection(id: String, newIndex: Int?) -> Int {

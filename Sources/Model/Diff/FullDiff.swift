@@ -61,23 +61,29 @@ struct FullDiff {
         for (oldIndex, key) in oldKeys.enumerated() where delta.sectionNewIndex[key] == nil {
             oldSpans.append((key, oldIndex, old[oldIndex].items.indices))
         }
+        var spanRange = [Range<Int>?](repeating: nil, count: delta.sectionIDs.count)
         for span in oldSpans {
+            let start = spanIDs.count
             for i in span.range {
                 spanIDs.append(old[span.oldIndex].items[i].id)
                 spanPlaces.append((Int32(span.oldIndex), Int32(i)))
             }
+            spanRange[span.key] = start..<spanIDs.count
         }
         claimed = [Bool](repeating: false, count: spanIDs.count)
-        var table = IDTable(unique: spanIDs)
-        for span in newSpans { try matchItems(span.range, of: span.key, in: &table) }
-        try checkFreshIDs()
+        delta.reserveItems(delta.items.count + newSpans.reduce(0) { $0 + $1.range.count } + spanIDs.count / 8)
+        let table = IDTable(positions: Array(spanIDs.indices), of: spanIDs)
+        for span in newSpans {
+            let matches = try match(span.range, of: span.key, along: spanRange[span.key], table: table)
+            record(span.range, of: span.key, matches: matches)
+        }
+        try checkFresh()
         for (position, place) in spanPlaces.enumerated() where !claimed[position] {
             let oldIndex = Int(place.section)
             let key = oldKeys[oldIndex]
             guard delta.sectionNewIndex[key] != nil else { continue }
             let oldPlace = Delta.Place(section: key, index: Int(place.index))
-            delta.items.append(
-                .init(id: spanIDs[position], old: oldPlace, new: nil, structural: true, dataChanged: false))
+            delta.addItem(spanIDs[position], old: oldPlace, new: nil, structural: true, dataChanged: false)
         }
     }
 
@@ -114,49 +120,75 @@ struct FullDiff {
             let item = new[key].items[i]
             if old[oldIndex].items[i + shift].data != item.data {
                 let place = Delta.Place(section: key, index: i)
-                delta.items.append(.init(id: item.id, old: nil, new: place, structural: false, dataChanged: true))
+                delta.addItem(item.id, old: nil, new: place, structural: false, dataChanged: true)
             }
         }
     }
 
-    /// Matches new items by id against the old spans: each becomes a structural entry, with its old place when
-    /// it had one.
-    private mutating func matchItems(_ range: Range<Int>, of key: Int, in table: inout IDTable) throws(ModelError) {
+    /// Matches new items to old items by id. Most items keep their order, so each is first compared with the
+    /// old items of its section's span that follow the last match (a few ahead, past deleted or departed ones),
+    /// and only looked up in the table when that fails; a lookup landing in the span resumes the order there.
+    /// Claims what it matches: an old item claimed twice is a repeated id.
+    /// - Returns: per new item of `range`, its position in the spans, or -1 for a new item.
+    private mutating func match(_ range: Range<Int>, of key: Int, along span: Range<Int>?, table: IDTable)
+        throws(ModelError) -> [Int]
+    {
+        var matches = [Int](repeating: -1, count: range.count)
         let items = new[key].items
-        let found = table.positions(of: range.count, { items[range.lowerBound + $0].id }, in: spanIDs)
-        for (i, position) in zip(range, found) {
+        var expected = span?.lowerBound ?? 0
+        let end = span?.upperBound ?? 0
+        for (offset, i) in range.enumerated() {
+            let id = items[i].id
+            var ahead = expected
+            while ahead < min(expected + 4, end), claimed[ahead] || spanIDs[ahead] != id { ahead += 1 }
+            if ahead < min(expected + 4, end) {
+                claimed[ahead] = true
+                matches[offset] = ahead
+                expected = ahead + 1
+                continue
+            }
+            guard let position = table.find(id, in: spanIDs) else {
+                freshIDs.append(id)
+                continue
+            }
+            guard !claimed[position] else { throw FullDiff.duplicate(id) }
+            claimed[position] = true
+            matches[offset] = position
+            if span?.contains(position) == true { expected = position + 1 }
+        }
+        return matches
+    }
+
+    /// Records the matched and new items of a span as structural entries.
+    private mutating func record(_ range: Range<Int>, of key: Int, matches: [Int]) {
+        let items = new[key].items
+        for (i, position) in zip(range, matches) {
             let item = items[i]
             let place = Delta.Place(section: key, index: i)
             guard position >= 0 else {
-                freshIDs.append(item.id)
-                delta.items.append(.init(id: item.id, old: nil, new: place, structural: true, dataChanged: false))
+                delta.addItem(item.id, old: nil, new: place, structural: true, dataChanged: false)
                 continue
             }
-            guard !claimed[position] else { throw FullDiff.duplicate(item.id) }
-            claimed[position] = true
             let (section, index) = (Int(spanPlaces[position].section), Int(spanPlaces[position].index))
             let oldPlace = Delta.Place(section: oldKeys[section], index: index)
             let changed = old[section].items[index].data != item.data
-            delta.items.append(.init(id: item.id, old: oldPlace, new: place, structural: true, dataChanged: changed))
+            delta.addItem(item.id, old: oldPlace, new: place, structural: true, dataChanged: changed)
         }
     }
 
-    /// Checks that the ids of new items not found in the old spans are neither repeated nor among the items
-    /// kept in place (which the new snapshot holds already).
-    private func checkFreshIDs() throws(ModelError) {
+    /// Checks that the ids of new items not found among the old spans are neither repeated nor those of items
+    /// kept in place, which the new snapshot holds already.
+    private func checkFresh() throws(ModelError) {
         guard !freshIDs.isEmpty else { return }
         var fresh = IDTable(capacity: freshIDs.count)
         for position in freshIDs.indices {
             guard fresh.insert(position, of: freshIDs) == nil else { throw FullDiff.duplicate(freshIDs[position]) }
         }
-        var keptIDs: [String] = []
         for (index, section) in new.enumerated() {
-            keptIDs.append(contentsOf: section.items[0..<ends[index].prefix].lazy.map(\.id))
-            keptIDs.append(contentsOf: section.items[(section.items.count - ends[index].suffix)...].lazy.map(\.id))
+            let kept =
+                section.items[0..<ends[index].prefix] + section.items[(section.items.count - ends[index].suffix)...]
+            for item in kept where fresh.find(item.id, in: freshIDs) != nil { throw FullDiff.duplicate(item.id) }
         }
-        var kept = IDTable(unique: keptIDs)
-        let repeated = kept.positions(of: freshIDs.count, { freshIDs[$0] }, in: keptIDs)
-        if let position = repeated.firstIndex(where: { $0 >= 0 }) { throw FullDiff.duplicate(freshIDs[position]) }
     }
 
     /// How many items at the start, and then at the end, have the same ids in both lists.

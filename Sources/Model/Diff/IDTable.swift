@@ -15,19 +15,20 @@ struct IDTable {
         mask = size - 1
     }
 
-    /// A table of all of `ids`, which must be unique. Hashes and first probes go in batches, so that the cache
-    /// misses of a batch overlap instead of following one another.
+    /// A table of `ids[position]` for each of `positions`; those ids must be unique. Hashes and first probes go
+    /// in batches, so that the cache misses of a batch overlap instead of following one another.
     /// - Complexity: O(n) expected.
-    init(unique ids: [String]) {
-        self.init(capacity: ids.count)
+    init(positions: [Int], of ids: [String]) {
+        self.init(capacity: positions.count)
         var hashes = [UInt64](repeating: 0, count: IDTable.batch)
         var start = 0
-        while start < ids.count {
-            let end = min(start + IDTable.batch, ids.count)
-            for position in start..<end { hashes[position - start] = IDTable.hash(ids[position]) }
+        while start < positions.count {
+            let end = min(start + IDTable.batch, positions.count)
+            for k in start..<end { hashes[k - start] = IDTable.hash(ids[positions[k]]) }
             touch(hashes[0..<(end - start)])
-            for position in start..<end {
-                let hash = hashes[position - start]
+            for k in start..<end {
+                let position = positions[k]
+                let hash = hashes[k - start]
                 var slot = Int(truncatingIfNeeded: hash) & mask
                 while slots[slot] != 0 { slot = (slot + 1) & mask }
                 slots[slot] = hash & 0xFFFF_FFFF_0000_0000 | UInt64(position + 1)
@@ -44,34 +45,6 @@ struct IDTable {
         var sum: UInt64 = 0
         for hash in hashes { sum &+= slots[Int(truncatingIfNeeded: hash) & mask] }
         touched = sum
-    }
-
-    /// The position in `ids` of each of `count` ids (`id(i)` for i in 0..<count), or -1 where absent; looked up
-    /// in batches like `init(unique:)`.
-    /// - Complexity: O(count) expected.
-    mutating func positions(of count: Int, _ id: (Int) -> String, in ids: [String]) -> [Int] {
-        var result = [Int](repeating: -1, count: count)
-        var hashes = [UInt64](repeating: 0, count: IDTable.batch)
-        var start = 0
-        while start < count {
-            let end = min(start + IDTable.batch, count)
-            for i in start..<end { hashes[i - start] = IDTable.hash(id(i)) }
-            touch(hashes[0..<(end - start)])
-            for i in start..<end {
-                let hash = hashes[i - start]
-                var slot = Int(truncatingIfNeeded: hash) & mask
-                while slots[slot] != 0 {
-                    let other = Int(truncatingIfNeeded: slots[slot] & 0xFFFF_FFFF) - 1
-                    if slots[slot] & 0xFFFF_FFFF_0000_0000 == hash & 0xFFFF_FFFF_0000_0000, ids[other] == id(i) {
-                        result[i] = other
-                        break
-                    }
-                    slot = (slot + 1) & mask
-                }
-            }
-            start = end
-        }
-        return result
     }
 
     /// How many ids the table holds comfortably.

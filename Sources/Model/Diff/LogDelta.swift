@@ -202,14 +202,14 @@ private struct Walk {
             if let path, old != nil, case .present(let data) = oldItemData[id] {
                 changed = store.item(at: path).data != data
             }
-            delta.items.append(Delta.ItemEntry(id: id, old: old, new: new, structural: true, dataChanged: changed))
+            delta.addItem(id, old: old, new: new, structural: true, dataChanged: changed)
         }
         for id in dataOnlyItems where itemTracker[id] == nil {
             guard case .present(let data) = oldItemData[id], let path = store.location(ofItem: id),
                 store.item(at: path).data != data
             else { continue }
             let new = Delta.Place(section: builder.key(store.sectionID(at: path.section), in: &delta), index: path.item)
-            delta.items.append(Delta.ItemEntry(id: id, old: nil, new: new, structural: false, dataChanged: true))
+            delta.addItem(id, old: nil, new: new, structural: false, dataChanged: true)
         }
         for (id, count) in itemCounts {
             guard let index = store.sectionIndex(of: id) else { continue }
