@@ -84,7 +84,7 @@ private struct Assembly<Source: SectionSource> {
     }
 
     /// Diffs the items of every section present in both versions that gained, lost or moved items.
-    private func diffDirtySections() -> [(key: Int, diff: SequenceDiff, entries: [Int])] {
+    private func diffDirtySections() -> [(key: Int, diff: SequenceDiff, entries: ArraySlice<Int>)] {
         // The structural entries of each section, bucketed by key (an entry changing section is in two buckets).
         var counts = [Int](repeating: 0, count: delta.sectionIDs.count + 1)
         for entry in delta.items where entry.structural {
@@ -104,12 +104,12 @@ private struct Assembly<Source: SectionSource> {
                 next[new.section] += 1
             }
         }
-        var diffs: [(key: Int, diff: SequenceDiff, entries: [Int])] = []
+        var diffs: [(key: Int, diff: SequenceDiff, entries: ArraySlice<Int>)] = []
         for key in delta.sectionIDs.indices where counts[key + 1] > counts[key] {
             guard status[key] != .deleted, status[key] != .inserted, let itemCounts = delta.itemCounts[key] else {
                 continue
             }
-            let positions = Array(members[counts[key]..<counts[key + 1]])
+            let positions = members[counts[key]..<counts[key + 1]]
             let entries = positions.map { position in
                 let entry = delta.items[position]
                 return SequenceDiff.Entry(
@@ -160,7 +160,7 @@ private struct Assembly<Source: SectionSource> {
     }
 
     /// Moves within one live section: its touched survivors and untouched runs outside the kept subsequence.
-    private mutating func emitMoves(in key: Int, diff: SequenceDiff, entries positions: [Int]) {
+    private mutating func emitMoves(in key: Int, diff: SequenceDiff, entries positions: ArraySlice<Int>) {
         let oldSection = oldIndex(of: key)
         let newSection = newIndex(of: key)
         for (offset, position) in positions.enumerated() where diff.moved[offset] {

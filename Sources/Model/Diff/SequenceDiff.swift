@@ -7,10 +7,19 @@
 /// (weight 1) and the runs (weight: their length) gives minimal moves while costing what was touched, not the
 /// length of the sequence. With nothing untouched this is the plain LIS diff.
 struct SequenceDiff {
-    /// A touched element: its position in the old version and in the new one, where it is present.
+    /// A touched element: its position in the old version and in the new one, where it is present (stored in
+    /// 32 bits each: a full diff has a million of them).
     struct Entry {
-        var old: Int?
-        var new: Int?
+        private var storedOld: Int32
+        private var storedNew: Int32
+
+        init(old: Int?, new: Int?) {
+            storedOld = old.map { Int32($0) } ?? -1
+            storedNew = new.map { Int32($0) } ?? -1
+        }
+
+        var old: Int? { storedOld < 0 ? nil : Int(storedOld) }
+        var new: Int? { storedNew < 0 ? nil : Int(storedNew) }
     }
 
     /// A run of untouched elements that moves as a whole.
@@ -138,12 +147,14 @@ struct SequenceDiff {
         return result
     }
 
-    /// Distinct positions in `0..<bound`, sorted: by buckets when they are many, by comparison otherwise.
+    /// Distinct positions in `0..<bound`, sorted: as they are when they already are, by buckets when they are many,
+    /// by comparison otherwise.
     private static func sorted(_ positions: [Int], below bound: Int) -> [Int] {
         sorted(positions, by: { $0 }, below: bound)
     }
 
     private static func sorted(_ elements: [Int], by position: (Int) -> Int, below bound: Int) -> [Int] {
+        if zip(elements, elements.dropFirst()).allSatisfy({ position($0) < position($1) }) { return elements }
         guard elements.count > 64, elements.count > bound / 8 else {
             return elements.sorted { position($0) < position($1) }
         }
