@@ -7,16 +7,23 @@ struct DiffInput {
     var old: [Section]
     var new: [Section]
 
-    static func all(generator: inout SeededGenerator) -> [DiffInput] {
-        [
-            differenceKit(count: 5_000, removed: 2_000..<3_000, inserted: 1_000, shuffled: 200, generator: &generator),
-            differenceKit(
-                count: 100_000, removed: 20_000..<30_000, inserted: 10_000, shuffled: 2_000, generator: &generator),
-            churn(count: 1_000_000, generator: &generator),
-            oneMove(count: 1_000_000, generator: &generator),
-            sectioned(generator: &generator),
-        ]
-    }
+    /// The inputs' names and makers, so that each is built only when measured (and its memory with it).
+    static let all: [(name: String, make: @Sendable (inout SeededGenerator) -> DiffInput)] = [
+        (
+            "DifferenceKit 5k",
+            { differenceKit(count: 5_000, removed: 2_000..<3_000, inserted: 1_000, shuffled: 200, generator: &$0) }
+        ),
+        (
+            "DifferenceKit 100k",
+            {
+                differenceKit(
+                    count: 100_000, removed: 20_000..<30_000, inserted: 10_000, shuffled: 2_000, generator: &$0)
+            }
+        ),
+        ("1M, 10% churn", { churn(count: 1_000_000, generator: &$0) }),
+        ("1M, one move", { oneMove(count: 1_000_000, generator: &$0) }),
+        ("100 x 1k sectioned", { sectioned(generator: &$0) }),
+    ]
 
     /// `count` UUIDs, `removed` positions removed, `inserted` new ones inserted at `removed.lowerBound`, then
     /// `target[0..<shuffled]` shuffled.
