@@ -16,9 +16,8 @@ enum LogDelta {
         for change in log {
             guard walk.collect(change) else { return nil }
         }
-        guard log.count * (walk.itemIDs.count + walk.sectionIDs.count) <= budget(itemCount: store.itemCount) else {
-            return nil
-        }
+        let work = log.count.multipliedReportingOverflow(by: walk.itemIDs.count + walk.sectionIDs.count)
+        guard !work.overflow, work.partialValue <= budget(itemCount: store.itemCount) else { return nil }
         walk.start(from: store)
         for change in log.reversed() { walk.undo(change) }
         return walk.delta(in: store)
