@@ -35,6 +35,16 @@ import Testing
         #expect(changeset.items == ItemChanges(moved: [ItemMove(from: path(0, 3), to: path(0, 0), id: "u")]))
     }
 
+    /// The same with sections: the untouched section u moves, the three touched ones stay.
+    @Test func anUntouchedSectionMovesWhenThatIsCheaper() throws {
+        let old = sections("k1: a", "k2:", "k3: b c", "u: d")
+        var collection = try VersionedCollection(epoch: "e", sections: old)
+        let changeset = try collection.apply(["k1", "k2", "k3"].map { .moveSection(.id($0), to: 3) })
+        #expect(collection.snapshot() == sections("u: d", "k1: a", "k2:", "k3: b c"))
+        #expect(changeset.sections == SectionChanges(moved: [SectionMove(from: 3, to: 0, id: "u")]))
+        #expect(changeset.items.isEmpty)
+    }
+
     @Test func manySectionMovesInOneBatchMoveMinimally() throws {
         for seed in UInt64(0)..<300 {
             var random = RandomContent(seed: seed)
