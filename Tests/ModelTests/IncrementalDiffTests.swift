@@ -45,6 +45,25 @@ import Testing
         #expect(changeset.items.isEmpty)
     }
 
+    /// Deleting a large section follows the log (its items need no walking), and an item that moved into it
+    /// from a live section is still deleted where it was.
+    @Test func deletingALargeSectionFollowsTheLog() throws {
+        let old = [
+            Section(id: "big", items: (0..<5_000).map { Item(id: "i\($0)") }), Section(id: "a", items: [Item(id: "y")]),
+        ]
+        let ops: [Op] = [
+            .moveItem(.id("y"), to: ItemPosition(section: .id("big"), index: 10)), .deleteSections([.id("big")]),
+        ]
+        var editor = Editor(store: Store(validated: old))
+        for op in ops { try editor.apply(op) }
+        #expect(LogDelta.delta(for: editor.log, in: editor.store) != nil)
+        var collection = try VersionedCollection(epoch: "e", sections: old)
+        let changeset = try collection.apply(ops)
+        verify(changeset, from: old, to: collection.snapshot(), "large section deletion")
+        #expect(changeset.sections == SectionChanges(deleted: [SectionDeletion(index: 0, id: "big")]))
+        #expect(changeset.items == ItemChanges(deleted: [ItemDeletion(at: path(1, 0), id: "y")]))
+    }
+
     @Test func manySectionMovesInOneBatchMoveMinimally() throws {
         for seed in UInt64(0)..<300 {
             var random = RandomContent(seed: seed)

@@ -4,7 +4,9 @@
 ///
 /// It walks the log backwards from the current positions of the touched sections and items, undoing each change
 /// on those positions only, which gives their positions in the old version; data changes are read from the
-/// values the log kept. Untouched elements need no work: they keep their relative order.
+/// values the log kept. Untouched elements need no work: they keep their relative order. Nor do items whose
+/// only trace is their removal from a section that is gone in the end: where they were never shows in a
+/// changeset (a deleted section's items are not listed), which keeps deleting a large section cheap.
 enum LogDelta {
     /// The work budget, in tracked-position updates, beyond which the caller should rather diff in full.
     static func budget(itemCount: Int) -> Int { max(1 << 20, 8 * itemCount) }
@@ -12,15 +14,18 @@ enum LogDelta {
     /// The delta, or nil when the log replaced the whole content or would cost more than `budget` to follow.
     /// - Complexity: O(e × t) for e changes touching t elements (bounded by the budget), plus O(t log n) lookups.
     static func delta(for log: some BidirectionalCollection<Change>, in store: Store) -> Delta? {
-        var walk = Walk()
+        var walk = Walk(store: store)
         for change in log {
             guard walk.collect(change) else { return nil }
         }
-        let work = log.count.multipliedReportingOverflow(by: walk.itemIDs.count + walk.sectionIDs.count)
-        guard !work.overflow, work.partialValue <= budget(itemCount: store.itemCount) else { return nil }
-        walk.start(from: store)
+        let followed = log.count - walk.skipped
+        let work = followed.multipliedReportingOverflow(by: walk.itemIDs.count + walk.sectionIDs.count)
+        guard !work.overflow, work.partialValue + walk.skipped <= budget(itemCount: store.itemCount) else {
+            return nil
+        }
+        walk.start()
         for change in log.reversed() { walk.undo(change) }
-        return walk.delta(in: store)
+        return walk.delta()
     }
 }
 
@@ -37,6 +42,7 @@ private enum OldValue {
 }
 
 private struct Walk {
+    let store: Store
     var sectionIDs: [String] = []
     var sectionTracker: [String: Int] = [:]
     var itemIDs: [String] = []
@@ -45,6 +51,10 @@ private struct Walk {
     var dataOnlyItems: [String] = []
     var dataItems: Set<String> = []
     var dirtySections: Set<String> = []
+    /// Whether a section is gone from the store, by id, as far as asked.
+    var gone: [String: Bool] = [:]
+    /// Removals from gone sections that need no walking (so far: their items may turn out tracked).
+    var skipped = 0
 
     var sectionPositions: [Int?] = []
     var sectionCount = 0
@@ -65,8 +75,12 @@ private struct Walk {
             track(item: id)
             dirtySections.insert(section)
         case .itemRemoved(let item, let section, _):
-            track(item: item.id)
-            dirtySections.insert(section)
+            if isGone(section) {
+                skipped += 1
+            } else {
+                track(item: item.id)
+                dirtySections.insert(section)
+            }
         case .itemMoved(let id, let from, _, let to, _):
             track(item: id)
             dirtySections.insert(from)
@@ -77,6 +91,13 @@ private struct Walk {
             return false
         }
         return true
+    }
+
+    private mutating func isGone(_ section: String) -> Bool {
+        if let known = gone[section] { return known }
+        let answer = store.sectionIndex(of: section) == nil
+        gone[section] = answer
+        return answer
     }
 
     private mutating func track(section id: String) {
@@ -92,7 +113,7 @@ private struct Walk {
     }
 
     /// Reads the current positions of everything tracked.
-    mutating func start(from store: Store) {
+    mutating func start() {
         sectionCount = store.sectionCount
         sectionPositions = sectionIDs.map { store.sectionIndex(of: $0) }
         itemPlaces = itemIDs.enumerated().map { tracked, id in
@@ -125,6 +146,7 @@ private struct Walk {
             removeItem(id, from: section, at: at)
             oldItemData[id] = .absent
         case .itemRemoved(let item, let section, let at):
+            guard itemTracker[item.id] != nil else { return }
             insertItem(item.id, into: section, at: at)
             oldItemData[item.id] = .present(item.data)
         case .itemMoved(let id, let from, let fromIndex, let to, let toIndex):
@@ -173,7 +195,7 @@ private struct Walk {
         itemCounts[section, default: 0] += 1
     }
 
-    func delta(in store: Store) -> Delta {
+    func delta() -> Delta {
         var builder = Builder(store: store)
         var delta = Delta()
         delta.oldSectionCount = sectionCount
