@@ -47,9 +47,6 @@ struct IDTable {
         touched = sum
     }
 
-    /// How many ids the table holds comfortably.
-    var capacity: Int { (mask + 1) / 2 }
-
     /// Inserts `ids[position]` unless an equal id is there.
     /// - Returns: the position of the equal id already there, or nil when inserted.
     /// - Complexity: O(1) expected, O(length of the id).
