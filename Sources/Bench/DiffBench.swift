@@ -4,11 +4,11 @@ import Model
 enum DiffBench {
     /// - Parameter filter: when given, only the inputs whose name contains it.
     static func run(filter: String?) {
-        var generator = SeededGenerator(seed: 42)
         print("input                 | median ms | cpu ms  | moves | minimal | peak MiB | baseline ms | baseline moves")
         print("----------------------|-----------|---------|-------|---------|----------|-------------|---------------")
-        for (name, make) in DiffInput.all where filter.map(name.contains) ?? true {
+        for (index, (name, make)) in DiffInput.all.enumerated() where filter.map(name.contains) ?? true {
             Measure.resetPeakMemory()
+            var generator = SeededGenerator(seed: 42 + UInt64(index))
             let input = make(&generator)
             let repetitions = input.old.reduce(0) { $0 + $1.items.count } > 200_000 ? 5 : 11
             let (ms, cpu, changeset) = Measure.median(repetitions) {
@@ -23,7 +23,29 @@ enum DiffBench {
                     "\(minimalMoves(input, changeset))".padding(7, left: true), format(peak).padding(8, left: true),
                     baseline.time.padding(11, left: true), baseline.moves.padding(14, left: true),
                 ].joined(separator: " | "))
+            if input.name.contains("churn") { replaceRow(input) }
         }
+    }
+
+    /// The whole `PUT` path on the same input: `VersionedCollection.replace`, which diffs and rebuilds the store.
+    static func replaceRow(_ input: DiffInput) {
+        Measure.resetPeakMemory()
+        var times: [(Double, Double)] = []
+        var changeset = Changeset(from: version(1), to: version(1))
+        for _ in 0..<3 {
+            var collection = try! VersionedCollection(epoch: "bench", sections: input.old)
+            let (ms, cpu, result) = Measure.median(1) { try! collection.replace(with: input.new) }
+            times.append((ms, cpu))
+            changeset = result
+        }
+        times.sort { $0.0 < $1.0 }
+        print(
+            [
+                "  as replace (PUT)".padding(21), format(times[1].0).padding(9, left: true),
+                format(times[1].1).padding(7, left: true), "\(changeset.items.moved.count)".padding(5, left: true),
+                "".padding(7), format(Measure.peakMemoryMiB()).padding(8, left: true), "n/a".padding(11, left: true),
+                "".padding(14),
+            ].joined(separator: " | "))
     }
 
     static func version(_ seq: UInt64) -> Version { Version(epoch: "bench", seq: seq) }
