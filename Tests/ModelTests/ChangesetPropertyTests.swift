@@ -83,4 +83,21 @@ import Testing
             }
         }
     }
+
+    /// Op batches on sections long enough to split and merge chunks, where most items stay untouched.
+    @Test func opBatchesOnLongSectionsApply() throws {
+        for seed in UInt64(0)..<60 {
+            var random = RandomContent(seed: seed)
+            let old = (0..<3).map { Section(id: "s\($0)", items: random.items(random.int(0...1_500))) }
+            var collection = try VersionedCollection(epoch: "e", sections: old)
+            for _ in 0..<5 {
+                let before = collection.snapshot()
+                let ops = (0..<random.int(1...6)).map { _ in random.op(on: before) }
+                guard let changeset = try? collection.apply(ops) else { continue }
+                verify(changeset, from: before, to: collection.snapshot(), "long sections seed \(seed) \(ops)")
+            }
+            let changeset = try #require(collection.changes(since: Version(epoch: "e", seq: 1)))
+            verify(changeset, from: old, to: collection.snapshot(), "long sections coalesced seed \(seed)")
+        }
+    }
 }

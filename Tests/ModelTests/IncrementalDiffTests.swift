@@ -35,6 +35,35 @@ import Testing
         #expect(changeset.items == ItemChanges(moved: [ItemMove(from: path(0, 3), to: path(0, 0), id: "u")]))
     }
 
+    /// The same with sections: the untouched section u moves, the three touched ones stay.
+    @Test func anUntouchedSectionMovesWhenThatIsCheaper() throws {
+        let old = sections("k1: a", "k2:", "k3: b c", "u: d")
+        var collection = try VersionedCollection(epoch: "e", sections: old)
+        let changeset = try collection.apply(["k1", "k2", "k3"].map { .moveSection(.id($0), to: 3) })
+        #expect(collection.snapshot() == sections("u: d", "k1: a", "k2:", "k3: b c"))
+        #expect(changeset.sections == SectionChanges(moved: [SectionMove(from: 3, to: 0, id: "u")]))
+        #expect(changeset.items.isEmpty)
+    }
+
+    /// Deleting a large section follows the log (its items need no walking), and an item that moved into it
+    /// from a live section is still deleted where it was.
+    @Test func deletingALargeSectionFollowsTheLog() throws {
+        let old = [
+            Section(id: "big", items: (0..<5_000).map { Item(id: "i\($0)") }), Section(id: "a", items: [Item(id: "y")]),
+        ]
+        let ops: [Op] = [
+            .moveItem(.id("y"), to: ItemPosition(section: .id("big"), index: 10)), .deleteSections([.id("big")]),
+        ]
+        var editor = Editor(store: Store(validated: old))
+        for op in ops { try editor.apply(op) }
+        #expect(LogDelta.delta(for: editor.log, in: editor.store) != nil)
+        var collection = try VersionedCollection(epoch: "e", sections: old)
+        let changeset = try collection.apply(ops)
+        verify(changeset, from: old, to: collection.snapshot(), "large section deletion")
+        #expect(changeset.sections == SectionChanges(deleted: [SectionDeletion(index: 0, id: "big")]))
+        #expect(changeset.items == ItemChanges(deleted: [ItemDeletion(at: path(1, 0), id: "y")]))
+    }
+
     @Test func manySectionMovesInOneBatchMoveMinimally() throws {
         for seed in UInt64(0)..<300 {
             var random = RandomContent(seed: seed)

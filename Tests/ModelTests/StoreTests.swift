@@ -49,4 +49,32 @@ import Testing
         }
         #expect(store.itemCount == model.reduce(0) { $0 + $1.items.count })
     }
+
+    @Test func manySectionsSplitAndMergeTheSectionList() {
+        var random = RandomContent(seed: 5)
+        var model: [String] = []
+        var store = Store()
+        for step in 0..<9_000 {
+            if step < 4_000 || random.chance(40) || model.isEmpty {
+                let id = random.freshID("s")
+                let at = random.int(0...model.count)
+                model.insert(id, at: at)
+                store.insertSection(id: id, data: .null, at: at)
+            } else if random.chance(50) {
+                let at = random.int(0...model.count - 1)
+                model.remove(at: at)
+                store.removeSection(at: at)
+            } else {
+                let from = random.int(0...model.count - 1)
+                let to = random.int(0...model.count - 1)
+                model.insert(model.remove(at: from), at: to)
+                store.moveSection(from: from, to: to)
+            }
+        }
+        #expect(store.sectionCount == model.count)
+        for (index, id) in model.enumerated() where index % 3 == 0 {
+            #expect(store.sectionIndex(of: id) == index)
+            #expect(store.sectionID(at: index) == id)
+        }
+    }
 }

@@ -28,6 +28,12 @@ enum LIS {
         var tails: [Int] = []
         tails.reserveCapacity(64)
         for (position, key) in keys.enumerated() {
+            // Mostly ordered input mostly extends the longest run: try that before searching.
+            if let last = tails.last, keys[last] < key {
+                previous[position] = last
+                tails.append(position)
+                continue
+            }
             var low = 0
             var high = tails.count
             while low < high {
@@ -40,13 +46,23 @@ enum LIS {
         return (previous, tails[tails.count - 1])
     }
 
-    /// A Fenwick tree over key ranks holding, for each prefix, the heaviest run ending below that rank.
+    /// A Fenwick tree over key ranks holding, for each prefix, the heaviest run ending below that rank. Keys
+    /// that are dense non-negative integers are their own ranks; others are ranked by sorting.
     private static func heaviest(keys: [Int], weights: [Int]) -> (previous: [Int], last: Int) {
-        let order = keys.indices.sorted { keys[$0] < keys[$1] }
-        var rank = [Int](repeating: 0, count: keys.count)
-        for (r, position) in order.enumerated() { rank[position] = r + 1 }
-        var treeWeight = [Int](repeating: 0, count: keys.count + 1)
-        var treeEnd = [Int](repeating: -1, count: keys.count + 1)
+        var rank: [Int]
+        let smallest = keys.min()!
+        let span = keys.max()! - smallest + 1
+        if span <= 4 * keys.count {
+            rank = keys.map { $0 - smallest + 1 }
+        } else {
+            rank = [Int](repeating: 0, count: keys.count)
+            for (r, position) in keys.indices.sorted(by: { keys[$0] < keys[$1] }).enumerated() {
+                rank[position] = r + 1
+            }
+        }
+        let size = span <= 4 * keys.count ? span : keys.count
+        var treeWeight = [Int](repeating: 0, count: size + 1)
+        var treeEnd = [Int](repeating: -1, count: size + 1)
         var previous = [Int](repeating: -1, count: keys.count)
         var best = (weight: -1, end: -1)
         for position in keys.indices {
@@ -60,7 +76,7 @@ enum LIS {
             let total = bestBelow.weight + weights[position]
             if total > best.weight { best = (total, position) }
             r = rank[position]
-            while r <= keys.count {
+            while r <= size {
                 if total > treeWeight[r] { (treeWeight[r], treeEnd[r]) = (total, position) }
                 r += r & -r
             }

@@ -4,7 +4,9 @@
 ///
 /// It walks the log backwards from the current positions of the touched sections and items, undoing each change
 /// on those positions only, which gives their positions in the old version; data changes are read from the
-/// values the log kept. Untouched elements need no work: they keep their relative order.
+/// values the log kept. Untouched elements need no work: they keep their relative order. Nor do items whose
+/// only trace is their removal from a section that is gone in the end: where they were never shows in a
+/// changeset (a deleted section's items are not listed), which keeps deleting a large section cheap.
 enum LogDelta {
     /// The work budget, in tracked-position updates, beyond which the caller should rather diff in full.
     static func budget(itemCount: Int) -> Int { max(1 << 20, 8 * itemCount) }
@@ -12,17 +14,25 @@ enum LogDelta {
     /// The delta, or nil when the log replaced the whole content or would cost more than `budget` to follow.
     /// - Complexity: O(e × t) for e changes touching t elements (bounded by the budget), plus O(t log n) lookups.
     static func delta(for log: some BidirectionalCollection<Change>, in store: Store) -> Delta? {
-        var walk = Walk()
+        var walk = Walk(store: store)
         for change in log {
             guard walk.collect(change) else { return nil }
         }
-        guard log.count * (walk.itemIDs.count + walk.sectionIDs.count) <= budget(itemCount: store.itemCount) else {
+        let followed = log.count - walk.skipped
+        let work = followed.multipliedReportingOverflow(by: walk.itemIDs.count + walk.sectionIDs.count)
+        guard !work.overflow, work.partialValue + walk.skipped <= budget(itemCount: store.itemCount) else {
             return nil
         }
-        walk.start(from: store)
+        walk.start()
         for change in log.reversed() { walk.undo(change) }
-        return walk.delta(in: store)
+        return walk.delta()
     }
+}
+
+/// Where a tracked item is during the walk: its section's id and its index there.
+private struct WalkPlace {
+    var section: String
+    var index: Int
 }
 
 /// What an element was in the old version, as far as the log says.
@@ -32,6 +42,7 @@ private enum OldValue {
 }
 
 private struct Walk {
+    let store: Store
     var sectionIDs: [String] = []
     var sectionTracker: [String: Int] = [:]
     var itemIDs: [String] = []
@@ -40,10 +51,14 @@ private struct Walk {
     var dataOnlyItems: [String] = []
     var dataItems: Set<String> = []
     var dirtySections: Set<String> = []
+    /// Whether a section is gone from the store, by id, as far as asked.
+    var gone: [String: Bool] = [:]
+    /// Removals from gone sections that need no walking (so far: their items may turn out tracked).
+    var skipped = 0
 
     var sectionPositions: [Int?] = []
     var sectionCount = 0
-    var itemPlaces: [Delta.Place?] = []
+    var itemPlaces: [WalkPlace?] = []
     var trackedBySection: [String: [Int]] = [:]
     var itemCounts: [String: Int] = [:]
     var oldSectionData: [String: OldValue] = [:]
@@ -60,8 +75,12 @@ private struct Walk {
             track(item: id)
             dirtySections.insert(section)
         case .itemRemoved(let item, let section, _):
-            track(item: item.id)
-            dirtySections.insert(section)
+            if isGone(section) {
+                skipped += 1
+            } else {
+                track(item: item.id)
+                dirtySections.insert(section)
+            }
         case .itemMoved(let id, let from, _, let to, _):
             track(item: id)
             dirtySections.insert(from)
@@ -72,6 +91,13 @@ private struct Walk {
             return false
         }
         return true
+    }
+
+    private mutating func isGone(_ section: String) -> Bool {
+        if let known = gone[section] { return known }
+        let answer = store.sectionIndex(of: section) == nil
+        gone[section] = answer
+        return answer
     }
 
     private mutating func track(section id: String) {
@@ -87,14 +113,14 @@ private struct Walk {
     }
 
     /// Reads the current positions of everything tracked.
-    mutating func start(from store: Store) {
+    mutating func start() {
         sectionCount = store.sectionCount
         sectionPositions = sectionIDs.map { store.sectionIndex(of: $0) }
         itemPlaces = itemIDs.enumerated().map { tracked, id in
             guard let path = store.location(ofItem: id) else { return nil }
             let section = store.sectionID(at: path.section)
             trackedBySection[section, default: []].append(tracked)
-            return Delta.Place(section: section, index: path.item)
+            return WalkPlace(section: section, index: path.item)
         }
         for id in dirtySections {
             itemCounts[id] = store.sectionIndex(of: id).map { store.itemCount(inSection: $0) } ?? 0
@@ -120,6 +146,7 @@ private struct Walk {
             removeItem(id, from: section, at: at)
             oldItemData[id] = .absent
         case .itemRemoved(let item, let section, let at):
+            guard itemTracker[item.id] != nil else { return }
             insertItem(item.id, into: section, at: at)
             oldItemData[item.id] = .present(item.data)
         case .itemMoved(let id, let from, let fromIndex, let to, let toIndex):
@@ -164,46 +191,65 @@ private struct Walk {
         for tracked in members where itemPlaces[tracked]!.index >= index { itemPlaces[tracked]!.index += 1 }
         members.append(inserted)
         trackedBySection[section] = members
-        itemPlaces[inserted] = Delta.Place(section: section, index: index)
+        itemPlaces[inserted] = WalkPlace(section: section, index: index)
         itemCounts[section, default: 0] += 1
     }
 
-    func delta(in store: Store) -> Delta {
+    func delta() -> Delta {
+        var builder = Builder(store: store)
         var delta = Delta()
         delta.oldSectionCount = sectionCount
         for (tracked, id) in sectionIDs.enumerated() {
-            let new = store.sectionIndex(of: id)
-            guard sectionPositions[tracked] != nil || new != nil else { continue }
-            delta.sections.append(Delta.SectionEntry(id: id, old: sectionPositions[tracked], new: new))
+            let key = builder.key(id, in: &delta)
+            guard sectionPositions[tracked] != nil || delta.sectionNewIndex[key] != nil else { continue }
+            delta.sections.append(
+                Delta.SectionEntry(key: key, old: sectionPositions[tracked], new: delta.sectionNewIndex[key]))
         }
         for (id, old) in oldSectionData {
             guard case .present(let data) = old, let index = store.sectionIndex(of: id) else { continue }
             if let tracked = sectionTracker[id], sectionPositions[tracked] == nil { continue }
-            if store.sectionData(at: index) != data { delta.changedSectionData.append(id) }
+            if store.sectionData(at: index) != data { delta.changedSectionData.append(builder.key(id, in: &delta)) }
         }
         for (tracked, id) in itemIDs.enumerated() {
             let path = store.location(ofItem: id)
-            let new = path.map { Delta.Place(section: store.sectionID(at: $0.section), index: $0.item) }
-            let old = itemPlaces[tracked]
+            let new = path.map {
+                Delta.Place(section: builder.key(store.sectionID(at: $0.section), in: &delta), index: $0.item)
+            }
+            let old = itemPlaces[tracked].map {
+                Delta.Place(section: builder.key($0.section, in: &delta), index: $0.index)
+            }
             guard old != nil || new != nil else { continue }
             var changed = false
             if let path, old != nil, case .present(let data) = oldItemData[id] {
                 changed = store.item(at: path).data != data
             }
-            delta.items.append(Delta.ItemEntry(id: id, old: old, new: new, structural: true, dataChanged: changed))
+            delta.addItem(id, old: old, new: new, structural: true, dataChanged: changed)
         }
         for id in dataOnlyItems where itemTracker[id] == nil {
             guard case .present(let data) = oldItemData[id], let path = store.location(ofItem: id),
                 store.item(at: path).data != data
             else { continue }
-            let new = Delta.Place(section: store.sectionID(at: path.section), index: path.item)
-            delta.items.append(Delta.ItemEntry(id: id, old: nil, new: new, structural: false, dataChanged: true))
+            let new = Delta.Place(section: builder.key(store.sectionID(at: path.section), in: &delta), index: path.item)
+            delta.addItem(id, old: nil, new: new, structural: false, dataChanged: true)
         }
         for (id, count) in itemCounts {
             guard let index = store.sectionIndex(of: id) else { continue }
             if let tracked = sectionTracker[id], sectionPositions[tracked] == nil { continue }
-            delta.itemCounts[id] = (count, store.itemCount(inSection: index))
+            delta.itemCounts[builder.key(id, in: &delta)] = (count, store.itemCount(inSection: index))
         }
         return delta
+    }
+}
+
+/// Gives each section named in a delta a key, once, with its current index.
+private struct Builder {
+    let store: Store
+    var keys: [String: Int] = [:]
+
+    mutating func key(_ id: String, in delta: inout Delta) -> Int {
+        if let key = keys[id] { return key }
+        let key = delta.addSection(id: id, newIndex: store.sectionIndex(of: id))
+        keys[id] = key
+        return key
     }
 }

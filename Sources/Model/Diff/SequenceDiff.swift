@@ -7,10 +7,19 @@
 /// (weight 1) and the runs (weight: their length) gives minimal moves while costing what was touched, not the
 /// length of the sequence. With nothing untouched this is the plain LIS diff.
 struct SequenceDiff {
-    /// A touched element: its position in the old version and in the new one, where it is present.
+    /// A touched element: its position in the old version and in the new one, where it is present (stored in
+    /// 32 bits each: a full diff has a million of them).
     struct Entry {
-        var old: Int?
-        var new: Int?
+        private var storedOld: Int32
+        private var storedNew: Int32
+
+        init(old: Int?, new: Int?) {
+            storedOld = old.map { Int32($0) } ?? -1
+            storedNew = new.map { Int32($0) } ?? -1
+        }
+
+        var old: Int? { storedOld < 0 ? nil : Int(storedOld) }
+        var new: Int? { storedNew < 0 ? nil : Int(storedNew) }
     }
 
     /// A run of untouched elements that moves as a whole.
@@ -59,11 +68,17 @@ struct SequenceDiff {
 
         var survivors = entries.indices.filter { entries[$0].old != nil && entries[$0].new != nil }
         survivors = SequenceDiff.sorted(survivors, by: { entries[$0].new! }, below: newCount)
+        // When the untouched elements are few, treating them one by one lets the faster unweighted LIS run.
+        if preferred.isEmpty, !runs.isEmpty, untouched <= 2 * survivors.count {
+            runs = runs.flatMap { run in (0..<run.count).map { Run(old: run.old + $0, new: run.new + $0, count: 1) } }
+        }
         var keys: [Int] = []
         var weights: [Int] = []
         keys.reserveCapacity(survivors.count + runs.count)
         var nextRun = 0
         var order: [Int] = []  // >= 0: a survivor entry; < 0: run -1 - order
+        order.reserveCapacity(survivors.count + runs.count)
+        weights.reserveCapacity(survivors.count + runs.count)
         for entry in survivors {
             while nextRun < runs.count, runs[nextRun].new < entries[entry].new! {
                 order.append(-1 - nextRun)
@@ -89,7 +104,7 @@ struct SequenceDiff {
                 weights.append(run.count * scale + bonus)
             }
         }
-        let kept = LIS.members(keys: keys, weights: runs.isEmpty && preferred.isEmpty ? nil : weights)
+        let kept = LIS.members(keys: keys, weights: weights.allSatisfy { $0 == 1 } ? nil : weights)
         moved = [Bool](repeating: false, count: entries.count)
         var anyMove = false
         for (position, element) in order.enumerated() where !kept[position] {
@@ -132,12 +147,14 @@ struct SequenceDiff {
         return result
     }
 
-    /// Distinct positions in `0..<bound`, sorted: by buckets when they are many, by comparison otherwise.
+    /// Distinct positions in `0..<bound`, sorted: as they are when they already are, by buckets when they are many,
+    /// by comparison otherwise.
     private static func sorted(_ positions: [Int], below bound: Int) -> [Int] {
         sorted(positions, by: { $0 }, below: bound)
     }
 
     private static func sorted(_ elements: [Int], by position: (Int) -> Int, below bound: Int) -> [Int] {
+        if zip(elements, elements.dropFirst()).allSatisfy({ position($0) < position($1) }) { return elements }
         guard elements.count > 64, elements.count > bound / 8 else {
             return elements.sorted { position($0) < position($1) }
         }

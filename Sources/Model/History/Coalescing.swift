@@ -19,7 +19,10 @@ enum Coalescing {
     ) -> Changeset {
         var old = store
         for change in log.reversed() { old.undo(change) }
-        let source = SnapshotSource(store.snapshot())
-        return assembleChangeset(FullDiff.delta(from: old.snapshot(), to: source), new: source, from: from, to: to)
+        let new = store.snapshot()
+        guard let delta = try? FullDiff.delta(from: old.snapshot(), to: new) else {
+            preconditionFailure("a store holds invalid or repeated ids")
+        }
+        return assembleChangeset(delta, new: SnapshotSource(sections: new), from: from, to: to)
     }
 }

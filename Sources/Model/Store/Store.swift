@@ -2,7 +2,7 @@
 ///
 /// Sections and items live in slots addressed by stable handles; each section keeps its items' handles in a
 /// `ChunkedList`, and the section order is one too. A slot remembers its chunk, so the position of an id costs
-/// one hash lookup and two chunk scans: every single-item edit is O(log n)-ish (O(n / chunk + chunk)), never O(n).
+/// one hash lookup and two chunked-list searches: every single-item edit and lookup is O(log n + chunk), never O(n).
 struct Store: Sendable {
     private struct ItemSlot {
         var id: String
@@ -58,7 +58,7 @@ struct Store: Sendable {
     var sectionCount: Int { order.count }
     var itemCount: Int { itemHandles.count }
 
-    /// - Complexity: O(1) hashing plus a chunk scan.
+    /// - Complexity: O(1) hashing plus O(log n + chunk).
     func sectionIndex(of id: String) -> Int? {
         guard let handle = sectionHandles[id] else { return nil }
         return order.index(of: handle, inChunk: sections[Int(handle)].chunk)
@@ -80,7 +80,7 @@ struct Store: Sendable {
 
     func item(at path: IndexPath) -> Item { item(handle: section(path.section).items[path.item]) }
 
-    /// - Complexity: O(1) hashing plus chunk scans.
+    /// - Complexity: O(1) hashing plus O(log n + chunk).
     func location(ofItem id: String) -> IndexPath? {
         guard let handle = itemHandles[id] else { return nil }
         let slot = items[Int(handle)]
