@@ -36,10 +36,4 @@ static inline int chttpd_epoll_fd(struct MHD_Daemon *daemon) {
     return info == NULL ? -1 : info->epoll_fd;
 }
 
-/* The number of connections the daemon holds now. */
-static inline unsigned int chttpd_current_connections(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    return info == NULL ? 0 : info->num_connections;
-}
-
 #endif

@@ -21,6 +21,16 @@ import Testing
         #expect(server.log.contains("stopped"))
     }
 
+    @Test func idleKeepAliveConnectionsDoNotDelayTheStop() throws {
+        let server = try ServerProcess()
+        let idle = try HTTPConnection(port: server.port)
+        idle.sendRequest("GET", "/healthz")
+        #expect(try idle.readResponse().status == 200)
+        let started = Date()
+        #expect(server.stop(timeout: 5) == 0)
+        #expect(Date().timeIntervalSince(started) < 1.5)
+    }
+
     @Test func logsOneLinePerRequestWithoutBodies() throws {
         let server = try ServerProcess()
         _ = try server.client.put("/v1/collections/c", ["sections": [["id": "secret-section-body"]]])

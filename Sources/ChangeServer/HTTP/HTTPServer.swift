@@ -54,6 +54,8 @@ final class HTTPServer: @unchecked Sendable {
     private unowned(unsafe) var handler: HTTPHandler
     private var runAgain = false
     private var stopDeadline: Int64?
+    /// Requests begun and not completed: what a stop waits for (idle keep-alive connections are just closed).
+    private var inFlight = 0
 
     init(listener: Listener.Bound, options: Options, handler: HTTPHandler) throws(StartupError) {
         self.options = options
@@ -84,7 +86,7 @@ final class HTTPServer: @unchecked Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 4)
         while true {
             let now = MonotonicClock.now()
-            if let stopDeadline, now >= stopDeadline || chttpd_current_connections(daemon) == 0 { break }
+            if let stopDeadline, now >= stopDeadline || inFlight == 0 { break }
             let timeout = runAgain ? 0 : waitTimeout(now: now)
             runAgain = false
             _ = epoll_wait(loopEpoll, &events, Int32(events.count), timeout)
@@ -157,6 +159,7 @@ final class HTTPServer: @unchecked Sendable {
             // is what a body announced too large deserves and nothing else does.
             let exchange = Exchange(connection: connection, method: String(cString: method), path: String(cString: url))
             context.pointee = Unmanaged.passRetained(exchange).toOpaque()
+            inFlight += 1
             exchange.extraHeaders = handler.headers(for: exchange)
             if let length = exchange.header("Content-Length").flatMap(Int.init), length > options.maxBodyBytes {
                 exchange.droppedBodyBytes = length
@@ -224,10 +227,11 @@ final class HTTPServer: @unchecked Sendable {
             .access(connection, url, method, uploadSize, context, upload)
     }
 
-    private static let completedHandler: MHD_RequestCompletedCallback = { _, _, context, _ in
-        guard let context, let opaque = context.pointee else { return }
+    private static let completedHandler: MHD_RequestCompletedCallback = { server, _, context, _ in
+        guard let server, let context, let opaque = context.pointee else { return }
         Unmanaged<Exchange>.fromOpaque(opaque).release()
         context.pointee = nil
+        Unmanaged<HTTPServer>.fromOpaque(server).takeUnretainedValue().inFlight -= 1
     }
 
     /// Keeps paths and query arguments as they came, so that the router splits the path before decoding each
