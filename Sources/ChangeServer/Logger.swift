@@ -24,12 +24,7 @@ struct Logger: Sendable {
 
     func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
         guard level >= self.level else { return }
-        writeToStandardError(line(level, message()))
-    }
-
-    /// One formatted line, for callers that batch their writes; `timestamp` lets a batch share one.
-    func line(_ level: LogLevel, _ message: String, timestamp: String = Logger.timestamp()) -> String {
-        "\(timestamp) \(level.name) \(message)\n"
+        writeToStandardError("\(Self.timestamp()) \(level.name) \(message())\n")
     }
 
     func info(_ message: @autoclosure () -> String) { log(.info, message()) }
@@ -50,8 +45,17 @@ struct Logger: Sendable {
     }
 }
 
-/// Writes a whole line with one `write(2)`, so that lines from several threads never interleave.
+/// Writes whole lines with one `write(2)`, so that lines from several threads never interleave.
 func writeToStandardError(_ line: String) {
-    var line = line
-    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    writeToStandardError(Array(line.utf8))
+}
+
+func writeToStandardError(_ bytes: [UInt8]) {
+    var offset = 0
+    while offset < bytes.count {
+        let count = bytes.withUnsafeBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
+        if count < 0 && errno == EINTR { continue }
+        guard count > 0 else { return }
+        offset += count
+    }
 }

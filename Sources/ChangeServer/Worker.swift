@@ -9,9 +9,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     unowned let app: App
     private(set) var server: HTTPServer!
     private(set) var feed: Feed!
-    private var requestLog: [String] = []
+    /// Request lines of the current loop turn, formatted straight into bytes.
+    private var requestLog: [UInt8] = []
     /// The time of the current loop turn, shared by its request lines.
-    private var requestLogTimestamp: String?
+    private var requestLogTimestamp: [UInt8]?
 
     init(app: App) {
         self.app = app
@@ -43,12 +44,17 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     func didRespond(_ exchange: Exchange, status: HTTPStatus) {
         app.metrics.request(method: exchange.method, route: exchange.route, status: status.rawValue)
         guard app.logger.level <= .info else { return }
-        if requestLogTimestamp == nil { requestLogTimestamp = Logger.timestamp() }
-        let milliseconds = MonotonicClock.now() - exchange.started
-        requestLog.append(
-            app.logger.line(
-                .info, "\(exchange.method) \(exchange.path) \(status.rawValue) \(milliseconds)ms",
-                timestamp: requestLogTimestamp ?? ""))
+        let timestamp = requestLogTimestamp ?? Array((Logger.timestamp() + " info ").utf8)
+        requestLogTimestamp = timestamp
+        requestLog += timestamp
+        requestLog += exchange.method.utf8
+        requestLog.append(UInt8(ascii: " "))
+        requestLog += exchange.path.utf8
+        requestLog.append(UInt8(ascii: " "))
+        appendDecimal(status.rawValue)
+        requestLog.append(UInt8(ascii: " "))
+        appendDecimal(Int(MonotonicClock.now() - exchange.started))
+        requestLog += [UInt8(ascii: "m"), UInt8(ascii: "s"), UInt8(ascii: "\n")]
     }
 
     var nextDeadline: Int64? { feed.nextDeadline }
@@ -59,8 +65,19 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     /// lines without 10,000 system calls.
     func loopDidRun() {
         guard !requestLog.isEmpty else { return }
-        writeToStandardError(requestLog.joined())
+        writeToStandardError(requestLog)
         requestLog.removeAll(keepingCapacity: true)
         requestLogTimestamp = nil
+    }
+
+    private func appendDecimal(_ value: Int) {
+        guard value > 0 else { return requestLog.append(UInt8(ascii: "0")) }
+        let start = requestLog.count
+        var rest = value
+        while rest > 0 {
+            requestLog.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        }
+        requestLog[start...].reverse()
     }
 }

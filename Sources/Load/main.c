@@ -42,6 +42,8 @@ typedef struct {
 static const char *host = "127.0.0.1";
 static int port = 8080;
 static const char *collection = "fanout";
+/* Whether the server under test is nginx with the nchan module (the baseline of `fanout --nchan`). */
+static int nchan = 0;
 static char version[128];
 
 static double now_ms(void) {
@@ -113,6 +115,13 @@ static int extract(const char *body, const char *key, char *out, size_t capacity
 
 static long held_polls(void) {
     static char body[1 << 20];
+    if (nchan) {
+        char path[256];
+        snprintf(path, sizeof path, "/pub/%s", collection);
+        int status = request("GET", path, NULL, body, sizeof body);
+        const char *field = strstr(body, "subscribers: ");
+        return status == 200 && field ? strtol(field + strlen("subscribers: "), NULL, 10) : (status == 404 ? 0 : -1);
+    }
     if (request("GET", "/metrics", NULL, body, sizeof body) != 200) return -1;
     const char *line = strstr(body, "\nchangeserver_held_polls ");
     return line ? strtol(line + strlen("\nchangeserver_held_polls "), NULL, 10) : -1;
@@ -129,9 +138,10 @@ static int wait_for_held(long count, double timeout_ms) {
 
 static void send_poll(Subscriber *subscriber) {
     char head[512];
-    int length = snprintf(head, sizeof head,
-                          "GET /v1/collections/%s/changes?since=%s&timeout=120 HTTP/1.1\r\nHost: %s\r\n\r\n",
-                          collection, version, host);
+    int length = nchan ? snprintf(head, sizeof head, "GET /sub/%s HTTP/1.1\r\nHost: %s\r\n\r\n", collection, host)
+                       : snprintf(head, sizeof head,
+                                  "GET /v1/collections/%s/changes?since=%s&timeout=120 HTTP/1.1\r\nHost: %s\r\n\r\n",
+                                  collection, version, host);
     subscriber->used = 0;
     subscriber->done = 0;
     if (write(subscriber->fd, head, length) != length) subscriber->done = -1;
@@ -159,10 +169,10 @@ static int round_trip(Subscriber *subscribers, int count, int epoll_fd, int sequ
     snprintf(ops, sizeof ops,
              "{\"ops\":[{\"op\":\"insertItems\",\"at\":[0,0],\"items\":[{\"id\":\"m%d\",\"data\":{\"n\":%d}}]}]}",
              sequence, sequence);
-    snprintf(path, sizeof path, "/v1/collections/%s/mutations", collection);
+    snprintf(path, sizeof path, nchan ? "/pub/%s" : "/v1/collections/%s/mutations", collection);
     double sent = now_ms();
     int status = request("POST", path, ops, body, sizeof body);
-    if (status != 200 || !extract(body, "version", version, sizeof version)) {
+    if (nchan ? status / 100 != 2 : (status != 200 || !extract(body, "version", version, sizeof version))) {
         fprintf(stderr, "mutation failed: %d %s\n", status, body);
         return 0;
     }
@@ -242,7 +252,14 @@ static int fanout(const char *sizes, int sustained) {
     for (char *token = strtok(list, ","); token; token = strtok(NULL, ",")) {
         int count = atoi(token);
         if (count <= 0 || count > 100000) return 2;
-        if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}")) return 1;
+        static char channel[128];
+        if (nchan) {
+            /* A fresh channel per run, so that no earlier message reaches the new subscribers. */
+            snprintf(channel, sizeof channel, "fanout%d", count);
+            collection = channel;
+        } else if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}")) {
+            return 1;
+        }
         int epoll_fd = epoll_create1(0);
         Subscriber *subscribers = calloc(count, sizeof *subscribers);
         for (int index = 0; index < count; index++) {
@@ -537,7 +554,7 @@ static int restart(const char *server, int items) {
 static void usage(void) {
     fprintf(stderr,
             "usage: Load MODE [--host 127.0.0.1] [--port 8080] [--collection NAME] [options]\n"
-            "  fanout  [--subscribers 100,1000,10000] [--sustained K]\n"
+            "  fanout  [--subscribers 100,1000,10000] [--sustained K] [--nchan 1: the server is nginx + nchan]\n"
             "  churn   --server-pid PID [--polls 100000] [--batch 5000]\n"
             "  writes  [--connections 1,16,64] [--seconds 5]\n"
             "  restart --server PATH/TO/ChangeServer [--items 1000000]   (starts its own server on --port)\n");
@@ -559,6 +576,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--collection")) collection = value;
         else if (!strcmp(option, "--subscribers") || !strcmp(option, "--connections")) sizes = value;
         else if (!strcmp(option, "--sustained")) sustained = atoi(value);
+        else if (!strcmp(option, "--nchan")) nchan = atoi(value);
         else if (!strcmp(option, "--polls")) polls = atoi(value);
         else if (!strcmp(option, "--batch")) batch = atoi(value);
         else if (!strcmp(option, "--server-pid")) server_pid = atoi(value);

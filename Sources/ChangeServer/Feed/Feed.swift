@@ -39,8 +39,6 @@ final class Feed {
         self.respond = respond
     }
 
-    var count: Int { waiters.count }
-
     /// Holds `exchange` until `entry` moves past `since` or `timeout` seconds pass, plus a little random extra
     /// time (up to a tenth, at most a second) so that polls held with the same timeout do not all end together.
     func hold(_ exchange: Exchange, on entry: CollectionEntry, since: Version, timeout: Int) {
