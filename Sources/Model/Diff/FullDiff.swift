@@ -72,7 +72,7 @@ struct FullDiff {
         }
         claimed = [Bool](repeating: false, count: spanIDs.count)
         delta.reserveItems(delta.items.count + newSpans.reduce(0) { $0 + $1.range.count } + spanIDs.count / 8)
-        let table = IDTable(positions: Array(spanIDs.indices), of: spanIDs)
+        let table = IDTable(positions: spanIDs.indices, of: spanIDs)
         for span in newSpans {
             let matches = try match(span.range, of: span.key, along: spanRange[span.key], table: table)
             record(span.range, of: span.key, matches: matches)
