@@ -1,10 +1,11 @@
 /// The diff of two whole snapshots, for `replace` and for history walks too long to follow change by change.
 ///
 /// A section whose item ids are the same in both versions contributes only data changes; in the others, the
-/// common prefix and suffix stay untouched (they keep their order, which `SequenceDiff` exploits), so one move in
-/// a long list touches only the span between its two ends. Only the remaining old items are hashed (`IDTable`)
-/// and matched by id. The same passes check the new snapshot's ids: repeats among the matched items are caught by
-/// claiming, and an id not found among the remaining old items is checked against the untouched ones.
+/// common prefix and suffix stay untouched (they keep their order, which `SequenceDiff` exploits). The old items
+/// in between (the *spans*) go into an `IDTable`; new items are matched by following the old order where they
+/// can (untouched again: no entry) and by the table where they cannot, so a diff's entries, and the cost of the
+/// moves, follow what changed. The same passes check the new snapshot's ids: repeats among the matched items are
+/// caught by claiming, and an id not found in the spans is checked against the prefixes and suffixes.
 struct FullDiff {
     private let old: [Section]
     private let new: [Section]
