@@ -35,6 +35,11 @@ import Testing
     @Test func creationRejectsRepeatsToo() {
         #expect(throws: ModelError.self) { try VersionedCollection(epoch: "e", sections: sections("A: a", "B: a")) }
         #expect(throws: ModelError.self) { try VersionedCollection(epoch: "e", sections: sections("A: a", "A: b")) }
+        #expect(throws: ModelError.self) { try VersionedCollection(epoch: "e", sections: [Section(id: "")]) }
+        let long = Item(id: String(repeating: "x", count: maximumIDByteCount + 1))
+        #expect(throws: ModelError.self) {
+            try VersionedCollection(epoch: "e", sections: [Section(id: "A", items: [long])])
+        }
     }
 
     /// Long sections edited in blocks (runs deleted, moved, inserted, reversed; items moved across sections), so
