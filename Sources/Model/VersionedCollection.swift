@@ -18,7 +18,7 @@ public struct VersionedCollection: Sendable {
     /// - Precondition: `epoch` is a valid epoch.
     /// - Complexity: O(n).
     public init(epoch: String, sections: [Section], limits: HistoryLimits = .init()) throws(ModelError) {
-        try Store().checkNew(sections: sections)
+        try Store.checkContent(sections)
         store = Store(validated: sections)
         version = Version(epoch: epoch, seq: 1)
         self.limits = limits

@@ -64,6 +64,26 @@ import Testing
         #expect(changeset.items == ItemChanges(deleted: [ItemDeletion(at: path(1, 0), id: "y")]))
     }
 
+    /// Inserting a large section follows the log too, also when an item then moves into it from a live section
+    /// and another moves out of it.
+    @Test func insertingALargeSectionFollowsTheLog() throws {
+        let old = [Section(id: "a", items: [Item(id: "y"), Item(id: "z")])]
+        let ops: [Op] = [
+            .insertSections(at: 0, sections: [Section(id: "big", items: (0..<5_000).map { Item(id: "i\($0)") })]),
+            .moveItem(.id("y"), to: ItemPosition(section: .id("big"), index: 10)),
+            .moveItem(.id("i7"), to: ItemPosition(section: .id("a"), index: 0)),
+        ]
+        var editor = Editor(store: Store(validated: old))
+        for op in ops { try editor.apply(op) }
+        #expect(LogDelta.delta(for: editor.log, in: editor.store) != nil)
+        var collection = try VersionedCollection(epoch: "e", sections: old)
+        let changeset = try collection.apply(ops)
+        verify(changeset, from: old, to: collection.snapshot(), "large section insertion")
+        #expect(changeset.sections.inserted.map(\.index) == [0])
+        #expect(changeset.items.deleted == [ItemDeletion(at: path(0, 0), id: "y")])
+        #expect(changeset.items.inserted.map(\.item.id) == ["i7"])
+    }
+
     @Test func manySectionMovesInOneBatchMoveMinimally() throws {
         for seed in UInt64(0)..<300 {
             var random = RandomContent(seed: seed)

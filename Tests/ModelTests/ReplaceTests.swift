@@ -35,5 +35,41 @@ import Testing
     @Test func creationRejectsRepeatsToo() {
         #expect(throws: ModelError.self) { try VersionedCollection(epoch: "e", sections: sections("A: a", "B: a")) }
         #expect(throws: ModelError.self) { try VersionedCollection(epoch: "e", sections: sections("A: a", "A: b")) }
+        #expect(throws: ModelError.self) { try VersionedCollection(epoch: "e", sections: [Section(id: "")]) }
+        let long = Item(id: String(repeating: "x", count: maximumIDByteCount + 1))
+        #expect(throws: ModelError.self) {
+            try VersionedCollection(epoch: "e", sections: [Section(id: "A", items: [long])])
+        }
+    }
+
+    /// Long sections edited in blocks (runs deleted, moved, inserted, reversed; items moved across sections), so
+    /// that the full diff's order following loses and regains its place.
+    @Test func blockEditsOfLongSectionsApply() throws {
+        for seed in UInt64(0)..<150 {
+            var random = RandomContent(seed: seed)
+            let old = (0..<random.int(1...3)).map { Section(id: "s\($0)", items: random.items(random.int(0...400))) }
+            var new = old
+            for _ in 0..<random.int(1...8) {
+                let s = random.int(0...new.count - 1)
+                let count = new[s].items.count
+                guard count > 0 else { continue }
+                let start = random.int(0...count - 1)
+                let range = start..<min(count, start + random.int(1...30))
+                switch random.int(0...5) {
+                case 0: new[s].items.removeSubrange(range)
+                case 1:
+                    let block = Array(new[s].items[range])
+                    new[s].items.removeSubrange(range)
+                    let t = random.int(0...new.count - 1)
+                    new[t].items.insert(contentsOf: block, at: random.int(0...new[t].items.count))
+                case 2: new[s].items.insert(contentsOf: random.items(random.int(1...20)), at: start)
+                case 3: new[s].items[range].reverse()
+                case 4: new[s].items[range.lowerBound].data = random.data()
+                default: new[s].items.swapAt(range.lowerBound, random.int(0...count - 1))
+                }
+            }
+            var collection = try VersionedCollection(epoch: "e", sections: old)
+            verify(try collection.replace(with: new), from: old, to: new, "block edits seed \(seed)")
+        }
     }
 }

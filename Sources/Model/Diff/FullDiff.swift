@@ -1,10 +1,11 @@
 /// The diff of two whole snapshots, for `replace` and for history walks too long to follow change by change.
 ///
 /// A section whose item ids are the same in both versions contributes only data changes; in the others, the
-/// common prefix and suffix stay untouched (they keep their order, which `SequenceDiff` exploits), so one move in
-/// a long list touches only the span between its two ends. Only the remaining old items are hashed (`IDTable`)
-/// and matched by id. The same passes check the new snapshot's ids: repeats among the matched items are caught by
-/// claiming, and an id not found among the remaining old items is checked against the untouched ones.
+/// common prefix and suffix stay untouched (they keep their order, which `SequenceDiff` exploits). The old items
+/// in between (the *spans*) go into an `IDTable`; new items are matched by following the old order where they
+/// can (untouched again: no entry) and by the table where they cannot, so a diff's entries, and the cost of the
+/// moves, follow what changed. The same passes check the new snapshot's ids: repeats among the matched items are
+/// caught by claiming, and an id not found in the spans is checked against the prefixes and suffixes.
 struct FullDiff {
     private let old: [Section]
     private let new: [Section]
@@ -72,10 +73,10 @@ struct FullDiff {
         }
         claimed = [Bool](repeating: false, count: spanIDs.count)
         delta.reserveItems(delta.items.count + newSpans.reduce(0) { $0 + $1.range.count } + spanIDs.count / 8)
-        let table = IDTable(positions: Array(spanIDs.indices), of: spanIDs)
+        let table = IDTable(positions: spanIDs.indices, of: spanIDs)
         for span in newSpans {
-            let matches = try match(span.range, of: span.key, along: spanRange[span.key], table: table)
-            record(span.range, of: span.key, matches: matches)
+            let (matches, untouched) = try match(span.range, of: span.key, along: spanRange[span.key], table: table)
+            record(span.range, of: span.key, matches: matches, untouched: untouched)
         }
         try checkFresh()
         for (position, place) in spanPlaces.enumerated() where !claimed[position] {
@@ -127,16 +128,23 @@ struct FullDiff {
 
     /// Matches new items to old items by id. Most items keep their order, so each is first compared with the
     /// old items of its section's span that follow the last match (a few ahead, past deleted or departed ones),
-    /// and only looked up in the table when that fails; a lookup landing in the span resumes the order there.
-    /// Claims what it matches: an old item claimed twice is a repeated id.
-    /// - Returns: per new item of `range`, its position in the spans, or -1 for a new item.
+    /// and only looked up in the table when that fails; after two failures in a row, a lookup landing in the
+    /// span resumes the order there. Claims what it matches: an old item claimed twice is a repeated id.
+    ///
+    /// The items matched by order whose old positions keep increasing are *untouched*: they are in both versions,
+    /// in this section, in the same relative order, which is all `SequenceDiff` asks of untouched elements, so
+    /// they need no structural entry. (The LIS still decides what moves.)
+    /// - Returns: per new item of `range`, its position in the spans or -1 for a new item, and whether untouched.
     private mutating func match(_ range: Range<Int>, of key: Int, along span: Range<Int>?, table: IDTable)
-        throws(ModelError) -> [Int]
+        throws(ModelError) -> (matches: [Int], untouched: [Bool])
     {
         var matches = [Int](repeating: -1, count: range.count)
+        var untouched = [Bool](repeating: false, count: range.count)
         let items = new[key].items
         var expected = span?.lowerBound ?? 0
         let end = span?.upperBound ?? 0
+        var lastUntouched = -1
+        var failures = 0
         for (offset, i) in range.enumerated() {
             let id = items[i].id
             var ahead = expected
@@ -145,8 +153,14 @@ struct FullDiff {
                 claimed[ahead] = true
                 matches[offset] = ahead
                 expected = ahead + 1
+                failures = 0
+                if ahead > lastUntouched {
+                    untouched[offset] = true
+                    lastUntouched = ahead
+                }
                 continue
             }
+            failures += 1
             guard let position = table.find(id, in: spanIDs) else {
                 freshIDs.append(id)
                 continue
@@ -154,24 +168,30 @@ struct FullDiff {
             guard !claimed[position] else { throw FullDiff.duplicate(id) }
             claimed[position] = true
             matches[offset] = position
-            if span?.contains(position) == true { expected = position + 1 }
+            if failures >= 2, span?.contains(position) == true { expected = position + 1 }
         }
-        return matches
+        return (matches, untouched)
     }
 
-    /// Records the matched and new items of a span as structural entries.
-    private mutating func record(_ range: Range<Int>, of key: Int, matches: [Int]) {
+    /// Records the matched and new items of a span: structural entries for the touched ones, data changes only
+    /// for the untouched ones.
+    private mutating func record(_ range: Range<Int>, of key: Int, matches: [Int], untouched: [Bool]) {
         let items = new[key].items
-        for (i, position) in zip(range, matches) {
+        for (offset, i) in range.enumerated() {
             let item = items[i]
+            let position = matches[offset]
             let place = Delta.Place(section: key, index: i)
             guard position >= 0 else {
                 delta.addItem(item.id, old: nil, new: place, structural: true, dataChanged: false)
                 continue
             }
             let (section, index) = (Int(spanPlaces[position].section), Int(spanPlaces[position].index))
-            let oldPlace = Delta.Place(section: oldKeys[section], index: index)
             let changed = old[section].items[index].data != item.data
+            if untouched[offset] {
+                if changed { delta.addItem(item.id, old: nil, new: place, structural: false, dataChanged: true) }
+                continue
+            }
+            let oldPlace = Delta.Place(section: oldKeys[section], index: index)
             delta.addItem(item.id, old: oldPlace, new: place, structural: true, dataChanged: changed)
         }
     }

@@ -5,8 +5,9 @@
 /// It walks the log backwards from the current positions of the touched sections and items, undoing each change
 /// on those positions only, which gives their positions in the old version; data changes are read from the
 /// values the log kept. Untouched elements need no work: they keep their relative order. Nor do items whose
-/// only trace is their removal from a section that is gone in the end: where they were never shows in a
-/// changeset (a deleted section's items are not listed), which keeps deleting a large section cheap.
+/// only traces are their removal from a section that is gone in the end, or their insertion into a section
+/// born within the log: where they were, or are, never shows in a changeset (a deleted section's items are not
+/// listed, an inserted one carries its own), which keeps deleting or inserting a large section cheap.
 enum LogDelta {
     /// The work budget, in tracked-position updates, beyond which the caller should rather diff in full.
     static func budget(itemCount: Int) -> Int { max(1 << 20, 8 * itemCount) }
@@ -53,7 +54,10 @@ private struct Walk {
     var dirtySections: Set<String> = []
     /// Whether a section is gone from the store, by id, as far as asked.
     var gone: [String: Bool] = [:]
-    /// Removals from gone sections that need no walking (so far: their items may turn out tracked).
+    /// Whether a section's first mention in the log is its insertion (so it did not exist before), by id.
+    var born: [String: Bool] = [:]
+    /// Removals from gone sections and insertions into born ones, which need no walking (so far: their items
+    /// may turn out tracked).
     var skipped = 0
 
     var sectionPositions: [Int?] = []
@@ -67,14 +71,24 @@ private struct Walk {
     /// Notes what a change touches; false for a change that cannot be walked back cheaply.
     mutating func collect(_ change: Change) -> Bool {
         switch change {
-        case .sectionInserted(let id, _), .sectionRemoved(let id, _, _), .sectionMoved(let id, _, _):
+        case .sectionInserted(let id, _):
+            mention(id, inserting: true)
             track(section: id)
-        case .sectionDataSet:
-            break
+        case .sectionRemoved(let id, _, _), .sectionMoved(let id, _, _):
+            mention(id)
+            track(section: id)
+        case .sectionDataSet(let id, _):
+            mention(id)
         case .itemInserted(let id, let section, _):
-            track(item: id)
-            dirtySections.insert(section)
+            mention(section)
+            if born[section] == true {
+                skipped += 1
+            } else {
+                track(item: id)
+                dirtySections.insert(section)
+            }
         case .itemRemoved(let item, let section, _):
+            mention(section)
             if isGone(section) {
                 skipped += 1
             } else {
@@ -82,6 +96,8 @@ private struct Walk {
                 dirtySections.insert(section)
             }
         case .itemMoved(let id, let from, _, let to, _):
+            mention(from)
+            mention(to)
             track(item: id)
             dirtySections.insert(from)
             dirtySections.insert(to)
@@ -91,6 +107,10 @@ private struct Walk {
             return false
         }
         return true
+    }
+
+    private mutating func mention(_ section: String, inserting: Bool = false) {
+        if born[section] == nil { born[section] = inserting }
     }
 
     private mutating func isGone(_ section: String) -> Bool {
@@ -143,6 +163,7 @@ private struct Walk {
         case .sectionDataSet(let id, let old):
             oldSectionData[id] = .present(old)
         case .itemInserted(let id, let section, let at):
+            guard itemTracker[id] != nil else { return }
             removeItem(id, from: section, at: at)
             oldItemData[id] = .absent
         case .itemRemoved(let item, let section, let at):

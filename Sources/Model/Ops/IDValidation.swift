@@ -8,3 +8,28 @@ extension ModelError {
         }
     }
 }
+
+extension Store {
+    /// Checks a whole new content: valid ids, section ids unique, item ids unique across all sections.
+    /// - Complexity: O(n) expected, with the same fast id table as the diff.
+    static func checkContent(_ sections: [Section]) throws(ModelError) {
+        let sectionIDs = sections.map(\.id)
+        var sectionTable = IDTable(capacity: sectionIDs.count)
+        for position in sectionIDs.indices {
+            try ModelError.check(id: sectionIDs[position], what: "section")
+            guard sectionTable.insert(position, of: sectionIDs) == nil else {
+                throw ModelError(.duplicateID, "section id \(sectionIDs[position].debugDescription) appears twice")
+            }
+        }
+        var itemIDs: [String] = []
+        itemIDs.reserveCapacity(sections.reduce(0) { $0 + $1.items.count })
+        for section in sections { itemIDs.append(contentsOf: section.items.lazy.map(\.id)) }
+        var itemTable = IDTable(capacity: itemIDs.count)
+        for position in itemIDs.indices {
+            try ModelError.check(id: itemIDs[position], what: "item")
+            guard itemTable.insert(position, of: itemIDs) == nil else {
+                throw ModelError(.duplicateID, "item id \(itemIDs[position].debugDescription) appears twice")
+            }
+        }
+    }
+}

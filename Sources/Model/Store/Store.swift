@@ -5,7 +5,6 @@
 /// one hash lookup and two chunked-list searches: every single-item edit and lookup is O(log n + chunk), never O(n).
 struct Store: Sendable {
     private struct ItemSlot {
-        var id: String
         var data: JSONData
         var section: Int32
         var chunk: Int32
@@ -19,8 +18,10 @@ struct Store: Sendable {
     }
 
     private var items: [ItemSlot] = []
+    /// Item ids by handle ("" for a free handle), and the table finding a handle by id.
+    private var itemIDs: [String] = []
+    private var itemHandles = IDTable(capacity: 0)
     private var freeItems: [Int32] = []
-    private var itemHandles: [String: Int32] = [:]
     private var sections: [SectionSlot] = []
     private var freeSections: [Int32] = []
     private var sectionHandles: [String: Int32] = [:]
@@ -32,20 +33,19 @@ struct Store: Sendable {
     /// - Complexity: O(n).
     init(validated content: [Section]) {
         let itemTotal = content.reduce(0) { $0 + $1.items.count }
-        items.reserveCapacity(itemTotal)
-        itemHandles.reserveCapacity(itemTotal)
         sectionHandles.reserveCapacity(content.count)
         var sectionSlots: [SectionSlot] = []
         sectionSlots.reserveCapacity(content.count)
         var itemSlots: [ItemSlot] = []
         itemSlots.reserveCapacity(itemTotal)
+        itemIDs.reserveCapacity(itemTotal)
         for section in content {
             let handle = Int32(sectionSlots.count)
             sectionHandles[section.id] = handle
             let first = itemSlots.count
             for item in section.items {
-                itemHandles[item.id] = Int32(itemSlots.count)
-                itemSlots.append(ItemSlot(id: item.id, data: item.data, section: handle, chunk: 0))
+                itemIDs.append(item.id)
+                itemSlots.append(ItemSlot(data: item.data, section: handle, chunk: 0))
             }
             let list = ChunkedList((Int32(first)..<Int32(itemSlots.count))) { itemSlots[Int($0)].chunk = $1 }
             sectionSlots.append(SectionSlot(id: section.id, data: section.data, items: list))
@@ -53,6 +53,7 @@ struct Store: Sendable {
         order = ChunkedList(Int32(0)..<Int32(sectionSlots.count)) { sectionSlots[Int($0)].chunk = $1 }
         items = itemSlots
         sections = sectionSlots
+        itemHandles = IDTable(positions: itemIDs.indices, of: itemIDs)
     }
 
     var sectionCount: Int { order.count }
@@ -76,13 +77,14 @@ struct Store: Sendable {
         return Section(id: slot.id, data: slot.data, items: slot.items.elements.map { item(handle: $0) })
     }
 
-    private func item(handle: Int32) -> Item { Item(id: items[Int(handle)].id, data: items[Int(handle)].data) }
+    private func item(handle: Int32) -> Item { Item(id: itemIDs[Int(handle)], data: items[Int(handle)].data) }
 
     func item(at path: IndexPath) -> Item { item(handle: section(path.section).items[path.item]) }
 
     /// - Complexity: O(1) hashing plus O(log n + chunk).
     func location(ofItem id: String) -> IndexPath? {
-        guard let handle = itemHandles[id] else { return nil }
+        guard let position = itemHandles.find(id, in: itemIDs) else { return nil }
+        let handle = Int32(position)
         let slot = items[Int(handle)]
         let section = sections[Int(slot.section)]
         return IndexPath(
@@ -132,24 +134,27 @@ struct Store: Sendable {
 
     mutating func insertItem(_ item: Item, at path: IndexPath) {
         let section = order[path.section]
-        let slot = ItemSlot(id: item.id, data: item.data, section: section, chunk: 0)
+        let slot = ItemSlot(data: item.data, section: section, chunk: 0)
         let handle: Int32
         if let free = freeItems.popLast() {
             handle = free
             items[Int(handle)] = slot
+            itemIDs[Int(handle)] = item.id
         } else {
             handle = Int32(items.count)
             items.append(slot)
+            itemIDs.append(item.id)
         }
-        itemHandles[item.id] = handle
+        _ = itemHandles.insert(Int(handle), of: itemIDs)
         place(handle, in: section, at: path.item)
     }
 
     mutating func removeItem(at path: IndexPath) -> Item {
         let handle = unplace(from: order[path.section], at: path.item)
         let removed = item(handle: handle)
-        itemHandles[removed.id] = nil
-        items[Int(handle)] = ItemSlot(id: "", data: .null, section: -1, chunk: -1)
+        itemHandles.remove(removed.id, in: itemIDs)
+        items[Int(handle)] = ItemSlot(data: .null, section: -1, chunk: -1)
+        itemIDs[Int(handle)] = ""
         freeItems.append(handle)
         return removed
     }
