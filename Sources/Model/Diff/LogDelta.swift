@@ -63,6 +63,8 @@ private struct Walk {
     var sectionPositions: [Int?] = []
     var sectionCount = 0
     var itemPlaces: [WalkPlace?] = []
+    /// The tracked items of each section, sorted by their index there, so that a removal or an insertion
+    /// finds its place by binary search and shifts only the items after it.
     var trackedBySection: [String: [Int]] = [:]
     var itemCounts: [String: Int] = [:]
     var oldSectionData: [String: OldValue] = [:]
@@ -142,6 +144,9 @@ private struct Walk {
             trackedBySection[section, default: []].append(tracked)
             return WalkPlace(section: section, index: path.item)
         }
+        for section in Array(trackedBySection.keys) {
+            trackedBySection[section]?.sort { itemPlaces[$0]!.index < itemPlaces[$1]!.index }
+        }
         for id in dirtySections {
             itemCounts[id] = store.sectionIndex(of: id).map { store.itemCount(inSection: $0) } ?? 0
         }
@@ -196,24 +201,43 @@ private struct Walk {
         sectionCount += 1
     }
 
+    /// - Complexity: O(log t) to find the place among the t tracked items of the section, plus the items after it.
     private mutating func removeItem(_ id: String, from section: String, at index: Int) {
         let removed = itemTracker[id]!
         var members = trackedBySection.removeValue(forKey: section) ?? []
-        members.removeAll { $0 == removed }
-        for tracked in members where itemPlaces[tracked]!.index > index { itemPlaces[tracked]!.index -= 1 }
+        let position = firstMember(of: members, atOrAfter: index)
+        if position < members.count, members[position] == removed {
+            members.remove(at: position)
+        } else if let elsewhere = members.firstIndex(of: removed) {
+            members.remove(at: elsewhere)
+        }
+        for tracked in members[firstMember(of: members, atOrAfter: index + 1)...] { itemPlaces[tracked]!.index -= 1 }
         trackedBySection[section] = members
         itemPlaces[removed] = nil
         itemCounts[section, default: 0] -= 1
     }
 
+    /// - Complexity: O(log t) to find the place among the t tracked items of the section, plus the items after it.
     private mutating func insertItem(_ id: String, into section: String, at index: Int) {
         let inserted = itemTracker[id]!
         var members = trackedBySection.removeValue(forKey: section) ?? []
-        for tracked in members where itemPlaces[tracked]!.index >= index { itemPlaces[tracked]!.index += 1 }
-        members.append(inserted)
+        let position = firstMember(of: members, atOrAfter: index)
+        for tracked in members[position...] { itemPlaces[tracked]!.index += 1 }
+        members.insert(inserted, at: position)
         trackedBySection[section] = members
         itemPlaces[inserted] = WalkPlace(section: section, index: index)
         itemCounts[section, default: 0] += 1
+    }
+
+    /// The position in `members` (sorted by index) of the first one whose index is `index` or more.
+    private func firstMember(of members: [Int], atOrAfter index: Int) -> Int {
+        var low = 0
+        var high = members.count
+        while low < high {
+            let middle = low + (high - low) / 2
+            if itemPlaces[members[middle]]!.index < index { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 
     func delta() -> Delta {
