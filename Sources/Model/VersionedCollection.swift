@@ -53,6 +53,19 @@ public struct VersionedCollection: Sendable {
     /// - Complexity: proportional to what the ops touch (O(k log n) for k touched items), except for large
     ///   batches, which fall back to a full diff, O(n log n).
     public mutating func apply(_ ops: [Op]) throws(ModelError) -> Changeset {
+        try apply(ops, needsChangeset: true) ?? Changeset(from: version, to: version)
+    }
+
+    /// Applies ops exactly as `apply` does (same version, same history), for replaying a journal: the changeset
+    /// is computed only where it is needed to tell whether the batch changed anything.
+    /// - Complexity: O(k) for a batch that evidently changes the content; otherwise that of `apply`.
+    public mutating func replay(_ ops: [Op]) throws(ModelError) {
+        _ = try apply(ops, needsChangeset: false)
+    }
+
+    /// Applies ops; the changeset, or nil when nothing changed or `needsChangeset` is false and the batch
+    /// evidently changed the content (then it is committed without one).
+    private mutating func apply(_ ops: [Op], needsChangeset: Bool) throws(ModelError) -> Changeset? {
         var editor = Editor(store: Store())
         swap(&editor.store, &store)
         defer { swap(&editor.store, &store) }
@@ -66,12 +79,37 @@ public struct VersionedCollection: Sendable {
                 throw error
             }
         }
-        guard !editor.log.isEmpty else { return Changeset(from: version, to: version) }
+        guard !editor.log.isEmpty else { return nil }
         let next = version.next
+        if !needsChangeset && Self.evidentlyChanges(editor.log) {
+            commit(editor.log, as: next)
+            return nil
+        }
         let changeset = Coalescing.changeset(for: editor.log[...], in: editor.store, from: version, to: next)
-        guard !changeset.isEmpty else { return Changeset(from: version, to: version) }
+        guard !changeset.isEmpty else { return nil }
         commit(editor.log, as: next)
         return changeset
+    }
+
+    /// Whether a log certainly leaves the content changed: it inserts an item or a section that nothing in the
+    /// log removes, which therefore was not there before and is there after.
+    /// - Complexity: O(e) for e changes.
+    private static func evidentlyChanges(_ log: [Change]) -> Bool {
+        for change in log {
+            switch change {
+            case .itemInserted(let id, _, _):
+                return !log.contains {
+                    if case .itemRemoved(let item, _, _) = $0 { item.id == id } else { false }
+                }
+            case .sectionInserted(let id, _):
+                return !log.contains {
+                    if case .sectionRemoved(let removed, _, _) = $0 { removed == id } else { false }
+                }
+            default:
+                continue
+            }
+        }
+        return false
     }
 
     /// Replaces the whole content, diffing the old against the new; same no-op rule as `apply`.

@@ -98,7 +98,7 @@ enum Recovery {
             } catch {
                 throw StartupError("the journal \(path) has an unreadable record at byte \(offset)")
             }
-            _ = executor.execute(record)
+            executor.replay(record)
             records += 1
             offset = end
         }
