@@ -11,18 +11,18 @@ final class App: Sendable {
     let journal: Journal
     let executor: Executor
     /// Snapshots and compaction of the journal.
-    let storage: Storage?
+    let storage: Storage
     private let shuttingDown = Atomic<Bool>(false)
     private let workerList = Mutex<[Worker]>([])
 
-    init(config: Config, logger: Logger, metrics: Metrics, registry: Registry, journal: Journal, storage: Storage?) {
+    init(config: Config, logger: Logger, metrics: Metrics, executor: Executor, journal: Journal, storage: Storage) {
         self.config = config
         self.logger = logger
         self.metrics = metrics
-        self.registry = registry
+        self.executor = executor
+        registry = executor.registry
         self.journal = journal
         self.storage = storage
-        executor = Executor(registry: registry, limits: HistoryLimits(versions: config.history))
     }
 
     var workers: [Worker] { workerList.withLock { $0 } }
@@ -39,10 +39,10 @@ final class App: Sendable {
     func shutDown() {
         guard shuttingDown.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
-        logger.info("shutting down: \(metrics.heldPolls) held polls answered 503")
+        logger.info("shutting down: answering \(metrics.heldPolls) held polls with 503")
         for worker in workers { worker.post { worker.feed.shutDown() } }
         journal.flush()
-        for worker in workers { worker.post { worker.server.stop(grace: 3000) } }
+        for worker in workers { worker.post { worker.server.stop(grace: 2500) } }
     }
 
     /// Runs `task` with each worker on its own loop thread.
@@ -73,7 +73,11 @@ final class App: Sendable {
                 throw HTTPError(.notFound, code: "route_not_found", "No resource at \(exchange.path).")
             }
             exchange.route = route.template
-            if exchange.method == "OPTIONS" { return .respond(preflight(exchange, route)) }
+            if exchange.method == "OPTIONS" {
+                var response = preflight(exchange, route)
+                if case .changes = route { response.headers.append(("Cache-Control", "no-store")) }
+                return .respond(response)
+            }
             guard route.methods.contains(exchange.method) else {
                 throw HTTPError(
                     .methodNotAllowed, code: "method_not_allowed",
@@ -92,7 +96,7 @@ final class App: Sendable {
             return try dispatch(exchange, route, worker)
         } catch {
             var response = Response.error(error)
-            if exchange.route == Route.changes("").template { response.headers.append(("Cache-Control", "no-store")) }
+            if Route.isFeedPath(exchange.path) { response.headers.append(("Cache-Control", "no-store")) }
             return .respond(response)
         }
     }

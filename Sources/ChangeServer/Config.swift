@@ -127,7 +127,7 @@ struct Config: Sendable {
                 throw UsageError(description: "\(source) must be always, interval or never, not '\(value)'")
             }
             fsync = policy
-        case "max-body-bytes": maxBodyBytes = try integer(1...(1 << 40))
+        case "max-body-bytes": maxBodyBytes = try integer(1...(1 << 30))
         case "history": history = try integer(1...1_000_000)
         case "snapshot-bytes": snapshotBytes = try integer(1...(1 << 40))
         case "write-token": writeToken = try nonEmpty()

@@ -40,7 +40,7 @@ enum Lifecycle {
                 directory: directory, journal: journal, registry: registry, threshold: config.snapshotBytes,
                 logger: logger)
             let app = App(
-                config: config, logger: logger, metrics: metrics, registry: registry, journal: journal, storage: storage
+                config: config, logger: logger, metrics: metrics, executor: executor, journal: journal, storage: storage
             )
             var servers: [HTTPServer] = []
             var port = config.port
@@ -59,7 +59,8 @@ enum Lifecycle {
                 app.add(worker)
                 servers.append(server)
             }
-            startSignalThread { app.shutDown() }
+            // The shutdown runs on a thread of its own, so that a second signal still stops at once meanwhile.
+            startSignalThread { startThread { app.shutDown() } }
             logger.info("listening on \(config.host):\(port) with \(config.threads) event loops")
             let running = Mutex(servers.count - 1)
             for server in servers.dropFirst() {

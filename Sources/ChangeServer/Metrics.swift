@@ -25,9 +25,14 @@ final class Metrics: Sendable {
 
     private let state = Mutex(State())
 
+    /// Counts a request. Methods other than the six the server answers count as `other`, so that clients
+    /// cannot grow the number of series (nor put quotes into a label).
     func request(method: String, route: String, status: Int) {
-        state.withLock { $0.requests[RequestKey(method: method, route: route, status: status), default: 0] += 1 }
+        let label = Self.methods.contains(method) ? method : "other"
+        state.withLock { $0.requests[RequestKey(method: label, route: route, status: status), default: 0] += 1 }
     }
+
+    private static let methods: Set<String> = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"]
 
     func mutationCommitted() { state.withLock { $0.mutations += 1 } }
     /// Polls held right now by all workers together: the gauge, and what `--max-held-polls` is checked against.

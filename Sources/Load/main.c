@@ -585,8 +585,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--items")) items = atoi(value);
         else usage();
     }
-    if (strncmp(host, "127.", 4) && strcmp(host, "::1")) {
-        fprintf(stderr, "Load only targets loopback addresses\n");
+    if (strncmp(host, "127.", 4)) {
+        fprintf(stderr, "Load only targets IPv4 loopback addresses (127.x.x.x)\n");
         return 2;
     }
     struct rlimit limit;

@@ -74,7 +74,7 @@ import Testing
         }
         let current = try #require(try server.client.get("/v1/collections/c").object["version"] as? String)
         let epoch = current.split(separator: ".")[0]
-        for since in [version, "other.1", "\(epoch).999"] {
+        for since in [version, "other.1", "\(epoch).999", "\(epoch).99999999999999999999999"] {
             let response = try server.client.get("/v1/collections/c/changes?since=\(since)")
             #expect(response.status == 410, "\(since)")
             #expect(response.errorCode == "cursor_expired")
@@ -94,6 +94,9 @@ import Testing
             #expect(response.errorCode == "bad_request")
         }
         #expect(try server.client.get("/v1/collections/ghost/changes?since=\(version)").status == 404)
+        let badName = try server.client.get("/v1/collections/-bad/changes")
+        #expect(badName.status == 400)
+        #expect(badName.header("Cache-Control") == "no-store")
     }
 
     @Test func deletingTheCollectionAnswersHeldPolls410() throws {

@@ -55,6 +55,8 @@ import Testing
             #expect(text.contains("# TYPE \(name) "), "\(name)")
         }
         #expect(text.contains(#"changeserver_requests_total{method="GET",route="/healthz",status="200"} 1"#))
+        _ = try server.client.request("BREW\"X", "/healthz")
+        #expect(try server.client.get("/metrics").text.contains(#"method="other""#))
         #expect(text.contains("changeserver_held_polls 0"))
     }
 

@@ -99,10 +99,18 @@ final class Feed {
 
     /// Answers waiters with what their collection holds now since their version.
     private func answer(_ group: [Waiter]) {
-        var bySince: [Version: [Waiter]] = [:]
-        for waiter in group { bySince[waiter.since, default: []].append(waiter) }
-        for (since, waiters) in bySince {
+        struct Cursor: Hashable {
+            var collection: ObjectIdentifier
+            var since: Version
+        }
+        var byCursor: [Cursor: [Waiter]] = [:]
+        for waiter in group {
+            byCursor[Cursor(collection: ObjectIdentifier(waiter.entry), since: waiter.since), default: []].append(
+                waiter)
+        }
+        for (cursor, waiters) in byCursor {
             guard let entry = waiters.first?.entry else { continue }
+            let since = cursor.since
             let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
             if let changeset {
                 answer(waiters, with: .changes(changeset))

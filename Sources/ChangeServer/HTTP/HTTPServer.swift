@@ -56,6 +56,8 @@ final class HTTPServer: @unchecked Sendable {
     private var stopDeadline: Int64?
     /// Requests begun and not completed: what a stop waits for (idle keep-alive connections are just closed).
     private var inFlight = 0
+    /// Exchanges suspended now: a stop must resume every one before `MHD_stop_daemon`, which aborts otherwise.
+    private var suspended: [ObjectIdentifier: Exchange] = [:]
 
     init(listener: Listener.Bound, options: Options, handler: HTTPHandler) throws(StartupError) {
         self.options = options
@@ -86,7 +88,11 @@ final class HTTPServer: @unchecked Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 4)
         while true {
             let now = MonotonicClock.now()
-            if let stopDeadline, now >= stopDeadline || inFlight == 0 { break }
+            if let stopDeadline {
+                // Half a second after the grace period, for the answers given at its end to go out.
+                if inFlight == 0 || now >= stopDeadline + 500 { break }
+                if now >= stopDeadline && !suspended.isEmpty { answerSuspendedOnStop() }
+            }
             let timeout = runAgain ? 0 : waitTimeout(now: now)
             runAgain = false
             _ = epoll_wait(loopEpoll, &events, Int32(events.count), timeout)
@@ -133,9 +139,20 @@ final class HTTPServer: @unchecked Sendable {
     func answer(_ exchange: Exchange, with response: SharedResponse) {
         guard exchange.isSuspended else { return }
         exchange.isSuspended = false
+        suspended[ObjectIdentifier(exchange)] = nil
         exchange.pendingResponse = response
         MHD_resume_connection(exchange.connection)
         runAgain = true
+    }
+
+    /// The grace period is over and requests are still held (mutations whose sync has not come back): they get
+    /// `503` with `Retry-After`, so that no client is left with a reset connection.
+    private func answerSuspendedOnStop() {
+        let error = HTTPError(
+            .serviceUnavailable, code: "shutting_down",
+            "The server stopped before this request could be completed; retry shortly."
+        ).with(header: "Retry-After", "1")
+        for exchange in Array(suspended.values) { answer(exchange, with: .error(error)) }
     }
 
     /// Stops accepting connections and lets the open ones finish for at most `grace` milliseconds (loop thread).
@@ -197,6 +214,7 @@ final class HTTPServer: @unchecked Sendable {
             respond(exchange, response)
         case .hold:
             exchange.isSuspended = true
+            suspended[ObjectIdentifier(exchange)] = exchange
             MHD_suspend_connection(connection)
         }
         return .YES

@@ -8,14 +8,23 @@ extension App {
     func changes(_ exchange: Exchange, _ name: String, _ worker: Worker) throws(HTTPError) -> HandlerResult {
         let timeout = try pollTimeout(exchange)
         var since: Version?
+        /// A cursor of the right form whose sequence number does not even fit in 64 bits: ahead of any version.
+        var sinceIsBeyondAnyVersion = false
         if let raw = exchange.rawQuery("since") {
-            guard let text = percentDecoded(Substring(raw)), let version = Version(text) else {
-                throw HTTPError(
-                    .badRequest, code: "bad_request", "since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
+            guard let text = percentDecoded(Substring(raw)) else { throw Self.badSince(raw) }
+            if let version = Version(text) {
+                since = version
+            } else if Self.hasVersionForm(text) {
+                sinceIsBeyondAnyVersion = true
+            } else {
+                throw Self.badSince(raw)
             }
-            since = version
         }
         let entry = try existing(name)
+        if sinceIsBeyondAnyVersion {
+            let current = entry.content.withLock { $0.version }
+            throw Self.cursorExpired(exchange.rawQuery("since") ?? "", current: current)
+        }
         guard let since else {
             let (version, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
             return .respond(
@@ -36,12 +45,7 @@ extension App {
                 })
         }
         let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
-        guard let changeset else {
-            throw HTTPError(
-                .gone, code: "cursor_expired",
-                "Version \(since) is not in this collection's history (too old, of another epoch, or ahead); "
-                    + "fetch the snapshot again.", current: current.description)
-        }
+        guard let changeset else { throw Self.cursorExpired(since.description, current: current) }
         if !changeset.isEmpty || timeout == 0 {
             if !changeset.isEmpty { metrics.changesetsDelivered(1) }
             return .respond(feedResponse { $0.feedChanges(collection: name, changeset: changeset) })
@@ -54,6 +58,25 @@ extension App {
         }
         worker.feed.hold(exchange, on: entry, since: since, timeout: timeout)
         return .hold
+    }
+
+    private static func cursorExpired(_ since: String, current: Version) -> HTTPError {
+        HTTPError(
+            .gone, code: "cursor_expired",
+            "Version \(since) is not in this collection's history (too old, of another epoch, or ahead); "
+                + "fetch the snapshot again.", current: current.description)
+    }
+
+    private static func badSince(_ raw: String) -> HTTPError {
+        HTTPError(.badRequest, code: "bad_request", "since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
+    }
+
+    /// `<epoch>.<digits>`, whatever the number of digits.
+    private static func hasVersionForm(_ text: String) -> Bool {
+        guard let dot = text.lastIndex(of: ".") else { return false }
+        let digits = text[text.index(after: dot)...]
+        return Version.isValidEpoch(String(text[..<dot])) && !digits.isEmpty
+            && digits.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
     private func pollTimeout(_ exchange: Exchange) throws(HTTPError) -> Int {

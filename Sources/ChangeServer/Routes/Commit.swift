@@ -39,7 +39,7 @@ extension App {
         case .unchanged, .rejected:
             break
         }
-        storage?.committed()
+        storage.committed()
         return answer(outcome)
     }
 

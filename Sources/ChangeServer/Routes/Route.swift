@@ -72,6 +72,13 @@ enum Route: Equatable {
         return route
     }
 
+    /// Whether a raw path is the change feed's, decided from the path alone so that even a request refused
+    /// before routing (a malformed name) gets the feed's `Cache-Control: no-store`.
+    static func isFeedPath(_ path: String) -> Bool {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+        return segments.count == 4 && segments[0] == "v1" && segments[1] == "collections" && segments[3] == "changes"
+    }
+
     /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`
     static func isValidCollectionName(_ name: String) -> Bool {
         let bytes = Array(name.utf8)

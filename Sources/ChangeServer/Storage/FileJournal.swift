@@ -140,11 +140,15 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     func flush() {
         guard policy == .always else {
-            ordering.withLock { _ in _ = fdatasync(state.withLock { $0.segment.descriptor }) }
+            ordering.withLock { _ in
+                let segment = state.withLock { $0.segment }
+                _ = fdatasync(segment.descriptor)
+            }
             return
         }
-        // The syncer does the work (it alone runs callbacks, so that they stay in order): wake it and wait.
-        let deadline = MonotonicClock.now() + 5000
+        // The syncer does the work (it alone runs callbacks, so that they stay in order): wake it and wait, at
+        // most 1.5 s, so that a stop stays within 5 s; what is still unsynced then is answered 503 by the loops.
+        let deadline = MonotonicClock.now() + 1500
         while MonotonicClock.now() < deadline, state.withLock({ $0.synced < $0.written || !$0.syncerIsIdle }) {
             var one: UInt8 = 1
             _ = Glibc.write(wake.write, &one, 1)
@@ -161,7 +165,8 @@ final class FileJournal: Journal, @unchecked Sendable {
     /// otherwise at once, while the callback still holds writes off.
     func rotate(then snapshot: @escaping @Sendable (UInt64?) -> Void) {
         guard policy == .always else {
-            _ = fdatasync(state.withLock { $0.segment.descriptor })
+            let segment = state.withLock { $0.segment }
+            _ = fdatasync(segment.descriptor)
             snapshot(switchSegment())
             return
         }
@@ -247,10 +252,10 @@ final class FileJournal: Journal, @unchecked Sendable {
     private func intervalLoop() {
         while true {
             usleep(100_000)
-            let (descriptor, written, synced) = state.withLock { ($0.segment.descriptor, $0.written, $0.synced) }
+            let (segment, written, synced) = state.withLock { ($0.segment, $0.written, $0.synced) }
             guard written > synced else { continue }
             let started = MonotonicClock.nanoseconds()
-            if fdatasync(descriptor) == 0 {
+            if fdatasync(segment.descriptor) == 0 {
                 state.withLock { $0.synced = max($0.synced, written) }
             } else {
                 logger.error("journal fsync failed: \(String(cString: strerror(errno)))")

@@ -8,7 +8,8 @@ enum JournalFormat {
     static let version: UInt32 = 1
     static let headerSize = 16
     static let frameHeaderSize = 8
-    /// The largest payload a frame may claim; anything larger is corruption.
+    /// The largest payload a frame may claim; anything larger is corruption. Bodies are at most 1 GiB
+    /// (`--max-body-bytes`), and a record is never much larger than its body.
     static let maximumPayload = 1 << 31
 
     static var header: [UInt8] {
@@ -32,7 +33,7 @@ enum JournalFormat {
         guard bytes.count - offset >= frameHeaderSize else { return nil }
         var reader = BinaryReader(bytes, offset: offset)
         guard let length = try? Int(reader.uint32()), let checksum = try? reader.uint32(), length > 0,
-            length <= bytes.count - offset - frameHeaderSize
+            length <= maximumPayload, length <= bytes.count - offset - frameHeaderSize
         else { return nil }
         let start = offset + frameHeaderSize
         let valid = bytes.withUnsafeBytes {
