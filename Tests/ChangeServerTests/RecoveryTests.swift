@@ -22,7 +22,7 @@ import Testing
         var lastFrame = bytes.count
         for record in records {
             lastFrame = bytes.count
-            bytes += JournalFormat.frame(RecordCodec.encode(record))
+            bytes += JournalFormat.frame(RecordCodec.encode(record), at: bytes.count)
         }
         return (bytes, lastFrame)
     }
@@ -101,6 +101,19 @@ import Testing
         var (bytes, lastFrame) = Self.journal(Self.records)
         bytes[lastFrame - 3] ^= 0x10
         #expect(throws: StartupError.self) { _ = try Self.recover(bytes) }
+    }
+
+    /// A client can put a whole well-formed frame inside an item's data; when the record holding it is torn,
+    /// the copy must not pass for a later record (which would make recovery refuse to start).
+    @Test func framesInsideAPayloadDoNotCount() throws {
+        let embedded = JournalFormat.frame(RecordCodec.encode(Self.records[1]), at: 0)
+        let record = JournalRecord.upsert(
+            collection: "c", id: "x", data: JSONData(canonical: embedded + [UInt8](repeating: 0x20, count: 64)),
+            section: nil, index: nil, conditions: .none)
+        let (bytes, lastFrame) = Self.journal(Array(Self.records.prefix(2)) + [record])
+        let (registry, position, _) = try Self.recover(Array(bytes[..<(bytes.count - 3)]))
+        #expect(Self.items(registry) == ["a", "b"])
+        #expect(position.size == lastFrame)
     }
 
     @Test func foreignFileStopsRecovery() throws {

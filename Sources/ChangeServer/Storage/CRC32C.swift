@@ -17,8 +17,9 @@ enum CRC32C {
         return tables
     }()
 
-    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
+    /// The checksum of `bytes`, continuing `previous` (the checksum of what came before them).
+    static func checksum(_ bytes: UnsafeRawBufferPointer, continuing previous: UInt32 = 0) -> UInt32 {
+        var crc: UInt32 = previous ^ 0xFFFF_FFFF
         var index = 0
         let count = bytes.count
         tables.withUnsafeBufferPointer { tables in
@@ -49,7 +50,7 @@ enum CRC32C {
         return crc ^ 0xFFFF_FFFF
     }
 
-    static func checksum(_ bytes: [UInt8]) -> UInt32 {
-        bytes.withUnsafeBytes { checksum($0) }
+    static func checksum(_ bytes: [UInt8], continuing previous: UInt32 = 0) -> UInt32 {
+        bytes.withUnsafeBytes { checksum($0, continuing: previous) }
     }
 }

@@ -33,7 +33,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         var syncedSize: Int
         var pending: [(ticket: UInt64, done: @Sendable (Bool) -> Void)] = []
         /// Frames written but not yet in the file (`--fsync always`: the syncer writes them).
-        var buffer: [UInt8] = []
+        var buffer: [[UInt8]] = []
         /// Whether the syncer waits for a wake-up (so that a write must send one).
         var syncerIsIdle = true
         /// A rotation asked for, run by the syncer after its current pass.
@@ -99,13 +99,14 @@ final class FileJournal: Journal, @unchecked Sendable {
     // MARK: Journal
 
     func append(_ record: [UInt8], then done: @escaping @Sendable (Bool) -> Void) throws(HTTPError) {
-        let frame = JournalFormat.frame(record)
+        let frameSize = record.count + JournalFormat.frameHeaderSize
         guard policy == .always else {
             // Written at once and called back at once, under one lock, so that records written by different
             // threads are applied in the order they stand in the file.
             try ordering.withLock { _ throws(HTTPError) in
                 try state.withLock { state throws(HTTPError) in
                     let segment = state.segment
+                    let frame = JournalFormat.frame(record, at: segment.size)
                     guard Self.writeAll(segment.descriptor, frame, at: segment.size) else {
                         let reason = String(cString: strerror(errno))
                         _ = ftruncate(segment.descriptor, off_t(segment.size))
@@ -124,8 +125,8 @@ final class FileJournal: Journal, @unchecked Sendable {
         // Group commit: the syncer writes and syncs everything buffered in one go, then calls back in order. A
         // failed write surfaces as a failed sync, before anything of it was applied.
         let wakeSyncer = state.withLock { state in
-            state.buffer += frame
-            state.bytesSinceSnapshot += frame.count
+            state.buffer.append(record)
+            state.bytesSinceSnapshot += frameSize
             state.written += 1
             state.pending.append((state.written, done))
             defer { state.syncerIsIdle = false }
@@ -188,7 +189,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         state.withLock { state in
             state.segment = segment
             state.syncedSize = segment.size
-            state.bytesSinceSnapshot = state.buffer.count
+            state.bytesSinceSnapshot = state.buffer.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
         }
         metrics.setJournalBytes(bytesSinceSnapshot)
         return next
@@ -199,11 +200,13 @@ final class FileJournal: Journal, @unchecked Sendable {
     /// One pass of the syncer (`--fsync always`): writes what is buffered, syncs, runs the callbacks in order
     /// (all failed when the write or the sync failed), then performs a requested rotation.
     private func syncPass() {
-        let (segment, target, buffer) = state.withLock { state in
+        let (segment, target, records, offset) = state.withLock { state in
             defer { state.buffer = [] }
-            return (state.segment, state.written, state.buffer)
+            return (state.segment, state.written, state.buffer, state.segment.size)
         }
-        let offset = state.withLock { _ in segment.size }
+        // Framed here, where each record's offset in the file is known.
+        var buffer: [UInt8] = []
+        for record in records { buffer += JournalFormat.frame(record, at: offset + buffer.count) }
         let started = MonotonicClock.nanoseconds()
         let succeeded = Self.writeAll(segment.descriptor, buffer, at: offset) && fdatasync(segment.descriptor) == 0
         let reason = succeeded ? "" : String(cString: strerror(errno))
