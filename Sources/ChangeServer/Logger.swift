@@ -18,10 +18,6 @@ enum LogLevel: Int, Comparable, Sendable, CaseIterable {
 struct Logger: Sendable {
     let level: LogLevel
 
-    init(level: LogLevel) {
-        self.level = level
-    }
-
     func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
         guard level >= self.level else { return }
         writeToStandardError("\(Self.timestamp()) \(level.name) \(message())\n")

@@ -35,7 +35,7 @@ import Testing
                     }
                 }
             }
-            threads.forEach { $0.start() }
+            for thread in threads { thread.start() }
             usleep(UInt32(100_000 + round * 70_000))
             kill(server.process.processIdentifier, SIGKILL)
             server.process.waitUntilExit()

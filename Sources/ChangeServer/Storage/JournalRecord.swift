@@ -34,12 +34,21 @@ enum JournalRecord: Sendable, Equatable {
 /// The binary form of journal records (see the README's "Durability" section for the framing around it).
 enum RecordCodec {
     private enum Kind: UInt8 {
-        case put = 1, ops = 2, upsert = 3, delete = 4
+        case put = 1
+        case ops = 2
+        case upsert = 3
+        case delete = 4
     }
 
     private enum OpKind: UInt8 {
-        case insertSections = 1, deleteSections, moveSection, updateSection, insertItems, deleteItems, moveItem,
-            updateItems
+        case insertSections = 1
+        case deleteSections
+        case moveSection
+        case updateSection
+        case insertItems
+        case deleteItems
+        case moveItem
+        case updateItems
     }
 
     static func encode(_ record: JournalRecord) -> [UInt8] {
