@@ -53,7 +53,7 @@ struct Config: Sendable {
           --max-held-polls N     long polls held at once, more get 429 (default 20000) [CHANGESERVER_MAX_HELD_POLLS]
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
           --connection-memory N  bytes per connection for request and response headers; larger headers get 431
-                                 (default 8192: headers up to about 6 KB; 3072 keeps a held poll near 4 KB) [CHANGESERVER_CONNECTION_MEMORY]
+                                 (default 8192: headers up to about 6 KB; 2560 keeps a held poll under 4 KiB) [CHANGESERVER_CONNECTION_MEMORY]
           --threads N            event loops serving HTTP (default: one per CPU) [CHANGESERVER_THREADS]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
