@@ -24,26 +24,16 @@ struct Response: Sendable {
     /// The error body of API.md: `{"error": {"code", "message"}}`, with `op` and `current` where they apply.
     static func error(_ error: HTTPError) -> Response {
         json(error.status, headers: error.headers) { writer in
-            writer.raw("{")
-            writer.key("error")
-            writer.raw("{")
-            writer.key("code")
-            writer.string(error.code)
-            writer.raw(",")
-            writer.key("message")
-            writer.string(error.message)
-            if let opIndex = error.opIndex {
-                writer.raw(",")
-                writer.key("op")
-                writer.integer(opIndex)
+            writer.object { writer in
+                writer.field("error") {
+                    $0.object { writer in
+                        writer.field("code", error.code)
+                        writer.field("message", error.message)
+                        if let opIndex = error.opIndex { writer.field("op", opIndex) }
+                    }
+                }
+                if let current = error.current { writer.field("current", current) }
             }
-            writer.raw("}")
-            if let current = error.current {
-                writer.raw(",")
-                writer.key("current")
-                writer.string(current)
-            }
-            writer.raw("}")
         }
     }
 }

@@ -2,6 +2,8 @@
 /// bytes once, without building a tree of values first.
 struct JSONWriter {
     private(set) var bytes: [UInt8] = []
+    /// Whether the object being written has a member already (so that the next one needs a comma).
+    private var objectHasMembers = false
 
     init(capacity: Int = 256) {
         bytes.reserveCapacity(capacity)
@@ -41,12 +43,30 @@ struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    /// `"key":`
-    mutating func key(_ name: StaticString) {
-        bytes.append(UInt8(ascii: "\""))
-        raw(name)
-        raw("\":")
+    /// `{...}`: `members` writes the members with the `field` methods, which place the commas.
+    mutating func object(_ members: (inout JSONWriter) -> Void) {
+        let outer = objectHasMembers
+        objectHasMembers = false
+        bytes.append(UInt8(ascii: "{"))
+        members(&self)
+        bytes.append(UInt8(ascii: "}"))
+        objectHasMembers = outer
     }
+
+    /// `"key":` and then what `value` writes.
+    mutating func field(_ key: StaticString, _ value: (inout JSONWriter) -> Void) {
+        if objectHasMembers { bytes.append(UInt8(ascii: ",")) }
+        objectHasMembers = true
+        bytes.append(UInt8(ascii: "\""))
+        raw(key)
+        raw("\":")
+        value(&self)
+    }
+
+    mutating func field(_ key: StaticString, _ value: String) { field(key) { $0.string(value) } }
+    mutating func field(_ key: StaticString, _ value: Int) { field(key) { $0.integer(value) } }
+    /// A member whose value is JSON text already (canonical `data`).
+    mutating func field(_ key: StaticString, json value: [UInt8]) { field(key) { $0.raw(value) } }
 
     /// Writes `[element, element, ...]`.
     mutating func array<Element>(_ elements: some Sequence<Element>, _ write: (inout JSONWriter, Element) -> Void) {

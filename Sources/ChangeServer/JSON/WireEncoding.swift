@@ -4,203 +4,141 @@ import Model
 extension JSONWriter {
     /// `{"from", "to", "sections": {...}, "items": {...}}`, all eight arrays present.
     mutating func changeset(_ changeset: Changeset) {
-        raw("{")
-        key("from")
-        string(changeset.from.description)
-        raw(",")
-        key("to")
-        string(changeset.to.description)
-        raw(",")
-        key("sections")
-        sectionChanges(changeset.sections)
-        raw(",")
-        key("items")
-        itemChanges(changeset.items)
-        raw("}")
+        object { writer in
+            writer.field("from", changeset.from.description)
+            writer.field("to", changeset.to.description)
+            writer.field("sections") { $0.sectionChanges(changeset.sections) }
+            writer.field("items") { $0.itemChanges(changeset.items) }
+        }
     }
 
     /// `{"collection", "version", "sections"}`.
     mutating func snapshot(collection: String, version: Version, sections: [Section]) {
-        raw("{")
-        key("collection")
-        string(collection)
-        raw(",")
-        key("version")
-        string(version.description)
-        raw(",")
-        key("sections")
-        array(sections) { $0.section($1) }
-        raw("}")
+        object { writer in
+            writer.field("collection", collection)
+            writer.field("version", version.description)
+            writer.field("sections") { $0.array(sections) { $0.section($1) } }
+        }
     }
 
     /// `{"collection", "version", "changes"}`: the answer to a mutation.
     mutating func mutationResult(collection: String, changeset: Changeset) {
-        raw("{")
-        key("collection")
-        string(collection)
-        raw(",")
-        key("version")
-        string(changeset.to.description)
-        raw(",")
-        key("changes")
-        self.changeset(changeset)
-        raw("}")
+        object { writer in
+            writer.field("collection", collection)
+            writer.field("version", changeset.to.description)
+            writer.field("changes") { $0.changeset(changeset) }
+        }
     }
 
     /// `{"collection", "from", "to", "changes"}`: the change feed's answer.
     mutating func feedChanges(collection: String, changeset: Changeset) {
-        raw("{")
-        key("collection")
-        string(collection)
-        raw(",")
-        key("from")
-        string(changeset.from.description)
-        raw(",")
-        key("to")
-        string(changeset.to.description)
-        raw(",")
-        key("changes")
-        self.changeset(changeset)
-        raw("}")
+        object { writer in
+            writer.field("collection", collection)
+            writer.field("from", changeset.from.description)
+            writer.field("to", changeset.to.description)
+            writer.field("changes") { $0.changeset(changeset) }
+        }
     }
 
     mutating func section(_ section: Section) {
-        raw("{")
-        key("id")
-        string(section.id)
-        raw(",")
-        key("data")
-        raw(section.data.bytes)
-        raw(",")
-        key("items")
-        array(section.items) { $0.item($1) }
-        raw("}")
+        object { writer in
+            writer.field("id", section.id)
+            writer.field("data", json: section.data.bytes)
+            writer.field("items") { $0.array(section.items) { $0.item($1) } }
+        }
     }
 
     mutating func item(_ item: Item) {
-        raw("{")
-        key("id")
-        string(item.id)
-        raw(",")
-        key("data")
-        raw(item.data.bytes)
-        raw("}")
+        object { writer in
+            writer.field("id", item.id)
+            writer.field("data", json: item.data.bytes)
+        }
+    }
+
+    /// `{"id", "data", "at"}`: an item with its index path.
+    mutating func placedItem(_ item: Item, at path: IndexPath) {
+        object { writer in
+            writer.field("id", item.id)
+            writer.field("data", json: item.data.bytes)
+            writer.field("at") { $0.indexPath(path) }
+        }
     }
 
     mutating func indexPath(_ path: IndexPath) {
-        raw("[")
-        integer(path.section)
-        raw(",")
-        integer(path.item)
-        raw("]")
+        array([path.section, path.item]) { $0.integer($1) }
     }
 
     private mutating func sectionChanges(_ changes: SectionChanges) {
-        raw("{")
-        key("deleted")
-        array(changes.deleted) { writer, entry in
-            writer.raw("{")
-            writer.key("index")
-            writer.integer(entry.index)
-            writer.raw(",")
-            writer.key("id")
-            writer.string(entry.id)
-            writer.raw("}")
+        object { writer in
+            writer.field("deleted") {
+                $0.array(changes.deleted) { writer, entry in
+                    writer.object {
+                        $0.field("index", entry.index)
+                        $0.field("id", entry.id)
+                    }
+                }
+            }
+            writer.field("inserted") {
+                $0.array(changes.inserted) { writer, entry in
+                    writer.object { writer in
+                        writer.field("index", entry.index)
+                        writer.field("id", entry.section.id)
+                        writer.field("data", json: entry.section.data.bytes)
+                        writer.field("items") { $0.array(entry.section.items) { $0.item($1) } }
+                    }
+                }
+            }
+            writer.field("moved") {
+                $0.array(changes.moved) { writer, entry in
+                    writer.object {
+                        $0.field("from", entry.from)
+                        $0.field("to", entry.to)
+                        $0.field("id", entry.id)
+                    }
+                }
+            }
+            writer.field("updated") {
+                $0.array(changes.updated) { writer, entry in
+                    writer.object { writer in
+                        writer.field("index", entry.index)
+                        writer.field("id", entry.id)
+                        writer.field("data", json: entry.data.bytes)
+                    }
+                }
+            }
         }
-        raw(",")
-        key("inserted")
-        array(changes.inserted) { writer, entry in
-            writer.raw("{")
-            writer.key("index")
-            writer.integer(entry.index)
-            writer.raw(",")
-            writer.key("id")
-            writer.string(entry.section.id)
-            writer.raw(",")
-            writer.key("data")
-            writer.raw(entry.section.data.bytes)
-            writer.raw(",")
-            writer.key("items")
-            writer.array(entry.section.items) { $0.item($1) }
-            writer.raw("}")
-        }
-        raw(",")
-        key("moved")
-        array(changes.moved) { writer, entry in
-            writer.raw("{")
-            writer.key("from")
-            writer.integer(entry.from)
-            writer.raw(",")
-            writer.key("to")
-            writer.integer(entry.to)
-            writer.raw(",")
-            writer.key("id")
-            writer.string(entry.id)
-            writer.raw("}")
-        }
-        raw(",")
-        key("updated")
-        array(changes.updated) { writer, entry in
-            writer.raw("{")
-            writer.key("index")
-            writer.integer(entry.index)
-            writer.raw(",")
-            writer.key("id")
-            writer.string(entry.id)
-            writer.raw(",")
-            writer.key("data")
-            writer.raw(entry.data.bytes)
-            writer.raw("}")
-        }
-        raw("}")
     }
 
     private mutating func itemChanges(_ changes: ItemChanges) {
-        raw("{")
-        key("deleted")
-        array(changes.deleted) { writer, entry in
-            writer.raw("{")
-            writer.key("at")
-            writer.indexPath(entry.at)
-            writer.raw(",")
-            writer.key("id")
-            writer.string(entry.id)
-            writer.raw("}")
+        object { writer in
+            writer.field("deleted") {
+                $0.array(changes.deleted) { writer, entry in
+                    writer.object { writer in
+                        writer.field("at") { $0.indexPath(entry.at) }
+                        writer.field("id", entry.id)
+                    }
+                }
+            }
+            writer.field("inserted") { $0.array(changes.inserted) { $0.itemAt($1.at, $1.item) } }
+            writer.field("moved") {
+                $0.array(changes.moved) { writer, entry in
+                    writer.object { writer in
+                        writer.field("from") { $0.indexPath(entry.from) }
+                        writer.field("to") { $0.indexPath(entry.to) }
+                        writer.field("id", entry.id)
+                    }
+                }
+            }
+            writer.field("updated") { $0.array(changes.updated) { $0.itemAt($1.at, $1.item) } }
         }
-        raw(",")
-        key("inserted")
-        array(changes.inserted) { writer, entry in writer.placedItem(entry.at, entry.item) }
-        raw(",")
-        key("moved")
-        array(changes.moved) { writer, entry in
-            writer.raw("{")
-            writer.key("from")
-            writer.indexPath(entry.from)
-            writer.raw(",")
-            writer.key("to")
-            writer.indexPath(entry.to)
-            writer.raw(",")
-            writer.key("id")
-            writer.string(entry.id)
-            writer.raw("}")
-        }
-        raw(",")
-        key("updated")
-        array(changes.updated) { writer, entry in writer.placedItem(entry.at, entry.item) }
-        raw("}")
     }
 
-    /// `{"at": [s, i], "id", "data"}`: an inserted or updated item.
-    private mutating func placedItem(_ at: IndexPath, _ item: Item) {
-        raw("{")
-        key("at")
-        indexPath(at)
-        raw(",")
-        key("id")
-        string(item.id)
-        raw(",")
-        key("data")
-        raw(item.data.bytes)
-        raw("}")
+    /// `{"at": [s, i], "id", "data"}`: an inserted or updated item in a changeset.
+    private mutating func itemAt(_ at: IndexPath, _ item: Item) {
+        object { writer in
+            writer.field("at") { $0.indexPath(at) }
+            writer.field("id", item.id)
+            writer.field("data", json: item.data.bytes)
+        }
     }
 }

@@ -29,19 +29,12 @@ extension App {
             let (version, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
             return .respond(
                 feedResponse { writer in
-                    writer.raw("{")
-                    writer.key("collection")
-                    writer.string(name)
-                    writer.raw(",")
-                    writer.key("reset")
-                    writer.raw("true")
-                    writer.raw(",")
-                    writer.key("to")
-                    writer.string(version.description)
-                    writer.raw(",")
-                    writer.key("snapshot")
-                    writer.snapshot(collection: name, version: version, sections: sections)
-                    writer.raw("}")
+                    writer.object { writer in
+                        writer.field("collection", name)
+                        writer.field("reset") { $0.raw("true") }
+                        writer.field("to", version.description)
+                        writer.field("snapshot") { $0.snapshot(collection: name, version: version, sections: sections) }
+                    }
                 })
         }
         let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }

@@ -7,24 +7,18 @@ extension App {
             entry.content.withLock { (entry.name, $0.version, $0.sectionCount, $0.itemCount) }
         }
         return .json(.ok) { writer in
-            writer.raw("{")
-            writer.key("collections")
-            writer.array(rows) { writer, row in
-                writer.raw("{")
-                writer.key("name")
-                writer.string(row.0)
-                writer.raw(",")
-                writer.key("version")
-                writer.string(row.1.description)
-                writer.raw(",")
-                writer.key("sections")
-                writer.integer(row.2)
-                writer.raw(",")
-                writer.key("items")
-                writer.integer(row.3)
-                writer.raw("}")
+            writer.object { writer in
+                writer.field("collections") {
+                    $0.array(rows) { writer, row in
+                        writer.object { writer in
+                            writer.field("name", row.0)
+                            writer.field("version", row.1.description)
+                            writer.field("sections", row.2)
+                            writer.field("items", row.3)
+                        }
+                    }
+                }
             }
-            writer.raw("}")
         }
     }
 

@@ -5,18 +5,7 @@ extension App {
     func item(_ exchange: Exchange, _ name: String, _ id: String) throws(HTTPError) -> Response {
         let entry = try existing(name)
         guard let (item, at) = entry.content.withLock({ $0.item(id: id) }) else { throw App.itemNotFound(id, name) }
-        return .json(.ok) { writer in
-            writer.raw("{")
-            writer.key("id")
-            writer.string(item.id)
-            writer.raw(",")
-            writer.key("data")
-            writer.raw(item.data.bytes)
-            writer.raw(",")
-            writer.key("at")
-            writer.indexPath(at)
-            writer.raw("}")
-        }
+        return .json(.ok) { $0.placedItem(item, at: at) }
     }
 
     func upsertItem(_ exchange: Exchange, _ name: String, _ id: String, _ worker: Worker) throws(HTTPError)
