@@ -220,6 +220,7 @@ final class FileJournal: Journal, @unchecked Sendable {
                 // to what is known durable; the records of this batch are dropped, none of them was applied.
                 _ = ftruncate(segment.descriptor, off_t(state.syncedSize))
                 segment.size = state.syncedSize
+                state.bytesSinceSnapshot = max(0, state.bytesSinceSnapshot - buffer.count)
             }
             state.synced = target
             let split = state.pending.partitioningIndex { $0.ticket > target }
