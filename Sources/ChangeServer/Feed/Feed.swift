@@ -1,6 +1,7 @@
 import Model
 
-/// The long polls held right now, and their fan-out. Everything here runs on the HTTP server's loop thread.
+/// The long polls one worker holds right now, and their fan-out. Each worker (event loop) has its own feed, and
+/// everything here runs on that worker's loop thread; a commit reaches every worker's feed as a posted task.
 ///
 /// When a collection commits, its waiters are grouped by the version they wait from (and the CORS headers their
 /// responses carry): each group's changeset is computed and encoded once, into one MHD response queued on every
