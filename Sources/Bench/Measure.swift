@@ -1,4 +1,5 @@
 import Glibc
+import Model
 
 /// Timing and memory measurement for the benchmarks.
 enum Measure {
@@ -70,22 +71,10 @@ func lisLength(_ keys: [Int]) -> Int {
     return tails.count
 }
 
-/// SplitMix64, so that every input is the same from run to run.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
+/// Model's SplitMix64, so that every input is the same from run to run.
+typealias SeededGenerator = SplitMix64
 
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
     /// A random UUID-shaped string.
     mutating func uuid() -> String {
         let hex = Array("0123456789abcdef".utf8)
