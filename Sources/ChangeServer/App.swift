@@ -1,28 +1,40 @@
 import Model
 import Synchronization
 
+/// What a route does with a request.
+enum RouteResult {
+    /// Answer now.
+    case respond(Response)
+    /// The route answers later through the request's `Connection` (a mutation waiting for its commit, a held poll).
+    case later
+}
+
 /// The application: authentication, CORS, routing to the handlers in `Routes/`. It is shared by the workers
-/// (one per event loop) and called on their threads; what it holds is immutable or behind locks.
+/// (one per event loop) and called on their threads; what it holds is immutable or behind locks. Routes take a
+/// plain `Request` and answer through a `Connection`, so they run the same in-process and behind libmicrohttpd.
 final class App: Sendable {
+    /// Where the server is in its life; requests get `503 shutting_down` once it is past `serving`.
+    enum State: UInt8, AtomicRepresentable {
+        case starting
+        case serving
+        case draining
+        case stopped
+    }
+
     let config: Config
     let logger: Logger
     let metrics: Metrics
     let registry: Registry
-    let journal: Journal
-    let executor: Executor
-    /// Snapshots and compaction of the journal.
-    let storage: Storage
-    private let shuttingDown = Atomic<Bool>(false)
+    let committer: Committer
+    private let state = Atomic<State>(.starting)
     private let workerList = Mutex<[Worker]>([])
 
-    init(config: Config, logger: Logger, metrics: Metrics, executor: Executor, journal: Journal, storage: Storage) {
+    init(config: Config, logger: Logger, metrics: Metrics, registry: Registry, committer: Committer) {
         self.config = config
         self.logger = logger
         self.metrics = metrics
-        self.executor = executor
-        registry = executor.registry
-        self.journal = journal
-        self.storage = storage
+        self.registry = registry
+        self.committer = committer
     }
 
     var workers: [Worker] { workerList.withLock { $0 } }
@@ -32,17 +44,28 @@ final class App: Sendable {
         workerList.withLock { $0.append(worker) }
     }
 
-    var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }
+    var currentState: State { state.load(ordering: .acquiring) }
+
+    /// The loops run: requests are served.
+    func startServing() {
+        state.store(.serving, ordering: .releasing)
+    }
 
     /// Answers held polls with `503`, makes pending mutations durable and answers them, and stops accepting
     /// connections. Callable from any thread, once.
     func shutDown() {
-        guard shuttingDown.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        guard state.compareExchange(expected: .serving, desired: .draining, ordering: .acquiringAndReleasing).exchanged
         else { return }
         logger.info("shutting down: answering \(metrics.heldPolls) held polls with 503")
         for worker in workers { worker.post { worker.feed.shutDown() } }
-        journal.flush()
+        committer.flush()
         for worker in workers { worker.post { worker.server.stop(grace: 2500) } }
+    }
+
+    /// The loops have returned: closes the journal (its threads are joined).
+    func finish() {
+        committer.close()
+        state.store(.stopped, ordering: .releasing)
     }
 
     /// Runs `task` with each worker on its own loop thread.
@@ -53,8 +76,8 @@ final class App: Sendable {
     // MARK: Requests
 
     /// The CORS headers every response to this request carries.
-    func corsHeaders(for exchange: Exchange) -> [(name: String, value: String)] {
-        guard !config.corsOrigins.isEmpty, let origin = exchange.header("Origin"), isAllowed(origin: origin) else {
+    func corsHeaders(for request: Request) -> [(name: String, value: String)] {
+        guard !config.corsOrigins.isEmpty, let origin = request.header("Origin"), isAllowed(origin: origin) else {
             return []
         }
         return [
@@ -67,65 +90,56 @@ final class App: Sendable {
         config.corsOrigins.contains(origin) || config.corsOrigins.contains("*")
     }
 
-    func handle(_ exchange: Exchange, on worker: Worker) -> HandlerResult {
+    /// Routes a complete request; returns the route template it matched (for metrics) and what to do.
+    func handle(_ request: Request, on connection: Connection) -> (route: String, result: RouteResult) {
+        var template = "unmatched"
         do throws(HTTPError) {
-            guard let route = try Route.match(exchange.path) else {
-                throw HTTPError(.notFound, code: "route_not_found", "No resource at \(exchange.path).")
-            }
-            exchange.route = route.template
-            if exchange.method == "OPTIONS" {
-                var response = preflight(exchange, route)
+            guard let route = try Route.match(request.path) else { throw .routeNotFound(request.path) }
+            template = route.template
+            if request.method == "OPTIONS" {
+                var response = preflight(request, route)
                 if case .changes = route { response.headers.append(("Cache-Control", "no-store")) }
-                return .respond(response)
+                return (template, .respond(response))
             }
-            guard route.methods.contains(exchange.method) else {
-                throw HTTPError(
-                    .methodNotAllowed, code: "method_not_allowed",
-                    "\(exchange.method) is not allowed on \(route.template); allowed: \(route.methods.joined(separator: ", "))."
-                )
-                .with(header: "Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
-            }
-            if isShuttingDown {
-                throw HTTPError(
-                    .serviceUnavailable, code: "shutting_down", "The server is shutting down; retry shortly."
-                )
-                .with(header: "Retry-After", "1")
-            }
-            try authorize(exchange, route)
-            if ["PUT", "POST"].contains(exchange.method) { try checkContentType(exchange) }
-            return try dispatch(exchange, route, worker)
+            guard route.methods.contains(request.method) else { throw .methodNotAllowed(request.method, route) }
+            if currentState != .serving { throw .shuttingDown }
+            try authorize(request, route)
+            if ["PUT", "POST"].contains(request.method) { try checkContentType(request) }
+            return (template, try dispatch(request, route, connection))
         } catch {
             var response = Response.error(error)
-            if Route.isFeedPath(exchange.path) { response.headers.append(("Cache-Control", "no-store")) }
-            return .respond(response)
+            if Route.isFeedPath(request.path) { response.headers.append(("Cache-Control", "no-store")) }
+            return (template, .respond(response))
         }
     }
 
-    private func dispatch(_ exchange: Exchange, _ route: Route, _ worker: Worker) throws(HTTPError) -> HandlerResult {
-        let method = exchange.method == "HEAD" ? "GET" : exchange.method
+    private func dispatch(_ request: Request, _ route: Route, _ connection: Connection) throws(HTTPError)
+        -> RouteResult
+    {
+        let method = request.method == "HEAD" ? "GET" : request.method
         switch (route, method) {
         case (.health, _): return .respond(health())
         case (.metrics, _): return .respond(metricsText())
         case (.collections, _): return .respond(listCollections())
-        case (.collection(let name), "GET"): return .respond(try snapshot(exchange, name))
-        case (.collection(let name), "PUT"): return try replace(exchange, name, worker)
-        case (.collection(let name), _): return try deleteCollection(exchange, name, worker)
-        case (.mutations(let name), _): return try mutate(exchange, name, worker)
-        case (.changes(let name), _): return try changes(exchange, name, worker)
-        case (.item(let name, let id), "GET"): return .respond(try item(exchange, name, id))
-        case (.item(let name, let id), "PUT"): return try upsertItem(exchange, name, id, worker)
-        case (.item(let name, let id), _): return try deleteItem(exchange, name, id, worker)
-        case (.asset(let path), _): return .respond(asset(exchange, path))
+        case (.collection(let name), "GET"): return .respond(try snapshot(request, name))
+        case (.collection(let name), "PUT"): return try replace(request, name, connection)
+        case (.collection(let name), _): return try deleteCollection(request, name, connection)
+        case (.mutations(let name), _): return try mutate(request, name, connection)
+        case (.changes(let name), _): return try changes(request, name, connection)
+        case (.item(let name, let id), "GET"): return .respond(try item(name, id))
+        case (.item(let name, let id), "PUT"): return try upsertItem(request, name, id, connection)
+        case (.item(let name, let id), _): return try deleteItem(request, name, id, connection)
+        case (.asset(let path), _): return .respond(asset(request, path))
         }
     }
 
     // MARK: Cross-cutting checks
 
-    private func preflight(_ exchange: Exchange, _ route: Route) -> Response {
+    private func preflight(_ request: Request, _ route: Route) -> Response {
         var headers: [(name: String, value: String)] = [
             ("Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
         ]
-        if !exchange.extraHeaders.isEmpty {
+        if !corsHeaders(for: request).isEmpty {
             headers += [
                 ("Access-Control-Allow-Methods", (route.methods + ["OPTIONS"]).joined(separator: ", ")),
                 ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match"),
@@ -136,25 +150,22 @@ final class App: Sendable {
     }
 
     /// Writes need the write token when one is set; reads need the read token or the write token when a read
-    /// token is set. `/healthz` is always open, so that container health checks need no secret.
-    private func authorize(_ exchange: Exchange, _ route: Route) throws(HTTPError) {
+    /// token is set. With only a read token, writes need it too: a server with any token is never writable
+    /// anonymously. `/healthz` and the web client's files are always open: they hold no data.
+    private func authorize(_ request: Request, _ route: Route) throws(HTTPError) {
         guard route != .health else { return }
         if case .asset = route { return }
-        let isWrite = !["GET", "HEAD"].contains(exchange.method)
+        let isWrite = !["GET", "HEAD"].contains(request.method)
         let accepted: [String]
         if isWrite {
-            accepted = config.writeToken.map { [$0] } ?? []
+            accepted = config.writeToken.map { [$0] } ?? config.readToken.map { [$0] } ?? []
         } else {
             accepted = config.readToken.map { [$0] + (config.writeToken.map { [$0] } ?? []) } ?? []
         }
         guard !accepted.isEmpty else { return }
-        let presented = bearerToken(exchange.header("Authorization"))
+        let presented = bearerToken(request.header("Authorization"))
         if let presented, accepted.contains(where: { constantTimeEquals($0, presented) }) { return }
-        throw HTTPError(
-            .unauthorized, code: "unauthorized",
-            presented == nil
-                ? "This request needs \"Authorization: Bearer <token>\"." : "The bearer token is not valid here."
-        ).with(header: "WWW-Authenticate", "Bearer realm=\"changeserver\"")
+        throw .unauthorized(tokenPresented: presented != nil)
     }
 
     private func bearerToken(_ header: String?) -> String? {
@@ -162,17 +173,13 @@ final class App: Sendable {
         return String(header.dropFirst(7)).trimmingSpaces()
     }
 
-    private func checkContentType(_ exchange: Exchange) throws(HTTPError) {
-        guard let contentType = exchange.header("Content-Type") else { return }
+    private func checkContentType(_ request: Request) throws(HTTPError) {
+        guard let contentType = request.header("Content-Type") else { return }
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
             String($0).trimmingSpaces().lowercased()
         }
         guard mediaType == "application/json" else {
-            throw HTTPError(
-                .unsupportedMediaType, code: "unsupported_media_type",
-                "Bodies are JSON: send Content-Type: application/json, not \(contentType)"
-                    + (mediaType == "application/x-www-form-urlencoded"
-                        ? " (curl -d sends that: use curl --json)." : "."))
+            throw .unsupportedMediaType(contentType, isForm: mediaType == "application/x-www-form-urlencoded")
         }
     }
 }
@@ -188,15 +195,4 @@ func constantTimeEquals(_ lhs: String, _ rhs: String) -> Bool {
         difference |= a ^ b
     }
     return difference == 0
-}
-
-extension String {
-    /// Without leading and trailing spaces and tabs.
-    func trimmingSpaces() -> String {
-        let bytes = utf8
-        guard let first = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }),
-            let last = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })
-        else { return "" }
-        return String(self[first...last])
-    }
 }

@@ -27,51 +27,27 @@ enum Lifecycle {
         blockTerminationSignals()
         raiseOpenFileLimit(logger: logger)
         do throws(StartupError) {
-            let metrics = Metrics()
-            let registry = Registry()
-            let directory = try DataDirectory.open(config.dataDirectory)
-            let executor = Executor(registry: registry, limits: HistoryLimits(versions: config.history))
-            let position = try Recovery.run(directory, executor: executor, logger: logger)
-            let journal = try FileJournal(
-                directory: directory, segment: position.segment, size: position.size,
-                bytesSinceSnapshot: position.bytesSinceSnapshot, policy: config.fsync,
-                metrics: metrics, logger: logger)
-            let storage = Storage(
-                directory: directory, journal: journal, registry: registry, threshold: config.snapshotBytes,
-                logger: logger)
-            let app = App(
-                config: config, logger: logger, metrics: metrics, executor: executor, journal: journal, storage: storage
-            )
-            var servers: [HTTPServer] = []
+            let app = try App.open(config: config, logger: logger)
             var port = config.port
             let perLoop = (config.maxConnections + config.threads - 1) / config.threads
             for _ in 0..<config.threads {
                 let listener = try Listener.open(host: config.host, port: port)
                 port = listener.port
-                let worker = Worker(app: app)
                 let server = try HTTPServer(
                     listener: listener,
                     options: .init(
                         maxBodyBytes: config.maxBodyBytes, connectionLimit: perLoop, idleTimeout: 120,
-                        connectionMemory: config.connectionMemory),
-                    handler: worker)
-                worker.attach(server)
-                app.add(worker)
-                servers.append(server)
+                        connectionMemory: config.connectionMemory))
+                app.add(Worker(app: app, server: server))
             }
             // The shutdown runs on a thread of its own, so that a second signal still stops at once meanwhile.
             startSignalThread { startThread { app.shutDown() } }
+            app.startServing()
             logger.info("listening on \(config.host):\(port) with \(config.threads) event loops")
-            let running = Mutex(servers.count - 1)
-            for server in servers.dropFirst() {
-                startThread {
-                    server.run()
-                    running.withLock { $0 -= 1 }
-                }
-            }
-            servers[0].run()
-            while running.withLock({ $0 > 0 }) { usleep(10_000) }
-            journal.flush()
+            let loops = app.workers.dropFirst().map { worker in JoinableThread { worker.server.run(handler: worker) } }
+            if let first = app.workers.first { first.server.run(handler: first) }
+            for loop in loops { loop.join() }
+            app.finish()
             logger.info("stopped")
             return 0
         } catch {
@@ -118,22 +94,4 @@ enum Lifecycle {
             _exit(1)
         }
     }
-}
-
-/// Starts a detached POSIX thread running `body`.
-func startThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    var thread = pthread_t()
-    let context = Unmanaged.passRetained(Box(body)).toOpaque()
-    pthread_create(
-        &thread, nil,
-        { context in
-            let box = Unmanaged<Box>.fromOpaque(context!).takeRetainedValue()
-            box.body()
-            return nil
-        }, context)
-    pthread_detach(thread)
 }

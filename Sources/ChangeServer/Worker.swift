@@ -4,22 +4,18 @@ import Synchronization
 /// port), its held polls, and its batched request log. Everything here runs on that loop's thread; the app,
 /// the collections and the journal are shared by all workers.
 final class Worker: HTTPHandler, @unchecked Sendable {
-    // @unchecked: `server`, `feed` and the request log are touched only on this worker's loop thread; other
-    // threads reach the worker through `post`.
+    // @unchecked: `feed` and the request log are touched only on this worker's loop thread; other threads reach
+    // the worker through `post`.
     unowned let app: App
-    private(set) var server: HTTPServer!
-    private(set) var feed: Feed!
+    let server: HTTPServer
+    let feed: Feed
     /// Request lines of the current loop turn, formatted straight into bytes.
     private var requestLog: [UInt8] = []
     /// The time of the current loop turn, shared by its request lines.
     private var requestLogTimestamp: [UInt8]?
 
-    init(app: App) {
+    init(app: App, server: HTTPServer) {
         self.app = app
-    }
-
-    /// Connects the worker to its daemon; the feed answers held polls through it.
-    func attach(_ server: HTTPServer) {
         self.server = server
         feed = Feed(metrics: app.metrics) { [unowned server] exchange, response in
             server.answer(exchange, with: response)
@@ -33,12 +29,24 @@ final class Worker: HTTPHandler, @unchecked Sendable {
 
     // MARK: HTTPHandler
 
-    func headers(for exchange: Exchange) -> [(name: String, value: String)] {
-        app.corsHeaders(for: exchange)
+    func headers(for request: Request) -> [(name: String, value: String)] {
+        app.corsHeaders(for: request)
     }
 
     func handle(_ exchange: Exchange) -> HandlerResult {
-        app.handle(exchange, on: self)
+        let (route, result) = app.handle(exchange.request, on: ExchangeConnection(exchange, on: self))
+        exchange.route = route
+        switch result {
+        case .respond(let response): return .respond(response)
+        case .later: return .hold
+        }
+    }
+
+    func response(to refusal: Refusal) -> Response {
+        switch refusal {
+        case .bodyTooLarge(let limit): .error(.payloadTooLarge(limit: limit))
+        case .stopped: .error(.stoppedBeforeCompletion)
+        }
     }
 
     func didRespond(_ exchange: Exchange, status: HTTPStatus) {

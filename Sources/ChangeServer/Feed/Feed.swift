@@ -17,6 +17,8 @@ final class Feed {
     /// What a group of waiters is answered with.
     private enum Outcome {
         case changes(Changeset)
+        /// A changeset encoded already, where it committed.
+        case encoded(EncodedChangeset)
         case error(HTTPError)
     }
 
@@ -58,25 +60,30 @@ final class Feed {
         metrics.adjustHeldPolls(by: 1)
     }
 
-    /// `entry` committed a new version: answers its waiters that are behind it.
-    func committed(_ entry: CollectionEntry) {
+    /// `entry` committed `changes`: answers its waiters that are behind it. Those at the changeset's `from` get
+    /// its encoded bytes as they are; others (a poll that came in between two commits) get their own coalesced
+    /// changeset.
+    func committed(_ entry: CollectionEntry, _ changes: EncodedChangeset) {
         guard let ids = byCollection[ObjectIdentifier(entry)] else { return }
         let current = entry.content.withLock { $0.version }
-        answer(ids.compactMap { waiters[$0] }.filter { $0.since != current })
+        let behind = ids.compactMap { waiters[$0] }.filter { $0.since != current }
+        let (direct, others) = (
+            behind.filter { $0.since == changes.changeset.from && changes.changeset.to == current },
+            behind.filter { $0.since != changes.changeset.from || changes.changeset.to != current }
+        )
+        answer(direct, with: .encoded(changes))
+        answer(others)
     }
 
     /// `entry` was deleted: its waiters get `410 collection_deleted`.
     func deleted(_ entry: CollectionEntry) {
         guard let ids = byCollection[ObjectIdentifier(entry)] else { return }
-        let error = HTTPError(.gone, code: "collection_deleted", "The collection '\(entry.name)' was deleted.")
-        answer(ids.compactMap { waiters[$0] }, with: .error(error))
+        answer(ids.compactMap { waiters[$0] }, with: .error(.collectionDeleted(entry.name)))
     }
 
     /// The server is shutting down: every waiter gets `503` with `Retry-After`.
     func shutDown() {
-        let error = HTTPError(.serviceUnavailable, code: "shutting_down", "The server is shutting down; retry shortly.")
-            .with(header: "Retry-After", "1")
-        answer(Array(waiters.values), with: .error(error))
+        answer(Array(waiters.values), with: .error(.shuttingDown))
     }
 
     /// The earliest deadline among the held polls.
@@ -116,11 +123,7 @@ final class Feed {
             if let changeset {
                 answer(waiters, with: .changes(changeset))
             } else {
-                let error = HTTPError(
-                    .gone, code: "cursor_expired",
-                    "Version \(since) is no longer in the collection's history; fetch the snapshot again.",
-                    current: current.description)
-                answer(waiters, with: .error(error))
+                answer(waiters, with: .error(.cursorExpired(since.description, current: current)))
             }
         }
     }
@@ -137,6 +140,9 @@ final class Feed {
             } else {
                 metrics.changesetsDelivered(group.count)
             }
+        case .encoded(let changes):
+            body = Response.json(.ok) { $0.feedChanges(collection: first.entry.name, changes: changes) }
+            metrics.changesetsDelivered(group.count)
         case .error(let error):
             body = Response.error(error)
         }
@@ -173,19 +179,5 @@ final class Feed {
             let position = bucketOrder.partitioningIndex { $0 >= waiter.bucket }
             if position < bucketOrder.count, bucketOrder[position] == waiter.bucket { bucketOrder.remove(at: position) }
         }
-    }
-}
-
-extension Array {
-    /// The first index whose element satisfies `belongsToSecondPart`, for an array partitioned by it.
-    /// - Complexity: O(log n)
-    func partitioningIndex(where belongsToSecondPart: (Element) -> Bool) -> Int {
-        var low = 0
-        var high = count
-        while low < high {
-            let middle = low + (high - low) / 2
-            if belongsToSecondPart(self[middle]) { high = middle } else { low = middle + 1 }
-        }
-        return low
     }
 }

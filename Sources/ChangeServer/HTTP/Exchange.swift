@@ -4,10 +4,9 @@ import CHTTPD
 /// thread only: MHD calls the access handler there, and the feed answers held exchanges there.
 final class Exchange {
     let connection: OpaquePointer
-    let method: String
-    let path: String
+    /// The request, its body filled in as it arrives.
+    var request: Request
     let started = MonotonicClock.now()
-    var body: [UInt8] = []
     /// Bytes of a body larger than `--max-body-bytes` that were received and dropped.
     var droppedBodyBytes = 0
     /// The route template, for metrics (set once routed).
@@ -18,19 +17,32 @@ final class Exchange {
     /// Headers added to every response of this exchange (CORS), fixed when the request arrives.
     var extraHeaders: [(name: String, value: String)] = []
 
+    var method: String { request.method }
+    var path: String { request.path }
+
+    /// Reads the request line's parts, headers and query arguments from MHD (in its first call for the request).
     init(connection: OpaquePointer, method: String, path: String) {
         self.connection = connection
-        self.method = method
-        self.path = path
+        request = Request(
+            method: method, path: path, query: Self.values(connection, .GET_ARGUMENT_KIND),
+            headers: Self.values(connection, .HEADER_KIND))
     }
 
-    /// A request header (case-insensitive); only while MHD is inside a call for this exchange.
-    func header(_ name: String) -> String? {
-        MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
-    }
-
-    /// A raw (still percent-encoded) query argument; only while MHD is inside a call for this exchange.
-    func rawQuery(_ name: String) -> String? {
-        MHD_lookup_connection_value(connection, .GET_ARGUMENT_KIND, name).map { String(cString: $0) }
+    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(name: String, value: String)] {
+        final class Collected {
+            var pairs: [(name: String, value: String)] = []
+        }
+        let collected = Collected()
+        withExtendedLifetime(collected) {
+            _ = MHD_get_connection_values(
+                connection, kind,
+                { context, _, key, value in
+                    guard let context, let key else { return .YES }
+                    let collected = Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue()
+                    collected.pairs.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                    return .YES
+                }, Unmanaged.passUnretained(collected).toOpaque())
+        }
+        return collected.pairs
     }
 }

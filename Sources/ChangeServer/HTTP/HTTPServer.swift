@@ -10,12 +10,22 @@ enum HandlerResult {
     case hold
 }
 
+/// Why the server answers a request itself, without handing it to the handler.
+enum Refusal {
+    /// The body is (or is announced to be) larger than `--max-body-bytes`.
+    case bodyTooLarge(limit: Int)
+    /// The server stopped before the held request could be completed.
+    case stopped
+}
+
 /// The application behind the HTTP server. Every call comes on the server's loop thread.
 protocol HTTPHandler: AnyObject {
     /// Headers every response to this request carries (CORS), decided when its headers arrive.
-    func headers(for exchange: Exchange) -> [(name: String, value: String)]
-    /// Handles a complete request.
+    func headers(for request: Request) -> [(name: String, value: String)]
+    /// Handles a complete request; `.hold` leaves the exchange to be answered later with `HTTPServer.answer`.
     func handle(_ exchange: Exchange) -> HandlerResult
+    /// The response to a request the server refuses itself.
+    func response(to refusal: Refusal) -> Response
     /// A response was queued: one log line and the request metrics.
     func didRespond(_ exchange: Exchange, status: HTTPStatus)
     /// The earliest deadline (monotonic milliseconds) the handler wants to be woken for, if any.
@@ -51,7 +61,8 @@ final class HTTPServer: @unchecked Sendable {
     private let loopEpoll: Int32
     private let wakeDescriptor: Int32
     private let tasks = Mutex<[@Sendable () -> Void]>([])
-    private unowned(unsafe) var handler: HTTPHandler
+    /// Set by `run` for the length of the loop: MHD calls back only from inside `MHD_run`, which only `run` calls.
+    private var handler: HTTPHandler?
     private var runAgain = false
     private var stopDeadline: Int64?
     /// Requests begun and not completed: what a stop waits for (idle keep-alive connections are just closed).
@@ -59,9 +70,8 @@ final class HTTPServer: @unchecked Sendable {
     /// Exchanges suspended now: a stop must resume every one before `MHD_stop_daemon`, which aborts otherwise.
     private var suspended: [ObjectIdentifier: Exchange] = [:]
 
-    init(listener: Listener.Bound, options: Options, handler: HTTPHandler) throws(StartupError) {
+    init(listener: Listener.Bound, options: Options) throws(StartupError) {
         self.options = options
-        self.handler = handler
         loopEpoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeDescriptor = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard loopEpoll >= 0, wakeDescriptor >= 0 else { throw StartupError("cannot create the event loop") }
@@ -82,9 +92,12 @@ final class HTTPServer: @unchecked Sendable {
         epoll_ctl(loopEpoll, EPOLL_CTL_ADD, descriptor, &event)
     }
 
-    /// Runs the loop on the calling thread until `stop` has drained the connections (or its grace period ended).
-    func run() {
+    /// Runs the loop on the calling thread, calling `handler` for every request, until `stop` has drained the
+    /// connections (or its grace period ended).
+    func run(handler: HTTPHandler) {
         guard let daemon else { return }
+        self.handler = handler
+        defer { self.handler = nil }
         var events = [epoll_event](repeating: epoll_event(), count: 4)
         while true {
             let now = MonotonicClock.now()
@@ -116,7 +129,7 @@ final class HTTPServer: @unchecked Sendable {
         if let daemon, MHD_get_timeout(daemon, &daemonTimeout) == .YES {
             timeout = min(timeout, Int64(clamping: daemonTimeout))
         }
-        if let deadline = handler.nextDeadline { timeout = min(timeout, max(0, deadline - now)) }
+        if let deadline = handler?.nextDeadline { timeout = min(timeout, max(0, deadline - now)) }
         if let stopDeadline { timeout = min(timeout, max(0, stopDeadline - now), 50) }
         return Int32(timeout)
     }
@@ -148,11 +161,9 @@ final class HTTPServer: @unchecked Sendable {
     /// The grace period is over and requests are still held (mutations whose sync has not come back): they get
     /// `503` with `Retry-After`, so that no client is left with a reset connection.
     private func answerSuspendedOnStop() {
-        let error = HTTPError(
-            .serviceUnavailable, code: "shutting_down",
-            "The server stopped before this request could be completed; retry shortly."
-        ).with(header: "Retry-After", "1")
-        for exchange in Array(suspended.values) { answer(exchange, with: .error(error)) }
+        guard let handler else { return }
+        let response = handler.response(to: .stopped)
+        for exchange in Array(suspended.values) { answer(exchange, with: response) }
     }
 
     /// Stops accepting connections and lets the open ones finish for at most `grace` milliseconds (loop thread).
@@ -171,16 +182,17 @@ final class HTTPServer: @unchecked Sendable {
         _ uploadSize: UnsafeMutablePointer<Int>, _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
         _ upload: UnsafePointer<CChar>?
     ) -> MHD_Result {
+        guard let handler else { return .NO }
         guard let opaque = context.pointee else {
             // The first call carries only the headers: answering now would make MHD close the connection, which
             // is what a body announced too large deserves and nothing else does.
             let exchange = Exchange(connection: connection, method: String(cString: method), path: String(cString: url))
             context.pointee = Unmanaged.passRetained(exchange).toOpaque()
             inFlight += 1
-            exchange.extraHeaders = handler.headers(for: exchange)
-            if let length = exchange.header("Content-Length").flatMap(Int.init), length > options.maxBodyBytes {
+            exchange.extraHeaders = handler.headers(for: exchange.request)
+            if let length = exchange.request.header("Content-Length").flatMap(Int.init), length > options.maxBodyBytes {
                 exchange.droppedBodyBytes = length
-                respond(exchange, tooLarge())
+                respond(exchange, tooLarge(handler))
             }
             return .YES
         }
@@ -193,20 +205,20 @@ final class HTTPServer: @unchecked Sendable {
         if uploadSize.pointee > 0 {
             let size = uploadSize.pointee
             uploadSize.pointee = 0
-            if exchange.droppedBodyBytes == 0, exchange.body.count + size <= options.maxBodyBytes, let upload {
+            if exchange.droppedBodyBytes == 0, exchange.request.body.count + size <= options.maxBodyBytes, let upload {
                 upload.withMemoryRebound(to: UInt8.self, capacity: size) {
-                    exchange.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
+                    exchange.request.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
                 }
             } else {
-                exchange.droppedBodyBytes += exchange.body.count + size
-                exchange.body = []
+                exchange.droppedBodyBytes += exchange.request.body.count + size
+                exchange.request.body = []
                 // A body far beyond the limit is not read to its end: the connection is closed.
                 if exchange.droppedBodyBytes > 2 * options.maxBodyBytes { return .NO }
             }
             return .YES
         }
         if exchange.droppedBodyBytes > 0 {
-            respond(exchange, tooLarge())
+            respond(exchange, tooLarge(handler))
             return .YES
         }
         switch handler.handle(exchange) {
@@ -220,11 +232,8 @@ final class HTTPServer: @unchecked Sendable {
         return .YES
     }
 
-    private func tooLarge() -> Response {
-        .error(
-            HTTPError(
-                .payloadTooLarge, code: "payload_too_large",
-                "The body is larger than the limit of \(options.maxBodyBytes) bytes (--max-body-bytes)."))
+    private func tooLarge(_ handler: HTTPHandler) -> Response {
+        handler.response(to: .bodyTooLarge(limit: options.maxBodyBytes))
     }
 
     private func respond(_ exchange: Exchange, _ response: Response) {
@@ -235,7 +244,7 @@ final class HTTPServer: @unchecked Sendable {
 
     private func finish(_ exchange: Exchange, _ response: SharedResponse) {
         _ = response.queue(on: exchange.connection)
-        handler.didRespond(exchange, status: response.status)
+        handler?.didRespond(exchange, status: response.status)
     }
 
     private static let accessHandler: MHD_AccessHandlerCallback = {

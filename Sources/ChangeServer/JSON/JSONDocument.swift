@@ -24,13 +24,11 @@ struct JSONDocument: ~Copyable {
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
             let detail = bytes.isEmpty ? "the body is empty" : "\(reason) (line \(error.line), column \(error.column))"
-            throw HTTPError(.badRequest, code: "bad_json", "The body is not valid JSON: \(detail).")
+            throw .badJSON(detail)
         }
         guard JSONValue(parsed).depth(limit: Self.maximumDepth) <= Self.maximumDepth else {
             cjansson_decref(parsed)
-            throw HTTPError(
-                .badRequest, code: "bad_json",
-                "The body nests arrays and objects deeper than \(Self.maximumDepth) levels.")
+            throw .badJSON("it nests arrays and objects deeper than \(Self.maximumDepth) levels")
         }
         root = parsed
     }

@@ -58,7 +58,7 @@ enum RequestDecoding {
     private static func op(_ value: JSONValue, at path: String) throws(HTTPError) -> Op {
         guard let name = value["op"]?.string else {
             if value.kind != .object { throw wrongType(path, "an object") }
-            throw HTTPError(.badRequest, code: "bad_request", "\(path) needs \"op\", the name of the op, as a string.")
+            throw .badRequest("\(path) needs \"op\", the name of the op, as a string.")
         }
         switch name {
         case "insertSections":
@@ -109,8 +109,7 @@ enum RequestDecoding {
                     value, path throws(HTTPError) in try item(value, at: path, requireData: true)
                 })
         default:
-            throw HTTPError(
-                .badRequest, code: "unknown_op",
+            throw .unknownOp(
                 "\(path).op '\(name)' is not an op; the ops are insertSections, deleteSections, moveSection, "
                     + "updateSection, insertItems, deleteItems, moveItem and updateItems.")
         }
@@ -174,8 +173,8 @@ enum RequestDecoding {
         for (key, member) in members {
             guard allowed.contains(key) else {
                 let names = allowed.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
-                throw HTTPError(
-                    .badRequest, code: "bad_request", "\(path) has an unknown field \"\(key)\"; it takes \(names).")
+                throw .badRequest(
+                    "\(path) has an unknown field \"\(key)\"; it takes \(names).")
             }
             result[key] = member
         }
@@ -210,10 +209,10 @@ enum RequestDecoding {
     }
 
     private static func missing(_ key: String, in path: String) -> HTTPError {
-        HTTPError(.badRequest, code: "bad_request", "\(path) needs the field \"\(key)\".")
+        .badRequest("\(path) needs the field \"\(key)\".")
     }
 
     private static func wrongType(_ path: String, _ expected: String) -> HTTPError {
-        HTTPError(.badRequest, code: "bad_request", "\(path) must be \(expected).")
+        .badRequest("\(path) must be \(expected).")
     }
 }

@@ -22,11 +22,11 @@ extension JSONWriter {
     }
 
     /// `{"collection", "version", "changes"}`: the answer to a mutation.
-    mutating func mutationResult(collection: String, changeset: Changeset) {
+    mutating func mutationResult(collection: String, changes: EncodedChangeset) {
         object { writer in
             writer.field("collection", collection)
-            writer.field("version", changeset.to.description)
-            writer.field("changes") { $0.changeset(changeset) }
+            writer.field("version", changes.changeset.to.description)
+            writer.field("changes") { $0.raw(changes.json) }
         }
     }
 
@@ -37,6 +37,16 @@ extension JSONWriter {
             writer.field("from", changeset.from.description)
             writer.field("to", changeset.to.description)
             writer.field("changes") { $0.changeset(changeset) }
+        }
+    }
+
+    /// `{"collection", "from", "to", "changes"}` around a changeset encoded already.
+    mutating func feedChanges(collection: String, changes: EncodedChangeset) {
+        object { writer in
+            writer.field("collection", collection)
+            writer.field("from", changes.changeset.from.description)
+            writer.field("to", changes.changeset.to.description)
+            writer.field("changes") { $0.raw(changes.json) }
         }
     }
 

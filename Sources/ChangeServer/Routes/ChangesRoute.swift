@@ -5,12 +5,12 @@ extension App {
     static let defaultPollTimeout = 25
     static let maximumPollTimeout = 300
 
-    func changes(_ exchange: Exchange, _ name: String, _ worker: Worker) throws(HTTPError) -> HandlerResult {
-        let timeout = try pollTimeout(exchange)
+    func changes(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+        let timeout = try pollTimeout(request)
         var since: Version?
         /// A cursor of the right form whose sequence number does not even fit in 64 bits: ahead of any version.
         var sinceIsBeyondAnyVersion = false
-        if let raw = exchange.rawQuery("since") {
+        if let raw = request.rawQuery("since") {
             guard let text = percentDecoded(Substring(raw)) else { throw Self.badSince(raw) }
             if let version = Version(text) {
                 since = version
@@ -23,7 +23,7 @@ extension App {
         let entry = try existing(name)
         if sinceIsBeyondAnyVersion {
             let current = entry.content.withLock { $0.version }
-            throw Self.cursorExpired(exchange.rawQuery("since") ?? "", current: current)
+            throw .cursorExpired(request.rawQuery("since") ?? "", current: current)
         }
         guard let since else {
             let (version, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
@@ -38,30 +38,18 @@ extension App {
                 })
         }
         let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
-        guard let changeset else { throw Self.cursorExpired(since.description, current: current) }
+        guard let changeset else { throw .cursorExpired(since.description, current: current) }
         if !changeset.isEmpty || timeout == 0 {
             if !changeset.isEmpty { metrics.changesetsDelivered(1) }
             return .respond(feedResponse { $0.feedChanges(collection: name, changeset: changeset) })
         }
-        guard metrics.heldPolls < config.maxHeldPolls else {
-            throw HTTPError(
-                .tooManyRequests, code: "too_many_polls",
-                "The server holds \(config.maxHeldPolls) polls already (--max-held-polls); retry shortly."
-            ).with(header: "Retry-After", "1")
-        }
-        worker.feed.hold(exchange, on: entry, since: since, timeout: timeout)
-        return .hold
-    }
-
-    private static func cursorExpired(_ since: String, current: Version) -> HTTPError {
-        HTTPError(
-            .gone, code: "cursor_expired",
-            "Version \(since) is not in this collection's history (too old, of another epoch, or ahead); "
-                + "fetch the snapshot again.", current: current.description)
+        guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
+        connection.hold(on: entry, since: since, timeout: timeout)
+        return .later
     }
 
     private static func badSince(_ raw: String) -> HTTPError {
-        HTTPError(.badRequest, code: "bad_request", "since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
+        .badRequest("since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
     }
 
     /// `<epoch>.<digits>`, whatever the number of digits.
@@ -72,11 +60,11 @@ extension App {
             && digits.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
-    private func pollTimeout(_ exchange: Exchange) throws(HTTPError) -> Int {
-        guard let raw = exchange.rawQuery("timeout") else { return Self.defaultPollTimeout }
+    private func pollTimeout(_ request: Request) throws(HTTPError) -> Int {
+        guard let raw = request.rawQuery("timeout") else { return Self.defaultPollTimeout }
         guard !raw.isEmpty, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-            throw HTTPError(
-                .badRequest, code: "bad_request", "timeout must be a non-negative integer of seconds, not '\(raw)'.")
+            throw .badRequest(
+                "timeout must be a non-negative integer of seconds, not '\(raw)'.")
         }
         return Int(raw).map { min($0, Self.maximumPollTimeout) } ?? Self.maximumPollTimeout
     }

@@ -22,39 +22,41 @@ extension App {
         }
     }
 
-    func snapshot(_ exchange: Exchange, _ name: String) throws(HTTPError) -> Response {
+    func snapshot(_ request: Request, _ name: String) throws(HTTPError) -> Response {
         let entry = try existing(name)
         let version = entry.content.withLock { $0.version }
-        let etag = Preconditions.etag(version)
-        if let ifNoneMatch = exchange.header("If-None-Match"), Preconditions.matches(ifNoneMatch, version) {
-            return Response(.notModified, headers: [("ETag", etag)])
+        if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
+            return Response(.notModified, headers: [("ETag", EntityTags.quoted(version))])
         }
         let (current, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
-        return .json(.ok, headers: [("ETag", Preconditions.etag(current))]) {
+        return .json(.ok, headers: [("ETag", EntityTags.quoted(current))]) {
             $0.snapshot(collection: name, version: current, sections: sections)
         }
     }
 
     /// Creates the collection (`201`) or replaces its whole content (`200`), diffing old against new.
-    func replace(_ exchange: Exchange, _ name: String, _ worker: Worker) throws(HTTPError) -> HandlerResult {
-        let sections = try RequestDecoding.sections(exchange.body)
+    func replace(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+        let conditions = try Self.conditions(request)
         var generator = SystemRandomNumberGenerator()
         let epoch = Version.randomEpoch(using: &generator)
-        let conditions = Preconditions.conditions(exchange)
-        return submit(
-            exchange, worker, .put(collection: name, epoch: epoch, sections: sections, conditions: conditions))
+        return try submit(request, name, connection) { request throws(HTTPError) in
+            .put(
+                collection: name, epoch: epoch, sections: try RequestDecoding.sections(request.body),
+                conditions: conditions)
+        }
     }
 
-    func deleteCollection(_ exchange: Exchange, _ name: String, _ worker: Worker) throws(HTTPError) -> HandlerResult {
+    func deleteCollection(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError)
+        -> RouteResult
+    {
+        let conditions = try Self.conditions(request)
         _ = try existing(name)
-        return submit(exchange, worker, .delete(collection: name, conditions: Preconditions.conditions(exchange)))
+        return try submit(request, name, connection) { _ in .delete(collection: name, conditions: conditions) }
     }
 
     /// The collection called `name`, or `404 collection_not_found`.
     func existing(_ name: String) throws(HTTPError) -> CollectionEntry {
-        guard let entry = registry.entry(name) else {
-            throw HTTPError(.notFound, code: "collection_not_found", "There is no collection '\(name)'.")
-        }
+        guard let entry = registry.entry(name) else { throw .collectionNotFound(name) }
         return entry
     }
 }

@@ -2,39 +2,39 @@ import Model
 
 /// `GET`, `PUT` (upsert) and `DELETE /v1/collections/{name}/items/{id}`.
 extension App {
-    func item(_ exchange: Exchange, _ name: String, _ id: String) throws(HTTPError) -> Response {
+    func item(_ name: String, _ id: String) throws(HTTPError) -> Response {
         let entry = try existing(name)
-        guard let (item, at) = entry.content.withLock({ $0.item(id: id) }) else { throw App.itemNotFound(id, name) }
+        guard let (item, at) = entry.content.withLock({ $0.item(id: id) }) else { throw .itemNotFound(id, in: name) }
         return .json(.ok) { $0.placedItem(item, at: at) }
     }
 
-    func upsertItem(_ exchange: Exchange, _ name: String, _ id: String, _ worker: Worker) throws(HTTPError)
-        -> HandlerResult
+    func upsertItem(_ request: Request, _ name: String, _ id: String, _ connection: Connection) throws(HTTPError)
+        -> RouteResult
     {
+        let conditions = try Self.conditions(request)
         _ = try existing(name)
-        let upsert = try RequestDecoding.upsert(exchange.body)
-        let record = JournalRecord.upsert(
-            collection: name, id: id, data: upsert.data, section: upsert.section, index: upsert.index,
-            conditions: Preconditions.conditions(exchange))
-        return submit(exchange, worker, record)
-    }
-
-    func deleteItem(_ exchange: Exchange, _ name: String, _ id: String, _ worker: Worker) throws(HTTPError)
-        -> HandlerResult
-    {
-        let entry = try existing(name)
-        guard entry.content.withLock({ $0.item(id: id) }) != nil else { throw App.itemNotFound(id, name) }
-        let record = JournalRecord.ops(
-            collection: name, ops: [.deleteItems([.id(id)])], conditions: Preconditions.conditions(exchange))
-        return submit(exchange, worker, record) { outcome in
-            if case .rejected(let error) = outcome, error.code == ModelError.Code.itemNotFound.rawValue {
-                return .error(App.itemNotFound(id, name))
-            }
-            return App.mutationResponse(outcome)
+        return try submit(request, name, connection) { request throws(HTTPError) in
+            let upsert = try RequestDecoding.upsert(request.body)
+            return .upsert(
+                collection: name, id: id, data: upsert.data, section: upsert.section, index: upsert.index,
+                conditions: conditions)
         }
     }
 
-    static func itemNotFound(_ id: String, _ name: String) -> HTTPError {
-        HTTPError(.notFound, code: "item_not_found", "There is no item '\(id)' in the collection '\(name)'.")
+    func deleteItem(_ request: Request, _ name: String, _ id: String, _ connection: Connection) throws(HTTPError)
+        -> RouteResult
+    {
+        let conditions = try Self.conditions(request)
+        let entry = try existing(name)
+        guard entry.content.withLock({ $0.item(id: id) }) != nil else { throw .itemNotFound(id, in: name) }
+        return try submit(request, name, connection) { _ in
+            .ops(collection: name, ops: [.deleteItems([.id(id)])], conditions: conditions)
+        } answer: { result in
+            // The item went away between the check above and the commit: still the 404 of a missing item.
+            if case .rejected(.model(let error)) = result, error.code == .itemNotFound {
+                return .error(.itemNotFound(id, in: name))
+            }
+            return App.mutationResponse(result)
+        }
     }
 }

@@ -2,10 +2,11 @@ import Model
 
 /// `POST /v1/collections/{name}/mutations`.
 extension App {
-    func mutate(_ exchange: Exchange, _ name: String, _ worker: Worker) throws(HTTPError) -> HandlerResult {
+    func mutate(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+        let conditions = try Self.conditions(request)
         _ = try existing(name)
-        let ops = try RequestDecoding.ops(exchange.body)
-        return submit(
-            exchange, worker, .ops(collection: name, ops: ops, conditions: Preconditions.conditions(exchange)))
+        return try submit(request, name, connection) { request throws(HTTPError) in
+            .ops(collection: name, ops: try RequestDecoding.ops(request.body), conditions: conditions)
+        }
     }
 }

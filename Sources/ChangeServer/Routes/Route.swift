@@ -42,9 +42,7 @@ enum Route: Equatable {
         if rawSegments.last == "" && rawSegments.count > 1 { rawSegments = rawSegments.dropLast() }
         var segments: [String] = []
         for raw in rawSegments {
-            guard let decoded = percentDecoded(raw) else {
-                throw HTTPError(.badRequest, code: "bad_request", "The path has a malformed percent-encoding.")
-            }
+            guard let decoded = percentDecoded(raw) else { throw .malformedPath }
             segments.append(decoded)
         }
         switch segments.count {
@@ -63,12 +61,7 @@ enum Route: Equatable {
         case 5 where segments[3] == "items": route = .item(collection: name, id: segments[4])
         default: return nil
         }
-        guard isValidCollectionName(name) else {
-            throw HTTPError(
-                .badRequest, code: "invalid_name",
-                "A collection name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit."
-            )
-        }
+        guard isValidCollectionName(name) else { throw .invalidName }
         return route
     }
 

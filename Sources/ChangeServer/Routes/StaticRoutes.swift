@@ -12,12 +12,12 @@ extension App {
 
     /// The file itself, or `304` when `If-None-Match` names its ETag. `no-cache`: browsers revalidate every time,
     /// so a new server version is picked up at once.
-    func asset(_ exchange: Exchange, _ path: String) -> Response {
+    func asset(_ request: Request, _ path: String) -> Response {
         guard let name = Self.assetPaths[path], let file = EmbeddedWeb.files[name] else {
-            return Response.error(HTTPError(.notFound, code: "route_not_found", "No resource at \(path)."))
+            return .error(.routeNotFound(path))
         }
         let headers = [("Cache-Control", "no-cache"), ("ETag", file.etag)]
-        if let tags = exchange.header("If-None-Match"),
+        if let tags = request.header("If-None-Match"),
             tags.split(separator: ",").contains(where: { String($0).trimmingSpaces() == file.etag || $0 == "*" })
         {
             return Response(.notModified, headers: headers)

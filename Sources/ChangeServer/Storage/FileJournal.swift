@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Synchronization
 
@@ -21,7 +22,7 @@ final class FileJournal: Journal, @unchecked Sendable {
             self.size = size
         }
 
-        deinit { close(descriptor) }
+        deinit { Glibc.close(descriptor) }
     }
 
     private struct State {
@@ -39,10 +40,16 @@ final class FileJournal: Journal, @unchecked Sendable {
         /// A rotation asked for, run by the syncer after its current pass.
         var rotation: (@Sendable (UInt64?) -> Void)?
         var bytesSinceSnapshot = 0
+        /// `flush` calls waiting for everything written to be synced and called back.
+        var flushWaiters: [DispatchSemaphore] = []
+        /// Set by `close`: the syncer and interval threads finish what is pending and return.
+        var isClosing = false
     }
 
     private let directory: DataDirectory
     private let policy: Config.FsyncPolicy
+    /// The largest record taken: what one frame can hold (`JournalFormat.maximumPayload`), or less in tests.
+    private let recordLimit: Int
     private let metrics: Metrics
     private let logger: Logger
     private let state: Mutex<State>
@@ -50,15 +57,20 @@ final class FileJournal: Journal, @unchecked Sendable {
     private let ordering = Mutex(())
     /// A pipe that wakes the syncer thread: written after each record, read (drained) by the syncer.
     private let wake: (read: Int32, write: Int32)
+    /// The syncer (`--fsync always`) or interval (`--fsync interval`) thread, joined by `close`.
+    private let thread = Mutex<JoinableThread?>(nil)
+    /// Wakes the interval thread early when the journal closes.
+    private let closing = DispatchSemaphore(value: 0)
 
     /// Opens segment `number` for appending at `size` (creating it with its header when `size` is 0);
     /// `bytesSinceSnapshot` is what recovery replayed.
     init(
         directory: DataDirectory, segment number: UInt64, size: Int, bytesSinceSnapshot: Int,
-        policy: Config.FsyncPolicy, metrics: Metrics, logger: Logger
+        policy: Config.FsyncPolicy, recordLimit: Int = JournalFormat.maximumPayload, metrics: Metrics, logger: Logger
     ) throws(StartupError) {
         self.directory = directory
         self.policy = policy
+        self.recordLimit = min(recordLimit, JournalFormat.maximumPayload)
         self.metrics = metrics
         self.logger = logger
         let segment = try Self.openSegment(directory, number, size: size)
@@ -70,8 +82,8 @@ final class FileJournal: Journal, @unchecked Sendable {
         _ = fcntl(ends[1], F_SETFL, O_NONBLOCK)
         wake = (ends[0], ends[1])
         switch policy {
-        case .always: startThread { [self] in syncLoop() }
-        case .interval: startThread { [self] in intervalLoop() }
+        case .always: thread.withLock { $0 = JoinableThread { [self] in syncLoop() } }
+        case .interval: thread.withLock { $0 = JoinableThread { [self] in intervalLoop() } }
         case .never: break
         }
     }
@@ -98,20 +110,21 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     // MARK: Journal
 
-    func append(_ record: [UInt8], then done: @escaping @Sendable (Bool) -> Void) throws(HTTPError) {
+    func append(_ record: [UInt8], then done: @escaping @Sendable (Bool) -> Void) throws(StorageError) {
+        guard record.count <= recordLimit else { throw .recordTooLarge(bytes: record.count, limit: recordLimit) }
         let frameSize = record.count + JournalFormat.frameHeaderSize
         guard policy == .always else {
             // Written at once and called back at once, under one lock, so that records written by different
             // threads are applied in the order they stand in the file.
-            try ordering.withLock { _ throws(HTTPError) in
-                try state.withLock { state throws(HTTPError) in
+            try ordering.withLock { _ throws(StorageError) in
+                try state.withLock { state throws(StorageError) in
                     let segment = state.segment
                     let frame = JournalFormat.frame(record, at: segment.size)
                     guard Self.writeAll(segment.descriptor, frame, at: segment.size) else {
                         let reason = String(cString: strerror(errno))
                         _ = ftruncate(segment.descriptor, off_t(segment.size))
                         logger.error("journal write failed: \(reason); the mutation was not applied")
-                        throw HTTPError.storageUnavailable
+                        throw .unavailable(reason: reason)
                     }
                     segment.size += frame.count
                     state.bytesSinceSnapshot += frame.count
@@ -133,10 +146,7 @@ final class FileJournal: Journal, @unchecked Sendable {
             return state.syncerIsIdle
         }
         metrics.setJournalBytes(bytesSinceSnapshot)
-        if wakeSyncer {
-            var one: UInt8 = 1
-            _ = Glibc.write(wake.write, &one, 1)
-        }
+        if wakeSyncer { self.wakeSyncer() }
     }
 
     func flush() {
@@ -149,12 +159,30 @@ final class FileJournal: Journal, @unchecked Sendable {
         }
         // The syncer does the work (it alone runs callbacks, so that they stay in order): wake it and wait, at
         // most 1.5 s, so that a stop stays within 5 s; what is still unsynced then is answered 503 by the loops.
-        let deadline = MonotonicClock.now() + 1500
-        while MonotonicClock.now() < deadline, state.withLock({ $0.synced < $0.written || !$0.syncerIsIdle }) {
-            var one: UInt8 = 1
-            _ = Glibc.write(wake.write, &one, 1)
-            usleep(1000)
+        let done = DispatchSemaphore(value: 0)
+        let isDone = state.withLock { state in
+            if state.synced == state.written && state.syncerIsIdle { return true }
+            state.flushWaiters.append(done)
+            return false
         }
+        guard !isDone else { return }
+        wakeSyncer()
+        _ = done.wait(timeout: .now() + .milliseconds(1500))
+    }
+
+    /// Flushes, then stops the syncer or interval thread and waits for it to return (at shutdown, after the last
+    /// `append`).
+    func close() {
+        flush()
+        state.withLock { $0.isClosing = true }
+        wakeSyncer()
+        closing.signal()
+        thread.withLock { $0 }?.join()
+    }
+
+    private func wakeSyncer() {
+        var one: UInt8 = 1
+        _ = Glibc.write(wake.write, &one, 1)
     }
 
     var bytesSinceSnapshot: Int { state.withLock { $0.bytesSinceSnapshot } }
@@ -172,8 +200,7 @@ final class FileJournal: Journal, @unchecked Sendable {
             return
         }
         state.withLock { $0.rotation = snapshot }
-        var one: UInt8 = 1
-        _ = Glibc.write(wake.write, &one, 1)
+        wakeSyncer()
     }
 
     /// Opens the next segment and makes it current; nil (logged) when it cannot be created.
@@ -250,12 +277,17 @@ final class FileJournal: Journal, @unchecked Sendable {
             }) {
                 syncPass()
             }
+            let (waiters, isClosing) = state.withLock { state in
+                defer { state.flushWaiters = [] }
+                return (state.flushWaiters, state.isClosing)
+            }
+            for waiter in waiters { waiter.signal() }
+            if isClosing { return }
         }
     }
 
     private func intervalLoop() {
-        while true {
-            usleep(100_000)
+        while closing.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
             let (segment, written, synced) = state.withLock { ($0.segment, $0.written, $0.synced) }
             guard written > synced else { continue }
             let started = MonotonicClock.nanoseconds()

@@ -1,20 +1,21 @@
 import Model
 
 /// Applies journal records to the collections: the one place where a mutation takes effect, both when the
-/// server answers it and when recovery replays it.
-struct Executor {
+/// server answers it and when recovery replays it. Records of one collection must be applied in journal order;
+/// records of different collections touch nothing in common and may be applied in parallel (`Lanes`).
+struct Executor: Sendable {
     let registry: Registry
     let limits: HistoryLimits
 
-    enum Outcome {
+    enum Outcome: Sendable {
         /// The collection changed (or was created) and is now at `changeset.to`.
         case committed(CollectionEntry, Changeset, created: Bool)
         /// Nothing changed: the version stays and the changeset is empty.
         case unchanged(CollectionEntry, Changeset)
         /// The collection was deleted.
         case deleted(CollectionEntry)
-        /// The mutation was rejected and changed nothing.
-        case rejected(HTTPError)
+        /// The record was refused and changed nothing.
+        case rejected(Rejection)
     }
 
     /// Applies a record at recovery, where its answer is long gone: as `execute` does (same versions, same
@@ -31,7 +32,7 @@ struct Executor {
     }
 
     func execute(_ record: JournalRecord) -> Outcome {
-        do throws(HTTPError) {
+        do throws(Rejection) {
             switch record {
             case .put(let name, let epoch, let sections, let conditions):
                 guard let entry = registry.entry(name) else { return try create(name, epoch, sections, conditions) }
@@ -49,7 +50,7 @@ struct Executor {
                 }
             case .delete(let name, let conditions):
                 let entry = try existing(name)
-                try entry.content.withLock { content throws(HTTPError) in try conditions.check(content.version) }
+                try entry.content.withLock { content throws(Rejection) in try conditions.check(content.version) }
                 _ = registry.remove(entry)
                 return .deleted(entry)
             }
@@ -59,14 +60,15 @@ struct Executor {
     }
 
     private func create(_ name: String, _ epoch: String, _ sections: [Section], _ conditions: JournalRecord.Conditions)
-        throws(HTTPError) -> Outcome
+        throws(Rejection) -> Outcome
     {
         try conditions.check(nil)
-        guard Version.isValidEpoch(epoch) else {
-            throw HTTPError(.internalServerError, code: "internal_error", "A journal record has an invalid epoch.")
-        }
-        let content = try mapModelError { () throws(ModelError) in
-            try VersionedCollection(epoch: epoch, sections: sections, limits: limits)
+        guard Version.isValidEpoch(epoch) else { throw .invalidRecord("a journal record has an invalid epoch") }
+        let content: VersionedCollection
+        do throws(ModelError) {
+            content = try VersionedCollection(epoch: epoch, sections: sections, limits: limits)
+        } catch {
+            throw .model(error)
         }
         let created = content.version
         let changeset = content.changes(since: Version(epoch: epoch, seq: 0)) ?? Changeset(from: created, to: created)
@@ -77,18 +79,20 @@ struct Executor {
     private func mutate(
         _ entry: CollectionEntry, _ conditions: JournalRecord.Conditions,
         _ mutation: (inout VersionedCollection) throws(ModelError) -> (Changeset, Bool)
-    ) throws(HTTPError) -> Outcome {
-        let (changeset, created) = try entry.content.withLock { content throws(HTTPError) in
+    ) throws(Rejection) -> Outcome {
+        let (changeset, created) = try entry.content.withLock { content throws(Rejection) in
             try conditions.check(content.version)
-            return try mapModelError { () throws(ModelError) in try mutation(&content) }
+            do throws(ModelError) {
+                return try mutation(&content)
+            } catch {
+                throw .model(error)
+            }
         }
         return changeset.isEmpty ? .unchanged(entry, changeset) : .committed(entry, changeset, created: created)
     }
 
-    private func existing(_ name: String) throws(HTTPError) -> CollectionEntry {
-        guard let entry = registry.entry(name) else {
-            throw HTTPError(.notFound, code: "collection_not_found", "There is no collection '\(name)'.")
-        }
+    private func existing(_ name: String) throws(Rejection) -> CollectionEntry {
+        guard let entry = registry.entry(name) else { throw .collectionNotFound(name) }
         return entry
     }
 }

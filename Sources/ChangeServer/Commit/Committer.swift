@@ -1,0 +1,95 @@
+import Model
+
+/// The write path, free of HTTP: a record is journaled; once it is durable it is applied on its collection's lane
+/// (`Lanes`), where its changeset is also encoded once; the feeds are told; then the caller hears the outcome,
+/// still on that lane. Records of one collection take effect in journal order, those of different collections in
+/// parallel, so a large write to one collection never holds up the others.
+final class Committer: Sendable {
+    /// What the feeds are told when a record took effect.
+    enum Publication: Sendable {
+        /// The collection moved to `changes.changeset.to`.
+        case committed(CollectionEntry, EncodedChangeset)
+        case deleted(CollectionEntry)
+    }
+
+    /// What became of a submitted record: `Executor.Outcome`, with the changeset encoded.
+    enum Result: Sendable {
+        /// The collection changed (or was created) and is now at `changes.changeset.to`.
+        case committed(CollectionEntry, EncodedChangeset, created: Bool)
+        /// Nothing changed: the version stays and the changeset is empty.
+        case unchanged(CollectionEntry, EncodedChangeset)
+        case deleted(CollectionEntry)
+        /// The record is durable but was refused when applied, which changed nothing.
+        case rejected(Rejection)
+        /// It could not be made durable and was not applied.
+        case notDurable
+    }
+
+    let executor: Executor
+    private let journal: Journal
+    private let lanes: Lanes
+    private let snapshots: Snapshots?
+    private let metrics: Metrics
+    private let publish: @Sendable (Publication) -> Void
+
+    init(
+        executor: Executor, journal: Journal, lanes: Lanes, snapshots: Snapshots?, metrics: Metrics,
+        publish: @escaping @Sendable (Publication) -> Void
+    ) {
+        self.executor = executor
+        self.journal = journal
+        self.lanes = lanes
+        self.snapshots = snapshots
+        self.metrics = metrics
+        self.publish = publish
+    }
+
+    /// Journals `record`; `report` runs on the record's lane once it is applied (or could not be made durable).
+    /// - Throws: when storage cannot take the record at all; nothing was written then, and `report` does not run.
+    func submit(_ record: JournalRecord, then report: @escaping @Sendable (Result) -> Void) throws(StorageError) {
+        let name = record.collection
+        try journal.append(RecordCodec.encode(record)) { [self] durable in
+            lanes.run(name) { [self] in
+                guard durable else { return report(.notDurable) }
+                report(apply(record))
+            }
+        }
+    }
+
+    /// Runs `work` on the lane of `name`: after every record of that collection handed in before, off the event
+    /// loops (a large body is decoded there).
+    func onLane(of name: String, _ work: @escaping @Sendable () -> Void) {
+        lanes.run(name, work)
+    }
+
+    /// Makes everything submitted durable and applied, as far as the journal allows at shutdown.
+    func flush() {
+        journal.flush()
+    }
+
+    /// Flushes and stops the journal.
+    func close() {
+        journal.close()
+    }
+
+    private func apply(_ record: JournalRecord) -> Result {
+        let result: Result
+        switch executor.execute(record) {
+        case .committed(let entry, let changeset, let created):
+            metrics.mutationCommitted()
+            let changes = EncodedChangeset(changeset)
+            publish(.committed(entry, changes))
+            result = .committed(entry, changes, created: created)
+        case .unchanged(let entry, let changeset):
+            result = .unchanged(entry, EncodedChangeset(changeset))
+        case .deleted(let entry):
+            metrics.mutationCommitted()
+            publish(.deleted(entry))
+            result = .deleted(entry)
+        case .rejected(let rejection):
+            result = .rejected(rejection)
+        }
+        snapshots?.committed()
+        return result
+    }
+}

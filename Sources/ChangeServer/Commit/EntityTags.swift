@@ -1,0 +1,47 @@
+import Model
+
+/// A parsed `If-Match` or `If-None-Match` header: a list of entity tags, or `*`. Versions are strong validators, so
+/// `If-Match` compares strongly (a weak tag `W/"…"` never matches, RFC 9110 §13.1.1) while `If-None-Match`
+/// compares weakly (§13.1.2).
+struct EntityTags: Sendable, Equatable {
+    private var tags: [(value: Substring, isWeak: Bool)]
+    private var isWildcard: Bool
+
+    init(_ header: String) {
+        tags = []
+        isWildcard = false
+        for raw in header.split(separator: ",") {
+            var tag = Substring(String(raw).trimmingSpaces())
+            if tag == "*" {
+                isWildcard = true
+                continue
+            }
+            let isWeak = tag.hasPrefix("W/")
+            if isWeak { tag = tag.dropFirst(2) }
+            if tag.hasPrefix("\""), tag.hasSuffix("\""), tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+            tags.append((tag, isWeak))
+        }
+    }
+
+    static func == (lhs: EntityTags, rhs: EntityTags) -> Bool {
+        lhs.isWildcard == rhs.isWildcard && lhs.tags.elementsEqual(rhs.tags) { $0 == $1 }
+    }
+
+    /// Whether the header names `version` (or is `*` and the collection exists); nil when it does not exist.
+    func matches(_ version: Version?, weakly: Bool) -> Bool {
+        guard let version else { return false }
+        if isWildcard { return true }
+        let wanted = version.description
+        return tags.contains { $0.value == wanted && (weakly || !$0.isWeak) }
+    }
+
+    /// The header with its weak tags left out, for strong comparison; nil when nothing is left.
+    var strongOnly: String? {
+        if isWildcard { return "*" }
+        let strong = tags.filter { !$0.isWeak }.map { "\"\($0.value)\"" }
+        return strong.isEmpty ? nil : strong.joined(separator: ", ")
+    }
+
+    /// The quoted entity tag of a version, as the `ETag` header carries it.
+    static func quoted(_ version: Version) -> String { "\"\(version)\"" }
+}

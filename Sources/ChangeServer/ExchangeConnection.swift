@@ -1,0 +1,24 @@
+import Model
+
+/// A request on one of the server's connections: answers go back to the worker's loop, where the exchange lives,
+/// and held polls go to that loop's feed.
+final class ExchangeConnection: Connection, @unchecked Sendable {
+    // @unchecked: the exchange is touched only on its worker's loop thread (`hold` is called there; `answer`
+    // posts there).
+    private let exchange: Exchange
+    private unowned let worker: Worker
+
+    init(_ exchange: Exchange, on worker: Worker) {
+        self.exchange = exchange
+        self.worker = worker
+    }
+
+    func answer(_ response: Response) {
+        let held = LoopBound(exchange)
+        worker.post { [worker] in worker.server.answer(held.value, with: response) }
+    }
+
+    func hold(on entry: CollectionEntry, since: Version, timeout: Int) {
+        worker.feed.hold(exchange, on: entry, since: since, timeout: timeout)
+    }
+}

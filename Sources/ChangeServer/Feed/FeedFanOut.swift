@@ -1,0 +1,20 @@
+import Synchronization
+
+/// Carries what the commit path publishes to the feed of every event loop. It is made before the app (the commit
+/// path needs it) and connected to the app once the app exists, before any request is served.
+final class FeedFanOut: Sendable {
+    private let app = Mutex<App?>(nil)
+
+    func connect(_ app: App) {
+        self.app.withLock { $0 = app }
+    }
+
+    /// Posts the publication to every worker's loop, where its feed answers the polls it concerns.
+    @Sendable func publish(_ publication: Committer.Publication) {
+        guard let app = app.withLock({ $0 }) else { return }
+        switch publication {
+        case .committed(let entry, let changes): app.onEveryWorker { $0.feed.committed(entry, changes) }
+        case .deleted(let entry): app.onEveryWorker { $0.feed.deleted(entry) }
+        }
+    }
+}

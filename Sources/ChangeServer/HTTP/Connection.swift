@@ -1,0 +1,11 @@
+import Model
+
+/// The connection a request came on, as the routes see it: a request the route does not answer at once is
+/// answered later through it (from any thread), or held by the feed until its collection moves on.
+protocol Connection: AnyObject, Sendable {
+    /// Answers the request; callable from any thread, once.
+    func answer(_ response: Response)
+    /// Hands the request to the feed of its event loop, which answers it when `entry` moves past `since` or after
+    /// `timeout` seconds (loop thread only).
+    func hold(on entry: CollectionEntry, since: Version, timeout: Int)
+}

@@ -1,0 +1,137 @@
+import Model
+
+/// Every error the server answers with, defined once: its code (and so its status) and its wording. Handlers and
+/// the feed throw these; `Response.error` writes them; plain errors from the commit path (`Rejection`,
+/// `StorageError`) and from Model (`ModelError`) are mapped here and nowhere else.
+extension HTTPError {
+    static func routeNotFound(_ path: String) -> HTTPError {
+        HTTPError(.routeNotFound, "No resource at \(path).")
+    }
+
+    static func methodNotAllowed(_ method: String, _ route: Route) -> HTTPError {
+        let allowed = route.methods + ["OPTIONS"]
+        return HTTPError(
+            .methodNotAllowed,
+            "\(method) is not allowed on \(route.template); allowed: \(route.methods.joined(separator: ", "))."
+        )
+        .with(header: "Allow", allowed.joined(separator: ", "))
+    }
+
+    static let shuttingDown = HTTPError(.shuttingDown, "The server is shutting down; retry shortly.")
+        .with(header: "Retry-After", "1")
+
+    static let stoppedBeforeCompletion = HTTPError(
+        .shuttingDown, "The server stopped before this request could be completed; retry shortly."
+    ).with(header: "Retry-After", "1")
+
+    static func unauthorized(tokenPresented: Bool) -> HTTPError {
+        HTTPError(
+            .unauthorized,
+            tokenPresented
+                ? "The bearer token is not valid here." : "This request needs \"Authorization: Bearer <token>\"."
+        ).with(header: "WWW-Authenticate", "Bearer realm=\"changeserver\"")
+    }
+
+    static func unsupportedMediaType(_ contentType: String, isForm: Bool) -> HTTPError {
+        HTTPError(
+            .unsupportedMediaType,
+            "Bodies are JSON: send Content-Type: application/json, not \(contentType)"
+                + (isForm ? " (curl -d sends that: use curl --json)." : "."))
+    }
+
+    static func payloadTooLarge(limit: Int) -> HTTPError {
+        HTTPError(.payloadTooLarge, "The body is larger than the limit of \(limit) bytes (--max-body-bytes).")
+    }
+
+    static func recordTooLarge(bytes: Int, limit: Int) -> HTTPError {
+        HTTPError(
+            .payloadTooLarge,
+            "The mutation takes \(bytes) bytes once encoded, more than the journal's limit of \(limit) for one record.")
+    }
+
+    static let malformedPath = HTTPError(.badRequest, "The path has a malformed percent-encoding.")
+
+    static let invalidName = HTTPError(
+        .invalidName,
+        "A collection name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit.")
+
+    static func badRequest(_ message: String) -> HTTPError {
+        HTTPError(.badRequest, message)
+    }
+
+    static func unknownOp(_ message: String) -> HTTPError {
+        HTTPError(.unknownOp, message)
+    }
+
+    static func badJSON(_ detail: String) -> HTTPError {
+        HTTPError(.badJSON, "The body is not valid JSON: \(detail).")
+    }
+
+    static func collectionNotFound(_ name: String) -> HTTPError {
+        HTTPError(.collectionNotFound, "There is no collection '\(name)'.")
+    }
+
+    static func itemNotFound(_ id: String, in name: String) -> HTTPError {
+        HTTPError(.itemNotFound, "There is no item '\(id)' in the collection '\(name)'.")
+    }
+
+    static func cursorExpired(_ since: String, current: Version) -> HTTPError {
+        HTTPError(
+            .cursorExpired,
+            "Version \(since) is not in this collection's history (too old, of another epoch, or ahead); "
+                + "fetch the snapshot again.", current: current.description)
+    }
+
+    static func collectionDeleted(_ name: String) -> HTTPError {
+        HTTPError(.collectionDeleted, "The collection '\(name)' was deleted.")
+    }
+
+    static func tooManyPolls(limit: Int) -> HTTPError {
+        HTTPError(.tooManyPolls, "The server holds \(limit) polls already (--max-held-polls); retry shortly.")
+            .with(header: "Retry-After", "1")
+    }
+
+    static let weakIfMatch = HTTPError(
+        .preconditionFailed, "If-Match compares strongly: a weak entity tag (W/\"…\") never matches.")
+
+    static let storageUnavailable = HTTPError(
+        .storageUnavailable, "The mutation could not be written to disk and was not applied; retry later."
+    ).with(header: "Retry-After", "1")
+
+    // MARK: Mapping plain errors
+
+    /// A rejected op: `400` for an invalid id, `409` for every conflict with the collection's content.
+    init(_ error: ModelError) {
+        self.init(.model(error.code), error.message, opIndex: error.opIndex)
+    }
+
+    init(_ error: StorageError) {
+        switch error {
+        case .unavailable: self = .storageUnavailable
+        case .recordTooLarge(let bytes, let limit): self = .recordTooLarge(bytes: bytes, limit: limit)
+        }
+    }
+
+    init(_ rejection: Rejection) {
+        switch rejection {
+        case .collectionNotFound(let name):
+            self = .collectionNotFound(name)
+        case .model(let error):
+            self.init(error)
+        case .invalidRecord(let reason):
+            self.init(.internalError, "The mutation could not be applied: \(reason).")
+        case .preconditionFailed(let failure):
+            switch failure.header {
+            case .ifMatch:
+                let current = failure.current.map { " (it is at \($0))" } ?? " (it does not exist)"
+                self.init(
+                    .preconditionFailed, "If-Match \(failure.value) does not match the collection's version\(current).")
+            case .ifNoneMatch:
+                self.init(
+                    .preconditionFailed,
+                    "If-None-Match \(failure.value) matches the collection's version "
+                        + (failure.current.map(\.description) ?? ""))
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Model
+
+/// An error a handler throws to answer with a 4xx or 5xx: it carries its status, its stable snake_case code and a
+/// message for people, and becomes the JSON error body of API.md in one place (`Response.error`). Errors are made
+/// only through the catalogue (`ErrorCatalogue.swift`), so each code has one status and one wording.
+struct HTTPError: Error, Sendable {
+    /// The codes of API.md's error bodies, each with its status. The codes of rejected ops are Model's own
+    /// (`ModelError.Code`), carried by `.model`.
+    enum Code: Sendable, Equatable {
+        case badJSON
+        case badRequest
+        case unknownOp
+        case invalidName
+        case unauthorized
+        case routeNotFound
+        case collectionNotFound
+        case itemNotFound
+        case methodNotAllowed
+        case cursorExpired
+        case collectionDeleted
+        case preconditionFailed
+        case payloadTooLarge
+        case unsupportedMediaType
+        case tooManyPolls
+        case internalError
+        case storageUnavailable
+        case shuttingDown
+        case model(ModelError.Code)
+
+        var status: HTTPStatus {
+            switch self {
+            case .badJSON, .badRequest, .unknownOp, .invalidName, .model(.invalidID): .badRequest
+            case .unauthorized: .unauthorized
+            case .routeNotFound, .collectionNotFound, .itemNotFound: .notFound
+            case .methodNotAllowed: .methodNotAllowed
+            case .model: .conflict
+            case .cursorExpired, .collectionDeleted: .gone
+            case .preconditionFailed: .preconditionFailed
+            case .payloadTooLarge: .payloadTooLarge
+            case .unsupportedMediaType: .unsupportedMediaType
+            case .tooManyPolls: .tooManyRequests
+            case .internalError: .internalServerError
+            case .storageUnavailable, .shuttingDown: .serviceUnavailable
+            }
+        }
+
+        /// The code as it stands in the JSON body.
+        var text: String {
+            switch self {
+            case .badJSON: "bad_json"
+            case .badRequest: "bad_request"
+            case .unknownOp: "unknown_op"
+            case .invalidName: "invalid_name"
+            case .unauthorized: "unauthorized"
+            case .routeNotFound: "route_not_found"
+            case .collectionNotFound: "collection_not_found"
+            case .itemNotFound: "item_not_found"
+            case .methodNotAllowed: "method_not_allowed"
+            case .cursorExpired: "cursor_expired"
+            case .collectionDeleted: "collection_deleted"
+            case .preconditionFailed: "precondition_failed"
+            case .payloadTooLarge: "payload_too_large"
+            case .unsupportedMediaType: "unsupported_media_type"
+            case .tooManyPolls: "too_many_polls"
+            case .internalError: "internal_error"
+            case .storageUnavailable: "storage_unavailable"
+            case .shuttingDown: "shutting_down"
+            case .model(let code): code.rawValue
+            }
+        }
+    }
+
+    let code: Code
+    var message: String
+    /// The index of the rejected op, for errors in a list of ops.
+    var opIndex: Int?
+    /// The collection's current version, for `410` on the change feed.
+    var current: String?
+    var headers: [(name: String, value: String)] = []
+
+    var status: HTTPStatus { code.status }
+
+    init(_ code: Code, _ message: String, opIndex: Int? = nil, current: String? = nil) {
+        self.code = code
+        self.message = message
+        self.opIndex = opIndex
+        self.current = current
+    }
+
+    func with(header name: String, _ value: String) -> HTTPError {
+        var copy = self
+        copy.headers.append((name, value))
+        return copy
+    }
+}

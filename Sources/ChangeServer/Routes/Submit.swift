@@ -1,0 +1,76 @@
+import Model
+
+/// The route side of the write path: turn a request into a journal record, hand it to the `Committer`, and answer
+/// once it took effect. Bodies larger than `largeBodyBytes` are decoded on the collection's lane, not on the event
+/// loop that received them.
+extension App {
+    /// Bodies from this size on are decoded off the event loop.
+    static let largeBodyBytes = 64 * 1024
+
+    /// Decodes the request into a record (on the loop for a small body, on the collection's lane for a large one),
+    /// submits it, and answers the connection with `answer` once the record took effect.
+    func submit(
+        _ request: Request, _ name: String, _ connection: Connection,
+        decode: @escaping @Sendable (Request) throws(HTTPError) -> JournalRecord,
+        answer: @escaping @Sendable (Committer.Result) -> Response = App.mutationResponse
+    ) throws(HTTPError) -> RouteResult {
+        guard request.body.count >= Self.largeBodyBytes else {
+            try submit(try decode(request), connection, answer: answer)
+            return .later
+        }
+        committer.onLane(of: name) { [self] in
+            do throws(HTTPError) {
+                try submit(try decode(request), connection, answer: answer)
+            } catch {
+                connection.answer(.error(error))
+            }
+        }
+        return .later
+    }
+
+    private func submit(
+        _ record: JournalRecord, _ connection: Connection,
+        answer: @escaping @Sendable (Committer.Result) -> Response
+    ) throws(HTTPError) {
+        do throws(StorageError) {
+            try committer.submit(record) { result in connection.answer(answer(result)) }
+        } catch {
+            throw HTTPError(error)
+        }
+    }
+
+    /// The request's `If-Match` and `If-None-Match`, checked when its record is applied; `412` at once for an
+    /// `If-Match` of weak tags only, which can never match.
+    static func conditions(_ request: Request) throws(HTTPError) -> JournalRecord.Conditions {
+        guard
+            let conditions = JournalRecord.Conditions.from(
+                ifMatch: request.header("If-Match"), ifNoneMatch: request.header("If-None-Match"))
+        else { throw .weakIfMatch }
+        return conditions
+    }
+
+    /// The answer to a mutation: `{"collection", "version", "changes"}` with its ETag, `204` for a deleted
+    /// collection, or the error.
+    static func mutationResponse(_ result: Committer.Result) -> Response {
+        switch result {
+        case .committed(let entry, let changes, let created):
+            return changesetResponse(created ? .created : .ok, entry.name, changes)
+        case .unchanged(let entry, let changes):
+            return changesetResponse(.ok, entry.name, changes)
+        case .deleted:
+            return Response(.noContent)
+        case .rejected(let rejection):
+            return .error(HTTPError(rejection))
+        case .notDurable:
+            return .error(.storageUnavailable)
+        }
+    }
+
+    private static func changesetResponse(_ status: HTTPStatus, _ name: String, _ changes: EncodedChangeset)
+        -> Response
+    {
+        .json(status, headers: [("ETag", EntityTags.quoted(changes.changeset.to))]) {
+            $0.mutationResult(collection: name, changes: changes)
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Glibc
+import Model
+import Synchronization
+
+/// Snapshots and compaction: when the journal has grown past `--snapshot-bytes`, it starts a new segment; at the
+/// point of the record order where every record of the old segments is applied (and no later one), each
+/// collection is copied on its own lane (copy-on-write, so this is cheap) and a background thread writes the
+/// snapshot and drops the old segments. Mutations are never held up for the length of a snapshot.
+final class Snapshots: Sendable {
+    private let directory: DataDirectory
+    private let journal: FileJournal
+    private let registry: Registry
+    private let lanes: Lanes
+    private let threshold: Int
+    private let logger: Logger
+    private let snapshotting = Atomic<Bool>(false)
+
+    init(
+        directory: DataDirectory, journal: FileJournal, registry: Registry, lanes: Lanes, threshold: Int,
+        logger: Logger
+    ) {
+        self.directory = directory
+        self.journal = journal
+        self.registry = registry
+        self.lanes = lanes
+        self.threshold = threshold
+        self.logger = logger
+    }
+
+    /// A record was applied (called on its lane): starts a snapshot when the journal has grown enough.
+    func committed() {
+        guard journal.bytesSinceSnapshot >= threshold,
+            snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        journal.rotate { [self] next in
+            guard let next else { return snapshotting.store(false, ordering: .releasing) }
+            takeSnapshot(coveringBefore: next)
+        }
+    }
+
+    /// Called by the journal at the rotation point, before any record of segment `next` is handed to a lane.
+    private func takeSnapshot(coveringBefore next: UInt64) {
+        let copies = Mutex<[(name: String, content: VersionedCollection)]>([])
+        lanes.visitAtConsistentPoint(
+            names: { registry.all().map(\.name) },
+            visit: { [registry] name in
+                guard let entry = registry.entry(name) else { return }
+                let content = entry.content.withLock { $0 }
+                copies.withLock { $0.append((name, content)) }
+            },
+            then: { [self] in
+                let collections = copies.withLock { $0 }.sorted { $0.name < $1.name }
+                startThread { [self] in write(collections, coveringBefore: next) }
+            })
+    }
+
+    private func write(_ collections: [(name: String, content: VersionedCollection)], coveringBefore next: UInt64) {
+        let started = MonotonicClock.now()
+        let bytes = SnapshotFile.encode(nextSegment: next, collections: collections)
+        if let failure = SnapshotFile.write(bytes, in: directory) {
+            logger.error("snapshot failed (\(failure)); the journal is kept and it will be tried again")
+        } else {
+            for segment in directory.segments() where segment < next { unlink(directory.segmentPath(segment)) }
+            directory.syncDirectory()
+            logger.info(
+                "snapshot of \(collections.count) collections (\(bytes.count) bytes) written in "
+                    + "\(MonotonicClock.now() - started) ms; journal segments before \(next) dropped")
+        }
+        snapshotting.store(false, ordering: .releasing)
+    }
+}

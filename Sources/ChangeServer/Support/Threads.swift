@@ -1,0 +1,38 @@
+import Glibc
+
+/// A POSIX thread running `body`, to be joined: the server's loops and the journal's syncer are stopped by
+/// making their bodies return, then joined, so that a stop knows they are done instead of polling for it.
+final class JoinableThread: Sendable {
+    // The handle is written once, by `init`, before any other thread can see the object.
+    private nonisolated(unsafe) var thread = pthread_t()
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+        pthread_create(&thread, nil, runThreadBody, context)
+    }
+
+    /// Waits until the body has returned. Call it once.
+    func join() {
+        pthread_join(thread, nil)
+    }
+}
+
+/// Starts a detached POSIX thread running `body`: for threads nobody waits for (the signal thread, which ends
+/// with the process, and short background jobs that report by themselves).
+func startThread(_ body: @escaping @Sendable () -> Void) {
+    var thread = pthread_t()
+    let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+    pthread_create(&thread, nil, runThreadBody, context)
+    pthread_detach(thread)
+}
+
+private final class ThreadBody {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
+private func runThreadBody(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let context else { return nil }
+    Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue().body()
+    return nil
+}

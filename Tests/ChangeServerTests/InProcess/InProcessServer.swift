@@ -1,0 +1,117 @@
+import CJansson
+import Foundation
+import Model
+import Testing
+
+@testable import ChangeServer
+
+/// The application without sockets or event loops: routes are called with plain `Request` values and their answers
+/// collected from a `Connection`, so every route and error can be checked in milliseconds. Storage is real: a
+/// journal in a temporary directory, removed at the end.
+final class InProcessServer {
+    let app: App
+    let directory: String
+
+    /// jansson seeds its hash function lazily, which is not thread-safe: once, before any request.
+    private static let seeded: Void = { json_object_seed(0) }()
+
+    init(_ arguments: [String] = [], recordLimit: Int = JournalFormat.maximumPayload) throws {
+        Self.seeded
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("inprocess-\(UUID().uuidString)").path
+        let config = try #require(
+            try Config.parse(
+                arguments: ["--data-dir", directory, "--fsync", "never", "--log-level", "warning"] + arguments,
+                environment: [:]))
+        app = try App.open(config: config, logger: Logger(level: config.logLevel), recordLimit: recordLimit)
+        app.startServing()
+    }
+
+    deinit {
+        app.finish()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Sends a request and waits (at most 10 s) for its answer. A poll the feed would hold comes back as `held`.
+    func send(
+        _ method: String, _ target: String, body: String? = nil, headers: [(String, String)] = []
+    ) -> Answer {
+        let parts = target.split(separator: "?", maxSplits: 1)
+        let query = parts.count > 1 ? Self.queryPairs(parts[1]) : []
+        let request = Request(
+            method: method, path: String(parts.first ?? ""), query: query,
+            headers: headers.map { (name: $0.0, value: $0.1) }, body: Array((body ?? "").utf8))
+        let connection = RecordingConnection()
+        switch app.handle(request, on: connection).result {
+        case .respond(let response): return Answer(response)
+        case .later: return connection.wait()
+        }
+    }
+
+    private static func queryPairs(_ text: Substring) -> [(name: String, value: String)] {
+        text.split(separator: "&").map { pair in
+            let halves = pair.split(separator: "=", maxSplits: 1)
+            return (String(halves[0]), halves.count > 1 ? String(halves[1]) : "")
+        }
+    }
+}
+
+/// What a route answered.
+struct Answer {
+    var status: Int
+    var headers: [(name: String, value: String)]
+    var body: [UInt8]
+    /// Set when the feed would hold the request: the version it waits from and its timeout.
+    var held: (since: Version, timeout: Int)?
+
+    init(_ response: Response) {
+        status = response.status.rawValue
+        headers = response.headers
+        body = response.body
+    }
+
+    init(held since: Version, timeout: Int) {
+        status = 0
+        headers = []
+        body = []
+        held = (since, timeout)
+    }
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
+    }
+
+    var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
+    var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// A `Connection` that records the answer (from whichever thread gives it) or the hold.
+private final class RecordingConnection: Connection, @unchecked Sendable {
+    // @unchecked: `answered` is guarded by `lock`; the semaphore is thread-safe.
+    private let lock = NSLock()
+    private let done = DispatchSemaphore(value: 0)
+    private var answered: Answer?
+
+    func answer(_ response: Response) {
+        finish(Answer(response))
+    }
+
+    func hold(on entry: CollectionEntry, since: Version, timeout: Int) {
+        finish(Answer(held: since, timeout: timeout))
+    }
+
+    private func finish(_ answer: Answer) {
+        lock.withLock { answered = answer }
+        done.signal()
+    }
+
+    func wait() -> Answer {
+        guard done.wait(timeout: .now() + 10) == .success else {
+            return Answer(Response(.internalServerError, body: Array("no answer within 10 s".utf8)))
+        }
+        return lock.withLock { answered } ?? Answer(Response(.internalServerError))
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import Testing
+
+@testable import ChangeServer
+
+/// Every route and every error of the contract, called in-process (no sockets): the fast set
+/// (`swift test --filter InProcess`).
+@Suite struct InProcessRouteTests {
+    private static let inbox = #"{"sections": [{"id": "s", "items": [{"id": "a", "data": 1}, {"id": "b"}]}]}"#
+
+    private func serverWithInbox(_ arguments: [String] = []) throws -> (InProcessServer, String) {
+        let server = try InProcessServer(arguments)
+        let created = server.send("PUT", "/v1/collections/inbox", body: Self.inbox)
+        #expect(created.status == 201)
+        return (server, try #require(created.json["version"] as? String))
+    }
+
+    @Test func serviceRoutes() throws {
+        let server = try InProcessServer()
+        #expect(server.send("GET", "/healthz").text == #"{"status":"ok"}"#)
+        let metrics = server.send("GET", "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.text.contains("changeserver_"))
+        #expect(server.send("GET", "/nowhere").errorCode == "route_not_found")
+        #expect(server.send("GET", "/v1/collections/a/b/c/d").status == 404)
+    }
+
+    @Test func createReadReplaceListDelete() throws {
+        let (server, version) = try serverWithInbox()
+        let snapshot = server.send("GET", "/v1/collections/inbox")
+        #expect(snapshot.status == 200)
+        #expect(snapshot.header("ETag") == "\"\(version)\"")
+        #expect(
+            server.send("GET", "/v1/collections/inbox", headers: [("If-None-Match", "\"\(version)\"")]).status == 304)
+        let replaced = server.send("PUT", "/v1/collections/inbox", body: #"{"sections": [{"id": "s"}]}"#)
+        #expect(replaced.status == 200)
+        let items = ((replaced.json["changes"] as? [String: Any])?["items"] as? [String: Any])?["deleted"] as? [Any]
+        #expect(items?.count == 2)
+        let list = server.send("GET", "/v1/collections").json["collections"] as? [[String: Any]]
+        #expect(list?.first?["name"] as? String == "inbox")
+        #expect(server.send("DELETE", "/v1/collections/inbox").status == 204)
+        #expect(server.send("GET", "/v1/collections/inbox").errorCode == "collection_not_found")
+        #expect(server.send("DELETE", "/v1/collections/inbox").errorCode == "collection_not_found")
+    }
+
+    @Test func badRequests() throws {
+        let (server, _) = try serverWithInbox()
+        #expect(server.send("PUT", "/v1/collections/x", body: "{").errorCode == "bad_json")
+        #expect(
+            server.send("PUT", "/v1/collections/x", body: #"{"sections": [], "extra": 1}"#).errorCode == "bad_request")
+        #expect(server.send("PUT", "/v1/collections/-x", body: #"{"sections": []}"#).errorCode == "invalid_name")
+        #expect(server.send("GET", "/v1/collections/a%zz").errorCode == "bad_request")
+        let form = server.send(
+            "PUT", "/v1/collections/x", body: "a=1", headers: [("Content-Type", "application/x-www-form-urlencoded")])
+        #expect(form.status == 415)
+        #expect(form.errorCode == "unsupported_media_type")
+        let unknownOp = server.send(
+            "POST", "/v1/collections/inbox/mutations", body: #"{"ops": [{"op": "frobnicate"}]}"#)
+        #expect(unknownOp.status == 400)
+        #expect(unknownOp.errorCode == "unknown_op")
+        #expect((unknownOp.json["error"] as? [String: Any])?["op"] as? Int == 0)
+        #expect(server.send("POST", "/v1/collections/nope/mutations", body: #"{"ops": []}"#).status == 404)
+    }
+
+    @Test func rejectedMutationsChangeNothing() throws {
+        let (server, version) = try serverWithInbox()
+        let duplicate = server.send(
+            "POST", "/v1/collections/inbox/mutations",
+            body:
+                #"{"ops": [{"op": "deleteItems", "items": ["b"]}, {"op": "insertItems", "at": [0, 0], "items": [{"id": "a"}]}]}"#
+        )
+        #expect(duplicate.status == 409)
+        #expect(duplicate.errorCode == "duplicate_id")
+        #expect((duplicate.json["error"] as? [String: Any])?["op"] as? Int == 1)
+        let badID = server.send("PUT", "/v1/collections/inbox", body: #"{"sections": [{"id": ""}]}"#)
+        #expect(badID.status == 400)
+        #expect(badID.errorCode == "invalid_id")
+        #expect(server.send("GET", "/v1/collections/inbox").json["version"] as? String == version)
+    }
+
+    @Test func preconditions() throws {
+        let (server, version) = try serverWithInbox()
+        let body = #"{"ops": [{"op": "updateItems", "items": [{"id": "a", "data": 2}]}]}"#
+        let stale = server.send(
+            "POST", "/v1/collections/inbox/mutations", body: body, headers: [("If-Match", "\"x.1\"")])
+        #expect(stale.status == 412)
+        #expect(stale.errorCode == "precondition_failed")
+        let weak = server.send(
+            "POST", "/v1/collections/inbox/mutations", body: body, headers: [("If-Match", "W/\"\(version)\"")])
+        #expect(weak.status == 412)
+        let strong = server.send(
+            "POST", "/v1/collections/inbox/mutations", body: body, headers: [("If-Match", "W/\"x.1\", \"\(version)\"")])
+        #expect(strong.status == 200)
+        let createOnly = server.send(
+            "PUT", "/v1/collections/inbox", body: #"{"sections": []}"#, headers: [("If-None-Match", "*")])
+        #expect(createOnly.status == 412)
+        #expect(
+            server.send("PUT", "/v1/collections/fresh", body: #"{"sections": []}"#, headers: [("If-None-Match", "*")])
+                .status == 201)
+    }
+
+    @Test func items() throws {
+        let (server, _) = try serverWithInbox()
+        let item = server.send("GET", "/v1/collections/inbox/items/a")
+        #expect(item.status == 200)
+        #expect(item.json["at"] as? [Int] == [0, 0])
+        #expect(server.send("GET", "/v1/collections/inbox/items/zz").errorCode == "item_not_found")
+        #expect(server.send("PUT", "/v1/collections/inbox/items/c", body: #"{"data": 3}"#).status == 201)
+        #expect(server.send("PUT", "/v1/collections/inbox/items/c", body: #"{"data": 4}"#).status == 200)
+        #expect(server.send("DELETE", "/v1/collections/inbox/items/c").status == 200)
+        #expect(server.send("DELETE", "/v1/collections/inbox/items/c").errorCode == "item_not_found")
+        #expect(server.send("PUT", "/v1/collections/none/items/c", body: #"{"data": 3}"#).status == 404)
+    }
+
+    @Test func feed() throws {
+        let (server, version) = try serverWithInbox()
+        let reset = server.send("GET", "/v1/collections/inbox/changes")
+        #expect(reset.json["reset"] as? Bool == true)
+        #expect(reset.header("Cache-Control") == "no-store")
+        _ = server.send("PUT", "/v1/collections/inbox/items/c", body: #"{"data": 3}"#)
+        let caughtUp = server.send("GET", "/v1/collections/inbox/changes?since=\(version)")
+        #expect(caughtUp.status == 200)
+        #expect(caughtUp.json["from"] as? String == version)
+        let current = try #require(caughtUp.json["to"] as? String)
+        let held = server.send("GET", "/v1/collections/inbox/changes?since=\(current)&timeout=7")
+        #expect(held.held?.since.description == current)
+        #expect(held.held?.timeout == 7)
+        let empty = server.send("GET", "/v1/collections/inbox/changes?since=\(current)&timeout=0")
+        #expect(empty.json["from"] as? String == current)
+        #expect(empty.json["to"] as? String == current)
+        let clamped = server.send("GET", "/v1/collections/inbox/changes?since=\(current)&timeout=100000")
+        #expect(clamped.held?.timeout == 300)
+        let otherEpoch = server.send("GET", "/v1/collections/inbox/changes?since=other.1")
+        #expect(otherEpoch.status == 410)
+        #expect(otherEpoch.errorCode == "cursor_expired")
+        #expect(otherEpoch.json["current"] as? String == current)
+        let overflow = server.send("GET", "/v1/collections/inbox/changes?since=abc.99999999999999999999999")
+        #expect(overflow.status == 410)
+        #expect(server.send("GET", "/v1/collections/inbox/changes?since=nodot").errorCode == "bad_request")
+        #expect(server.send("GET", "/v1/collections/inbox/changes?since=\(current)&timeout=-1").status == 400)
+        #expect(server.send("GET", "/v1/collections/none/changes").status == 404)
+    }
+
+    @Test func methodsAndPreflight() throws {
+        let server = try InProcessServer()
+        let wrong = server.send("POST", "/v1/collections")
+        #expect(wrong.status == 405)
+        #expect(wrong.header("Allow") == "GET, HEAD, OPTIONS")
+        let options = server.send("OPTIONS", "/v1/collections/x")
+        #expect(options.status == 204)
+        #expect(options.header("Allow") == "GET, HEAD, PUT, DELETE, OPTIONS")
+    }
+
+    @Test func tokens() throws {
+        let server = try InProcessServer(["--write-token", "w", "--read-token", "r"])
+        #expect(server.send("PUT", "/v1/collections/c", body: #"{"sections": []}"#).errorCode == "unauthorized")
+        let readerWrites = server.send(
+            "PUT", "/v1/collections/c", body: #"{"sections": []}"#, headers: [("Authorization", "Bearer r")])
+        #expect(readerWrites.status == 401)
+        #expect(
+            server.send(
+                "PUT", "/v1/collections/c", body: #"{"sections": []}"#, headers: [("Authorization", "Bearer w")]
+            )
+            .status == 201)
+        #expect(server.send("GET", "/v1/collections/c").status == 401)
+        #expect(server.send("GET", "/v1/collections/c", headers: [("Authorization", "Bearer r")]).status == 200)
+        #expect(server.send("GET", "/healthz").status == 200)
+    }
+
+    /// API.md: a server with any token is never writable anonymously, so with only a read token writes need it.
+    @Test func readTokenAloneGuardsWritesToo() throws {
+        let server = try InProcessServer(["--read-token", "r"])
+        #expect(server.send("PUT", "/v1/collections/c", body: #"{"sections": []}"#).status == 401)
+        #expect(
+            server.send(
+                "PUT", "/v1/collections/c", body: #"{"sections": []}"#, headers: [("Authorization", "Bearer r")]
+            )
+            .status == 201)
+    }
+
+    @Test func largeBodiesAreDecodedOffTheLoop() throws {
+        let server = try InProcessServer()
+        let items = (0..<5000).map { #"{"id": "i\#($0)", "data": {"n": \#($0)}}"# }.joined(separator: ",")
+        let body = #"{"sections": [{"id": "s", "items": [\#(items)]}]}"#
+        #expect(body.utf8.count >= App.largeBodyBytes)
+        let created = server.send("PUT", "/v1/collections/big", body: body)
+        #expect(created.status == 201)
+        #expect(
+            (server.send("GET", "/v1/collections").json["collections"] as? [[String: Any]])?.first?["items"] as? Int
+                == 5000)
+        let broken = server.send("PUT", "/v1/collections/big", body: String(body.dropLast()))
+        #expect(broken.errorCode == "bad_json")
+    }
+
+    /// A body under `--max-body-bytes` whose record is larger than the journal takes gets `413` and changes nothing.
+    @Test func recordsLargerThanTheJournalTakesAre413() throws {
+        let server = try InProcessServer(recordLimit: 500)
+        let items = (0..<100).map { #"{"id": "item\#($0)", "data": 1e2}"# }.joined(separator: ",")
+        let answer = server.send(
+            "PUT", "/v1/collections/c", body: #"{"sections": [{"id": "s", "items": [\#(items)]}]}"#)
+        #expect(answer.status == 413)
+        #expect(answer.errorCode == "payload_too_large")
+        #expect(server.send("GET", "/v1/collections/c").status == 404)
+        #expect(server.send("PUT", "/v1/collections/c", body: #"{"sections": []}"#).status == 201)
+    }
+
+    @Test func drainingAnswers503() throws {
+        let server = try InProcessServer()
+        server.app.shutDown()
+        let answer = server.send("GET", "/v1/collections")
+        #expect(answer.status == 503)
+        #expect(answer.errorCode == "shutting_down")
+        #expect(answer.header("Retry-After") == "1")
+    }
+}
