@@ -9,7 +9,11 @@
  *            sent once every subscriber has its changeset and has polled again: deliveries per second.
  *   churn    polls that time out or whose clients vanish, by the hundred thousand; the server's resident
  *            memory and open descriptors before and after (--server-pid).
- *   writes   durable mutations per second (small item upserts) from 1, 16 and 64 concurrent keep-alive clients.
+ *   writes   durable mutations per second (small item upserts) from 1, 16 and 64 concurrent keep-alive clients;
+ *            --spread N spreads the clients over N collections (client i writes to collection i mod N).
+ *   isolation  4 clients upserting single items into a small collection B, alone and then while another client
+ *            replaces the whole content of a collection A of --items items back to back (PUT): B's latency and
+ *            throughput in both phases, and their ratio.
  *   restart  builds a data directory of 1,000,000 items with a server it starts (--server), then times
  *            restarts: journal only, and snapshot + journal.
  */
@@ -376,74 +380,170 @@ typedef struct {
     double sent;
 } Writer;
 
+/* Collections the writers spread over: client i writes to `<collection>-<i mod spread>` (just `<collection>` for 1). */
+static int spread = 1;
+
+static void collection_of(int client, char *name, size_t capacity) {
+    if (spread <= 1) snprintf(name, capacity, "%s", collection);
+    else snprintf(name, capacity, "%s-%d", collection, client % spread);
+}
+
 static void send_write(Writer *writer, int client) {
-    char request_text[512], json[128];
+    char request_text[512], json[128], name[160];
+    collection_of(client, name, sizeof name);
     int json_length = snprintf(json, sizeof json, "{\"data\":{\"n\":%ld}}", writer->sequence);
     int length = snprintf(request_text, sizeof request_text,
                           "PUT /v1/collections/%s/items/c%d-%ld HTTP/1.1\r\nHost: %s\r\n"
                           "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-                          collection, client, writer->sequence, host, json_length, json);
+                          name, client, writer->sequence, host, json_length, json);
     writer->used = 0;
     writer->sent = now_ms();
     writer->sequence++;
     if (write(writer->fd, request_text, length) != length) writer->fd = -1;
 }
 
+typedef struct {
+    double per_second, p50_ms, p99_ms;
+    long errors;
+} WriteResult;
+
+/* N keep-alive clients, each sending its next upsert when the previous is answered, for `seconds`. */
+static int measure_writes(int count, double seconds, WriteResult *result) {
+    int epoll_fd = epoll_create1(0);
+    Writer *writers = calloc(count, sizeof *writers);
+    size_t capacity = 1 << 22, recorded = 0;
+    double *latencies = malloc(sizeof(double) * capacity);
+    long errors = 0;
+    for (int index = 0; index < count; index++) {
+        writers[index].fd = open_connection(1);
+        if (writers[index].fd < 0) return 0;
+        fcntl(writers[index].fd, F_SETFL, fcntl(writers[index].fd, F_GETFL) | O_NONBLOCK);
+        struct epoll_event event = {.events = EPOLLIN, .data.u32 = index};
+        epoll_ctl(epoll_fd, EPOLL_CTL_ADD, writers[index].fd, &event);
+        send_write(&writers[index], index);
+    }
+    double started = now_ms(), deadline = started + seconds * 1000;
+    long completed = 0;
+    struct epoll_event events[256];
+    while (now_ms() < deadline) {
+        int ready = epoll_wait(epoll_fd, events, 256, 100);
+        for (int index = 0; index < ready; index++) {
+            Writer *writer = &writers[events[index].data.u32];
+            ssize_t got;
+            while ((got = read(writer->fd, writer->buffer + writer->used, sizeof writer->buffer - 1 - writer->used)) >
+                   0) {
+                writer->used += got;
+            }
+            Subscriber view;
+            memcpy(view.buffer, writer->buffer, writer->used);
+            view.used = writer->used;
+            if (!complete(&view)) continue;
+            if (strncmp(writer->buffer, "HTTP/1.1 20", 11)) errors++;
+            if (recorded < capacity) latencies[recorded++] = now_ms() - writer->sent;
+            completed++;
+            send_write(writer, events[index].data.u32);
+        }
+    }
+    double elapsed = (now_ms() - started) / 1000;
+    qsort(latencies, recorded, sizeof(double), compare);
+    result->per_second = completed / elapsed;
+    result->p50_ms = recorded ? latencies[recorded / 2] : 0;
+    result->p99_ms = recorded ? latencies[(size_t)(recorded * 0.99)] : 0;
+    result->errors = errors;
+    for (int index = 0; index < count; index++) close(writers[index].fd);
+    free(writers);
+    free(latencies);
+    close(epoll_fd);
+    return 1;
+}
+
+/* Creates the collections the writers of `count` clients use. */
+static int create_write_collections(void) {
+    const char *base = collection;
+    char name[160];
+    for (int index = 0; index < (spread > 1 ? spread : 1); index++) {
+        collection_of(index, name, sizeof name);
+        collection = name;
+        int created = create_collection("{\"sections\":[{\"id\":\"s\"}]}");
+        collection = base;
+        if (!created) return 0;
+    }
+    return 1;
+}
+
 /* Durable item upserts from N keep-alive clients, each sending its next one when the previous is answered. */
 static int writes(const char *sizes, double seconds) {
     char list[256];
     snprintf(list, sizeof list, "%s", sizes);
-    printf("%-8s %14s %10s %10s %10s\n", "clients", "mutations/s", "p50_ms", "p99_ms", "errors");
+    printf("%-8s %-12s %14s %10s %10s %10s\n", "clients", "collections", "mutations/s", "p50_ms", "p99_ms", "errors");
     for (char *token = strtok(list, ","); token; token = strtok(NULL, ",")) {
         int count = atoi(token);
         if (count <= 0 || count > 10000) return 2;
-        if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}")) return 1;
-        int epoll_fd = epoll_create1(0);
-        Writer *writers = calloc(count, sizeof *writers);
-        size_t capacity = 1 << 22, recorded = 0;
-        double *latencies = malloc(sizeof(double) * capacity);
-        long errors = 0;
-        for (int index = 0; index < count; index++) {
-            writers[index].fd = open_connection(1);
-            if (writers[index].fd < 0) return 1;
-            fcntl(writers[index].fd, F_SETFL, fcntl(writers[index].fd, F_GETFL) | O_NONBLOCK);
-            struct epoll_event event = {.events = EPOLLIN, .data.u32 = index};
-            epoll_ctl(epoll_fd, EPOLL_CTL_ADD, writers[index].fd, &event);
-            send_write(&writers[index], index);
-        }
-        double started = now_ms(), deadline = started + seconds * 1000;
-        long completed = 0;
-        struct epoll_event events[256];
-        while (now_ms() < deadline) {
-            int ready = epoll_wait(epoll_fd, events, 256, 100);
-            for (int index = 0; index < ready; index++) {
-                Writer *writer = &writers[events[index].data.u32];
-                ssize_t got;
-                while ((got = read(writer->fd, writer->buffer + writer->used, sizeof writer->buffer - 1 - writer->used)) >
-                       0) {
-                    writer->used += got;
-                }
-                Subscriber view;
-                memcpy(view.buffer, writer->buffer, writer->used);
-                view.used = writer->used;
-                if (!complete(&view)) continue;
-                if (strncmp(writer->buffer, "HTTP/1.1 20", 11)) errors++;
-                if (recorded < capacity) latencies[recorded++] = now_ms() - writer->sent;
-                completed++;
-                send_write(writer, events[index].data.u32);
-            }
-        }
-        double elapsed = (now_ms() - started) / 1000;
-        qsort(latencies, recorded, sizeof(double), compare);
-        printf("%-8d %14.0f %10.2f %10.2f %10ld\n", count, completed / elapsed, recorded ? latencies[recorded / 2] : 0,
-               recorded ? latencies[(size_t)(recorded * 0.99)] : 0, errors);
+        if (!create_write_collections()) return 1;
+        WriteResult result;
+        if (!measure_writes(count, seconds, &result)) return 1;
+        printf("%-8d %-12d %14.0f %10.2f %10.2f %10ld\n", count, spread > 1 ? spread : 1, result.per_second,
+               result.p50_ms, result.p99_ms, result.errors);
         fflush(stdout);
-        for (int index = 0; index < count; index++) close(writers[index].fd);
-        free(writers);
-        free(latencies);
-        close(epoll_fd);
         usleep(300000);
     }
+    return 0;
+}
+
+/* The body of a PUT of collection `name`'s `items` items in sections of 1,000; `variant` changes the data of every
+   hundredth item, so that each replacement changes something and the server diffs and commits it. */
+static char *replacement_body(int items, int variant) {
+    size_t capacity = (size_t)items * 48 + 4096, used = 0;
+    char *json = malloc(capacity);
+    used += snprintf(json + used, capacity - used, "{\"sections\":[");
+    for (int section = 0; section * 1000 < items; section++) {
+        used += snprintf(json + used, capacity - used, "%s{\"id\":\"s%d\",\"items\":[", section ? "," : "", section);
+        for (int item = section * 1000; item < items && item < (section + 1) * 1000; item++) {
+            int value = item % 100 == 0 ? variant : 0;
+            used += snprintf(json + used, capacity - used, "%s{\"id\":\"a%d\",\"data\":{\"v\":%d}}",
+                             item % 1000 ? "," : "", item, value);
+        }
+        used += snprintf(json + used, capacity - used, "]}");
+    }
+    snprintf(json + used, capacity - used, "]}");
+    return json;
+}
+
+/* B's upserts alone, then while a child process replaces A (of `items` items) back to back. */
+static int isolation(int items, double seconds) {
+    const char *small = collection;
+    char large[160];
+    snprintf(large, sizeof large, "%s-large", small);
+    char *bodies[2] = {replacement_body(items, 1), replacement_body(items, 2)};
+    collection = large;
+    char path[256], answer[256];
+    snprintf(path, sizeof path, "/v1/collections/%s", large);
+    if (request("PUT", path, bodies[0], answer, sizeof answer) / 100 != 2) return 1;
+    collection = small;
+    if (!create_write_collections()) return 1;
+    WriteResult alone, during;
+    if (!measure_writes(4, seconds, &alone)) return 1;
+    pid_t replacer = fork();
+    if (replacer == 0) {
+        double deadline = now_ms() + (seconds + 2) * 1000;
+        int replaced = 0;
+        while (now_ms() < deadline) {
+            if (request("PUT", path, bodies[replaced % 2 ? 0 : 1], NULL, 0) / 100 == 2) replaced++;
+        }
+        printf("A (%d items) replaced %d times in %.0f s\n", items, replaced, seconds + 2);
+        fflush(stdout);
+        _exit(0);
+    }
+    usleep(1000000);
+    if (!measure_writes(4, seconds, &during)) return 1;
+    waitpid(replacer, NULL, 0);
+    printf("%-34s %12s %10s %10s %8s\n", "B, 4 clients", "upserts/s", "p50_ms", "p99_ms", "errors");
+    printf("%-34s %12.0f %10.2f %10.2f %8ld\n", "alone", alone.per_second, alone.p50_ms, alone.p99_ms, alone.errors);
+    printf("%-34s %12.0f %10.2f %10.2f %8ld\n", "while A is replaced back to back", during.per_second, during.p50_ms,
+           during.p99_ms, during.errors);
+    printf("throughput ratio (during / alone): %.2f\n", during.per_second / alone.per_second);
+    free(bodies[0]);
+    free(bodies[1]);
     return 0;
 }
 
@@ -556,7 +656,8 @@ static void usage(void) {
             "usage: Load MODE [--host 127.0.0.1] [--port 8080] [--collection NAME] [options]\n"
             "  fanout  [--subscribers 100,1000,10000] [--sustained K] [--nchan 1: the server is nginx + nchan]\n"
             "  churn   --server-pid PID [--polls 100000] [--batch 5000]\n"
-            "  writes  [--connections 1,16,64] [--seconds 5]\n"
+            "  writes  [--connections 1,16,64] [--seconds 5] [--spread N: over N collections]\n"
+            "  isolation [--items 300000] [--seconds 5]\n"
             "  restart --server PATH/TO/ChangeServer [--items 1000000]   (starts its own server on --port)\n");
     exit(2);
 }
@@ -565,7 +666,7 @@ int main(int argc, char **argv) {
     if (argc < 2) usage();
     const char *mode = argv[1];
     const char *sizes = NULL, *server = NULL;
-    int sustained = 0, polls = 100000, batch = 5000, server_pid = 0, items = 1000000;
+    int sustained = 0, polls = 100000, batch = 5000, server_pid = 0, items = 0;
     double seconds = 5;
     for (int index = 2; index < argc; index++) {
         const char *option = argv[index], *value = index + 1 < argc ? argv[index + 1] : NULL;
@@ -583,6 +684,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--seconds")) seconds = atof(value);
         else if (!strcmp(option, "--server")) server = value;
         else if (!strcmp(option, "--items")) items = atoi(value);
+        else if (!strcmp(option, "--spread")) spread = atoi(value);
         else usage();
     }
     if (strncmp(host, "127.", 4)) {
@@ -597,6 +699,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fanout")) return fanout(sizes ? sizes : "100,1000,10000", sustained);
     if (!strcmp(mode, "churn") && server_pid > 0 && batch > 0) return churn(polls, batch, server_pid);
     if (!strcmp(mode, "writes")) return writes(sizes ? sizes : "1,16,64", seconds);
-    if (!strcmp(mode, "restart") && server && items >= 1000) return restart(server, items);
+    if (!strcmp(mode, "restart") && server && (items == 0 || items >= 1000)) return restart(server, items ? items : 1000000);
+    if (!strcmp(mode, "isolation") && items >= 0) return isolation(items ? items : 300000, seconds);
     usage();
 }
