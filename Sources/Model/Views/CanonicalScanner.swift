@@ -13,12 +13,10 @@ struct CanonicalScanner {
     private func byte(_ at: Int) -> UInt8 { at < bytes.count ? bytes[at] : 0 }
 
     mutating func skipSpace() {
-        while offset < bytes.count, bytes[offset] == 0x20 || bytes[offset] == 0x0A || bytes[offset] == 0x0D
-            || bytes[offset] == 0x09
-        {
-            offset += 1
-        }
+        while offset < bytes.count, CanonicalScanner.isSpace(bytes[offset]) { offset += 1 }
     }
+
+    static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
 
     /// Steps into the member `token` of the object at `offset`, or the element `index` of the array there.
     /// - Returns: false when there is none (then `offset` is meaningless).
