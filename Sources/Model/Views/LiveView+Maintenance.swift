@@ -1,0 +1,133 @@
+/// Incremental maintenance: one source item at a time, the index is updated and, when recording, the ops that
+/// keep the content equal to the first `limit` members are appended to `ops`.
+///
+/// Each step keeps the content a prefix of the index (except for sections left empty, which stay until the end
+/// of the change so that an item moving inside its section never deletes and re-creates it): removing a shown
+/// item deletes it and shows the member that the limit now lets in; inserting one within the limit hides the
+/// member it pushes out, then shows it. Showing a member inserts it at its rank minus the rank of its section's
+/// first member, in a section inserted at its rank among the content's sections when missing. All positions
+/// come from the two indices, O(log n) each.
+extension LiveView {
+    /// How many members the content shows.
+    private var shownCount: Int { min(rules.limit, index.count) }
+
+    /// Takes one source item to its new data (nil: gone from the source).
+    mutating func update(id: String, data: JSONData?, recording: Bool) {
+        let old = members[id]
+        let new = data.flatMap { data in rules.placement(id: id, data: data).map { Member(placement: $0, data: data) } }
+        if let old, let new, old.placement == new.placement {
+            guard old.data != new.data else { return }
+            members[id] = new
+            if recording, index.rank(of: new.placement.key) < shownCount {
+                ops.append(.updateItems([Item(id: id, data: new.data)]))
+            }
+            return
+        }
+        if let old { remove(id, old, recording: recording) }
+        if let new { insert(id, new, recording: recording) }
+    }
+
+    private mutating func remove(_ id: String, _ member: Member, recording: Bool) {
+        let shown = shownCount
+        guard let rank = index.remove(member.placement.key) else {
+            preconditionFailure("member \(id) is not in the view's index")
+        }
+        members[id] = nil
+        guard recording, rank < shown else { return }
+        ops.append(.deleteItems([.id(id)]))
+        noteEmptied(member.placement.section)
+        if index.count >= rules.limit { show(index[rules.limit - 1], rank: rules.limit - 1) }
+    }
+
+    private mutating func insert(_ id: String, _ member: Member, recording: Bool) {
+        members[id] = member
+        let rank = index.insert(OrderedIndex.Element(key: member.placement.key, id: id))
+        guard recording, rank < rules.limit else { return }
+        if index.count > rules.limit {
+            let pushed = index[rules.limit].id
+            ops.append(.deleteItems([.id(pushed)]))
+            if let section = members[pushed]?.placement.section { noteEmptied(section) }
+        }
+        show(OrderedIndex.Element(key: member.placement.key, id: id), rank: rank)
+    }
+
+    private mutating func noteEmptied(_ section: String) {
+        if rules.sectionBy != nil { emptied.insert(section) }
+    }
+
+    /// Inserts a member into the content, where its rank says.
+    private mutating func show(_ element: OrderedIndex.Element, rank: Int) {
+        guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+        let section = member.placement.section
+        let sectionKey: [UInt8]
+        if let key = present[section] {
+            sectionKey = key
+        } else {
+            sectionKey = member.placement.sectionKey
+            let at = sections.insert(OrderedIndex.Element(key: sectionKey, id: section))
+            present[section] = sectionKey
+            ops.append(.insertSections(at: at, sections: [Section(id: section, data: rules.sectionData(section))]))
+        }
+        let at = ItemPosition(section: .id(section), index: rank - index.rank(of: sectionKey))
+        ops.append(.insertItems(at: at, items: [Item(id: element.id, data: member.data)]))
+    }
+
+    /// Deletes the sections that lost items during the change and have none left.
+    mutating func deleteEmptiedSections() {
+        for section in emptied.sorted() {
+            guard let key = present[section] else { continue }
+            let first = index.rank(of: key)
+            if first < shownCount, OrderKey.hasPrefix(index[first].key, key) { continue }
+            ops.append(.deleteSections([.id(section)]))
+            sections.remove(key)
+            present[section] = nil
+        }
+        emptied = []
+    }
+
+    /// Rebuilds the members and the index from the source, and returns the content they give.
+    /// - Complexity: O(n log n) for n source items.
+    mutating func derive(from source: VersionedCollection?) -> [Section] {
+        members = [:]
+        var elements: [OrderedIndex.Element] = []
+        if let source {
+            members.reserveCapacity(source.itemCount)
+            elements.reserveCapacity(source.itemCount)
+            for section in source.snapshot() {
+                for item in section.items {
+                    guard let placement = rules.placement(id: item.id, data: item.data) else { continue }
+                    members[item.id] = Member(placement: placement, data: item.data)
+                    elements.append(OrderedIndex.Element(key: placement.key, id: item.id))
+                }
+            }
+        }
+        elements.sort { OrderKey.less($0.key, $1.key) }
+        index = OrderedIndex(sorted: elements)
+        return materialize()
+    }
+
+    /// The content the index gives (the first `limit` members in their sections), after which the section
+    /// index is reset to it.
+    /// - Complexity: O(m) for the m members shown.
+    mutating func materialize() -> [Section] {
+        var content: [Section] = []
+        var keys: [OrderedIndex.Element] = []
+        for element in index.elements.prefix(shownCount) {
+            guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+            let section = member.placement.section
+            if content.last?.id != section {
+                content.append(Section(id: section, data: rules.sectionData(section)))
+                keys.append(OrderedIndex.Element(key: member.placement.sectionKey, id: section))
+            }
+            content[content.count - 1].items.append(Item(id: element.id, data: member.data))
+        }
+        if rules.sectionBy == nil, content.isEmpty {
+            content = [Section(id: ViewRules.allSection)]
+            keys = [OrderedIndex.Element(key: [], id: ViewRules.allSection)]
+        }
+        sections = OrderedIndex(sorted: keys)
+        present = Dictionary(uniqueKeysWithValues: keys.map { ($0.id, $0.key) })
+        emptied = []
+        return content
+    }
+}
