@@ -1,4 +1,3 @@
-import CJansson
 import Glibc
 import Model
 import Synchronization
@@ -19,8 +18,6 @@ enum Lifecycle {
             return 2
         }
         let logger = Logger(level: config.logLevel)
-        // jansson seeds its hash function lazily, which is not thread-safe: seed it before any thread starts.
-        json_object_seed(0)
         signal(SIGPIPE, SIG_IGN)
         // A journal write past a file-size limit fails with EFBIG (answered 503) instead of killing the process.
         signal(SIGXFSZ, SIG_IGN)
