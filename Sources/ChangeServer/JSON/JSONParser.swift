@@ -21,12 +21,14 @@ struct JSONParser {
         guard offset == bytes.count else { throw failure("end of text expected") }
     }
 
-    /// At least the number of values in the text, if it is JSON: every value but the first follows a `,`, a `:`, a
-    /// `[` or a `{` outside strings (a key also follows `,` or `{`, and its value a `:`).
+    /// The number of values in the text, if it is JSON: every value but the root follows a `,` (an element or a
+    /// member's key), a `:` (a member's value), or a `[` or `{` that is not closed at once (the first element or
+    /// key), outside strings.
     private static func nodeBound(_ bytes: [UInt8]) -> Int {
         var count = 1
         var inString = false
         var escaped = false
+        var afterOpening = false
         for byte in bytes {
             if inString {
                 if escaped {
@@ -39,9 +41,17 @@ struct JSONParser {
                 continue
             }
             switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: ","), UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "{"): count += 1
-            default: break
+            case 0x20, 0x0A, 0x0D, 0x09: continue
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): afterOpening = false
+            default:
+                if afterOpening { count += 1 }
+                afterOpening = false
+                switch byte {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: ","), UInt8(ascii: ":"): count += 1
+                case UInt8(ascii: "["), UInt8(ascii: "{"): afterOpening = true
+                default: break
+                }
             }
         }
         return count
