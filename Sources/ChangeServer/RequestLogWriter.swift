@@ -5,6 +5,7 @@ import Synchronization
 /// Writes the request log to stderr on a thread of its own, so that an event loop never blocks on a stderr that
 /// nobody reads. Each loop hands over the lines of one turn at once; while more than `capacity` bytes wait, what
 /// comes is dropped and counted (`changeserver_log_lines_dropped_total`), as a log shipper's bounded buffer does.
+/// A batch larger than `capacity` still goes when nothing waits, so that a fan-out to many polls is logged.
 final class RequestLogWriter: Sendable {
     private struct State {
         var batches: [[UInt8]] = []
@@ -20,7 +21,7 @@ final class RequestLogWriter: Sendable {
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
 
-    init(capacity: Int = 4 << 20, descriptor: Int32 = 2) {
+    init(capacity: Int = 256 << 10, descriptor: Int32 = 2) {
         self.capacity = capacity
         self.descriptor = descriptor
     }
@@ -28,7 +29,7 @@ final class RequestLogWriter: Sendable {
     /// Queues one turn's lines (`lines` of them); never blocks. The writer thread starts with the first batch.
     func submit(_ batch: [UInt8], lines: Int) {
         let accepted = state.withLock { state in
-            guard !state.closed, state.bytes + batch.count <= capacity else {
+            guard !state.closed, state.bytes == 0 || state.bytes + batch.count <= capacity else {
                 state.dropped += lines
                 return false
             }

@@ -46,10 +46,12 @@ final class Worker: HTTPHandler, @unchecked Sendable {
 
     func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: Bool) {
         app.metrics.responseFailed()
-        app.logger.error(
-            "libmicrohttpd refused the \(status.rawValue) response to \(escapedForLog(exchange.method)) "
-                + "\(escapedForLog(exchange.path)) (its headers do not fit the connection's memory); "
-                + (fallback ? "answered 500 instead" : "connection closed"))
+        guard app.logger.level <= .error else { return }
+        let line =
+            "\(Logger.timestamp()) error libmicrohttpd refused the \(status.rawValue) response to "
+            + "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path)) (its headers do not fit the "
+            + "connection's memory); " + (fallback ? "answered 500 instead" : "connection closed") + "\n"
+        app.requestLog.submit(Array(line.utf8), lines: 1)
     }
 
     func handle(_ exchange: Exchange) -> HandlerResult {
