@@ -19,7 +19,7 @@ enum Recovery {
         var nextSegment: UInt64 = 1
         var fromSnapshot = 0
         if let bytes = readWholeFile(directory.snapshotPath) {
-            let snapshot: (nextSegment: UInt64, collections: [(name: String, content: VersionedCollection)])
+            let snapshot: SnapshotFile.Contents
             do throws(BinaryReader.Malformed) {
                 snapshot = try SnapshotFile.decode(bytes, limits: executor.limits)
             } catch {
@@ -28,8 +28,16 @@ enum Recovery {
             for collection in snapshot.collections {
                 _ = executor.registry.insert(CollectionEntry(name: collection.name, content: collection.content))
             }
+            for view in snapshot.views {
+                guard let definition = try? ViewDefinition(json: view.definition.bytes) else {
+                    throw StartupError("the snapshot's view \(view.name) has an invalid definition")
+                }
+                let source = executor.registry.entry(definition.source)?.content.withLock { $0 }
+                let live = LiveView(restoring: view.content, definition: definition, source: source)
+                executor.views.insert(ViewEntry(name: view.name, live: live), source: definition.source)
+            }
             nextSegment = snapshot.nextSegment
-            fromSnapshot = snapshot.collections.count
+            fromSnapshot = snapshot.collections.count + snapshot.views.count
         }
         var segments = directory.segments()
         for covered in segments where covered < nextSegment {
