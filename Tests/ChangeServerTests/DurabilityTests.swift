@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 
 /// The real server on a real `--data-dir`: crashes, restarts, compaction, a second server, disk faults.
-@Suite struct DurabilityTests {
+@Suite(.tags(.liveServer)) struct LiveDurabilityTests {
     /// Concurrent clients upsert items while the server is killed with SIGKILL at a different moment each
     /// round; after a restart every acknowledged item is there with its data, the version did not go back, and
     /// the feed still answers a cursor from before the crash.

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Limits that protect the server when many clients hold polls.
-@Suite struct FanoutTests {
+@Suite(.tags(.liveServer)) struct LiveFanoutTests {
     static func openDescriptors(_ pid: Int32) -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
     }

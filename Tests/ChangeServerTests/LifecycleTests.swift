@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-@Suite struct LifecycleTests {
+@Suite(.tags(.liveServer)) struct LiveLifecycleTests {
     @Test func sigtermAnswersHeldPolls503AndExitsZero() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let polls = try (0..<20).map { _ in try HTTPConnection(port: server.port) }
         for poll in polls { poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=60") }
         try waitForHeldPolls(server, 20)

@@ -4,7 +4,7 @@ import Testing
 /// The web client and the demo page: the embedded files match `clients/web` and are served openly, the node tests
 /// of `changefeed.js` (random histories against a real server) and the browser tests of the demo (headless
 /// Chromium driven by Selenium) pass. The last two start their own servers from the binary this run built.
-@Suite(.serialized) struct WebClientTests {
+@Suite(.serialized, .tags(.liveServer)) struct LiveWebClientTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
@@ -40,14 +40,14 @@ import Testing
         #expect(try server.client.request("POST", "/demo").status == 405)
     }
 
-    @Test func nodeTestsOfTheClientPass() throws {
+    @Test(.tags(.node)) func nodeTestsOfTheClientPass() throws {
         let result = try Self.run(
             ["node", "--test", "clients/web/test/changefeed.test.mjs"],
             environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 180)
         #expect(result.status == 0, "node --test failed:\n\(result.output)")
     }
 
-    @Test func browserTestsOfTheDemoPass() throws {
+    @Test(.tags(.browser)) func browserTestsOfTheDemoPass() throws {
         let screenshot = NSTemporaryDirectory() + "/changeserver-demo.png"
         let result = try Self.run(
             ["python3", "-m", "unittest", "-v", "Tests/browser/test_demo.py"],
