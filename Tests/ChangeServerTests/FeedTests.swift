@@ -143,10 +143,8 @@ import Testing
 
 /// Waits (at most 10 s) until `/metrics` reports `count` held polls.
 func waitForHeldPolls(_ server: ServerProcess, _ count: Int) throws {
-    let deadline = Date().addingTimeInterval(10)
-    while Date() < deadline {
-        if try server.client.get("/metrics").text.contains("changeserver_held_polls \(count)\n") { return }
-        usleep(10_000)
+    let held = try waitUntil(timeout: 10) {
+        try server.client.get("/metrics").text.contains("changeserver_held_polls \(count)\n")
     }
-    Issue.record("the server never held \(count) polls")
+    if !held { Issue.record("the server never held \(count) polls") }
 }

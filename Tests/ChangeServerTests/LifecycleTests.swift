@@ -35,10 +35,12 @@ import Testing
         let server = try ServerProcess()
         _ = try server.client.put("/v1/collections/c", ["sections": [["id": "secret-section-body"]]])
         _ = try server.client.get("/v1/collections/c")
-        usleep(100_000)
-        let lines = server.log.split(separator: "\n")
-        #expect(lines.contains { $0.contains(" info PUT /v1/collections/c 201 ") })
-        #expect(lines.contains { $0.contains(" info GET /v1/collections/c 200 ") })
+        let logged = waitUntil(timeout: 5) {
+            let lines = server.log.split(separator: "\n")
+            return lines.contains { $0.contains(" info PUT /v1/collections/c 201 ") }
+                && lines.contains { $0.contains(" info GET /v1/collections/c 200 ") }
+        }
+        #expect(logged, "\(server.log)")
         #expect(!server.log.contains("secret-section-body"))
     }
 }

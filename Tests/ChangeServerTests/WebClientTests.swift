@@ -73,15 +73,13 @@ import Testing
         process.standardOutput = log
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(50_000) }
-        var timedOut = false
-        if process.isRunning {
-            timedOut = true
+        let timedOut = exited.wait(timeout: .now() + timeout) == .timedOut
+        if timedOut {
             kill(process.processIdentifier, SIGTERM)
-            usleep(2_000_000)
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            if exited.wait(timeout: .now() + 2) == .timedOut { kill(process.processIdentifier, SIGKILL) }
         }
         process.waitUntilExit()
         try log.close()
