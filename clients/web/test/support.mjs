@@ -98,7 +98,7 @@ export function random(seed) {
     return { next, int, pick: (list) => list[int(list.length)], chance: (p) => next() < p };
 }
 
-/** Canonical JSON: object keys sorted, as API.md compares data. */
+/** Canonical JSON: object keys sorted, no whitespace; two data values are equal when theirs are. */
 export function canonical(value) {
     if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
     if (value && typeof value === "object") {
