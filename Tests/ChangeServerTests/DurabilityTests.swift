@@ -118,7 +118,7 @@ import Testing
         let errors = Pipe()
         second.standardError = errors
         try second.run()
-        second.waitUntilExit()
+        #expect(waitForExit(of: second, timeout: 10), "a second server started on the same --data-dir")
         #expect(second.terminationStatus == 1)
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(message.contains("another ChangeServer is using --data-dir"))
@@ -140,7 +140,7 @@ import Testing
         let errors = Pipe()
         refused.standardError = errors
         try refused.run()
-        refused.waitUntilExit()
+        #expect(waitForExit(of: refused, timeout: 10), "the server started without a usable --data-dir")
         #expect(refused.terminationStatus == 1)
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(message.contains("cannot create --data-dir"))

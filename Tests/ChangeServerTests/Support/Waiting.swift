@@ -10,3 +10,12 @@ func waitUntil(timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool
         Thread.sleep(forTimeInterval: 0.01)
     }
 }
+
+/// Waits up to `timeout` seconds for `process` to exit by itself, and kills it (SIGKILL, by its PID) if it does
+/// not, so that a server which should have refused to start cannot hold the test; whether it exited by itself.
+func waitForExit(of process: Process, timeout: Double) -> Bool {
+    let exited = waitUntil(timeout: timeout) { !process.isRunning }
+    if !exited { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+    return exited
+}
