@@ -60,8 +60,12 @@ import Testing
         #expect(rejected >= 2_500, "only \(rejected) of 12000 batches were rejected")
     }
 
+    /// Both ways of building a changeset are exercised: from the log, and by the full diff (across a replacement,
+    /// or from version 0).
     @Test func coalescedChangesetsFromEveryKeptVersionApply() throws {
         var coalesced = 0
+        var fromLog = 0
+        var fullDiffs = 0
         for seed in UInt64(0)..<400 {
             var random = RandomContent(seed: seed)
             let first = random.sections()
@@ -82,7 +86,8 @@ import Testing
             for seq in 0...current.seq {
                 let since = Version(epoch: "e", seq: seq)
                 let kept = current.seq - seq <= 12
-                guard let changeset = collection.changes(since: since) else {
+                let (answer, built) = routes { collection.changes(since: since) }
+                guard let changeset = answer else {
                     #expect(!kept, "seed \(seed): version \(seq) should be kept")
                     continue
                 }
@@ -91,9 +96,13 @@ import Testing
                 let state = try #require(states[seq], "seed \(seed): no state at \(seq)")
                 verify(changeset, from: state, to: now, "coalesce seed \(seed) since \(seq)")
                 if current.seq - seq >= 2 { coalesced += 1 }
+                fromLog += built.count { $0 == .log }
+                fullDiffs += built.count { $0 == .fullDiff }
             }
         }
         #expect(coalesced >= 1_000, "only \(coalesced) changesets across two versions or more")
+        #expect(fromLog >= 400, "only \(fromLog) changesets followed the log")
+        #expect(fullDiffs >= 700, "only \(fullDiffs) changesets were full diffs")
     }
 
     /// Op batches on sections long enough to split and merge chunks, where most items stay untouched.
