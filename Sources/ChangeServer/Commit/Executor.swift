@@ -157,11 +157,12 @@ struct Executor: Sendable {
         }
         let source = registry.entry(definition.source)
         if let entry = views.entry(name) {
-            let (old, changeset) = source.map { source in
-                source.content.withLock { content in
-                    entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: content)) }
-                }
-            } ?? entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: nil)) }
+            let (old, changeset) =
+                source.map { source in
+                    source.content.withLock { content in
+                        entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: content)) }
+                    }
+                } ?? entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: nil)) }
             views.reattach(name, from: old, to: definition.source)
             if changeset.isEmpty { return .viewUnchanged(entry, changeset) }
             return .viewCommitted(entry, changeset, created: false)

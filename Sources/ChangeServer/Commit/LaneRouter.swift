@@ -14,7 +14,8 @@ final class LaneRouter: Sendable {
 
     /// `views`: the views recovered at start, whose sources are known.
     init(views: ViewRegistry) {
-        viewSources = Mutex(Dictionary(uniqueKeysWithValues: views.all().map { ($0.name, $0.live.withLock { $0.definition.source }) }))
+        viewSources = Mutex(
+            Dictionary(uniqueKeysWithValues: views.all().map { ($0.name, $0.live.withLock { $0.definition.source }) }))
     }
 
     /// The lanes of `record`; call it once per record, in journal order.

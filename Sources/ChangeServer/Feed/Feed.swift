@@ -134,7 +134,9 @@ final class Feed {
         var body: Response
         switch outcome {
         case .changes(let changeset):
-            body = Response.json(.ok) { $0.feedChanges(first.subject.kind, name: first.subject.name, changeset: changeset) }
+            body = Response.json(.ok) {
+                $0.feedChanges(first.subject.kind, name: first.subject.name, changeset: changeset)
+            }
             if changeset.isEmpty {
                 metrics.pollsTimedOut(group.count)
             } else {

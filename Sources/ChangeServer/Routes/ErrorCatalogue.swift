@@ -98,8 +98,9 @@ extension HTTPError {
     static func viewsAreReadOnly(_ method: String, _ route: Route) -> HTTPError {
         HTTPError(
             .methodNotAllowed,
-            "\(method) is not allowed on \(route.template): views are read-only, written only through their source.")
-            .with(header: "Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
+            "\(method) is not allowed on \(route.template): views are read-only, written only through their source."
+        )
+        .with(header: "Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
     }
 
     static func tooManyPolls(limit: Int) -> HTTPError {

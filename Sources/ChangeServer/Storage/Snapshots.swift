@@ -44,7 +44,9 @@ final class Snapshots: Sendable {
     /// collection is copied on its lane together with the views it feeds (a view's records run on its source's
     /// lane too).
     private func takeSnapshot(coveringBefore next: UInt64) {
-        let copies = Mutex<(collections: [(name: String, content: VersionedCollection)], views: [SnapshotFile.SavedView])>(
+        let copies = Mutex<
+            (collections: [(name: String, content: VersionedCollection)], views: [SnapshotFile.SavedView])
+        >(
             ([], []))
         lanes.visitAtConsistentPoint(
             names: { registry.all().map(\.name) + views.sources },

@@ -87,7 +87,8 @@ import Testing
         case 20..<23:
             let view = "v\(Int.random(in: 0..<3, using: &random))"
             let order = Bool.random(using: &random) ? "asc" : "desc"
-            let definition = #"{"filter":{"field":"","lt":\#(Int.random(in: 1..<6, using: &random))},"#
+            let definition =
+                #"{"filter":{"field":"","lt":\#(Int.random(in: 1..<6, using: &random))},"#
                 + #""sortBy":[{"field":"","order":"\#(order)"}],"source":"\#(name)"}"#
             return .defineView(
                 view: view, epoch: "v\(random.next() % 1000)", definition: JSONData(canonical: definition),
