@@ -66,7 +66,8 @@ enum Recovery {
         let items = executor.registry.all().reduce(0) { total, entry in total + entry.content.withLock { $0.itemCount }
         }
         logger.info(
-            "recovered \(executor.registry.count) collections (\(items) items): \(fromSnapshot) from the snapshot, "
+            "recovered \(executor.registry.count) collections (\(items) items) and \(executor.views.count) views: "
+                + "\(fromSnapshot) from the snapshot, "
                 + "\(records) journal records (\(bytesRead) bytes) replayed in \(MonotonicClock.now() - started) ms")
         return position
     }

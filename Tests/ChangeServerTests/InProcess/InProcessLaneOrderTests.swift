@@ -9,7 +9,7 @@ import Testing
 /// collection and view exactly as applying them one by one in journal order does (which is what recovery does), and
 /// a snapshot taken at a consistent point sees exactly the records handed in before it. Views move between sources,
 /// so their records run on several lanes at once.
-@Suite struct LaneOrderTests {
+@Suite struct InProcessLaneOrderTests {
     private static let names = ["a", "b", "c", "d"]
 
     @Test(arguments: 0..<20)
