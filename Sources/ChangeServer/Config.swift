@@ -25,7 +25,8 @@ struct Config: Sendable {
     var maxHeldPolls = 20_000
     var maxConnections = 30_000
     var connectionMemory = 8192
-    var threads = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    /// Event loops; nil: one per CPU the process may use (`CPUBudget`).
+    var threads: Int?
     var logLevel = LogLevel.info
 
     /// Why the command line could not be read: printed with a hint, exit status 2.
@@ -54,7 +55,8 @@ struct Config: Sendable {
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
           --connection-memory N  bytes per connection for request and response headers; larger headers get 431
                                  (default 8192: headers up to about 6 KB; 2560 keeps a held poll under 4 KiB) [CHANGESERVER_CONNECTION_MEMORY]
-          --threads N            event loops serving HTTP (default: one per CPU) [CHANGESERVER_THREADS]
+          --threads N            event loops serving HTTP (default: one per CPU the process may use: its affinity
+                                 and its cgroup's CPU quota) [CHANGESERVER_THREADS]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
         """

@@ -35,10 +35,13 @@ import Testing
             if index == cut {
                 group.enter()
                 lanes.visitAtConsistentPoint(
-                    names: { parallel.registry.all().map(\.name) },
+                    names: { parallel.registry.all().map(\.name) + parallel.views.sources },
                     visit: { name in
                         if let entry = parallel.registry.entry(name) {
                             captured.add(name, entry.content.withLock { $0 })
+                        }
+                        for view in parallel.views.views(of: name) {
+                            captured.add("view:" + view.name, view.live.withLock { $0.collection })
                         }
                     },
                     then: { group.leave() })
