@@ -85,9 +85,12 @@ extension JournalFormat {
     private static func candidate(_ bytes: UnsafePointer<UInt8>, _ count: Int, from offset: Int) -> Int? {
         var candidate = offset
         while candidate + frameHeaderSize < count {
-            let length = lengthField(bytes, at: candidate)
-            if length > 0 && length <= maximumPayload && length <= count - candidate - frameHeaderSize {
-                return candidate
+            // The length's top byte alone rules out most offsets (text, for one) without reading the other three.
+            if Int(bytes[candidate + 3]) <= (count - candidate - frameHeaderSize) >> 24 {
+                let length = lengthField(bytes, at: candidate)
+                if length > 0 && length <= maximumPayload && length <= count - candidate - frameHeaderSize {
+                    return candidate
+                }
             }
             candidate += 1
         }
