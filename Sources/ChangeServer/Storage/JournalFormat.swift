@@ -259,7 +259,9 @@ enum CRC32CAlgebra {
     }
 
     /// The product of two polynomials modulo the CRC polynomial, four bits of `a` at a time from its highest
-    /// degree down (Horner): the running product times x^4 (through the byte table), plus `b` times the nibble.
+    /// degree down (Horner): the running product times x^4, plus `b` times the nibble. Times x^4 is a shift by
+    /// four bits, plus the reduction of the four bits shifted out, which is `table[bits << 4]` (a byte whose low
+    /// four bits are zero passes its first four steps as a plain shift).
     static func multiply(_ a: UInt32, _ b: UInt32, _ table: UnsafePointer<UInt32>) -> UInt32 {
         let b1 = (b >> 1) ^ (polynomial & (0 &- (b & 1)))
         let b2 = (b1 >> 1) ^ (polynomial & (0 &- (b1 & 1)))
