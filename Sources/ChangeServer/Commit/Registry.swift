@@ -26,6 +26,16 @@ final class Registry: Sendable {
         entries.withLock { Array($0.values) }.sorted { $0.name < $1.name }
     }
 
+    /// Up to `limit` entries whose names sort after `after`, sorted by name, and whether more follow.
+    /// - Complexity: O(n log n) for n collections.
+    func page(after: String?, limit: Int) -> (entries: [CollectionEntry], hasMore: Bool) {
+        let names = entries.withLock { entries in
+            after.map { after in entries.keys.filter { $0 > after } } ?? Array(entries.keys)
+        }.sorted()
+        let chosen = names.prefix(limit).compactMap { entry($0) }
+        return (chosen, names.count > limit)
+    }
+
     var count: Int { entries.withLock { $0.count } }
 
     /// Adds `entry` unless a collection of that name exists; returns the entry now under that name.

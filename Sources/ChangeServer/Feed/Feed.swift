@@ -81,6 +81,14 @@ final class Feed {
         answer(ids.compactMap { waiters[$0] }, with: .error(.deleted(subject.kind, subject.name)))
     }
 
+    /// The client of a held poll hung up: the poll is let go without an answer. False if it is not held here.
+    func drop(_ exchange: Exchange) -> Bool {
+        guard let waiter = waiters[ObjectIdentifier(exchange)] else { return false }
+        remove(waiter)
+        metrics.adjustHeldPolls(by: -1)
+        return true
+    }
+
     /// The server is shutting down: every waiter gets `503` with `Retry-After`.
     func shutDown() {
         answer(Array(waiters.values), with: .error(.shuttingDown))

@@ -49,6 +49,37 @@ extension HTTPError {
             "The mutation takes \(bytes) bytes once encoded, more than the journal's limit of \(limit) for one record.")
     }
 
+    static let conflictingContentLength = HTTPError(
+        .badRequest, "The request has two different Content-Length headers: where its body ends is unknown.")
+
+    static func bodyMemoryFull(limit: Int) -> HTTPError {
+        HTTPError(
+            .serverBusy,
+            "The request bodies being received already take the \(limit) bytes allowed (--max-body-memory); retry shortly."
+        ).with(header: "Retry-After", "1")
+    }
+
+    static func insufficientStorage(free: Int, reserve: Int) -> HTTPError {
+        HTTPError(
+            .insufficientStorage,
+            "The data directory has \(free) bytes free, less than the \(reserve) kept for snapshots "
+                + "(--disk-reserve-bytes); writes resume once there is room. Reads and deletions still work."
+        ).with(header: "Retry-After", "10")
+    }
+
+    static func tooManyCollections(limit: Int) -> HTTPError {
+        HTTPError(
+            .tooManyCollections, "The server holds \(limit) collections already (--max-collections); delete one first.")
+    }
+
+    static func badCursor(_ raw: String) -> HTTPError {
+        HTTPError(.badRequest, "after must be a collection name, not '\(raw)'.")
+    }
+
+    static func badLimit(_ raw: String) -> HTTPError {
+        HTTPError(.badRequest, "limit must be an integer from 1 to \(App.maximumListLimit), not '\(raw)'.")
+    }
+
     static let malformedPath = HTTPError(.badRequest, "The path has a malformed percent-encoding.")
 
     static let invalidName = HTTPError(

@@ -27,6 +27,9 @@ struct HTTPError: Error, Sendable {
         case internalError
         case storageUnavailable
         case shuttingDown
+        case serverBusy
+        case insufficientStorage
+        case tooManyCollections
         case model(ModelError.Code)
 
         var status: HTTPStatus {
@@ -35,14 +38,14 @@ struct HTTPError: Error, Sendable {
             case .unauthorized: .unauthorized
             case .routeNotFound, .collectionNotFound, .viewNotFound, .itemNotFound: .notFound
             case .methodNotAllowed: .methodNotAllowed
-            case .model: .conflict
+            case .model, .tooManyCollections: .conflict
             case .cursorExpired, .collectionDeleted: .gone
             case .preconditionFailed: .preconditionFailed
             case .payloadTooLarge: .payloadTooLarge
             case .unsupportedMediaType: .unsupportedMediaType
             case .tooManyPolls: .tooManyRequests
             case .internalError: .internalServerError
-            case .storageUnavailable, .shuttingDown: .serviceUnavailable
+            case .storageUnavailable, .shuttingDown, .serverBusy, .insufficientStorage: .serviceUnavailable
             }
         }
 
@@ -69,6 +72,9 @@ struct HTTPError: Error, Sendable {
             case .internalError: "internal_error"
             case .storageUnavailable: "storage_unavailable"
             case .shuttingDown: "shutting_down"
+            case .serverBusy: "server_busy"
+            case .insufficientStorage: "insufficient_storage"
+            case .tooManyCollections: "too_many_collections"
             case .model(let code): code.rawValue
             }
         }

@@ -14,6 +14,7 @@ extension App {
         decode: @escaping @Sendable (Request) throws(HTTPError) -> JournalRecord,
         answer: @escaping @Sendable (Committer.Result) -> Response = App.mutationResponse
     ) throws(HTTPError) -> RouteResult {
+        if request.method != "DELETE" { try checkDiskSpace() }
         guard request.body.count >= Self.largeBodyBytes else {
             try submit(try decode(request), connection, answer: answer)
             return .later
@@ -26,6 +27,14 @@ extension App {
             }
         }
         return .later
+    }
+
+    /// Below the free-space reserve, writes are refused `503` (deletions pass: their records are small and let a
+    /// client make room), so that the journal leaves the reserve to snapshots, which compact it.
+    private func checkDiskSpace() throws(HTTPError) {
+        guard !diskSpace.allowsWrites else { return }
+        metrics.writeRefusedForDisk()
+        throw .insufficientStorage(free: diskSpace.freeBytes ?? 0, reserve: diskSpace.reserve)
     }
 
     private func submit(
