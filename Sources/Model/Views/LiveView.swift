@@ -134,6 +134,7 @@ public struct LiveView: Sendable {
         let version = Version(epoch: epoch, seq: 1)
         var history = History()
         history.record([.replaced(old: [])], committing: version, limits: limits)
-        return VersionedCollection(store: Store(validated: sections), version: version, history: history, limits: limits)
+        return VersionedCollection(
+            store: Store(validated: sections), version: version, history: history, limits: limits)
     }
 }
