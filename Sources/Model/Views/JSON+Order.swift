@@ -115,23 +115,24 @@ enum OrderKey {
 
     /// Whether `a` sorts before `b`, bytewise (a proper prefix first), eight bytes at a time.
     static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a.withUnsafeBytes { left in
-            b.withUnsafeBytes { right in
-                let common = min(left.count, right.count)
-                var at = 0
-                while at + 8 <= common {
-                    let x = UInt64(bigEndian: left.loadUnaligned(fromByteOffset: at, as: UInt64.self))
-                    let y = UInt64(bigEndian: right.loadUnaligned(fromByteOffset: at, as: UInt64.self))
-                    if x != y { return x < y }
-                    at += 8
-                }
-                while at < common {
-                    if left[at] != right[at] { return left[at] < right[at] }
-                    at += 1
-                }
-                return left.count < right.count
-            }
+        a.withUnsafeBytes { left in b.withUnsafeBytes { right in less(left, right) } }
+    }
+
+    /// The same on raw bytes.
+    static func less(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Bool {
+        let common = min(left.count, right.count)
+        var at = 0
+        while at + 8 <= common {
+            let x = UInt64(bigEndian: left.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            let y = UInt64(bigEndian: right.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            if x != y { return x < y }
+            at += 8
         }
+        while at < common {
+            if left[at] != right[at] { return left[at] < right[at] }
+            at += 1
+        }
+        return left.count < right.count
     }
 
     /// Whether `key` starts with `prefix`.

@@ -86,40 +86,64 @@ extension LiveView {
     }
 
     /// Rebuilds the members and the index from the source, and returns the content they give.
+    ///
+    /// The order keys are also copied into one flat buffer, and positions are sorted by comparing there: a sort
+    /// of arrays of arrays would retain and release every key it compares.
     /// - Complexity: O(n log n) for n source items.
     mutating func derive(from source: VersionedCollection?) -> [Section] {
-        members = [:]
-        var elements: [OrderedIndex.Element] = []
-        if let source {
-            members.reserveCapacity(source.itemCount)
-            elements.reserveCapacity(source.itemCount)
-            for section in source.snapshot() {
-                for item in section.items {
-                    guard let placement = rules.placement(id: item.id, data: item.data) else { continue }
-                    members[item.id] = Member(placement: placement, data: item.data)
-                    elements.append(OrderedIndex.Element(key: placement.key, id: item.id))
+        var shown: [Member] = []
+        var ids: [String] = []
+        var flat: [UInt8] = []
+        var bounds: [Range<Int>] = []
+        for section in source?.snapshot() ?? [] {
+            for item in section.items {
+                guard let placement = rules.placement(id: item.id, data: item.data) else { continue }
+                bounds.append(flat.count..<(flat.count + placement.key.count))
+                flat.append(contentsOf: placement.key)
+                shown.append(Member(placement: placement, data: item.data))
+                ids.append(item.id)
+            }
+        }
+        var order = Array(0..<Int32(shown.count))
+        flat.withUnsafeBytes { flat in
+            bounds.withUnsafeBufferPointer { bounds in
+                order.sort { a, b in
+                    OrderKey.less(
+                        UnsafeRawBufferPointer(rebasing: flat[bounds[Int(a)]]),
+                        UnsafeRawBufferPointer(rebasing: flat[bounds[Int(b)]]))
                 }
             }
         }
-        elements.sort { OrderKey.less($0.key, $1.key) }
-        index = OrderedIndex(sorted: elements)
-        return materialize()
+        members = Dictionary(minimumCapacity: shown.count)
+        for (member, id) in zip(shown, ids) { members[id] = member }
+        index = OrderedIndex(
+            sorted: order.map { OrderedIndex.Element(key: shown[Int($0)].placement.key, id: ids[Int($0)]) })
+        return group(order.prefix(shownCount).lazy.map { (ids[Int($0)], shown[Int($0)]) })
     }
 
     /// The content the index gives (the first `limit` members in their sections), after which the section
     /// index is reset to it.
     /// - Complexity: O(m) for the m members shown.
     mutating func materialize() -> [Section] {
+        let members = self.members
+        let shown = index.elements.prefix(shownCount).map { element in
+            guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+            return (element.id, member)
+        }
+        return group(shown)
+    }
+
+    /// The content of the members shown, in order, after which the section index is reset to it.
+    private mutating func group(_ shown: some Sequence<(String, Member)>) -> [Section] {
         var content: [Section] = []
         var keys: [OrderedIndex.Element] = []
-        for element in index.elements.prefix(shownCount) {
-            guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+        for (id, member) in shown {
             let section = member.placement.section
             if content.last?.id != section {
                 content.append(Section(id: section, data: rules.sectionData(section)))
                 keys.append(OrderedIndex.Element(key: member.placement.sectionKey, id: section))
             }
-            content[content.count - 1].items.append(Item(id: element.id, data: member.data))
+            content[content.count - 1].items.append(Item(id: id, data: member.data))
         }
         if rules.sectionBy == nil, content.isEmpty {
             content = [Section(id: ViewRules.allSection)]
