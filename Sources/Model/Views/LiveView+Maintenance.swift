@@ -36,7 +36,11 @@ extension LiveView {
         guard recording, rank < shown else { return }
         ops.append(.deleteItems([.id(id)]))
         noteEmptied(member.placement.section)
-        if index.count >= rules.limit { show(index[rules.limit - 1], rank: rules.limit - 1) }
+        if index.count >= rules.limit {
+            let entering = index[rules.limit - 1].id
+            guard let member = members[entering] else { preconditionFailure("member \(entering) is missing") }
+            show(entering, member, rank: rules.limit - 1)
+        }
     }
 
     private mutating func insert(_ id: String, _ member: Member, recording: Bool) {
@@ -48,7 +52,7 @@ extension LiveView {
             ops.append(.deleteItems([.id(pushed)]))
             if let section = members[pushed]?.placement.section { noteEmptied(section) }
         }
-        show(OrderedIndex.Element(key: member.placement.key, id: id), rank: rank)
+        show(id, member, rank: rank)
     }
 
     private mutating func noteEmptied(_ section: String) {
@@ -56,8 +60,7 @@ extension LiveView {
     }
 
     /// Inserts a member into the content, where its rank says.
-    private mutating func show(_ element: OrderedIndex.Element, rank: Int) {
-        guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+    private mutating func show(_ id: String, _ member: Member, rank: Int) {
         let section = member.placement.section
         let sectionKey: [UInt8]
         if let key = present[section] {
@@ -69,7 +72,7 @@ extension LiveView {
             ops.append(.insertSections(at: at, sections: [Section(id: section, data: rules.sectionData(section))]))
         }
         let at = ItemPosition(section: .id(section), index: rank - index.rank(of: sectionKey))
-        ops.append(.insertItems(at: at, items: [Item(id: element.id, data: member.data)]))
+        ops.append(.insertItems(at: at, items: [Item(id: id, data: member.data)]))
     }
 
     /// Deletes the sections that lost items during the change and have none left.
@@ -87,8 +90,9 @@ extension LiveView {
 
     /// Rebuilds the members and the index from the source, and returns the content they give.
     ///
-    /// The order keys are also copied into one flat buffer, and positions are sorted by comparing there: a sort
-    /// of arrays of arrays would retain and release every key it compares.
+    /// The order keys are also copied into one flat buffer, and positions are sorted by their keys' first eight
+    /// bytes, then by comparing in that buffer: a sort of arrays of arrays would retain and release every key it
+    /// compares.
     /// - Complexity: O(n log n) for n source items.
     mutating func derive(from source: VersionedCollection?) -> [Section] {
         var shown: [Member] = []
@@ -104,21 +108,22 @@ extension LiveView {
                 ids.append(item.id)
             }
         }
-        var order = Array(0..<Int32(shown.count))
+        var sorting = shown.indices.map { (head: OrderedIndex.head(of: shown[$0].placement.key), position: $0) }
         flat.withUnsafeBytes { flat in
             bounds.withUnsafeBufferPointer { bounds in
-                order.sort { a, b in
-                    OrderKey.less(
-                        UnsafeRawBufferPointer(rebasing: flat[bounds[Int(a)]]),
-                        UnsafeRawBufferPointer(rebasing: flat[bounds[Int(b)]]))
+                sorting.sort { a, b in
+                    guard a.head == b.head else { return a.head < b.head }
+                    return OrderKey.less(
+                        UnsafeRawBufferPointer(rebasing: flat[bounds[a.position]]),
+                        UnsafeRawBufferPointer(rebasing: flat[bounds[b.position]]))
                 }
             }
         }
+        let order = sorting.map(\.position)
         members = Dictionary(minimumCapacity: shown.count)
         for (member, id) in zip(shown, ids) { members[id] = member }
-        index = OrderedIndex(
-            sorted: order.map { OrderedIndex.Element(key: shown[Int($0)].placement.key, id: ids[Int($0)]) })
-        return group(order.prefix(shownCount).lazy.map { (ids[Int($0)], shown[Int($0)]) })
+        index = OrderedIndex(sorted: order.map { OrderedIndex.Element(key: shown[$0].placement.key, id: ids[$0]) })
+        return group(order.prefix(shownCount).lazy.map { (ids[$0], shown[$0]) })
     }
 
     /// The content the index gives (the first `limit` members in their sections), after which the section
