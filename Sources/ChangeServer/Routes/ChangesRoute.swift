@@ -26,15 +26,15 @@ extension App {
         let subject = try subject()
         if sinceIsBeyondAnyVersion { throw .cursorExpired(request.rawQuery("since") ?? "", current: subject.version) }
         guard let since else {
-            var snapshot = JSONWriter()
-            let version = subject.writeSnapshot(into: &snapshot)
+            let snapshot = subject.snapshotJSON()
+            let version = snapshot.version
             return .respond(
                 feedResponse { writer in
                     writer.object { writer in
                         writer.field(subject.kind.key, subject.name)
                         writer.field("reset") { $0.raw("true") }
                         writer.field("to", version.description)
-                        writer.field("snapshot") { $0.raw(snapshot.bytes) }
+                        writer.field("snapshot") { $0.raw(snapshot.json) }
                     }
                 })
         }
