@@ -26,6 +26,7 @@ final class App: Sendable {
     let metrics: Metrics
     let registry: Registry
     let committer: Committer
+    var views: ViewRegistry { committer.executor.views }
     /// The request log's writer thread, shared by the workers.
     let requestLog = RequestLogWriter()
     /// Memory for request bodies in flight, shared by the workers (`--max-body-memory`).
@@ -131,7 +132,12 @@ final class App: Sendable {
     private func check(_ request: Request) throws(HTTPError) -> Route {
         guard let route = try Route.match(request.path) else { throw .routeNotFound(request.path) }
         if request.method == "OPTIONS" { return route }
-        guard route.methods.contains(request.method) else { throw .methodNotAllowed(request.method, route) }
+        guard route.methods.contains(request.method) else {
+            switch route {
+            case .view, .viewWrite: throw .viewsAreReadOnly(request.method, route)
+            default: throw .methodNotAllowed(request.method, route)
+            }
+        }
         if currentState != .serving { throw .shuttingDown }
         try authorize(request, route)
         if ["PUT", "POST"].contains(request.method) { try checkContentType(request) }
@@ -156,11 +162,19 @@ final class App: Sendable {
         case (.collection(let name), "PUT"): return try replace(request, name, connection)
         case (.collection(let name), _): return try deleteCollection(request, name, connection)
         case (.mutations(let name), _): return try mutate(request, name, connection)
-        case (.changes(let name), _): return try changes(request, name, connection)
+        case (.changes(let name), _):
+            return try changes(request, { () throws(HTTPError) in try existing(name) }, connection)
         case (.item(let name, let id), "GET"): return .respond(try item(name, id))
         case (.item(let name, let id), "PUT"): return try upsertItem(request, name, id, connection)
         case (.item(let name, let id), _): return try deleteItem(request, name, id, connection)
         case (.asset(let path), _): return .respond(asset(request, path))
+        case (.views, _): return .respond(listViews())
+        case (.view(let name), "GET"): return .respond(try viewSnapshot(request, name))
+        case (.view(let name), "PUT"): return try defineView(request, name, connection)
+        case (.view(let name), _): return try deleteView(request, name, connection)
+        case (.viewChanges(let name), _):
+            return try changes(request, { () throws(HTTPError) in try existingView(name) }, connection)
+        case (.viewWrite, _): throw .viewsAreReadOnly(request.method, route)
         }
     }
 

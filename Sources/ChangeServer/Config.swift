@@ -29,7 +29,8 @@ struct Config: Sendable {
     var maxBodyMemory = 256 << 20
     var maxCollections = 100_000
     var diskReserveBytes = 256 << 20
-    var threads = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    /// Event loops; nil: one per CPU the process may use (`CPUBudget`).
+    var threads: Int?
     var logLevel = LogLevel.info
 
     /// Why the command line could not be read: printed with a hint, exit status 2.
@@ -58,12 +59,13 @@ struct Config: Sendable {
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
           --connection-memory N  bytes per connection for request and response headers; larger headers get 431
                                  (default 8192: headers up to about 6 KB; 2560 keeps a held poll under 4 KiB) [CHANGESERVER_CONNECTION_MEMORY]
+          --threads N            event loops serving HTTP (default: one per CPU the process may use: its affinity
+                                 and its cgroup's CPU quota) [CHANGESERVER_THREADS]
           --max-connections-per-address N
                                  open connections from one client address per event loop, 0 for no limit (default 0) [CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS]
           --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503 (default 268435456) [CHANGESERVER_MAX_BODY_MEMORY]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503 (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
-          --threads N            event loops serving HTTP (default: one per CPU) [CHANGESERVER_THREADS]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
         """

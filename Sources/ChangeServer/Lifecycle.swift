@@ -22,14 +22,17 @@ enum Lifecycle {
         // A journal write past a file-size limit fails with EFBIG (answered 503) instead of killing the process.
         signal(SIGXFSZ, SIG_IGN)
         blockTerminationSignals()
-        let fitted = config.fitted(toOpenFiles: raiseOpenFileLimit())
+        let budget = CPUBudget.current()
+        let loops = config.threads ?? budget.loops
+        let why = config.threads == nil ? "\(budget)" : "--threads; \(budget)"
+        let fitted = config.fitted(toOpenFiles: raiseOpenFileLimit(), loops: loops)
         config = fitted.config
         if let note = fitted.note { logger.log(.notice, note) }
         do throws(StartupError) {
             let app = try App.open(config: config, logger: logger)
             var port = config.port
-            let perLoop = (config.maxConnections + config.threads - 1) / config.threads
-            for _ in 0..<config.threads {
+            let perLoop = (config.maxConnections + loops - 1) / loops
+            for _ in 0..<loops {
                 let listener = try Listener.open(host: config.host, port: port)
                 port = listener.port
                 let server = try HTTPServer(
@@ -43,10 +46,12 @@ enum Lifecycle {
             // The shutdown runs on a thread of its own, so that a second signal still stops at once meanwhile.
             startSignalThread { startThread { app.shutDown() } }
             app.startServing()
-            logger.info("listening on \(config.host):\(port) with \(config.threads) event loops")
-            let loops = app.workers.dropFirst().map { worker in JoinableThread { worker.server.run(handler: worker) } }
+            logger.info("listening on \(config.host):\(port) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))")
+            let threads = app.workers.dropFirst().map { worker in
+                JoinableThread { worker.server.run(handler: worker) }
+            }
             if let first = app.workers.first { first.server.run(handler: first) }
-            for loop in loops { loop.join() }
+            for thread in threads { thread.join() }
             app.finish()
             logger.info("stopped")
             return 0

@@ -4,7 +4,7 @@ import Testing
 /// `openapi.yaml` against the tools of `scripts/requirements-test.txt`: the document is valid OpenAPI 3.1, and
 /// schemathesis, driving a live server with requests generated from it, finds no server error and no response
 /// whose status, content type, headers or body the document does not describe.
-@Suite struct ContractTests {
+@Suite(.tags(.liveServer, .contract)) struct LiveContractTests {
     /// The package root, found from this file's path (`Tests/ChangeServerTests/ContractTests.swift`).
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()

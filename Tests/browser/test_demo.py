@@ -3,7 +3,9 @@ against a real ChangeServer started here on loopback.
 
     CF_SERVER_BINARY=/path/to/ChangeServer python3 -m unittest -v Tests/browser/test_demo.py
 
-CF_SEED replays a random history; CF_SCREENSHOT is where the screenshot of the demo goes.
+CF_SERVER_BINARY is required: the binary of the build under test (WebClientTests passes the one its run built).
+The random history comes from a fixed seed, printed at the start; CF_SEED runs another. CF_SCREENSHOT is where
+the screenshot of the demo goes; CF_CHROMIUM and CF_CHROMEDRIVER override Debian's paths.
 """
 
 import json
@@ -26,19 +28,17 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SEED = int(os.environ.get("CF_SEED") or random.randrange(2**31))
+DEFAULT_SEED = 20261130
+SEED = int(os.environ.get("CF_SEED") or DEFAULT_SEED)
 SCREENSHOT = os.environ.get("CF_SCREENSHOT") or os.path.join(tempfile.gettempdir(), "changeserver-demo.png")
 
 
 def server_binary():
-    for candidate in [
-        os.environ.get("CF_SERVER_BINARY"),
-        os.path.join(ROOT, ".build/debug/ChangeServer"),
-        "/tmp/build-web/debug/ChangeServer",
-    ]:
-        if candidate and os.path.exists(candidate):
-            return candidate
-    raise unittest.SkipTest("no ChangeServer binary: set CF_SERVER_BINARY")
+    """The binary under test, from CF_SERVER_BINARY: never a guess, which could test a stale build."""
+    binary = os.environ.get("CF_SERVER_BINARY")
+    if not binary or not os.access(binary, os.X_OK):
+        raise RuntimeError(f"CF_SERVER_BINARY must name the built ChangeServer (it is {binary!r})")
+    return binary
 
 
 class Server:
@@ -117,6 +117,7 @@ return [...document.querySelectorAll('#list [data-section-id]')].map(section => 
 class DemoTests(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        print(f"\nseed {SEED} (CF_SEED={SEED} replays it)", file=sys.stderr)
         cls.data_dir = tempfile.mkdtemp(prefix="changeserver-browser-")
         cls.server = Server(cls.data_dir)
         options = webdriver.ChromeOptions()
@@ -184,6 +185,22 @@ class DemoTests(unittest.TestCase):
     def open(self, name):
         self.driver.get(f"{self.server.url}/demo?collection={name}")
         self.wait(lambda: self.driver.execute_script("return !!window.demo"), message="the demo to load")
+
+    def settle(self):
+        """Waits until no animation runs in the page (the renderer's Web Animations and CSS transitions)."""
+        self.wait(lambda: self.driver.execute_script(
+            "return document.getAnimations().every(animation => animation.playState !== 'running')"),
+            message="the animations to end")
+
+    def scroll_list(self, script):
+        """Runs `script` (which sets the list's scrollTop) and waits for the scroll event it causes, if any."""
+        self.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            const list = document.getElementById('list');
+            const before = list.scrollTop;
+            new Function(arguments[0])();
+            if (list.scrollTop === before) { done(); return; }
+            list.addEventListener('scroll', () => requestAnimationFrame(() => done()), { once: true });""", script)
 
     def page_version(self):
         return self.driver.execute_script("return document.body.dataset.version || null")
@@ -318,11 +335,9 @@ class DemoTests(unittest.TestCase):
             const list = document.getElementById('list');
             const row = list.querySelector('[data-id="' + arguments[0] + '"]');
             return row.getBoundingClientRect().top - list.getBoundingClientRect().top;"""
-        self.driver.execute_script("""
+        self.scroll_list("""
             const list = document.getElementById('list');
-            list.scrollTop = list.querySelector('[data-id="r40"]').offsetTop - 40;
-            list.dispatchEvent(new Event('scroll'));""")
-        time.sleep(0.2)
+            list.scrollTop = list.querySelector('[data-id="r40"]').offsetTop - 40;""")
         anchor = self.driver.execute_script(offset_of, "r40")
         self.assertTrue(0 <= anchor < 200, anchor)
         steps = [
@@ -335,22 +350,22 @@ class DemoTests(unittest.TestCase):
         for ops in steps:
             self.api("POST", f"/v1/collections/{name}/mutations", {"ops": ops}, expect=200)
             self.assert_synced(name)
-            time.sleep(0.5)  # the animations end
+            self.settle()
             now = self.driver.execute_script(offset_of, "r40")
             self.assertLess(abs(now - anchor), 2, f"the anchor row moved from {anchor} to {now} after {ops}")
-        # Changesets that land while the previous ones still animate.
+        # Changesets that land while the previous ones still animate: each is sent once the page shows the one
+        # before, whose animations (300 ms) then still run.
         for k in range(4):
-            self.api("POST", f"/v1/collections/{name}/mutations", {"ops": [
+            version = self.api("POST", f"/v1/collections/{name}/mutations", {"ops": [
                 {"op": "insertItems", "at": [1, 0], "items": [{"id": f"burst{k}", "data": {"text": f"burst {k}"}}]},
-                {"op": "deleteItems", "items": [[1, 3]]}]}, expect=200)
-            time.sleep(0.08)
+                {"op": "deleteItems", "items": [[1, 3]]}]}, expect=200)[1]["version"]
+            self.wait(lambda: self.page_version() == version, message=f"the page to reach {version}")
         self.assert_synced(name)
-        time.sleep(0.5)
+        self.settle()
         now = self.driver.execute_script(offset_of, "r40")
         self.assertLess(abs(now - anchor), 2, f"the anchor row moved from {anchor} to {now} after a burst")
         # At the very top nothing is anchored: new rows above come into view.
-        self.driver.execute_script("document.getElementById('list').scrollTop = 0")
-        time.sleep(0.2)
+        self.scroll_list("document.getElementById('list').scrollTop = 0")
         self.api("POST", f"/v1/collections/{name}/mutations",
                  {"ops": [{"op": "insertItems", "at": [0, 0], "items": [{"id": "first", "data": {"text": "first"}}]}]}, expect=200)
         self.assert_synced(name)
@@ -375,7 +390,7 @@ class DemoTests(unittest.TestCase):
                     [{"op": "insertItems", "at": ["later", 1], "items": [{"id": "m7", "data": {"text": "Try it in two windows"}}]}]):
             self.api("POST", f"/v1/collections/{name}/mutations", {"ops": ops}, expect=200)
             self.assert_synced(name)
-        time.sleep(0.8)
+        self.settle()
         os.makedirs(os.path.dirname(os.path.abspath(SCREENSHOT)), exist_ok=True)
         self.assertTrue(self.driver.save_screenshot(SCREENSHOT))
         print(f"\nscreenshot: {SCREENSHOT}", file=sys.stderr)
@@ -388,7 +403,9 @@ class DemoTests(unittest.TestCase):
         self.assert_synced(name)
         port = self.server.port
         self.server.stop()
-        time.sleep(1.0)  # the page notices: held poll answered 503, then connections refused
+        # The page notices: its held poll is answered 503, then connections are refused.
+        self.wait(lambda: "retrying" in self.driver.execute_script("return window.demo.statuses"),
+                  message="the page to notice the stop")
         type(self).server = Server(self.data_dir, port=port)
         self.api("PUT", f"/v1/collections/{name}/items/b", {"data": "after the restart"}, expect=201)
         self.assert_synced(name, timeout=30)

@@ -35,6 +35,16 @@ enum RequestDecoding {
         }
     }
 
+    /// The body of `PUT /v1/views/{name}`, in canonical form (Model validates it as a view definition).
+    static func canonicalBody(_ body: [UInt8]) throws(HTTPError) -> [UInt8] {
+        let document = try JSONDocument(parsing: body)
+        return try document.withRoot { root throws(HTTPError) in
+            var writer = JSONWriter()
+            writer.canonical(root)
+            return writer.bytes
+        }
+    }
+
     /// The body of `PUT /v1/collections/{name}/items/{id}`: `{"data": ..., "section": ref?, "index": n?}`.
     struct Upsert {
         var data: JSONData

@@ -109,12 +109,29 @@ extension HTTPError {
     static func cursorExpired(_ since: String, current: Version) -> HTTPError {
         HTTPError(
             .cursorExpired,
-            "Version \(since) is not in this collection's history (too old, of another epoch, or ahead); "
+            "Version \(since) is not in the kept history (too old, of another epoch, or ahead); "
                 + "fetch the snapshot again.", current: current.description)
     }
 
-    static func collectionDeleted(_ name: String) -> HTTPError {
-        HTTPError(.collectionDeleted, "The collection '\(name)' was deleted.")
+    /// A held poll's collection or view was deleted (`410 collection_deleted` for both, as API.md says).
+    static func deleted(_ kind: FeedSubjectKind, _ name: String) -> HTTPError {
+        HTTPError(.collectionDeleted, "The \(kind.rawValue) '\(name)' was deleted.")
+    }
+
+    static func viewNotFound(_ name: String) -> HTTPError {
+        HTTPError(.viewNotFound, "There is no view '\(name)'.")
+    }
+
+    static func invalidView(_ error: ViewDefinitionError) -> HTTPError {
+        HTTPError(.invalidView, "The view definition is not valid: \(error).")
+    }
+
+    static func viewsAreReadOnly(_ method: String, _ route: Route) -> HTTPError {
+        HTTPError(
+            .methodNotAllowed,
+            "\(method) is not allowed on \(route.template): views are read-only, written only through their source."
+        )
+        .with(header: "Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
     }
 
     static func tooManyPolls(limit: Int) -> HTTPError {
@@ -147,6 +164,8 @@ extension HTTPError {
         switch rejection {
         case .collectionNotFound(let name):
             self = .collectionNotFound(name)
+        case .viewNotFound(let name):
+            self = .viewNotFound(name)
         case .model(let error):
             self.init(error)
         case .invalidRecord(let reason):

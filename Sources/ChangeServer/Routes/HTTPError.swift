@@ -14,6 +14,8 @@ struct HTTPError: Error, Sendable {
         case unauthorized
         case routeNotFound
         case collectionNotFound
+        case viewNotFound
+        case invalidView
         case itemNotFound
         case methodNotAllowed
         case cursorExpired
@@ -32,9 +34,9 @@ struct HTTPError: Error, Sendable {
 
         var status: HTTPStatus {
             switch self {
-            case .badJSON, .badRequest, .unknownOp, .invalidName, .model(.invalidID): .badRequest
+            case .badJSON, .badRequest, .unknownOp, .invalidName, .invalidView, .model(.invalidID): .badRequest
             case .unauthorized: .unauthorized
-            case .routeNotFound, .collectionNotFound, .itemNotFound: .notFound
+            case .routeNotFound, .collectionNotFound, .viewNotFound, .itemNotFound: .notFound
             case .methodNotAllowed: .methodNotAllowed
             case .model, .tooManyCollections: .conflict
             case .cursorExpired, .collectionDeleted: .gone
@@ -57,6 +59,8 @@ struct HTTPError: Error, Sendable {
             case .unauthorized: "unauthorized"
             case .routeNotFound: "route_not_found"
             case .collectionNotFound: "collection_not_found"
+            case .viewNotFound: "view_not_found"
+            case .invalidView: "invalid_view"
             case .itemNotFound: "item_not_found"
             case .methodNotAllowed: "method_not_allowed"
             case .cursorExpired: "cursor_expired"

@@ -63,11 +63,13 @@ extension App {
     static func mutationResponse(_ result: Committer.Result) -> Response {
         switch result {
         case .committed(let entry, let changes, let created):
-            return changesetResponse(created ? .created : .ok, entry.name, changes)
+            return changesetResponse(created ? .created : .ok, entry, changes)
         case .unchanged(let entry, let changes):
-            return changesetResponse(.ok, entry.name, changes)
-        case .deleted:
+            return changesetResponse(.ok, entry, changes)
+        case .deleted, .viewDeleted:
             return Response(.noContent)
+        case .viewDefined(let entry, let changes, let created):
+            return changesetResponse(created ? .created : .ok, entry, changes)
         case .rejected(let rejection):
             return .error(HTTPError(rejection))
         case .notDurable:
@@ -75,11 +77,11 @@ extension App {
         }
     }
 
-    private static func changesetResponse(_ status: HTTPStatus, _ name: String, _ changes: EncodedChangeset)
+    private static func changesetResponse(_ status: HTTPStatus, _ subject: FeedSubject, _ changes: EncodedChangeset)
         -> Response
     {
         .json(status, headers: [("ETag", EntityTags.quoted(changes.changeset.to))]) {
-            $0.mutationResult(collection: name, changes: changes)
+            $0.mutationResult(subject.kind, name: subject.name, changes: changes)
         }
     }
 }

@@ -53,7 +53,12 @@ enum OrderKey {
         case UInt8(ascii: "t"): key.append(3)
         case UInt8(ascii: "\""):
             key.append(5)
-            appendTerminated(CanonicalScanner(bytes: bytes).decodeString(range), to: &key)
+            let inner = bytes[(range.lowerBound + 1)..<max(range.upperBound - 1, range.lowerBound + 1)]
+            if inner.contains(UInt8(ascii: "\\")) {
+                appendTerminated(CanonicalScanner(bytes: bytes).decodeString(range), to: &key)
+            } else {
+                appendTerminated(inner, to: &key)
+            }
         case UInt8(ascii: "["):
             key.append(6)
             appendTerminated(bytes[range], to: &key)
@@ -71,9 +76,28 @@ enum OrderKey {
     }
 
     /// The value of a number's text; zero is positive zero, so that `-0` and `0` differ only by text.
-    static func numericValue(_ text: some Sequence<UInt8>) -> Double {
+    static func numericValue(_ text: some Collection<UInt8>) -> Double {
+        if let integer = smallInteger(text) { return Double(integer) }
         let value = Double(String(decoding: Array(text), as: UTF8.self)) ?? 0
         return value == 0 ? 0 : value
+    }
+
+    /// The value of an integer text of at most 15 digits (exact as a `Double`), without parsing it as one.
+    private static func smallInteger(_ text: some Collection<UInt8>) -> Int? {
+        var value = 0
+        var negative = false
+        var digits = 0
+        for byte in text {
+            if byte == UInt8(ascii: "-"), digits == 0, !negative {
+                negative = true
+                continue
+            }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 15 else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            digits += 1
+        }
+        guard digits > 0 else { return nil }
+        return negative ? -value : value
     }
 
     private static func appendTerminated(_ text: some Sequence<UInt8>, to key: inout [UInt8]) {
@@ -91,23 +115,24 @@ enum OrderKey {
 
     /// Whether `a` sorts before `b`, bytewise (a proper prefix first), eight bytes at a time.
     static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a.withUnsafeBytes { left in
-            b.withUnsafeBytes { right in
-                let common = min(left.count, right.count)
-                var at = 0
-                while at + 8 <= common {
-                    let x = UInt64(bigEndian: left.loadUnaligned(fromByteOffset: at, as: UInt64.self))
-                    let y = UInt64(bigEndian: right.loadUnaligned(fromByteOffset: at, as: UInt64.self))
-                    if x != y { return x < y }
-                    at += 8
-                }
-                while at < common {
-                    if left[at] != right[at] { return left[at] < right[at] }
-                    at += 1
-                }
-                return left.count < right.count
-            }
+        a.withUnsafeBytes { left in b.withUnsafeBytes { right in less(left, right) } }
+    }
+
+    /// The same on raw bytes.
+    static func less(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Bool {
+        let common = min(left.count, right.count)
+        var at = 0
+        while at + 8 <= common {
+            let x = UInt64(bigEndian: left.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            let y = UInt64(bigEndian: right.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            if x != y { return x < y }
+            at += 8
         }
+        while at < common {
+            if left[at] != right[at] { return left[at] < right[at] }
+            at += 1
+        }
+        return left.count < right.count
     }
 
     /// Whether `key` starts with `prefix`.

@@ -36,7 +36,11 @@ extension LiveView {
         guard recording, rank < shown else { return }
         ops.append(.deleteItems([.id(id)]))
         noteEmptied(member.placement.section)
-        if index.count >= rules.limit { show(index[rules.limit - 1], rank: rules.limit - 1) }
+        if index.count >= rules.limit {
+            let entering = index[rules.limit - 1].id
+            guard let member = members[entering] else { preconditionFailure("member \(entering) is missing") }
+            show(entering, member, rank: rules.limit - 1)
+        }
     }
 
     private mutating func insert(_ id: String, _ member: Member, recording: Bool) {
@@ -48,7 +52,7 @@ extension LiveView {
             ops.append(.deleteItems([.id(pushed)]))
             if let section = members[pushed]?.placement.section { noteEmptied(section) }
         }
-        show(OrderedIndex.Element(key: member.placement.key, id: id), rank: rank)
+        show(id, member, rank: rank)
     }
 
     private mutating func noteEmptied(_ section: String) {
@@ -56,8 +60,7 @@ extension LiveView {
     }
 
     /// Inserts a member into the content, where its rank says.
-    private mutating func show(_ element: OrderedIndex.Element, rank: Int) {
-        guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+    private mutating func show(_ id: String, _ member: Member, rank: Int) {
         let section = member.placement.section
         let sectionKey: [UInt8]
         if let key = present[section] {
@@ -69,7 +72,7 @@ extension LiveView {
             ops.append(.insertSections(at: at, sections: [Section(id: section, data: rules.sectionData(section))]))
         }
         let at = ItemPosition(section: .id(section), index: rank - index.rank(of: sectionKey))
-        ops.append(.insertItems(at: at, items: [Item(id: element.id, data: member.data)]))
+        ops.append(.insertItems(at: at, items: [Item(id: id, data: member.data)]))
     }
 
     /// Deletes the sections that lost items during the change and have none left.
@@ -86,40 +89,66 @@ extension LiveView {
     }
 
     /// Rebuilds the members and the index from the source, and returns the content they give.
+    ///
+    /// The order keys are also copied into one flat buffer, and positions are sorted by their keys' first eight
+    /// bytes, then by comparing in that buffer: a sort of arrays of arrays would retain and release every key it
+    /// compares.
     /// - Complexity: O(n log n) for n source items.
     mutating func derive(from source: VersionedCollection?) -> [Section] {
-        members = [:]
-        var elements: [OrderedIndex.Element] = []
-        if let source {
-            members.reserveCapacity(source.itemCount)
-            elements.reserveCapacity(source.itemCount)
-            for section in source.snapshot() {
-                for item in section.items {
-                    guard let placement = rules.placement(id: item.id, data: item.data) else { continue }
-                    members[item.id] = Member(placement: placement, data: item.data)
-                    elements.append(OrderedIndex.Element(key: placement.key, id: item.id))
+        var shown: [Member] = []
+        var ids: [String] = []
+        var flat: [UInt8] = []
+        var bounds: [Range<Int>] = []
+        for section in source?.snapshot() ?? [] {
+            for item in section.items {
+                guard let placement = rules.placement(id: item.id, data: item.data) else { continue }
+                bounds.append(flat.count..<(flat.count + placement.key.count))
+                flat.append(contentsOf: placement.key)
+                shown.append(Member(placement: placement, data: item.data))
+                ids.append(item.id)
+            }
+        }
+        var sorting = shown.indices.map { (head: OrderedIndex.head(of: shown[$0].placement.key), position: $0) }
+        flat.withUnsafeBytes { flat in
+            bounds.withUnsafeBufferPointer { bounds in
+                sorting.sort { a, b in
+                    guard a.head == b.head else { return a.head < b.head }
+                    return OrderKey.less(
+                        UnsafeRawBufferPointer(rebasing: flat[bounds[a.position]]),
+                        UnsafeRawBufferPointer(rebasing: flat[bounds[b.position]]))
                 }
             }
         }
-        elements.sort { OrderKey.less($0.key, $1.key) }
-        index = OrderedIndex(sorted: elements)
-        return materialize()
+        let order = sorting.map(\.position)
+        members = Dictionary(minimumCapacity: shown.count)
+        for (member, id) in zip(shown, ids) { members[id] = member }
+        index = OrderedIndex(sorted: order.map { OrderedIndex.Element(key: shown[$0].placement.key, id: ids[$0]) })
+        return group(order.prefix(shownCount).lazy.map { (ids[$0], shown[$0]) })
     }
 
     /// The content the index gives (the first `limit` members in their sections), after which the section
     /// index is reset to it.
     /// - Complexity: O(m) for the m members shown.
     mutating func materialize() -> [Section] {
+        let members = self.members
+        let shown = index.elements.prefix(shownCount).map { element in
+            guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+            return (element.id, member)
+        }
+        return group(shown)
+    }
+
+    /// The content of the members shown, in order, after which the section index is reset to it.
+    private mutating func group(_ shown: some Sequence<(String, Member)>) -> [Section] {
         var content: [Section] = []
         var keys: [OrderedIndex.Element] = []
-        for element in index.elements.prefix(shownCount) {
-            guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+        for (id, member) in shown {
             let section = member.placement.section
             if content.last?.id != section {
                 content.append(Section(id: section, data: rules.sectionData(section)))
                 keys.append(OrderedIndex.Element(key: member.placement.sectionKey, id: section))
             }
-            content[content.count - 1].items.append(Item(id: element.id, data: member.data))
+            content[content.count - 1].items.append(Item(id: id, data: member.data))
         }
         if rules.sectionBy == nil, content.isEmpty {
             content = [Section(id: ViewRules.allSection)]

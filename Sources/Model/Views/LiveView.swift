@@ -126,13 +126,15 @@ public struct LiveView: Sendable {
         }
     }
 
+    /// A collection created at `<epoch>.1` with content the view built, whose ids are valid and unique by
+    /// construction (the source's item ids; section ids checked by `ViewRules`): it skips their check.
     private static func uncheckedCollection(epoch: String, sections: [Section] = [], limits: HistoryLimits)
         -> VersionedCollection
     {
-        do {
-            return try VersionedCollection(epoch: epoch, sections: sections, limits: limits)
-        } catch {
-            preconditionFailure("a view's own content was rejected: \(error)")
-        }
+        let version = Version(epoch: epoch, seq: 1)
+        var history = History()
+        history.record([.replaced(old: [])], committing: version, limits: limits)
+        return VersionedCollection(
+            store: Store(validated: sections), version: version, history: history, limits: limits)
     }
 }

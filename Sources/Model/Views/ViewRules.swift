@@ -35,7 +35,7 @@ struct ViewRules: Sendable {
 
     private enum Check: Sendable {
         /// Data equality with one of the texts (`eq`, `in`), or with none of them (`ne`).
-        case equal(Set<[UInt8]>, negated: Bool)
+        case equal([[UInt8]], negated: Bool)
         case number(Double, Comparison)
         case string([UInt8], Comparison)
         case exists(Bool)
@@ -101,8 +101,8 @@ struct ViewRules: Sendable {
     private static func test(_ check: Check, _ range: Range<Int>?, _ bytes: [UInt8]) -> Bool {
         switch check {
         case .equal(let texts, let negated):
-            let found = range.map { texts.contains(Array(bytes[$0])) } ?? texts.contains(Array("null".utf8))
-            return found != negated
+            let value = range.map { bytes[$0] } ?? ViewRules.null[...]
+            return texts.contains { $0.elementsEqual(value) } != negated
         case .exists(let wanted):
             return (range != nil) == wanted
         case .never:
@@ -123,6 +123,8 @@ struct ViewRules: Sendable {
         }
     }
 
+    private static let null = Array("null".utf8)
+
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
     private static func compile(_ filter: ViewFilter) -> Node {
@@ -138,7 +140,7 @@ struct ViewRules: Sendable {
         switch test {
         case .eq(let value): .equal([value.canonicalText], negated: false)
         case .ne(let value): .equal([value.canonicalText], negated: true)
-        case .in(let values): .equal(Set(values.map(\.canonicalText)), negated: false)
+        case .in(let values): .equal(values.map(\.canonicalText), negated: false)
         case .exists(let wanted): .exists(wanted)
         case .prefix(let prefix): .prefix(Array(prefix.utf8))
         case .lt(let value): comparison(value, .lt)

@@ -94,11 +94,11 @@ import Testing
     @Test func limitsFitTheOpenFiles() {
         var config = Config()
         config.threads = 2
-        let small = config.fitted(toOpenFiles: 1024)
+        let small = config.fitted(toOpenFiles: 1024, loops: 2)
         #expect(small.config.maxConnections == 1024 - Config.reservedDescriptors(threads: 2))
         #expect(small.config.maxHeldPolls == small.config.maxConnections - max(16, small.config.maxConnections / 20))
         #expect(small.note != nil)
-        let large = config.fitted(toOpenFiles: 1 << 20)
+        let large = config.fitted(toOpenFiles: 1 << 20, loops: 2)
         #expect(large.config.maxConnections == config.maxConnections)
         #expect(large.config.maxHeldPolls == config.maxHeldPolls)
         #expect(large.note == nil)

@@ -87,8 +87,8 @@ struct RandomViews {
             switch int(0...8) {
             case 0 where !state.isEmpty:
                 let s = int(0...state.count - 1)
-                op = .insertItems(
-                    at: ItemPosition(section: .index(s), index: int(0...state[s].items.count)), items: self.items(int(1...3)))
+                let at = ItemPosition(section: .index(s), index: int(0...state[s].items.count))
+                op = .insertItems(at: at, items: self.items(int(1...3)))
             case 1 where !items.isEmpty:
                 op = .deleteItems([.id(pick(items).id)])
             case 2 where !items.isEmpty, 7 where !items.isEmpty:

@@ -7,7 +7,7 @@ import Testing
 
 /// `Lanes`: work for one name runs in the order handed in and never two at a time; work for several names runs once
 /// all their lanes reached it, alone on each of them.
-@Suite struct LanesTests {
+@Suite struct InProcessLanesTests {
     @Test(arguments: 0..<5)
     func everyLaneSeesItsWorkInOrderAndAlone(seed: UInt64) {
         var random = SplitMix64(seed: seed)
