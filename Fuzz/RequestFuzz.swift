@@ -38,7 +38,7 @@ private final class FuzzConnection: Connection, @unchecked Sendable {
         done.signal()
     }
 
-    func hold(on entry: CollectionEntry, since: Version, timeout: Int) {
+    func hold(on subject: FeedSubject, since: Version, timeout: Int) {
         status = 0
         done.signal()
     }
