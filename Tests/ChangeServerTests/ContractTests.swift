@@ -105,8 +105,8 @@ import Testing
         #expect(server.process.isRunning, "the server died under schemathesis:\n\(server.log.suffix(4000))")
     }
 
-    /// Collections that the names and ids of `Tests/contract/schemathesis.toml` point at, so that generated
-    /// requests reach real data.
+    /// Collections and views that the names and ids of `Tests/contract/schemathesis.toml` point at, so that
+    /// generated requests reach real data.
     static func seed(_ client: Client) throws {
         let inbox: [String: Any] = [
             "sections": [
@@ -129,6 +129,15 @@ import Testing
         let mutation = try client.mutate(
             "inbox", [["op": "moveItem", "item": "m2", "to": ["later", 0]]], headers: ["If-Match": "\"\(version)\""])
         #expect(mutation.status == 200, "\(mutation.text)")
+        // Views under the same names (a separate namespace): one sectioned and sorted, one filtered and limited.
+        let views: [(String, [String: Any])] = [
+            ("inbox", ["source": "inbox", "sectionBy": ["field": "/text"], "sortBy": [["field": "", "order": "desc"]]]),
+            ("archive", ["source": "archive", "filter": ["not": ["field": "/x", "exists": true]], "limit": 1]),
+        ]
+        for (name, definition) in views {
+            let response = try client.put("/v1/views/\(name)", definition)
+            #expect(response.status == 201, "defining the view \(name): \(response.text)")
+        }
     }
 
     /// Runs a command to its end (killed after `timeout` seconds), with standard output and error together.
