@@ -131,7 +131,10 @@ import Testing
         #expect(mutation.status == 200, "\(mutation.text)")
         // Views under the same names (a separate namespace): one sectioned and sorted, one filtered and limited.
         let views: [(String, [String: Any])] = [
-            ("inbox", ["source": "inbox", "sectionBy": ["field": "/text"], "sortBy": [["field": "", "order": "desc"]]]),
+            (
+                "inbox",
+                ["source": "inbox", "sectionBy": ["field": "/text"], "sortBy": [["field": "", "order": "desc"]]]
+            ),
             ("archive", ["source": "archive", "filter": ["not": ["field": "/x", "exists": true]], "limit": 1]),
         ]
         for (name, definition) in views {
