@@ -38,7 +38,19 @@ extension App {
                 })
         }
         let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
-        guard let changeset else { throw .cursorExpired(since.description, current: current) }
+        guard let changeset else {
+            // With a shared database, a cursor can come from a server that applied more than this one yet: it is
+            // held until this server catches up (at its timeout it gets the empty changeset), never 410.
+            guard committer.storeState != nil, since.epoch == current.epoch, since.seq > current.seq else {
+                throw .cursorExpired(since.description, current: current)
+            }
+            guard timeout > 0 else {
+                return .respond(feedResponse { $0.feedChanges(collection: name, changeset: Changeset(from: since, to: since)) })
+            }
+            guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
+            connection.hold(on: entry, since: since, timeout: timeout)
+            return .later
+        }
         if !changeset.isEmpty || timeout == 0 {
             if !changeset.isEmpty { metrics.changesetsDelivered(1) }
             return .respond(feedResponse { $0.feedChanges(collection: name, changeset: changeset) })
