@@ -64,8 +64,8 @@ struct Config: Sendable {
         """
 
     private static let valued: Set<String> = [
-        "host", "port", "data-dir", "postgres", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
-        "cors-origin",
+        "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
+        "cors-origin", "postgres",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
     ]
 

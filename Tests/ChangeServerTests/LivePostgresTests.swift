@@ -54,7 +54,9 @@ import Testing
                     while !stop.load(ordering: .relaxed) && sequence < 2000 {
                         let id = "r\(round)-w\(writer)-\(sequence)"
                         sequence += 1
-                        guard let response = try? Client(port: port).put("/v1/collections/c/items/\(id)", ["data": sequence]),
+                        guard
+                            let response = try? Client(port: port).put(
+                                "/v1/collections/c/items/\(id)", ["data": sequence]),
                             response.status == 201
                         else { continue }
                         results.withLock { $0.append((id, sequence)) }
@@ -77,7 +79,8 @@ import Testing
             for (id, value) in acknowledged {
                 #expect(data[id] == "\(value)", "round \(round): acknowledged \(id) lost")
             }
-            let records = try cluster.sql("SELECT last_seq FROM changeserver_collections WHERE name = 'c'", database: "kill")
+            let records = try cluster.sql(
+                "SELECT last_seq FROM changeserver_collections WHERE name = 'c'", database: "kill")
             let seq = snapshot.version.split(separator: ".").last.flatMap { Int($0) } ?? -1
             #expect(Int(records.trimmingCharacters(in: .whitespacesAndNewlines)) == seq, "round \(round)")
             #expect(snapshot.items.count == seq - 1, "round \(round): one item per record after the creation")
@@ -119,8 +122,8 @@ import Testing
         let url = try cluster.createDatabase("faults")
         var servers = try (0..<3).map { _ in try ServerProcess(["--postgres", url]) }
         let run = try Workload(servers: servers)
-        run.start(writers: 16, mutationsPerWriter: 150, pause: 2_000)
-        usleep(400_000)
+        run.start(writers: 16, mutationsPerWriter: 300, pause: 10_000)
+        usleep(500_000)
         kill(servers[2].process.processIdentifier, SIGKILL)
         servers[2].process.waitUntilExit()
         usleep(300_000)
@@ -133,18 +136,22 @@ import Testing
         let restartEnded = Date()
         #expect(try servers[0].client.get("/healthz").status == 200)
         run.waitForWriters()
-        let final = try run.converge()
-        let failures = run.stopSubscribers(at: final.version)
-        #expect(failures.isEmpty, "\(failures.prefix(5))")
-        let late = run.unavailableTimes.filter { $0 < restartStarted.addingTimeInterval(-0.5) || $0 > restartEnded.addingTimeInterval(5) }
-        #expect(late.isEmpty, "503 answered while the database was up: \(late.count) times; \(before) before the restart")
-        run.checkAcknowledged(in: final)
+        // The database is the truth: a fresh server replays it, and every running server must come to the same.
         let fresh = try ServerProcess(["--postgres", url])
         let replayed = ItemMirror(snapshot: try fresh.client.get("/v1/collections/c").object)
-        #expect(replayed == final, "a server replaying the database differs from the running ones")
+        let final = try run.converge(to: replayed)
+        let failures = run.stopSubscribers(at: final.version)
+        #expect(failures.isEmpty, "\(failures.prefix(5))")
+        let late = run.unavailableTimes.filter {
+            $0 < restartStarted.addingTimeInterval(-0.5) || $0 > restartEnded.addingTimeInterval(5)
+        }
+        #expect(late.isEmpty, "503 while the database was up: \(late.count) times; \(before) before the restart")
+        #expect(run.unavailable > before, "no mutation met the database down")
+        run.checkAcknowledged(in: final)
         for server in servers {
             let metrics = try server.client.get("/metrics").text
             #expect(metrics.contains("changeserver_store_up 1"))
+            #expect(metrics.contains("changeserver_store_reconnects_total 1"))
         }
     }
 
@@ -181,6 +188,11 @@ final class Workload: @unchecked Sendable {
         let created = try servers[0].client.put("/v1/collections/c", ["sections": [["id": "s"]]])
         guard created.status == 201 else { throw ClientError.malformed("create: \(created.text)") }
         let start = ItemMirror(snapshot: ["version": created.object["version"] ?? "", "sections": [["items": []]]])
+        // A server serves what it has applied: the others know `c` a few milliseconds later.
+        let deadline = Date().addingTimeInterval(5)
+        for server in servers {
+            while try server.client.get("/v1/collections/c").status != 200 && Date() < deadline { usleep(5_000) }
+        }
         subscriberMirrors = Mutex(Array(repeating: start, count: servers.count + 1))
     }
 
@@ -210,16 +222,17 @@ final class Workload: @unchecked Sendable {
         while writerThreads.contains(where: { !$0.isFinished }) && Date() < deadline { usleep(10_000) }
     }
 
-    /// Waits until every server serves the same version of `c`, and returns it.
-    func converge() throws -> ItemMirror {
+    /// Waits until every server serves the same version of `c` (and `expected`, if given), and returns it.
+    func converge(to expected: ItemMirror? = nil) throws -> ItemMirror {
         let deadline = Date().addingTimeInterval(20)
         while true {
             let snapshots = try ports.withLock { $0 }.map {
                 ItemMirror(snapshot: try Client(port: $0).get("/v1/collections/c").object)
             }
-            if snapshots.allSatisfy({ $0 == snapshots[0] }) { return snapshots[0] }
+            if snapshots.allSatisfy({ $0 == (expected ?? snapshots[0]) }) { return snapshots[0] }
             guard Date() < deadline else {
-                throw ClientError.malformed("servers did not converge: \(snapshots.map(\.version))")
+                throw ClientError.malformed(
+                    "servers did not converge: \(snapshots.map(\.version)), expected \(expected?.version ?? "any")")
             }
             usleep(20_000)
         }
@@ -308,7 +321,9 @@ final class Workload: @unchecked Sendable {
             case 503:
                 usleep(20_000)
             default:
-                failures.withLock { $0.append("subscriber \(index) on port \(port): \(response.status) \(response.text)") }
+                failures.withLock {
+                    $0.append("subscriber \(index) on port \(port): \(response.status) \(response.text)")
+                }
                 return
             }
         }

@@ -45,7 +45,8 @@ extension App {
                 throw .cursorExpired(since.description, current: current)
             }
             guard timeout > 0 else {
-                return .respond(feedResponse { $0.feedChanges(collection: name, changeset: Changeset(from: since, to: since)) })
+                let empty = Changeset(from: since, to: since)
+                return .respond(feedResponse { $0.feedChanges(collection: name, changeset: empty) })
             }
             guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
             connection.hold(on: entry, since: since, timeout: timeout)

@@ -16,7 +16,9 @@ struct ItemMirror: Equatable {
     init(snapshot: [String: Any]) {
         version = snapshot["version"] as? String ?? ""
         let section = (snapshot["sections"] as? [[String: Any]])?.first
-        items = ((section?["items"] as? [[String: Any]]) ?? []).map { ($0["id"] as? String ?? "", Self.text($0["data"])) }
+        items = ((section?["items"] as? [[String: Any]]) ?? []).map {
+            ($0["id"] as? String ?? "", Self.text($0["data"]))
+        }
     }
 
     /// Applies a poll answer (`{"from", "to", "changes"}`); false when it does not start at this version.

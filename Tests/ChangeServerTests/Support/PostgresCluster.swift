@@ -59,8 +59,10 @@ final class PostgresCluster: @unchecked Sendable {
     /// Runs SQL with psql and returns its unaligned output.
     @discardableResult
     func sql(_ statement: String, database: String = "postgres") throws -> String {
-        try run(["/usr/bin/psql", "-X", "-A", "-t", "-q", "-h", directory, "-p", "\(port)", "-U", "postgres",
-            "-d", database, "-v", "ON_ERROR_STOP=1", "-c", statement])
+        try run([
+            "/usr/bin/psql", "-X", "-A", "-t", "-q", "-h", directory, "-p", "\(port)", "-U", "postgres",
+            "-d", database, "-v", "ON_ERROR_STOP=1", "-c", statement,
+        ])
     }
 
     /// A new empty database for one server group, returning its URL.

@@ -23,6 +23,9 @@ final class PGConnection {
             PQfinish(connection)
             throw .unavailable(reason: reason)
         }
+        // The server's notices (a FATAL before a shutdown cuts the connection) would go to stderr as they are; the
+        // failures they announce are reported by the statements that meet them.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
         handle = connection
     }
 
