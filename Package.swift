@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "ChangeServer", targets: ["ChangeServer"]),
         .executable(name: "Bench", targets: ["Bench"]),
         .executable(name: "Load", targets: ["Load"]),
+        .executable(name: "BareHTTPD", targets: ["BareHTTPD"]),
     ],
     targets: [
         .systemLibrary(name: "CHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
@@ -17,6 +18,7 @@ let package = Package(
         .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CJansson", "CPostgres"]),
         .executableTarget(name: "Bench", dependencies: ["Model"]),
         .executableTarget(name: "Load"),
+        .executableTarget(name: "BareHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         .testTarget(name: "ModelTests", dependencies: ["Model"]),
         .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
     ]

@@ -50,9 +50,10 @@ enum DiffBench {
 
     static func version(_ seq: UInt64) -> Version { Version(epoch: "bench", seq: seq) }
 
-    /// The moves rule 4 allows, counted independently of Model: survivors minus a longest increasing
-    /// subsequence, for the sections (leaving out those the changeset rebuilds, which rule 3 requires) and for
-    /// the items staying in each section that stays; plus one per item changing between two such sections.
+    /// The moves `docs/changesets.md#rule-4` allows, counted independently of Model: survivors minus a longest
+    /// increasing subsequence, for the sections (leaving out those the changeset rebuilds, as `#rule-3`
+    /// requires) and for the items staying in each section that stays; plus one per item changing between two
+    /// such sections.
     static func minimalMoves(_ input: DiffInput, _ changeset: Changeset) -> Int {
         let rebuilt = Set(changeset.sections.deleted.map(\.id)).intersection(
             changeset.sections.inserted.map(\.section.id))

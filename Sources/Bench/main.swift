@@ -4,5 +4,6 @@
 switch CommandLine.arguments.dropFirst().first {
 case "diff": DiffBench.run(filter: CommandLine.arguments.dropFirst(2).first)
 case "ops": OpsBench.run()
+case "view": ViewBench.run()
 default: print("usage: Bench diff [input name filter] | Bench ops")
 }

@@ -11,8 +11,9 @@ extension App {
         if let url = config.postgres { return try openOnPostgres(url: url, config: config, logger: logger) }
         let metrics = Metrics()
         let registry = Registry()
+        let views = ViewRegistry()
         let directory = try DataDirectory.open(config.dataDirectory)
-        let executor = Executor(registry: registry, limits: HistoryLimits(versions: config.history))
+        let executor = Executor(registry: registry, views: views, limits: HistoryLimits(versions: config.history))
         let position = try Recovery.run(directory, executor: executor, logger: logger)
         let journal = try FileJournal(
             directory: directory, segment: position.segment, size: position.size,
@@ -20,7 +21,7 @@ extension App {
             metrics: metrics, logger: logger)
         let lanes = Lanes()
         let snapshots = Snapshots(
-            directory: directory, journal: journal, registry: registry, lanes: lanes, threshold: config.snapshotBytes,
+            directory: directory, journal: journal, registry: registry, views: views, lanes: lanes, threshold: config.snapshotBytes,
             logger: logger)
         let feeds = FeedFanOut()
         let committer = Committer(

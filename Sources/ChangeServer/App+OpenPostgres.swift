@@ -6,7 +6,8 @@ extension App {
     static func openOnPostgres(url: String, config: Config, logger: Logger) throws(StartupError) -> App {
         let metrics = Metrics()
         let registry = Registry()
-        let executor = Executor(registry: registry, limits: HistoryLimits(versions: config.history))
+        let executor = Executor(
+            registry: registry, views: ViewRegistry(), limits: HistoryLimits(versions: config.history))
         let applied = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
         let journal = try PostgresJournal(url: url, applied: applied, logger: logger)
         let feeds = FeedFanOut()

@@ -26,6 +26,13 @@ final class App: Sendable {
     let metrics: Metrics
     let registry: Registry
     let committer: Committer
+    var views: ViewRegistry { committer.executor.views }
+    /// The request log's writer thread, shared by the workers.
+    let requestLog = RequestLogWriter()
+    /// Memory for request bodies in flight, shared by the workers (`--max-body-memory`).
+    let bodyBudget: BodyBudget
+    /// Free space of `--data-dir`, against `--disk-reserve-bytes`.
+    let diskSpace: DiskSpace
     private let state = Atomic<State>(.starting)
     private let workerList = Mutex<[Worker]>([])
 
@@ -35,6 +42,8 @@ final class App: Sendable {
         self.metrics = metrics
         self.registry = registry
         self.committer = committer
+        bodyBudget = BodyBudget(limit: config.maxBodyMemory)
+        diskSpace = DiskSpace(path: config.dataDirectory, reserve: config.diskReserveBytes)
     }
 
     var workers: [Worker] { workerList.withLock { $0 } }
@@ -65,6 +74,7 @@ final class App: Sendable {
     /// The loops have returned: closes the journal (its threads are joined).
     func finish() {
         committer.close()
+        requestLog.close()
         state.store(.stopped, ordering: .releasing)
     }
 
@@ -94,23 +104,50 @@ final class App: Sendable {
     func handle(_ request: Request, on connection: Connection) -> (route: String, result: RouteResult) {
         var template = "unmatched"
         do throws(HTTPError) {
-            guard let route = try Route.match(request.path) else { throw .routeNotFound(request.path) }
+            let route = try check(request)
             template = route.template
             if request.method == "OPTIONS" {
                 var response = preflight(request, route)
                 if case .changes = route { response.headers.append(("Cache-Control", "no-store")) }
                 return (template, .respond(response))
             }
-            guard route.methods.contains(request.method) else { throw .methodNotAllowed(request.method, route) }
-            if currentState != .serving { throw .shuttingDown }
-            try authorize(request, route)
-            if ["PUT", "POST"].contains(request.method) { try checkContentType(request) }
             return (template, try dispatch(request, route, connection))
         } catch {
-            var response = Response.error(error)
-            if Route.isFeedPath(request.path) { response.headers.append(("Cache-Control", "no-store")) }
-            return (template, .respond(response))
+            return (template, .respond(errorResponse(error, request)))
         }
+    }
+
+    /// What can be decided from a request's headers alone, before its body is read: the route, the method, the
+    /// server's state, authorization and the media type. The route template (for metrics) and the refusal, if any.
+    func screen(_ request: Request) -> (route: String, refusal: Response?) {
+        do throws(HTTPError) {
+            return (try check(request).template, nil)
+        } catch {
+            let route = (try? Route.match(request.path))?.map(\.template) ?? "unmatched"
+            return (route, errorResponse(error, request))
+        }
+    }
+
+    /// The checks every request passes before its route runs; the matched route.
+    private func check(_ request: Request) throws(HTTPError) -> Route {
+        guard let route = try Route.match(request.path) else { throw .routeNotFound(request.path) }
+        if request.method == "OPTIONS" { return route }
+        guard route.methods.contains(request.method) else {
+            switch route {
+            case .view, .viewWrite: throw .viewsAreReadOnly(request.method, route)
+            default: throw .methodNotAllowed(request.method, route)
+            }
+        }
+        if currentState != .serving { throw .shuttingDown }
+        try authorize(request, route)
+        if ["PUT", "POST"].contains(request.method) { try checkContentType(request) }
+        return route
+    }
+
+    private func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
+        var response = Response.error(error)
+        if Route.isFeedPath(request.path) { response.headers.append(("Cache-Control", "no-store")) }
+        return response
     }
 
     private func dispatch(_ request: Request, _ route: Route, _ connection: Connection) throws(HTTPError)
@@ -120,16 +157,24 @@ final class App: Sendable {
         switch (route, method) {
         case (.health, _): return .respond(health())
         case (.metrics, _): return .respond(metricsText())
-        case (.collections, _): return .respond(listCollections())
+        case (.collections, _): return .respond(try listCollections(request))
         case (.collection(let name), "GET"): return .respond(try snapshot(request, name))
         case (.collection(let name), "PUT"): return try replace(request, name, connection)
         case (.collection(let name), _): return try deleteCollection(request, name, connection)
         case (.mutations(let name), _): return try mutate(request, name, connection)
-        case (.changes(let name), _): return try changes(request, name, connection)
+        case (.changes(let name), _):
+            return try changes(request, { () throws(HTTPError) in try existing(name) }, connection)
         case (.item(let name, let id), "GET"): return .respond(try item(name, id))
         case (.item(let name, let id), "PUT"): return try upsertItem(request, name, id, connection)
         case (.item(let name, let id), _): return try deleteItem(request, name, id, connection)
         case (.asset(let path), _): return .respond(asset(request, path))
+        case (.views, _): return .respond(listViews())
+        case (.view(let name), "GET"): return .respond(try viewSnapshot(request, name))
+        case (.view(let name), "PUT"): return try defineView(request, name, connection)
+        case (.view(let name), _): return try deleteView(request, name, connection)
+        case (.viewChanges(let name), _):
+            return try changes(request, { () throws(HTTPError) in try existingView(name) }, connection)
+        case (.viewWrite, _): throw .viewsAreReadOnly(request.method, route)
         }
     }
 

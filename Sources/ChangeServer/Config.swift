@@ -27,7 +27,12 @@ struct Config: Sendable {
     var maxHeldPolls = 20_000
     var maxConnections = 30_000
     var connectionMemory = 8192
-    var threads = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    var maxConnectionsPerAddress = 0
+    var maxBodyMemory = 256 << 20
+    var maxCollections = 100_000
+    var diskReserveBytes = 256 << 20
+    /// Event loops; nil: one per CPU the process may use (`CPUBudget`).
+    var threads: Int?
     var logLevel = LogLevel.info
 
     /// Why the command line could not be read: printed with a hint, exit status 2.
@@ -58,7 +63,13 @@ struct Config: Sendable {
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
           --connection-memory N  bytes per connection for request and response headers; larger headers get 431
                                  (default 8192: headers up to about 6 KB; 2560 keeps a held poll under 4 KiB) [CHANGESERVER_CONNECTION_MEMORY]
-          --threads N            event loops serving HTTP (default: one per CPU) [CHANGESERVER_THREADS]
+          --threads N            event loops serving HTTP (default: one per CPU the process may use: its affinity
+                                 and its cgroup's CPU quota) [CHANGESERVER_THREADS]
+          --max-connections-per-address N
+                                 open connections from one client address per event loop, 0 for no limit (default 0) [CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS]
+          --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503 (default 268435456) [CHANGESERVER_MAX_BODY_MEMORY]
+          --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
+          --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503 (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
         """
@@ -67,6 +78,7 @@ struct Config: Sendable {
         "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
         "cors-origin", "postgres",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
+        "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
     ]
 
     /// Reads the environment first, then the arguments (without the program name). Nil when `--help` was asked.
@@ -141,6 +153,10 @@ struct Config: Sendable {
         case "max-held-polls": maxHeldPolls = try integer(0...1_000_000)
         case "max-connections": maxConnections = try integer(1...1_000_000)
         case "connection-memory": connectionMemory = try integer(1024...(1 << 20))
+        case "max-connections-per-address": maxConnectionsPerAddress = try integer(0...1_000_000)
+        case "max-body-memory": maxBodyMemory = try integer(1...(1 << 40))
+        case "max-collections": maxCollections = try integer(1...100_000_000)
+        case "disk-reserve-bytes": diskReserveBytes = try integer(0...(1 << 50))
         case "threads": threads = try integer(1...64)
         case "log-level":
             guard let level = LogLevel(name: value) else {

@@ -1,4 +1,3 @@
-import CJansson
 import Glibc
 import Model
 import Synchronization
@@ -7,7 +6,7 @@ import Synchronization
 /// so that nothing here is main-actor isolated (STYLE.md's signal trap).
 enum Lifecycle {
     static func run(arguments: [String], environment: [String: String]) -> Int32 {
-        let config: Config
+        var config: Config
         do throws(Config.UsageError) {
             guard let parsed = try Config.parse(arguments: arguments, environment: environment) else {
                 print(Config.help)
@@ -19,34 +18,40 @@ enum Lifecycle {
             return 2
         }
         let logger = Logger(level: config.logLevel)
-        // jansson seeds its hash function lazily, which is not thread-safe: seed it before any thread starts.
-        json_object_seed(0)
         signal(SIGPIPE, SIG_IGN)
         // A journal write past a file-size limit fails with EFBIG (answered 503) instead of killing the process.
         signal(SIGXFSZ, SIG_IGN)
         blockTerminationSignals()
-        raiseOpenFileLimit(logger: logger)
+        let budget = CPUBudget.current()
+        let loops = config.threads ?? budget.loops
+        let why = config.threads == nil ? "\(budget)" : "--threads; \(budget)"
+        let fitted = config.fitted(toOpenFiles: raiseOpenFileLimit(), loops: loops)
+        config = fitted.config
+        if let note = fitted.note { logger.log(.notice, note) }
         do throws(StartupError) {
             let app = try App.open(config: config, logger: logger)
             var port = config.port
-            let perLoop = (config.maxConnections + config.threads - 1) / config.threads
-            for _ in 0..<config.threads {
+            let perLoop = (config.maxConnections + loops - 1) / loops
+            for _ in 0..<loops {
                 let listener = try Listener.open(host: config.host, port: port)
                 port = listener.port
                 let server = try HTTPServer(
                     listener: listener,
                     options: .init(
                         maxBodyBytes: config.maxBodyBytes, connectionLimit: perLoop, idleTimeout: 120,
-                        connectionMemory: config.connectionMemory))
+                        connectionMemory: config.connectionMemory, perAddressLimit: config.maxConnectionsPerAddress,
+                        bodyBudget: app.bodyBudget))
                 app.add(Worker(app: app, server: server))
             }
             // The shutdown runs on a thread of its own, so that a second signal still stops at once meanwhile.
             startSignalThread { startThread { app.shutDown() } }
             app.startServing()
-            logger.info("listening on \(config.host):\(port) with \(config.threads) event loops")
-            let loops = app.workers.dropFirst().map { worker in JoinableThread { worker.server.run(handler: worker) } }
+            logger.info("listening on \(config.host):\(port) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))")
+            let threads = app.workers.dropFirst().map { worker in
+                JoinableThread { worker.server.run(handler: worker) }
+            }
             if let first = app.workers.first { first.server.run(handler: first) }
-            for loop in loops { loop.join() }
+            for thread in threads { thread.join() }
             app.finish()
             logger.info("stopped")
             return 0
@@ -56,17 +61,16 @@ enum Lifecycle {
         }
     }
 
-    /// Lets 10,000+ held polls fit: the soft open-files limit goes up to the hard one.
-    private static func raiseOpenFileLimit(logger: Logger) {
+    /// Lets 10,000+ held polls fit: the soft open-files limit goes up to the hard one. Returns the limit in force.
+    private static func raiseOpenFileLimit() -> Int {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
         if limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max
-            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
         }
-        if limit.rlim_cur < 20_000 {
-            logger.warning("the open-files limit is \(limit.rlim_cur); fewer than 10,000 polls may be held")
-        }
+        return Int(clamping: limit.rlim_cur)
     }
 
     private static var terminationSignals: sigset_t {

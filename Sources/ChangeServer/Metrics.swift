@@ -15,6 +15,8 @@ final class Metrics: Sendable {
         var changesetsDelivered = 0
         var pollTimeouts = 0
         var journalBytes = 0
+        var responseFailures = 0
+        var writesRefusedForDisk = 0
         /// Cumulative fsync latency histogram: counts per upper bound (seconds), plus sum and count.
         var fsyncBuckets = [Int](repeating: 0, count: Metrics.fsyncBounds.count)
         var fsyncSum = 0.0
@@ -41,6 +43,8 @@ final class Metrics: Sendable {
     func changesetsDelivered(_ count: Int) { state.withLock { $0.changesetsDelivered += count } }
     func pollsTimedOut(_ count: Int) { state.withLock { $0.pollTimeouts += count } }
     func setJournalBytes(_ bytes: Int) { state.withLock { $0.journalBytes = bytes } }
+    func responseFailed() { state.withLock { $0.responseFailures += 1 } }
+    func writeRefusedForDisk() { state.withLock { $0.writesRefusedForDisk += 1 } }
 
     func fsyncTook(seconds: Double) {
         state.withLock { state in
@@ -52,8 +56,16 @@ final class Metrics: Sendable {
         }
     }
 
-    /// The exposition text, with the number of collections read at the moment of the scrape.
-    func render(collections: Int) -> String {
+    /// What `render` reads from elsewhere at the moment of the scrape.
+    struct Gauges {
+        var collections: Int
+        var logLinesDropped: Int
+        var bodyBytesInFlight: Int
+        var diskFreeBytes: Int?
+    }
+
+    /// The exposition text, with the gauges read at the moment of the scrape.
+    func render(_ gauges: Gauges) -> String {
         let snapshot = state.withLock { $0 }
         var lines: [String] = []
         func metric(_ name: String, _ type: String, _ help: String) {
@@ -78,7 +90,7 @@ final class Metrics: Sendable {
         metric("changeserver_poll_timeouts_total", "counter", "Long polls answered empty at their timeout.")
         lines.append("changeserver_poll_timeouts_total \(snapshot.pollTimeouts)")
         metric("changeserver_collections", "gauge", "Collections held.")
-        lines.append("changeserver_collections \(collections)")
+        lines.append("changeserver_collections \(gauges.collections)")
         metric("changeserver_journal_bytes", "gauge", "Bytes in the journal since the last snapshot.")
         lines.append("changeserver_journal_bytes \(snapshot.journalBytes)")
         metric("changeserver_fsync_seconds", "histogram", "Latency of the journal's fsync calls.")
@@ -88,6 +100,24 @@ final class Metrics: Sendable {
         lines.append("changeserver_fsync_seconds_bucket{le=\"+Inf\"} \(snapshot.fsyncCount)")
         lines.append("changeserver_fsync_seconds_sum \(snapshot.fsyncSum)")
         lines.append("changeserver_fsync_seconds_count \(snapshot.fsyncCount)")
+        metric(
+            "changeserver_response_failures_total", "counter",
+            "Responses libmicrohttpd refused (headers too large for the connection), answered 500 or closed.")
+        lines.append("changeserver_response_failures_total \(snapshot.responseFailures)")
+        metric(
+            "changeserver_log_lines_dropped_total", "counter",
+            "Request log lines dropped because stderr did not keep up.")
+        lines.append("changeserver_log_lines_dropped_total \(gauges.logLinesDropped)")
+        metric("changeserver_body_bytes_in_flight", "gauge", "Bytes of request bodies held in memory now.")
+        lines.append("changeserver_body_bytes_in_flight \(gauges.bodyBytesInFlight)")
+        metric(
+            "changeserver_writes_refused_disk_total", "counter",
+            "Writes refused because the free space of --data-dir was below --disk-reserve-bytes.")
+        lines.append("changeserver_writes_refused_disk_total \(snapshot.writesRefusedForDisk)")
+        if let free = gauges.diskFreeBytes {
+            metric("changeserver_disk_free_bytes", "gauge", "Free bytes in the file system of --data-dir.")
+            lines.append("changeserver_disk_free_bytes \(free)")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -11,6 +11,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     let feed: Feed
     /// Request lines of the current loop turn, formatted straight into bytes.
     private var requestLog: [UInt8] = []
+    private var requestLogLines = 0
     /// The time of the current loop turn, shared by its request lines.
     private var requestLogTimestamp: [UInt8]?
 
@@ -33,6 +34,26 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         app.corsHeaders(for: request)
     }
 
+    func screen(_ exchange: Exchange) -> Response? {
+        let (route, refusal) = app.screen(exchange.request)
+        exchange.route = route
+        return refusal
+    }
+
+    func clientLeft(_ exchange: Exchange) -> Bool {
+        feed.drop(exchange)
+    }
+
+    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: Bool) {
+        app.metrics.responseFailed()
+        guard app.logger.level <= .error else { return }
+        let line =
+            "\(Logger.timestamp()) error libmicrohttpd refused the \(status.rawValue) response to "
+            + "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path)) (its headers do not fit the "
+            + "connection's memory); " + (fallback ? "answered 500 instead" : "connection closed") + "\n"
+        app.requestLog.submit(Array(line.utf8), lines: 1)
+    }
+
     func handle(_ exchange: Exchange) -> HandlerResult {
         let (route, result) = app.handle(exchange.request, on: ExchangeConnection(exchange, on: self))
         exchange.route = route
@@ -46,6 +67,9 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         switch refusal {
         case .bodyTooLarge(let limit): .error(.payloadTooLarge(limit: limit))
         case .stopped: .error(.stoppedBeforeCompletion)
+        case .conflictingContentLength: .error(.conflictingContentLength)
+        case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
+        case .clientLeft: Response(.clientClosedRequest)
         }
     }
 
@@ -55,27 +79,40 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         let timestamp = requestLogTimestamp ?? Array((Logger.timestamp() + " info ").utf8)
         requestLogTimestamp = timestamp
         requestLog += timestamp
-        requestLog += exchange.method.utf8
+        appendEscaped(exchange.method)
         requestLog.append(UInt8(ascii: " "))
-        requestLog += exchange.path.utf8
+        appendEscaped(exchange.path)
         requestLog.append(UInt8(ascii: " "))
         appendDecimal(status.rawValue)
         requestLog.append(UInt8(ascii: " "))
         appendDecimal(Int(MonotonicClock.now() - exchange.started))
         requestLog += [UInt8(ascii: "m"), UInt8(ascii: "s"), UInt8(ascii: "\n")]
+        requestLogLines += 1
     }
 
     var nextDeadline: Int64? { feed.nextDeadline }
 
     func tick(now: Int64) { feed.expire(now: now) }
 
-    /// Request lines of one loop turn go out in one write: a change fanned out to 10,000 polls logs 10,000
-    /// lines without 10,000 system calls.
+    /// Request lines of one loop turn go to the log writer's thread in one batch: a change fanned out to 10,000
+    /// polls logs 10,000 lines without 10,000 system calls, and the loop never waits for stderr.
     func loopDidRun() {
         guard !requestLog.isEmpty else { return }
-        writeToStandardError(requestLog)
+        app.requestLog.submit(requestLog, lines: requestLogLines)
         requestLog.removeAll(keepingCapacity: true)
+        requestLogLines = 0
         requestLogTimestamp = nil
+    }
+
+    private func appendEscaped(_ text: String) {
+        for byte in text.utf8 { appendEscaped(byte) }
+    }
+
+    /// Control bytes, DEL, bytes past ASCII, `"` and `\` are written as `\xHH` (as nginx escapes its log):
+    /// a request line cannot forge a log line nor a terminal sequence.
+    private func appendEscaped(_ byte: UInt8) {
+        guard logNeedsEscape(byte) else { return requestLog.append(byte) }
+        requestLog += logEscape(byte)
     }
 
     private func appendDecimal(_ value: Int) {
@@ -88,4 +125,22 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         }
         requestLog[start...].reverse()
     }
+}
+
+/// Whether a byte of a request is written escaped in the log.
+func logNeedsEscape(_ byte: UInt8) -> Bool {
+    byte < 0x20 || byte >= 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+}
+
+/// `\xHH` for a byte.
+func logEscape(_ byte: UInt8) -> [UInt8] {
+    let digits = Array("0123456789ABCDEF".utf8)
+    return [UInt8(ascii: "\\"), UInt8(ascii: "x"), digits[Int(byte >> 4)], digits[Int(byte & 0xF)]]
+}
+
+/// Text from a request, escaped as the request log escapes it.
+func escapedForLog(_ text: String) -> String {
+    var bytes: [UInt8] = []
+    for byte in text.utf8 { bytes += logNeedsEscape(byte) ? logEscape(byte) : [byte] }
+    return String(decoding: bytes, as: UTF8.self)
 }

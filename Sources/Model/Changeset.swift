@@ -1,6 +1,6 @@
 /// What takes a client from version `from` to version `to`: deleted, inserted and moved form one batch that
 /// UIKit's `performBatchUpdates` accepts as it stands; `updated` applies after it, at after-batch coordinates.
-/// Every array is sorted by its first index. See the Changesets section of API.md for the five guarantees.
+/// Every array is sorted by its first index. The rules it obeys: `docs/changesets.md#the-rules`.
 public struct Changeset: Hashable, Sendable {
     public var from: Version
     public var to: Version

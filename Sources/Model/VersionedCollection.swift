@@ -125,7 +125,8 @@ public struct VersionedCollection: Sendable {
         return changeset
     }
 
-    /// ONE coalesced changeset from `since` to the current version, obeying all the rules of a single one:
+    /// ONE coalesced changeset from `since` to the current version, obeying all the rules of a single one
+    /// (`docs/changesets.md#the-rules`):
     /// empty with `from == to` when `since` is the current version; nil when `since` is of another epoch, ahead
     /// of the current version, or older than the kept history.
     /// - Complexity: proportional to what changed since then, up to O(n log n).

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct AccessTests {
+@Suite(.tags(.liveServer)) struct LiveAccessTests {
     @Test func writeTokenGuardsMutationsOnly() throws {
         let server = try ServerProcess(["--write-token", "w-secret"])
         let denied = try server.client.put("/v1/collections/c", ["sections": []])

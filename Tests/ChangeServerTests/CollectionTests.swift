@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct CollectionTests {
+@Suite(.tags(.liveServer)) struct LiveCollectionTests {
     static var inbox: [String: Any] {
         [
             "sections": [

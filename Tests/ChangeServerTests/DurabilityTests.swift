@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 
 /// The real server on a real `--data-dir`: crashes, restarts, compaction, a second server, disk faults.
-@Suite struct DurabilityTests {
+@Suite(.tags(.liveServer)) struct LiveDurabilityTests {
     /// Concurrent clients upsert items while the server is killed with SIGKILL at a different moment each
     /// round; after a restart every acknowledged item is there with its data, the version did not go back, and
     /// the feed still answers a cursor from before the crash.
@@ -18,8 +18,11 @@ import Testing
             let port = server.port
             let results = Mutex<[(String, Int, UInt64)]>([])
             let stop = Atomic<Bool>(false)
+            let finished = DispatchGroup()
             let threads = (0..<8).map { client in
-                Thread {
+                finished.enter()
+                return Thread {
+                    defer { finished.leave() }
                     var sequence = 0
                     while !stop.load(ordering: .relaxed) && sequence < 2000 {
                         let id = "r\(round)-c\(client)-\(sequence)"
@@ -36,11 +39,14 @@ import Testing
                 }
             }
             for thread in threads { thread.start() }
-            usleep(UInt32(100_000 + round * 70_000))
+            // A different moment each round, by what was acknowledged rather than by the clock.
+            let target = 10 + round * 40
+            let reached = waitUntil(timeout: 30) { results.withLock { $0.count } >= target }
+            #expect(reached, "round \(round): fewer than \(target) acknowledged writes")
             kill(server.process.processIdentifier, SIGKILL)
             server.process.waitUntilExit()
             stop.store(true, ordering: .relaxed)
-            while threads.contains(where: { $0.isExecuting }) { usleep(5_000) }
+            #expect(finished.wait(timeout: .now() + 30) == .success, "round \(round): clients still running")
             let thisRound = results.withLock { $0 }
             for (id, value, seq) in thisRound { acknowledged[id] = (value, seq) }
 
@@ -77,9 +83,7 @@ import Testing
         }
         _ = try server.client.put("/v1/collections/other", ["sections": []])
         #expect(try server.client.request("DELETE", "/v1/collections/other").status == 204)
-        let deadline = Date().addingTimeInterval(10)
-        while !server.log.contains("journal segments before") && Date() < deadline { usleep(20_000) }
-        #expect(server.log.contains("journal segments before"))
+        #expect(waitUntil(timeout: 10) { server.log.contains("journal segments before") })
         let files = try FileManager.default.contentsOfDirectory(atPath: directory)
         #expect(files.contains("snapshot.bin"))
         #expect(!files.contains("journal-00000000000000000001.log"))
@@ -114,7 +118,7 @@ import Testing
         let errors = Pipe()
         second.standardError = errors
         try second.run()
-        second.waitUntilExit()
+        #expect(waitForExit(of: second, timeout: 10), "a second server started on the same --data-dir")
         #expect(second.terminationStatus == 1)
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(message.contains("another ChangeServer is using --data-dir"))
@@ -136,7 +140,7 @@ import Testing
         let errors = Pipe()
         refused.standardError = errors
         try refused.run()
-        refused.waitUntilExit()
+        #expect(waitForExit(of: refused, timeout: 10), "the server started without a usable --data-dir")
         #expect(refused.terminationStatus == 1)
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(message.contains("cannot create --data-dir"))

@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-@Suite struct FeedTests {
+@Suite(.tags(.liveServer)) struct LiveFeedTests {
     @Test func heldPollIsWokenWithTheMutationsChangeset() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let poll = try HTTPConnection(port: server.port)
         poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=30")
         try waitForHeldPolls(server, 1)
@@ -23,7 +23,7 @@ import Testing
     }
 
     @Test func timeoutAnswersEmptyChangeset() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let started = Date()
         let response = try server.client.get("/v1/collections/c/changes?since=\(version)&timeout=1")
         let elapsed = Date().timeIntervalSince(started)
@@ -40,7 +40,7 @@ import Testing
     }
 
     @Test func oldVersionGetsOneCoalescedChangeset() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         _ = try server.client.mutate("c", [["op": "insertItems", "at": [1, 1], "items": [["id": "n"]]]])
         _ = try server.client.mutate("c", [["op": "moveItem", "item": "n", "to": [0, 0]]])
         let last = try server.client.mutate("c", [["op": "updateItems", "items": [["id": "n", "data": 5]]]])
@@ -55,7 +55,7 @@ import Testing
     }
 
     @Test func missingSinceAnswersResetSnapshot() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let response = try server.client.get("/v1/collections/c/changes")
         #expect(response.status == 200)
         #expect(response.object["reset"] as? Bool == true)
@@ -84,7 +84,7 @@ import Testing
     }
 
     @Test func badParametersAre400AndUnknownCollection404() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         for query in [
             "since=nope", "since=a.b", "since=\(version)&timeout=-1", "since=\(version)&timeout=1.5",
             "since=\(version)&timeout=x",
@@ -100,7 +100,7 @@ import Testing
     }
 
     @Test func deletingTheCollectionAnswersHeldPolls410() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let poll = try HTTPConnection(port: server.port)
         poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=30")
         try waitForHeldPolls(server, 1)
@@ -111,7 +111,7 @@ import Testing
     }
 
     @Test func oneMutationAnswersAThousandHeldPolls() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let polls = try (0..<1000).map { _ in try HTTPConnection(port: server.port) }
         for poll in polls { poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=60") }
         try waitForHeldPolls(server, 1000)
@@ -143,10 +143,8 @@ import Testing
 
 /// Waits (at most 10 s) until `/metrics` reports `count` held polls.
 func waitForHeldPolls(_ server: ServerProcess, _ count: Int) throws {
-    let deadline = Date().addingTimeInterval(10)
-    while Date() < deadline {
-        if try server.client.get("/metrics").text.contains("changeserver_held_polls \(count)\n") { return }
-        usleep(10_000)
+    let held = try waitUntil(timeout: 10) {
+        try server.client.get("/metrics").text.contains("changeserver_held_polls \(count)\n")
     }
-    Issue.record("the server never held \(count) polls")
+    if !held { Issue.record("the server never held \(count) polls") }
 }

@@ -1,25 +1,25 @@
 import Foundation
 import Testing
 
-@Suite struct ItemTests {
+@Suite(.tags(.liveServer)) struct LiveItemTests {
     @Test func upsertCreatesInLastSectionThenUpdatesAndMoves() throws {
-        let (server, _) = try MutationTests.seeded()
+        let (server, _) = try LiveMutationTests.seeded()
         let created = try server.client.put("/v1/collections/c/items/n", ["data": ["t": 1]])
         #expect(created.status == 201)
-        #expect(try MutationTests.order(server) == ["a[x y z]", "b[w n]"])
+        #expect(try LiveMutationTests.order(server) == ["a[x y z]", "b[w n]"])
         let updated = try server.client.put(
             "/v1/collections/c/items/n", ["data": ["t": 2], "section": "a", "index": 0])
         #expect(updated.status == 200)
-        #expect(try MutationTests.order(server) == ["a[n x y z]", "b[w]"])
+        #expect(try LiveMutationTests.order(server) == ["a[n x y z]", "b[w]"])
         let item = try server.client.get("/v1/collections/c/items/n")
         #expect(item.status == 200)
         #expect(item.text == #"{"id":"n","data":{"t":2},"at":[0,0]}"#)
         let sectionOnly = try server.client.put("/v1/collections/c/items/n", ["data": ["t": 2], "section": 1])
         #expect(sectionOnly.status == 200)
-        #expect(try MutationTests.order(server) == ["a[x y z]", "b[w n]"])
+        #expect(try LiveMutationTests.order(server) == ["a[x y z]", "b[w n]"])
         let indexOnly = try server.client.put("/v1/collections/c/items/n", ["index": 0])
         #expect(indexOnly.status == 200)
-        #expect(try MutationTests.order(server) == ["a[x y z]", "b[n w]"])
+        #expect(try LiveMutationTests.order(server) == ["a[x y z]", "b[n w]"])
         #expect(try server.client.get("/v1/collections/c/items/n").text == #"{"id":"n","data":null,"at":[1,0]}"#)
     }
 
@@ -33,14 +33,14 @@ import Testing
     }
 
     @Test func idsWithSlashesAndUnicodeAreEncodedInThePath() throws {
-        let (server, _) = try MutationTests.seeded()
+        let (server, _) = try LiveMutationTests.seeded()
         #expect(try server.client.put("/v1/collections/c/items/a%2Fb%20%C3%A9", ["data": 1]).status == 201)
         let item = try server.client.get("/v1/collections/c/items/a%2Fb%20%C3%A9")
         #expect(item.object["id"] as? String == "a/b é")
     }
 
     @Test func deleteAnswersChangesetAnd404WhenAbsent() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let deleted = try server.client.request("DELETE", "/v1/collections/c/items/y")
         #expect(deleted.status == 200)
         let items = (deleted.object["changes"] as? [String: Any])?["items"] as? [String: Any]
@@ -54,7 +54,7 @@ import Testing
     }
 
     @Test func badUpsertsChangeNothing() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let cases: [(Any, Int)] = [
             (["data": 1, "section": "nope"], 409), (["data": 1, "index": 99], 409),
             (["data": 1, "section": true], 400),

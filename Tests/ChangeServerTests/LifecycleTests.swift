@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-@Suite struct LifecycleTests {
+@Suite(.tags(.liveServer)) struct LiveLifecycleTests {
     @Test func sigtermAnswersHeldPolls503AndExitsZero() throws {
-        let (server, version) = try MutationTests.seeded()
+        let (server, version) = try LiveMutationTests.seeded()
         let polls = try (0..<20).map { _ in try HTTPConnection(port: server.port) }
         for poll in polls { poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=60") }
         try waitForHeldPolls(server, 20)
@@ -35,10 +35,12 @@ import Testing
         let server = try ServerProcess()
         _ = try server.client.put("/v1/collections/c", ["sections": [["id": "secret-section-body"]]])
         _ = try server.client.get("/v1/collections/c")
-        usleep(100_000)
-        let lines = server.log.split(separator: "\n")
-        #expect(lines.contains { $0.contains(" info PUT /v1/collections/c 201 ") })
-        #expect(lines.contains { $0.contains(" info GET /v1/collections/c 200 ") })
+        let logged = waitUntil(timeout: 5) {
+            let lines = server.log.split(separator: "\n")
+            return lines.contains { $0.contains(" info PUT /v1/collections/c 201 ") }
+                && lines.contains { $0.contains(" info GET /v1/collections/c 200 ") }
+        }
+        #expect(logged, "\(server.log)")
         #expect(!server.log.contains("secret-section-body"))
     }
 }

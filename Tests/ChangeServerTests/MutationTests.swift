@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct MutationTests {
+@Suite(.tags(.liveServer)) struct LiveMutationTests {
     /// A collection `c` with sections a [x, y, z] and b [w].
     static func seeded() throws -> (ServerProcess, String) {
         let server = try ServerProcess()

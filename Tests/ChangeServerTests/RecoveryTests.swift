@@ -127,7 +127,7 @@ import Testing
         _ = try content.apply([.insertItems(at: ItemPosition(section: .index(0), index: 0), items: [Item(id: "b")])])
         _ = try content.apply([.moveItem(.id("a"), to: ItemPosition(section: .index(0), index: 0))])
         _ = try content.apply([.updateItems([Item(id: "b", data: JSONData(canonical: "2"))])])
-        let bytes = SnapshotFile.encode(nextSegment: 7, collections: [("c", content)])
+        let bytes = SnapshotFile.encode(nextSegment: 7, collections: [("c", content)], views: [])
         let decoded = try SnapshotFile.decode(bytes, limits: HistoryLimits())
         #expect(decoded.nextSegment == 7)
         let restored = try #require(decoded.collections.first?.content)

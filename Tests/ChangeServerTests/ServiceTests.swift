@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct ServiceTests {
+@Suite(.tags(.liveServer)) struct LiveServiceTests {
     @Test func healthAnswersOK() throws {
         let server = try ServerProcess()
         let response = try server.client.get("/healthz")

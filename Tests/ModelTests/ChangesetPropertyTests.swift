@@ -3,7 +3,9 @@ import Testing
 @testable import Model
 
 /// Seeded property tests: random states and random edits, op batches and histories; every changeset must be
-/// accepted by the UIKit model, reproduce the new state and move minimally. Failures print their seed.
+/// accepted by the UIKit model, reproduce the new state and move minimally. Failures print their seed. Loops that
+/// pass over rejected cases count what they checked and expect at least about half of what their fixed seeds give
+/// today, so that a generator drifting into rejecting everything fails instead of passing vacuously.
 @Suite struct ChangesetPropertyTests {
     @Test func randomReplacementsApply() throws {
         for seed in UInt64(0)..<3000 {
@@ -20,6 +22,8 @@ import Testing
     }
 
     @Test func randomOpBatchesApplyOrLeaveNothing() throws {
+        var applied = 0
+        var rejected = 0
         for seed in UInt64(0)..<3000 {
             var random = RandomContent(seed: seed)
             var collection = try VersionedCollection(epoch: "e", sections: random.sections())
@@ -43,16 +47,25 @@ import Testing
                     #expect(changeset.isEmpty == (old == new), "\(context)")
                     #expect(collection.version.seq == version.seq + (changeset.isEmpty ? 0 : 1), "\(context)")
                     #expect(changeset.to == collection.version, "\(context)")
+                    if !changeset.isEmpty { applied += 1 }
                 } catch {
+                    rejected += 1
                     #expect(collection.snapshot() == old, "\(context): a failed batch changed the state")
                     #expect(collection.version == version, "\(context)")
-                    #expect(error.opIndex != nil && ops.indices.contains(error.opIndex!), "\(context)")
+                    #expect(error.opIndex.map(ops.indices.contains) == true, "\(context)")
                 }
             }
         }
+        #expect(applied >= 3_000, "only \(applied) of 12000 batches changed something")
+        #expect(rejected >= 2_500, "only \(rejected) of 12000 batches were rejected")
     }
 
+    /// Both ways of building a changeset are exercised: from the log, and by the full diff (across a replacement,
+    /// or from version 0).
     @Test func coalescedChangesetsFromEveryKeptVersionApply() throws {
+        var coalesced = 0
+        var fromLog = 0
+        var fullDiffs = 0
         for seed in UInt64(0)..<400 {
             var random = RandomContent(seed: seed)
             let first = random.sections()
@@ -73,19 +86,28 @@ import Testing
             for seq in 0...current.seq {
                 let since = Version(epoch: "e", seq: seq)
                 let kept = current.seq - seq <= 12
-                guard let changeset = collection.changes(since: since) else {
+                let (answer, built) = routes { collection.changes(since: since) }
+                guard let changeset = answer else {
                     #expect(!kept, "seed \(seed): version \(seq) should be kept")
                     continue
                 }
                 #expect(kept, "seed \(seed): version \(seq) should have expired")
                 #expect(changeset.from == since && changeset.to == current, "seed \(seed)")
-                verify(changeset, from: states[seq]!, to: now, "coalesce seed \(seed) since \(seq)")
+                let state = try #require(states[seq], "seed \(seed): no state at \(seq)")
+                verify(changeset, from: state, to: now, "coalesce seed \(seed) since \(seq)")
+                if current.seq - seq >= 2 { coalesced += 1 }
+                fromLog += built.count { $0 == .log }
+                fullDiffs += built.count { $0 == .fullDiff }
             }
         }
+        #expect(coalesced >= 1_000, "only \(coalesced) changesets across two versions or more")
+        #expect(fromLog >= 400, "only \(fromLog) changesets followed the log")
+        #expect(fullDiffs >= 700, "only \(fullDiffs) changesets were full diffs")
     }
 
     /// Op batches on sections long enough to split and merge chunks, where most items stay untouched.
     @Test func opBatchesOnLongSectionsApply() throws {
+        var applied = 0
         for seed in UInt64(0)..<60 {
             var random = RandomContent(seed: seed)
             let old = (0..<3).map { Section(id: "s\($0)", items: random.items(random.int(0...1_500))) }
@@ -94,10 +116,12 @@ import Testing
                 let before = collection.snapshot()
                 let ops = (0..<random.int(1...6)).map { _ in random.op(on: before) }
                 guard let changeset = try? collection.apply(ops) else { continue }
+                applied += 1
                 verify(changeset, from: before, to: collection.snapshot(), "long sections seed \(seed) \(ops)")
             }
             let changeset = try #require(collection.changes(since: Version(epoch: "e", seq: 1)))
             verify(changeset, from: old, to: collection.snapshot(), "long sections coalesced seed \(seed)")
         }
+        #expect(applied >= 100, "only \(applied) of 300 batches applied")
     }
 }

@@ -3,7 +3,9 @@ against a real ChangeServer started here on loopback.
 
     CF_SERVER_BINARY=/path/to/ChangeServer python3 -m unittest -v Tests/browser/test_demo.py
 
-CF_SEED replays a random history; CF_SCREENSHOT is where the screenshot of the demo goes.
+CF_SERVER_BINARY is required: the binary of the build under test (WebClientTests passes the one its run built).
+The random history comes from a fixed seed, printed at the start; CF_SEED runs another. CF_SCREENSHOT is where
+the screenshot of the demo goes; CF_CHROMIUM and CF_CHROMEDRIVER override Debian's paths.
 """
 
 import json
@@ -24,21 +26,20 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SEED = int(os.environ.get("CF_SEED") or random.randrange(2**31))
+DEFAULT_SEED = 20261130
+SEED = int(os.environ.get("CF_SEED") or DEFAULT_SEED)
 SCREENSHOT = os.environ.get("CF_SCREENSHOT") or os.path.join(tempfile.gettempdir(), "changeserver-demo.png")
 
 
 def server_binary():
-    for candidate in [
-        os.environ.get("CF_SERVER_BINARY"),
-        os.path.join(ROOT, ".build/debug/ChangeServer"),
-        "/tmp/build-web/debug/ChangeServer",
-    ]:
-        if candidate and os.path.exists(candidate):
-            return candidate
-    raise unittest.SkipTest("no ChangeServer binary: set CF_SERVER_BINARY")
+    """The binary under test, from CF_SERVER_BINARY: never a guess, which could test a stale build."""
+    binary = os.environ.get("CF_SERVER_BINARY")
+    if not binary or not os.access(binary, os.X_OK):
+        raise RuntimeError(f"CF_SERVER_BINARY must name the built ChangeServer (it is {binary!r})")
+    return binary
 
 
 class Server:
@@ -117,6 +118,7 @@ return [...document.querySelectorAll('#list [data-section-id]')].map(section => 
 class DemoTests(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        print(f"\nseed {SEED} (CF_SEED={SEED} replays it)", file=sys.stderr)
         cls.data_dir = tempfile.mkdtemp(prefix="changeserver-browser-")
         cls.server = Server(cls.data_dir)
         options = webdriver.ChromeOptions()
@@ -185,6 +187,22 @@ class DemoTests(unittest.TestCase):
         self.driver.get(f"{self.server.url}/demo?collection={name}")
         self.wait(lambda: self.driver.execute_script("return !!window.demo"), message="the demo to load")
 
+    def settle(self):
+        """Waits until no animation runs in the page (the renderer's Web Animations and CSS transitions)."""
+        self.wait(lambda: self.driver.execute_script(
+            "return document.getAnimations().every(animation => animation.playState !== 'running')"),
+            message="the animations to end")
+
+    def scroll_list(self, script):
+        """Runs `script` (which sets the list's scrollTop) and waits for the scroll event it causes, if any."""
+        self.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            const list = document.getElementById('list');
+            const before = list.scrollTop;
+            new Function(arguments[0])();
+            if (list.scrollTop === before) { done(); return; }
+            list.addEventListener('scroll', () => requestAnimationFrame(() => done()), { once: true });""", script)
+
     def page_version(self):
         return self.driver.execute_script("return document.body.dataset.version || null")
 
@@ -200,6 +218,45 @@ class DemoTests(unittest.TestCase):
         empty_shown = self.driver.execute_script("return !document.querySelector('#list .cf-empty').hidden")
         self.assertEqual(empty_shown, sum(len(s["items"]) for s in snapshot["sections"]) == 0)
         return snapshot
+
+    def assert_view_synced(self, view, timeout=15):
+        """Waits until the page shows the view's version, then compares its DOM with the view's snapshot: sections
+        titled by their key, in the view's order, items in the view's order."""
+        snapshot = self.api("GET", f"/v1/views/{view}", expect=200)[1]
+        self.wait(lambda: self.page_version() == snapshot["version"], timeout,
+                  f"the page to reach the view's {snapshot['version']} (it shows {self.page_version()})")
+        key_label = lambda key: key if isinstance(key, str) else json.dumps(key, separators=(",", ":"))
+        expected = [{"id": s["id"], "title": key_label(s["data"]["key"]),
+                     "items": [{"id": i["id"], "text": item_label(i.get("data"))} for i in s["items"]]}
+                    for s in snapshot["sections"]]
+        self.assertEqual(self.driver.execute_script(DOM_JS), expected, f"seed {SEED} at {snapshot['version']}")
+        return snapshot
+
+    def last_log(self):
+        return self.driver.execute_script("return document.querySelector('#log li')?.textContent ?? ''")
+
+    def random_source_change(self, source, step):
+        """A random write to a view's source: a priority or a status changes (sometimes to a status no item had),
+        an item is added or deleted, or the source's own order changes (which leaves the view as it was)."""
+        rng = self.rng
+        items = [item for section in self.snapshot(source)["sections"] for item in section["items"]]
+        kind = rng.randrange(10)
+        if not items or kind == 0:
+            data = {"text": self.fresh("task "), "status": rng.choice(["todo", "doing", "done"]),
+                    "priority": rng.randrange(1, 6)}
+            return "PUT", f"/v1/collections/{source}/items/{self.fresh('t')}", {"data": data}
+        item = rng.choice(items)
+        data = dict(item["data"])
+        if kind <= 4:
+            data["priority"] = rng.randrange(1, 6)
+        elif kind <= 6:
+            data["status"] = rng.choice(["todo", "doing", "done", "blocked", f"status {step}"])
+        elif kind == 7:
+            return "DELETE", f"/v1/collections/{source}/items/{item['id']}", None
+        else:
+            return "POST", f"/v1/collections/{source}/mutations", {
+                "ops": [{"op": "moveItem", "item": item["id"], "to": [0, 0]}]}
+        return "PUT", f"/v1/collections/{source}/items/{item['id']}", {"data": data}
 
     def random_mutation(self, name, sections):
         rng = self.rng
@@ -318,11 +375,9 @@ class DemoTests(unittest.TestCase):
             const list = document.getElementById('list');
             const row = list.querySelector('[data-id="' + arguments[0] + '"]');
             return row.getBoundingClientRect().top - list.getBoundingClientRect().top;"""
-        self.driver.execute_script("""
+        self.scroll_list("""
             const list = document.getElementById('list');
-            list.scrollTop = list.querySelector('[data-id="r40"]').offsetTop - 40;
-            list.dispatchEvent(new Event('scroll'));""")
-        time.sleep(0.2)
+            list.scrollTop = list.querySelector('[data-id="r40"]').offsetTop - 40;""")
         anchor = self.driver.execute_script(offset_of, "r40")
         self.assertTrue(0 <= anchor < 200, anchor)
         steps = [
@@ -335,22 +390,22 @@ class DemoTests(unittest.TestCase):
         for ops in steps:
             self.api("POST", f"/v1/collections/{name}/mutations", {"ops": ops}, expect=200)
             self.assert_synced(name)
-            time.sleep(0.5)  # the animations end
+            self.settle()
             now = self.driver.execute_script(offset_of, "r40")
             self.assertLess(abs(now - anchor), 2, f"the anchor row moved from {anchor} to {now} after {ops}")
-        # Changesets that land while the previous ones still animate.
+        # Changesets that land while the previous ones still animate: each is sent once the page shows the one
+        # before, whose animations (300 ms) then still run.
         for k in range(4):
-            self.api("POST", f"/v1/collections/{name}/mutations", {"ops": [
+            version = self.api("POST", f"/v1/collections/{name}/mutations", {"ops": [
                 {"op": "insertItems", "at": [1, 0], "items": [{"id": f"burst{k}", "data": {"text": f"burst {k}"}}]},
-                {"op": "deleteItems", "items": [[1, 3]]}]}, expect=200)
-            time.sleep(0.08)
+                {"op": "deleteItems", "items": [[1, 3]]}]}, expect=200)[1]["version"]
+            self.wait(lambda: self.page_version() == version, message=f"the page to reach {version}")
         self.assert_synced(name)
-        time.sleep(0.5)
+        self.settle()
         now = self.driver.execute_script(offset_of, "r40")
         self.assertLess(abs(now - anchor), 2, f"the anchor row moved from {anchor} to {now} after a burst")
         # At the very top nothing is anchored: new rows above come into view.
-        self.driver.execute_script("document.getElementById('list').scrollTop = 0")
-        time.sleep(0.2)
+        self.scroll_list("document.getElementById('list').scrollTop = 0")
         self.api("POST", f"/v1/collections/{name}/mutations",
                  {"ops": [{"op": "insertItems", "at": [0, 0], "items": [{"id": "first", "data": {"text": "first"}}]}]}, expect=200)
         self.assert_synced(name)
@@ -375,7 +430,7 @@ class DemoTests(unittest.TestCase):
                     [{"op": "insertItems", "at": ["later", 1], "items": [{"id": "m7", "data": {"text": "Try it in two windows"}}]}]):
             self.api("POST", f"/v1/collections/{name}/mutations", {"ops": ops}, expect=200)
             self.assert_synced(name)
-        time.sleep(0.8)
+        self.settle()
         os.makedirs(os.path.dirname(os.path.abspath(SCREENSHOT)), exist_ok=True)
         self.assertTrue(self.driver.save_screenshot(SCREENSHOT))
         print(f"\nscreenshot: {SCREENSHOT}", file=sys.stderr)
@@ -388,7 +443,9 @@ class DemoTests(unittest.TestCase):
         self.assert_synced(name)
         port = self.server.port
         self.server.stop()
-        time.sleep(1.0)  # the page notices: held poll answered 503, then connections refused
+        # The page notices: its held poll is answered 503, then connections are refused.
+        self.wait(lambda: "retrying" in self.driver.execute_script("return window.demo.statuses"),
+                  message="the page to notice the stop")
         type(self).server = Server(self.data_dir, port=port)
         self.api("PUT", f"/v1/collections/{name}/items/b", {"data": "after the restart"}, expect=201)
         self.assert_synced(name, timeout=30)
@@ -408,6 +465,67 @@ class DemoTests(unittest.TestCase):
         snapshot = self.assert_synced(name)
         self.assertEqual([s["id"] for s in snapshot["sections"]], ["today", "week", "later"])
         self.assertEqual(self.driver.find_element(By.ID, "status").text, "live")
+
+    def test_8_a_live_view_animates_as_its_source_changes_and_its_sort_switches(self):
+        source = f"tasks-{SEED}"
+        view = f"{source}.by-status"
+        rng = self.rng
+        self.api("PUT", f"/v1/collections/{source}", {"sections": [
+            {"id": "backlog", "data": {"title": "Backlog"}, "items": [
+                {"id": f"t{k}", "data": {"text": f"task {k}", "status": ["todo", "doing", "done"][k % 3],
+                                         "priority": rng.randrange(1, 6)}} for k in range(9)]}]}, expect=201)
+        self.open(source)
+        self.assert_synced(source)
+        # The page's button defines the view (grouped by status, sorted by the control's order) and opens it.
+        self.driver.find_element(By.ID, "open-view").click()
+        self.wait(lambda: self.driver.current_url.endswith(f"/demo?view={view}"), message="the URL to name the view")
+        self.wait(lambda: self.driver.execute_script("return window.demo.kind") == "view", message="the view to open")
+        snapshot = self.assert_view_synced(view)
+        self.assertEqual(snapshot["definition"]["sectionBy"], {"field": "/status", "order": "asc"})
+        self.assertEqual(snapshot["definition"]["sortBy"][0], {"field": "/priority", "order": "desc"})
+        self.assertEqual([s["id"] for s in snapshot["sections"]], ['"doing"', '"done"', '"todo"'])
+        self.assertFalse(self.driver.find_element(By.CSS_SELECTOR, "button[data-action='insert-item']").is_enabled(),
+                         "a view is written only through its source")
+        # A priority that puts the last row of "todo" first: one move in the view, animated, not a reload.
+        todo = next(s for s in snapshot["sections"] if s["id"] == '"todo"')
+        last = todo["items"][-1]
+        self.api("PUT", f"/v1/collections/{source}/items/{last['id']}",
+                 {"data": {**last["data"], "priority": 9}}, expect=200)
+        snapshot = self.assert_view_synced(view)
+        self.assertEqual(next(s for s in snapshot["sections"] if s["id"] == '"todo"')["items"][0]["id"], last["id"])
+        self.assertIn("items ↕1", self.last_log())
+        # A status no item had: a section appears, in key order.
+        self.api("PUT", f"/v1/collections/{source}/items/{last['id']}",
+                 {"data": {**last["data"], "priority": 9, "status": "blocked"}}, expect=200)
+        snapshot = self.assert_view_synced(view)
+        self.assertEqual(snapshot["sections"][0]["id"], '"blocked"')
+        self.assertIn("sections +1", self.last_log())
+        # Random writes to the source, mostly back to back, so that changesets land while others still animate.
+        for step in range(40):
+            method, path, body = self.random_source_change(source, step)
+            self.api(method, path, body, expect=[200, 201])
+            if rng.random() < 0.25:
+                self.assert_view_synced(view)
+        self.assert_view_synced(view)
+        # The sort control redefines the view: the server answers moves, and the page follows.
+        for order, sort_by in [("text-asc", [{"field": "/text", "order": "asc"}]),
+                               ("priority-asc", [{"field": "/priority", "order": "asc"},
+                                                 {"field": "/text", "order": "asc"}])]:
+            before = self.api("GET", f"/v1/views/{view}", expect=200)[1]["version"]
+            Select(self.driver.find_element(By.ID, "view-sort")).select_by_value(order)
+            self.wait(lambda: self.api("GET", f"/v1/views/{view}")[1]["definition"]["sortBy"] == sort_by,
+                      message=f"the view to be redefined as {order}")
+            snapshot = self.assert_view_synced(view)
+            self.assertEqual(snapshot["version"].split(".")[0], before.split(".")[0], "a redefinition keeps the epoch")
+        # A row's ▲ raises the item's priority in the source.
+        row = snapshot["sections"][-1]["items"][0]
+        button = self.driver.find_element(By.CSS_SELECTOR, f'.cf-item[data-id="{row["id"]}"] button[data-row-action="row-up"]')
+        self.driver.execute_script("arguments[0].click()", button)  # row buttons show on hover only
+        self.wait(lambda: self.api("GET", f"/v1/collections/{source}/items/{row['id']}")[1]["data"]["priority"]
+                  == row["data"]["priority"] + 1, message="the row's priority to rise")
+        self.assert_view_synced(view)
+        statuses = self.driver.execute_script("return window.demo.statuses")
+        self.assertNotIn("reset", statuses, "the view followed its changesets without starting over")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ import Model
 final class Committer: Sendable {
     /// What the feeds are told when a record took effect.
     enum Publication: Sendable {
-        /// The collection moved to `changes.changeset.to`.
-        case committed(CollectionEntry, EncodedChangeset)
-        case deleted(CollectionEntry)
+        /// The collection or view moved to `changes.changeset.to`.
+        case committed(FeedSubject, EncodedChangeset)
+        case deleted(FeedSubject)
     }
 
     /// What became of a submitted record: `Executor.Outcome`, with the changeset encoded.
@@ -19,6 +19,9 @@ final class Committer: Sendable {
         /// Nothing changed: the version stays and the changeset is empty.
         case unchanged(CollectionEntry, EncodedChangeset)
         case deleted(CollectionEntry)
+        /// The view was defined or redefined; `changes` is empty (`from == to`) when its content stayed the same.
+        case viewDefined(ViewEntry, EncodedChangeset, created: Bool)
+        case viewDeleted(ViewEntry)
         /// The record is durable but was refused when applied, which changed nothing.
         case rejected(Rejection)
         /// It could not be made durable and was not applied.
@@ -28,6 +31,7 @@ final class Committer: Sendable {
     let executor: Executor
     private let journal: Journal
     private let lanes: Lanes
+    private let router: LaneRouter
     private let snapshots: Snapshots?
     private let metrics: Metrics
     private let publish: @Sendable (Publication) -> Void
@@ -39,6 +43,7 @@ final class Committer: Sendable {
         self.executor = executor
         self.journal = journal
         self.lanes = lanes
+        router = LaneRouter(views: executor.views)
         self.snapshots = snapshots
         self.metrics = metrics
         self.publish = publish
@@ -47,9 +52,8 @@ final class Committer: Sendable {
     /// Journals `record`; `report` runs on the record's lane once it is applied (or could not be made durable).
     /// - Throws: when storage cannot take the record at all; nothing was written then, and `report` does not run.
     func submit(_ record: JournalRecord, then report: @escaping @Sendable (Result) -> Void) throws(StorageError) {
-        let name = record.collection
         try journal.append(RecordCodec.encode(record)) { [self] durable in
-            lanes.run(name) { [self] in
+            lanes.run(router.lanes(for: record)) { [self] in
                 guard durable else { return report(.notDurable) }
                 report(apply(record))
             }
@@ -59,7 +63,7 @@ final class Committer: Sendable {
     /// Applies a record another server committed, on its lane: a shared journal hands these in, in sequence order
     /// with this server's own records. Its changeset goes to the feeds like any other.
     func applyRemote(_ record: JournalRecord) {
-        lanes.run(record.collection) { [self] in _ = apply(record) }
+        lanes.run(router.lanes(for: record)) { [self] in _ = apply(record) }
     }
 
     /// The journal's state and metrics, for `/healthz` and `/metrics`.
@@ -85,17 +89,28 @@ final class Committer: Sendable {
     private func apply(_ record: JournalRecord) -> Result {
         let result: Result
         switch executor.execute(record) {
-        case .committed(let entry, let changeset, let created):
+        case .committed(let entry, let changeset, let created, let views):
             metrics.mutationCommitted()
             let changes = EncodedChangeset(changeset)
             publish(.committed(entry, changes))
+            for view in views { publish(.committed(view.entry, EncodedChangeset(view.changeset))) }
             result = .committed(entry, changes, created: created)
         case .unchanged(let entry, let changeset):
             result = .unchanged(entry, EncodedChangeset(changeset))
-        case .deleted(let entry):
+        case .deleted(let entry, let views):
             metrics.mutationCommitted()
             publish(.deleted(entry))
+            for view in views { publish(.committed(view.entry, EncodedChangeset(view.changeset))) }
             result = .deleted(entry)
+        case .viewCommitted(let entry, let changeset, let created):
+            let changes = EncodedChangeset(changeset)
+            publish(.committed(entry, changes))
+            result = .viewDefined(entry, changes, created: created)
+        case .viewUnchanged(let entry, let changeset):
+            result = .viewDefined(entry, EncodedChangeset(changeset), created: false)
+        case .viewDeleted(let entry):
+            publish(.deleted(entry))
+            result = .viewDeleted(entry)
         case .rejected(let rejection):
             result = .rejected(rejection)
         }

@@ -1,27 +1,49 @@
 import Model
 
-/// Applies journal records to the collections: the one place where a mutation takes effect, both when the
-/// server answers it and when recovery replays it. Records of one collection must be applied in journal order;
-/// records of different collections touch nothing in common and may be applied in parallel (`Lanes`).
+/// Applies journal records to the collections and views: the one place where a mutation takes effect, both when
+/// the server answers it and when recovery replays it. Records must be applied in journal order per collection (a
+/// view's records in order with its sources'); records of unrelated collections touch nothing in common and may
+/// be applied in parallel (`Lanes`, `LaneRouter`). A source's views change in the same step as the source, under
+/// its lock, so nobody sees a view that reflects half a mutation.
 struct Executor: Sendable {
     let registry: Registry
+    let views: ViewRegistry
     let limits: HistoryLimits
 
+    /// A view's changeset that a mutation of its source produced.
+    struct ViewChange: Sendable {
+        let entry: ViewEntry
+        let changeset: Changeset
+    }
+
     enum Outcome: Sendable {
-        /// The collection changed (or was created) and is now at `changeset.to`.
-        case committed(CollectionEntry, Changeset, created: Bool)
+        /// The collection changed (or was created) and is now at `changeset.to`; `views` changed with it.
+        case committed(CollectionEntry, Changeset, created: Bool, views: [ViewChange])
         /// Nothing changed: the version stays and the changeset is empty.
         case unchanged(CollectionEntry, Changeset)
-        /// The collection was deleted.
-        case deleted(CollectionEntry)
+        /// The collection was deleted; `views` emptied with it.
+        case deleted(CollectionEntry, views: [ViewChange])
+        /// The view was defined or its definition replaced, and is now at `changeset.to`.
+        case viewCommitted(ViewEntry, Changeset, created: Bool)
+        /// A new definition gave the same content: the view's version stays.
+        case viewUnchanged(ViewEntry, Changeset)
+        case viewDeleted(ViewEntry)
         /// The record was refused and changed nothing.
         case rejected(Rejection)
     }
 
+    init(registry: Registry, views: ViewRegistry = ViewRegistry(), limits: HistoryLimits) {
+        self.registry = registry
+        self.views = views
+        self.limits = limits
+    }
+
     /// Applies a record at recovery, where its answer is long gone: as `execute` does (same versions, same
-    /// history), but ops are applied without building the changesets nobody will read.
+    /// history), but ops on a collection no view reads are applied without building the changesets nobody reads.
     func replay(_ record: JournalRecord) {
-        guard case .ops(let name, let ops, let conditions) = record, let entry = registry.entry(name) else {
+        guard case .ops(let name, let ops, let conditions) = record, let entry = registry.entry(name),
+            views.views(of: name).isEmpty
+        else {
             _ = execute(record)
             return
         }
@@ -50,9 +72,18 @@ struct Executor: Sendable {
                 }
             case .delete(let name, let conditions):
                 let entry = try existing(name)
-                try entry.content.withLock { content throws(Rejection) in try conditions.check(content.version) }
+                let changes = try entry.content.withLock { content throws(Rejection) in
+                    try conditions.check(content.version)
+                    return updateViews(of: name) { _ in .deleted }
+                }
                 _ = registry.remove(entry)
-                return .deleted(entry)
+                return .deleted(entry, views: changes)
+            case .defineView(let name, let epoch, let definition, _):
+                return try define(name, epoch, definition)
+            case .deleteView(let name, _):
+                guard let entry = views.entry(name) else { throw .viewNotFound(name) }
+                views.remove(entry, source: entry.live.withLock { $0.definition.source })
+                return .viewDeleted(entry)
             }
         } catch {
             return .rejected(error)
@@ -73,22 +104,81 @@ struct Executor: Sendable {
         let created = content.version
         let changeset = content.changes(since: Version(epoch: epoch, seq: 0)) ?? Changeset(from: created, to: created)
         let entry = registry.insert(CollectionEntry(name: name, content: content))
-        return .committed(entry, changeset, created: true)
+        let changes = entry.content.withLock { content in updateViews(of: name) { _ in .created(content) } }
+        return .committed(entry, changeset, created: true, views: changes)
     }
 
     private func mutate(
         _ entry: CollectionEntry, _ conditions: JournalRecord.Conditions,
         _ mutation: (inout VersionedCollection) throws(ModelError) -> (Changeset, Bool)
     ) throws(Rejection) -> Outcome {
-        let (changeset, created) = try entry.content.withLock { content throws(Rejection) in
+        let (changeset, created, changes) = try entry.content.withLock { content throws(Rejection) in
             try conditions.check(content.version)
+            let (changeset, created): (Changeset, Bool)
             do throws(ModelError) {
-                return try mutation(&content)
+                (changeset, created) = try mutation(&content)
             } catch {
                 throw .model(error)
             }
+            guard !changeset.isEmpty else { return (changeset, created, [ViewChange]()) }
+            let changes = updateViews(of: entry.name) { _ in
+                SourceDelta(source: content, since: changeset.from) ?? .created(content)
+            }
+            return (changeset, created, changes)
         }
-        return changeset.isEmpty ? .unchanged(entry, changeset) : .committed(entry, changeset, created: created)
+        if changeset.isEmpty { return .unchanged(entry, changeset) }
+        return .committed(entry, changeset, created: created, views: changes)
+    }
+
+    /// Brings the views of `source` up to date with `delta` (made once, for the first of them); called with the
+    /// source's lock held.
+    private func updateViews(of source: String, _ delta: (LiveView) -> SourceDelta) -> [ViewChange] {
+        let attached = views.views(of: source)
+        guard !attached.isEmpty else { return [] }
+        var made: SourceDelta?
+        var changes: [ViewChange] = []
+        for view in attached {
+            let changeset = view.live.withLock { live -> Changeset? in
+                let change = made ?? delta(live)
+                made = change
+                return live.apply(change)
+            }
+            if let changeset { changes.append(ViewChange(entry: view, changeset: changeset)) }
+        }
+        return changes
+    }
+
+    private func define(_ name: String, _ epoch: String, _ json: JSONData) throws(Rejection) -> Outcome {
+        let definition: ViewDefinition
+        do throws(ViewDefinitionError) {
+            definition = try ViewDefinition(json: json.bytes)
+        } catch {
+            throw .invalidRecord("a journal record has an invalid view definition (\(error))")
+        }
+        let source = registry.entry(definition.source)
+        if let entry = views.entry(name) {
+            let (old, changeset) =
+                source.map { source in
+                    source.content.withLock { content in
+                        entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: content)) }
+                    }
+                } ?? entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: nil)) }
+            views.reattach(name, from: old, to: definition.source)
+            if changeset.isEmpty { return .viewUnchanged(entry, changeset) }
+            return .viewCommitted(entry, changeset, created: false)
+        }
+        guard Version.isValidEpoch(epoch) else { throw .invalidRecord("a journal record has an invalid epoch") }
+        let live =
+            source.map { source in
+                source.content.withLock {
+                    LiveView(epoch: epoch, definition: definition, source: $0, limits: limits)
+                }
+            } ?? LiveView(epoch: epoch, definition: definition, source: nil, limits: limits)
+        let created = live.version
+        let changeset = live.changes(since: Version(epoch: epoch, seq: 0)) ?? Changeset(from: created, to: created)
+        let entry = ViewEntry(name: name, live: live)
+        views.insert(entry, source: definition.source)
+        return .viewCommitted(entry, changeset, created: true)
     }
 
     private func existing(_ name: String) throws(Rejection) -> CollectionEntry {

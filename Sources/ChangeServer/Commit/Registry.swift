@@ -6,6 +6,8 @@ import Synchronization
 final class CollectionEntry: Sendable {
     let name: String
     let content: Mutex<VersionedCollection>
+    /// The snapshot's JSON at one version, encoded once for all the reads at that version (`FeedSubject`).
+    let encodedSnapshot = Mutex<EncodedSnapshot?>(nil)
 
     init(name: String, content: consuming VersionedCollection) {
         self.name = name
@@ -24,6 +26,16 @@ final class Registry: Sendable {
     /// All entries, sorted by name.
     func all() -> [CollectionEntry] {
         entries.withLock { Array($0.values) }.sorted { $0.name < $1.name }
+    }
+
+    /// Up to `limit` entries whose names sort after `after`, sorted by name, and whether more follow.
+    /// - Complexity: O(n log n) for n collections.
+    func page(after: String?, limit: Int) -> (entries: [CollectionEntry], hasMore: Bool) {
+        let names = entries.withLock { entries in
+            after.map { after in entries.keys.filter { $0 > after } } ?? Array(entries.keys)
+        }.sorted()
+        let chosen = names.prefix(limit).compactMap { entry($0) }
+        return (chosen, names.count > limit)
     }
 
     var count: Int { entries.withLock { $0.count } }

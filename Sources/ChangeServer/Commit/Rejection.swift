@@ -5,6 +5,8 @@ import Model
 enum Rejection: Error, Sendable, Equatable {
     /// The record names a collection that does not exist (and does not create one).
     case collectionNotFound(String)
+    /// The record names a view that does not exist.
+    case viewNotFound(String)
     /// A condition of the request did not hold against the collection's version.
     case preconditionFailed(PreconditionFailure)
     /// Model refused the mutation (an invalid or duplicate id, a missing reference, an index out of range).

@@ -9,7 +9,7 @@ import Model
 final class Feed {
     private struct Waiter {
         let exchange: Exchange
-        let entry: CollectionEntry
+        let subject: FeedSubject
         let since: Version
         let bucket: Int64
 
@@ -31,7 +31,7 @@ final class Feed {
     private static let bucketMilliseconds: Int64 = 100
 
     private var waiters: [ObjectIdentifier: Waiter] = [:]
-    private var byCollection: [ObjectIdentifier: Set<ObjectIdentifier>] = [:]
+    private var bySubject: [ObjectIdentifier: Set<ObjectIdentifier>] = [:]
     private var buckets: [Int64: Set<ObjectIdentifier>] = [:]
     /// The keys of `buckets`, sorted.
     private var bucketOrder: [Int64] = []
@@ -46,16 +46,16 @@ final class Feed {
         self.respond = respond
     }
 
-    /// Holds `exchange` until `entry` moves past `since` or `timeout` seconds pass, plus a little random extra
+    /// Holds `exchange` until `subject` moves past `since` or `timeout` seconds pass, plus a little random extra
     /// time (up to a tenth, at most a second) so that polls held with the same timeout do not all end together.
-    func hold(_ exchange: Exchange, on entry: CollectionEntry, since: Version, timeout: Int) {
+    func hold(_ exchange: Exchange, on subject: FeedSubject, since: Version, timeout: Int) {
         let milliseconds = Int64(timeout) * 1000
         let jitter = Int64.random(in: 0...min(1000, milliseconds / 10), using: &jitterSource)
         let deadline = MonotonicClock.now() + milliseconds + jitter
         let bucket = (deadline + Self.bucketMilliseconds - 1) / Self.bucketMilliseconds
         let id = ObjectIdentifier(exchange)
-        waiters[id] = Waiter(exchange: exchange, entry: entry, since: since, bucket: bucket)
-        byCollection[ObjectIdentifier(entry), default: []].insert(id)
+        waiters[id] = Waiter(exchange: exchange, subject: subject, since: since, bucket: bucket)
+        bySubject[ObjectIdentifier(subject), default: []].insert(id)
         if buckets[bucket] == nil {
             let position = bucketOrder.partitioningIndex { $0 >= bucket }
             bucketOrder.insert(bucket, at: position)
@@ -64,12 +64,12 @@ final class Feed {
         metrics.adjustHeldPolls(by: 1)
     }
 
-    /// `entry` committed `changes`: answers its waiters that are behind it. Those at the changeset's `from` get
+    /// `subject` committed `changes`: answers its waiters that are behind it. Those at the changeset's `from` get
     /// its encoded bytes as they are; others (a poll that came in between two commits) get their own coalesced
     /// changeset.
-    func committed(_ entry: CollectionEntry, _ changes: EncodedChangeset) {
-        guard let ids = byCollection[ObjectIdentifier(entry)] else { return }
-        let current = entry.content.withLock { $0.version }
+    func committed(_ subject: FeedSubject, _ changes: EncodedChangeset) {
+        guard let ids = bySubject[ObjectIdentifier(subject)] else { return }
+        let current = subject.version
         let behind = ids.compactMap { waiters[$0] }.filter { $0.since != current && !$0.isAhead(of: current) }
         let (direct, others) = (
             behind.filter { $0.since == changes.changeset.from && changes.changeset.to == current },
@@ -79,10 +79,18 @@ final class Feed {
         answer(others)
     }
 
-    /// `entry` was deleted: its waiters get `410 collection_deleted`.
-    func deleted(_ entry: CollectionEntry) {
-        guard let ids = byCollection[ObjectIdentifier(entry)] else { return }
-        answer(ids.compactMap { waiters[$0] }, with: .error(.collectionDeleted(entry.name)))
+    /// `subject` was deleted: its waiters get `410 collection_deleted`.
+    func deleted(_ subject: FeedSubject) {
+        guard let ids = bySubject[ObjectIdentifier(subject)] else { return }
+        answer(ids.compactMap { waiters[$0] }, with: .error(.deleted(subject.kind, subject.name)))
+    }
+
+    /// The client of a held poll hung up: the poll is let go without an answer. False if it is not held here.
+    func drop(_ exchange: Exchange) -> Bool {
+        guard let waiter = waiters[ObjectIdentifier(exchange)] else { return false }
+        remove(waiter)
+        metrics.adjustHeldPolls(by: -1)
+        return true
     }
 
     /// The server is shutting down: every waiter gets `503` with `Retry-After`.
@@ -109,21 +117,21 @@ final class Feed {
 
     // MARK: Answering
 
-    /// Answers waiters with what their collection holds now since their version.
+    /// Answers waiters with what their collection or view holds now since their version.
     private func answer(_ group: [Waiter]) {
         struct Cursor: Hashable {
-            var collection: ObjectIdentifier
+            var subject: ObjectIdentifier
             var since: Version
         }
         var byCursor: [Cursor: [Waiter]] = [:]
         for waiter in group {
-            byCursor[Cursor(collection: ObjectIdentifier(waiter.entry), since: waiter.since), default: []].append(
+            byCursor[Cursor(subject: ObjectIdentifier(waiter.subject), since: waiter.since), default: []].append(
                 waiter)
         }
         for (cursor, waiters) in byCursor {
-            guard let entry = waiters.first?.entry else { continue }
+            guard let subject = waiters.first?.subject else { continue }
+            let (current, changeset) = subject.changes(since: cursor.since)
             let since = cursor.since
-            let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
             if let changeset {
                 answer(waiters, with: .changes(changeset))
             } else if let waiter = waiters.first, waiter.isAhead(of: current) {
@@ -140,14 +148,16 @@ final class Feed {
         var body: Response
         switch outcome {
         case .changes(let changeset):
-            body = Response.json(.ok) { $0.feedChanges(collection: first.entry.name, changeset: changeset) }
+            body = Response.json(.ok) {
+                $0.feedChanges(first.subject.kind, name: first.subject.name, changeset: changeset)
+            }
             if changeset.isEmpty {
                 metrics.pollsTimedOut(group.count)
             } else {
                 metrics.changesetsDelivered(group.count)
             }
         case .encoded(let changes):
-            body = Response.json(.ok) { $0.feedChanges(collection: first.entry.name, changes: changes) }
+            body = Response.json(.ok) { $0.feedChanges(first.subject.kind, name: first.subject.name, changes: changes) }
             metrics.changesetsDelivered(group.count)
         case .error(let error):
             body = Response.error(error)
@@ -176,9 +186,9 @@ final class Feed {
     private func remove(_ waiter: Waiter) {
         let id = ObjectIdentifier(waiter.exchange)
         waiters[id] = nil
-        let collection = ObjectIdentifier(waiter.entry)
-        byCollection[collection]?.remove(id)
-        if byCollection[collection]?.isEmpty == true { byCollection[collection] = nil }
+        let subject = ObjectIdentifier(waiter.subject)
+        bySubject[subject]?.remove(id)
+        if bySubject[subject]?.isEmpty == true { bySubject[subject] = nil }
         buckets[waiter.bucket]?.remove(id)
         if buckets[waiter.bucket]?.isEmpty == true {
             buckets[waiter.bucket] = nil

@@ -13,8 +13,8 @@ final class FeedFanOut: Sendable {
     @Sendable func publish(_ publication: Committer.Publication) {
         guard let app = app.withLock({ $0 }) else { return }
         switch publication {
-        case .committed(let entry, let changes): app.onEveryWorker { $0.feed.committed(entry, changes) }
-        case .deleted(let entry): app.onEveryWorker { $0.feed.deleted(entry) }
+        case .committed(let subject, let changes): app.onEveryWorker { $0.feed.committed(subject, changes) }
+        case .deleted(let subject): app.onEveryWorker { $0.feed.deleted(subject) }
         }
     }
 }

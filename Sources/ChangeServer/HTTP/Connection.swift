@@ -5,7 +5,7 @@ import Model
 protocol Connection: AnyObject, Sendable {
     /// Answers the request; callable from any thread, once.
     func answer(_ response: Response)
-    /// Hands the request to the feed of its event loop, which answers it when `entry` moves past `since` or after
+    /// Hands the request to the feed of its event loop, which answers it when `subject` moves past `since` or after
     /// `timeout` seconds (loop thread only).
-    func hold(on entry: CollectionEntry, since: Version, timeout: Int)
+    func hold(on subject: FeedSubject, since: Version, timeout: Int)
 }

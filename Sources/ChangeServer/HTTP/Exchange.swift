@@ -9,6 +9,15 @@ final class Exchange {
     let started = MonotonicClock.now()
     /// Bytes of a body larger than `--max-body-bytes` that were received and dropped.
     var droppedBodyBytes = 0
+    /// The answer decided from the headers alone (unauthorized, wrong media type, no room for the body): the body
+    /// is read and discarded, never buffered, and this is the answer.
+    var refusal: Response?
+    /// Bytes of the body read and discarded because of `refusal`.
+    var discardedBodyBytes = 0
+    /// Bytes of `BodyBudget` this request holds, given back when it completes.
+    var reservedBodyBytes = 0
+    /// The connection's socket while the held request is watched for the client hanging up.
+    var watchedDescriptor: Int32?
     /// The route template, for metrics (set once routed).
     var route = "unmatched"
     /// The response for a suspended exchange, queued when MHD calls the handler again after the resume.

@@ -16,12 +16,26 @@ enum Refusal {
     case bodyTooLarge(limit: Int)
     /// The server stopped before the held request could be completed.
     case stopped
+    /// The request announces its body length twice, differently: the body's end cannot be known.
+    case conflictingContentLength
+    /// The bodies in flight on all connections already fill `--max-body-memory`.
+    case bodyMemoryFull
+    /// The client of a held request closed its connection (logged as nginx does, `499`).
+    case clientLeft
 }
 
 /// The application behind the HTTP server. Every call comes on the server's loop thread.
 protocol HTTPHandler: AnyObject {
     /// Headers every response to this request carries (CORS), decided when its headers arrive.
     func headers(for request: Request) -> [(name: String, value: String)]
+    /// The answer to a request that can be refused from its headers alone (route, method, authorization, media
+    /// type), before any of its body is read; nil to read the body and `handle` the request.
+    func screen(_ exchange: Exchange) -> Response?
+    /// The client of a held exchange hung up: true when the handler let go of it (a held poll), which is then
+    /// answered with `.clientLeft` so that libmicrohttpd closes the connection.
+    func clientLeft(_ exchange: Exchange) -> Bool
+    /// libmicrohttpd refused a response: logged and counted by the handler.
+    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: Bool)
     /// Handles a complete request; `.hold` leaves the exchange to be answered later with `HTTPServer.answer`.
     func handle(_ exchange: Exchange) -> HandlerResult
     /// The response to a request the server refuses itself.
@@ -54,6 +68,10 @@ final class HTTPServer: @unchecked Sendable {
         /// Bytes of MHD's per-connection memory pool: request headers and response headers live in it, and it
         /// is most of what a held poll costs.
         var connectionMemory: Int
+        /// Connections from one address at once on this loop (0: no limit).
+        var perAddressLimit: Int = 0
+        /// Memory for request bodies, shared by all loops.
+        var bodyBudget: BodyBudget
     }
 
     private let options: Options
@@ -69,6 +87,9 @@ final class HTTPServer: @unchecked Sendable {
     private var inFlight = 0
     /// Exchanges suspended now: a stop must resume every one before `MHD_stop_daemon`, which aborts otherwise.
     private var suspended: [ObjectIdentifier: Exchange] = [:]
+    /// Held exchanges by their socket, watched for hang-up on the loop's epoll: MHD never reads a suspended
+    /// connection, so without this a client that left would pin its descriptor until the poll's timeout.
+    private var watched: [Int32: Exchange] = [:]
 
     init(listener: Listener.Bound, options: Options) throws(StartupError) {
         self.options = options
@@ -79,7 +100,8 @@ final class HTTPServer: @unchecked Sendable {
         daemon = chttpd_start_daemon(
             flags, listener.descriptor, Self.accessHandler, Unmanaged.passUnretained(self).toOpaque(),
             Self.completedHandler, Unmanaged.passUnretained(self).toOpaque(), UInt32(options.connectionLimit),
-            UInt32(options.idleTimeout), options.connectionMemory, Self.identityUnescape)
+            UInt32(options.idleTimeout), options.connectionMemory, UInt32(options.perAddressLimit),
+            Self.identityUnescape)
         guard let daemon else { throw StartupError("libmicrohttpd could not start") }
         watch(chttpd_epoll_fd(daemon))
         watch(wakeDescriptor)
@@ -98,7 +120,7 @@ final class HTTPServer: @unchecked Sendable {
         guard let daemon else { return }
         self.handler = handler
         defer { self.handler = nil }
-        var events = [epoll_event](repeating: epoll_event(), count: 4)
+        var events = [epoll_event](repeating: epoll_event(), count: 64)
         while true {
             let now = MonotonicClock.now()
             if let stopDeadline {
@@ -108,13 +130,14 @@ final class HTTPServer: @unchecked Sendable {
             }
             let timeout = runAgain ? 0 : waitTimeout(now: now)
             runAgain = false
-            _ = epoll_wait(loopEpoll, &events, Int32(events.count), timeout)
+            let ready = epoll_wait(loopEpoll, &events, Int32(events.count), timeout)
             var counter: UInt64 = 0
             _ = read(wakeDescriptor, &counter, 8)
             for task in tasks.withLock({ queued in
                 defer { queued.removeAll() }
                 return queued
             }) { task() }
+            for event in events.prefix(Int(max(0, ready))) { hungUp(event.data.fd) }
             handler.tick(now: MonotonicClock.now())
             MHD_run(daemon)
             handler.loopDidRun()
@@ -153,9 +176,39 @@ final class HTTPServer: @unchecked Sendable {
         guard exchange.isSuspended else { return }
         exchange.isSuspended = false
         suspended[ObjectIdentifier(exchange)] = nil
+        unwatch(exchange)
         exchange.pendingResponse = response
         MHD_resume_connection(exchange.connection)
         runAgain = true
+    }
+
+    /// Watches a held exchange's socket for the client hanging up (`EPOLLRDHUP`, `EPOLLHUP`, `EPOLLERR`); not
+    /// for more input, which a pipelining client may send and MHD reads once the exchange is resumed.
+    private func watch(held exchange: Exchange) {
+        let descriptor = chttpd_connection_fd(exchange.connection)
+        guard descriptor >= 0 else { return }
+        var event = epoll_event()
+        event.events = EPOLLRDHUP.rawValue
+        event.data.fd = descriptor
+        guard epoll_ctl(loopEpoll, EPOLL_CTL_ADD, descriptor, &event) == 0 else { return }
+        exchange.watchedDescriptor = descriptor
+        watched[descriptor] = exchange
+    }
+
+    private func unwatch(_ exchange: Exchange) {
+        guard let descriptor = exchange.watchedDescriptor else { return }
+        exchange.watchedDescriptor = nil
+        watched[descriptor] = nil
+        epoll_ctl(loopEpoll, EPOLL_CTL_DEL, descriptor, nil)
+    }
+
+    /// A watched socket reported hang-up: a held poll is let go and answered, so that MHD closes the connection
+    /// and its descriptor at once; a held mutation is left to its commit, which answers soon.
+    private func hungUp(_ descriptor: Int32) {
+        guard let exchange = watched[descriptor], let handler else { return }
+        unwatch(exchange)
+        guard exchange.isSuspended, handler.clientLeft(exchange) else { return }
+        answer(exchange, with: handler.response(to: .clientLeft))
     }
 
     /// The grace period is over and requests are still held (mutations whose sync has not come back): they get
@@ -184,50 +237,88 @@ final class HTTPServer: @unchecked Sendable {
     ) -> MHD_Result {
         guard let handler else { return .NO }
         guard let opaque = context.pointee else {
-            // The first call carries only the headers: answering now would make MHD close the connection, which
-            // is what a body announced too large deserves and nothing else does.
             let exchange = Exchange(connection: connection, method: String(cString: method), path: String(cString: url))
             context.pointee = Unmanaged.passRetained(exchange).toOpaque()
             inFlight += 1
             exchange.extraHeaders = handler.headers(for: exchange.request)
-            if let length = exchange.request.header("Content-Length").flatMap(Int.init), length > options.maxBodyBytes {
-                exchange.droppedBodyBytes = length
-                respond(exchange, tooLarge(handler))
-            }
-            return .YES
+            return headersArrived(exchange, handler)
         }
         let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeUnretainedValue()
         if let pending = exchange.pendingResponse {
             exchange.pendingResponse = nil
-            finish(exchange, pending)
-            return .YES
+            return finish(exchange, pending)
         }
         if uploadSize.pointee > 0 {
             let size = uploadSize.pointee
             uploadSize.pointee = 0
-            if exchange.droppedBodyBytes == 0, exchange.request.body.count + size <= options.maxBodyBytes, let upload {
-                upload.withMemoryRebound(to: UInt8.self, capacity: size) {
-                    exchange.request.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
-                }
-            } else {
-                exchange.droppedBodyBytes += exchange.request.body.count + size
-                exchange.request.body = []
-                // A body far beyond the limit is not read to its end: the connection is closed.
-                if exchange.droppedBodyBytes > 2 * options.maxBodyBytes { return .NO }
-            }
-            return .YES
+            return received(size, upload, for: exchange, handler)
         }
-        if exchange.droppedBodyBytes > 0 {
-            respond(exchange, tooLarge(handler))
-            return .YES
-        }
+        if exchange.droppedBodyBytes > 0 { return respond(exchange, tooLarge(handler)) }
+        if let refusal = exchange.refusal { return respond(exchange, refusal) }
         switch handler.handle(exchange) {
         case .respond(let response):
-            respond(exchange, response)
+            return respond(exchange, response)
         case .hold:
             exchange.isSuspended = true
             suspended[ObjectIdentifier(exchange)] = exchange
             MHD_suspend_connection(connection)
+            watch(held: exchange)
+            return .YES
+        }
+    }
+
+    /// The first call for a request carries only its headers. Everything that can be refused from them is decided
+    /// here, before a byte of the body is read: a body announced too large, or announced twice with different
+    /// lengths, is answered at once (which makes MHD close the connection: nothing after it can be trusted);
+    /// other refusals are answered once the body has been read and discarded, so the connection stays usable.
+    private func headersArrived(_ exchange: Exchange, _ handler: HTTPHandler) -> MHD_Result {
+        let lengths = Set(exchange.request.headers(named: "Content-Length").map { $0.trimmingSpaces() })
+        if lengths.count > 1 { return respond(exchange, handler.response(to: .conflictingContentLength)) }
+        let length = lengths.first.flatMap { Int($0) } ?? 0
+        if length > options.maxBodyBytes {
+            exchange.droppedBodyBytes = length
+            return respond(exchange, tooLarge(handler))
+        }
+        if let refusal = handler.screen(exchange) {
+            exchange.refusal = refusal
+        } else if length > 0 {
+            if options.bodyBudget.reserve(length) {
+                exchange.reservedBodyBytes = length
+            } else {
+                exchange.refusal = handler.response(to: .bodyMemoryFull)
+            }
+        }
+        return .YES
+    }
+
+    /// A piece of the body arrived: kept if the request may have it and the budget allows, else discarded.
+    private func received(_ size: Int, _ upload: UnsafePointer<CChar>?, for exchange: Exchange, _ handler: HTTPHandler)
+        -> MHD_Result
+    {
+        if exchange.refusal != nil {
+            exchange.discardedBodyBytes += size
+            // A refused request may send its announced body; one that goes on past the limit is cut off.
+            return exchange.discardedBodyBytes > options.maxBodyBytes ? .NO : .YES
+        }
+        let total = exchange.request.body.count + size
+        guard exchange.droppedBodyBytes == 0, total <= options.maxBodyBytes, let upload else {
+            exchange.droppedBodyBytes += total
+            exchange.request.body = []
+            // A body far beyond the limit is not read to its end: the connection is closed.
+            return exchange.droppedBodyBytes > 2 * options.maxBodyBytes ? .NO : .YES
+        }
+        if total > exchange.reservedBodyBytes {
+            // A chunked body, whose length nobody announced: reserved as it comes.
+            guard options.bodyBudget.reserve(total - exchange.reservedBodyBytes) else {
+                exchange.refusal = handler.response(to: .bodyMemoryFull)
+                exchange.discardedBodyBytes = total
+                exchange.request.body = []
+                return .YES
+            }
+            exchange.reservedBodyBytes = total
+        }
+        upload.withMemoryRebound(to: UInt8.self, capacity: size) {
+            exchange.request.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
         }
         return .YES
     }
@@ -236,16 +327,45 @@ final class HTTPServer: @unchecked Sendable {
         handler.response(to: .bodyTooLarge(limit: options.maxBodyBytes))
     }
 
-    private func respond(_ exchange: Exchange, _ response: Response) {
+    private func respond(_ exchange: Exchange, _ response: Response) -> MHD_Result {
         var response = response
         response.headers += exchange.extraHeaders
-        finish(exchange, SharedResponse(response))
+        return finish(exchange, SharedResponse(response))
     }
 
-    private func finish(_ exchange: Exchange, _ response: SharedResponse) {
-        _ = response.queue(on: exchange.connection)
-        handler?.didRespond(exchange, status: response.status)
+    /// Queues the response. When MHD refuses it (a header that does not fit), the failure is logged and counted
+    /// and a bare `500` without extra headers is queued instead; if even that fails the connection is closed, so
+    /// that a client never waits for an answer that will not come.
+    private func finish(_ exchange: Exchange, _ response: SharedResponse) -> MHD_Result {
+        if response.isComplete, fits(response, on: exchange), response.queue(on: exchange.connection) {
+            handler?.didRespond(exchange, status: response.status)
+            return .YES
+        }
+        let fallback = SharedResponse.bare(.internalServerError)
+        let queued = fallback.isComplete && fallback.queue(on: exchange.connection)
+        handler?.responseFailed(exchange, status: response.status, fallback: queued)
+        if queued { handler?.didRespond(exchange, status: fallback.status) }
+        return queued ? .YES : .NO
     }
+
+    /// Whether the response's headers fit in what is left of the connection's memory pool next to the request:
+    /// MHD accepts a response whose headers do not fit, then closes the connection without a word. The pool holds
+    /// the request line and headers as received, a record of `poolBytesPerValue` for each header and query
+    /// argument, then the response's header lines and what MHD adds to them; measured on libmicrohttpd 0.9.75.
+    private func fits(_ response: SharedResponse, on exchange: Exchange) -> Bool {
+        let request = exchange.request
+        var bytes = request.method.utf8.count + request.path.utf8.count + " HTTP/1.1\r\n\r\n".utf8.count
+        for header in request.headers { bytes += header.name.utf8.count + header.value.utf8.count + 4 }
+        for argument in request.query { bytes += argument.name.utf8.count + argument.value.utf8.count + 2 }
+        bytes += (request.headers.count + request.query.count) * Self.poolBytesPerValue
+        return bytes + response.headerBytes + Self.poolBytesAdded <= options.connectionMemory
+    }
+
+    /// Pool bytes MHD spends on each request header or query argument besides its text.
+    static let poolBytesPerValue = 64
+    /// Pool bytes MHD adds to a response's headers (status line, Date, Content-Length, the blank line), with a
+    /// margin for its alignment.
+    static let poolBytesAdded = 128
 
     private static let accessHandler: MHD_AccessHandlerCallback = {
         server, connection, url, method, _, upload, uploadSize, context in
@@ -254,11 +374,14 @@ final class HTTPServer: @unchecked Sendable {
             .access(connection, url, method, uploadSize, context, upload)
     }
 
-    private static let completedHandler: MHD_RequestCompletedCallback = { server, _, context, _ in
-        guard let server, let context, let opaque = context.pointee else { return }
-        Unmanaged<Exchange>.fromOpaque(opaque).release()
+    private static let completedHandler: MHD_RequestCompletedCallback = { opaqueServer, _, context, _ in
+        guard let opaqueServer, let context, let opaque = context.pointee else { return }
+        let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeRetainedValue()
         context.pointee = nil
-        Unmanaged<HTTPServer>.fromOpaque(server).takeUnretainedValue().inFlight -= 1
+        let server = Unmanaged<HTTPServer>.fromOpaque(opaqueServer).takeUnretainedValue()
+        server.inFlight -= 1
+        server.options.bodyBudget.release(exchange.reservedBodyBytes)
+        server.unwatch(exchange)
     }
 
     /// Keeps paths and query arguments as they came, so that the router splits the path before decoding each

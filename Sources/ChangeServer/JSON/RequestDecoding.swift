@@ -35,6 +35,16 @@ enum RequestDecoding {
         }
     }
 
+    /// The body of `PUT /v1/views/{name}`, in canonical form (Model validates it as a view definition).
+    static func canonicalBody(_ body: [UInt8]) throws(HTTPError) -> [UInt8] {
+        let document = try JSONDocument(parsing: body)
+        return try document.withRoot { root throws(HTTPError) in
+            var writer = JSONWriter()
+            writer.canonical(root)
+            return writer.bytes
+        }
+    }
+
     /// The body of `PUT /v1/collections/{name}/items/{id}`: `{"data": ..., "section": ref?, "index": n?}`.
     struct Upsert {
         var data: JSONData
@@ -133,11 +143,11 @@ enum RequestDecoding {
     }
 
     private static func sectionRef(_ value: JSONValue, at path: String) throws(HTTPError) -> SectionRef {
-        switch value.kind {
-        case .integer: return .index(value.integer ?? 0)
-        case .string: return .id(value.string ?? "")
-        default: throw wrongType(path, "a section index (integer) or a section id (string)")
+        if let index = integral(value) { return .index(index) }
+        guard let id = value.string else {
+            throw wrongType(path, "a section index (integer) or a section id (string)")
         }
+        return .id(id)
     }
 
     private static func itemRef(_ value: JSONValue, at path: String) throws(HTTPError) -> ItemRef {
@@ -204,8 +214,18 @@ enum RequestDecoding {
     }
 
     private static func integer(_ value: JSONValue, at path: String) throws(HTTPError) -> Int {
-        guard let number = value.integer else { throw wrongType(path, "an integer") }
+        guard let number = integral(value) else { throw wrongType(path, "an integer") }
         return number
+    }
+
+    /// An integer, or a real with no fractional part that fits (`2.0`, `1e3`): JSON does not tell them apart, and
+    /// neither does JavaScript, which sends `2.0` as `2` but other encoders do not.
+    private static func integral(_ value: JSONValue) -> Int? {
+        if let number = value.integer { return number }
+        guard value.kind == .real else { return nil }
+        let real = value.real
+        guard real.rounded(.towardZero) == real, real >= -0x1p63, real < 0x1p63 else { return nil }
+        return Int(real)
     }
 
     private static func missing(_ key: String, in path: String) -> HTTPError {

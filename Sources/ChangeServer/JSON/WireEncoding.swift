@@ -21,29 +21,39 @@ extension JSONWriter {
         }
     }
 
-    /// `{"collection", "version", "changes"}`: the answer to a mutation.
-    mutating func mutationResult(collection: String, changes: EncodedChangeset) {
+    /// `{"view", "version", "definition", "sections"}`.
+    mutating func viewSnapshot(view: String, version: Version, definition: ViewDefinition, sections: [Section]) {
         object { writer in
-            writer.field("collection", collection)
+            writer.field("view", view)
+            writer.field("version", version.description)
+            writer.field("definition", json: definition.canonicalJSON.bytes)
+            writer.field("sections") { $0.array(sections) { $0.section($1) } }
+        }
+    }
+
+    /// `{"collection"|"view", "version", "changes"}`: the answer to a mutation or a view definition.
+    mutating func mutationResult(_ kind: FeedSubjectKind = .collection, name: String, changes: EncodedChangeset) {
+        object { writer in
+            writer.field(kind.key, name)
             writer.field("version", changes.changeset.to.description)
             writer.field("changes") { $0.raw(changes.json) }
         }
     }
 
-    /// `{"collection", "from", "to", "changes"}`: the change feed's answer.
-    mutating func feedChanges(collection: String, changeset: Changeset) {
+    /// `{"collection"|"view", "from", "to", "changes"}`: the change feed's answer.
+    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changeset: Changeset) {
         object { writer in
-            writer.field("collection", collection)
+            writer.field(kind.key, name)
             writer.field("from", changeset.from.description)
             writer.field("to", changeset.to.description)
             writer.field("changes") { $0.changeset(changeset) }
         }
     }
 
-    /// `{"collection", "from", "to", "changes"}` around a changeset encoded already.
-    mutating func feedChanges(collection: String, changes: EncodedChangeset) {
+    /// `{"collection"|"view", "from", "to", "changes"}` around a changeset encoded already.
+    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changes: EncodedChangeset) {
         object { writer in
-            writer.field("collection", collection)
+            writer.field(kind.key, name)
             writer.field("from", changes.changeset.from.description)
             writer.field("to", changes.changeset.to.description)
             writer.field("changes") { $0.raw(changes.json) }

@@ -1,11 +1,14 @@
 import Model
 
-/// `GET /v1/collections/{name}/changes?since=<version>&timeout=<seconds>`: the long-poll change feed.
+/// `GET /v1/collections/{name}/changes` and `GET /v1/views/{name}/changes` (`?since=<version>&timeout=<seconds>`):
+/// the long-poll change feed, the same for a collection and a view.
 extension App {
     static let defaultPollTimeout = 25
     static let maximumPollTimeout = 300
 
-    func changes(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+    func changes(_ request: Request, _ subject: () throws(HTTPError) -> FeedSubject, _ connection: Connection)
+        throws(HTTPError) -> RouteResult
+    {
         let timeout = try pollTimeout(request)
         var since: Version?
         /// A cursor of the right form whose sequence number does not even fit in 64 bits: ahead of any version.
@@ -20,24 +23,22 @@ extension App {
                 throw Self.badSince(raw)
             }
         }
-        let entry = try existing(name)
-        if sinceIsBeyondAnyVersion {
-            let current = entry.content.withLock { $0.version }
-            throw .cursorExpired(request.rawQuery("since") ?? "", current: current)
-        }
+        let subject = try subject()
+        if sinceIsBeyondAnyVersion { throw .cursorExpired(request.rawQuery("since") ?? "", current: subject.version) }
         guard let since else {
-            let (version, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
+            let snapshot = subject.snapshotJSON()
+            let version = snapshot.version
             return .respond(
                 feedResponse { writer in
                     writer.object { writer in
-                        writer.field("collection", name)
+                        writer.field(subject.kind.key, subject.name)
                         writer.field("reset") { $0.raw("true") }
                         writer.field("to", version.description)
-                        writer.field("snapshot") { $0.snapshot(collection: name, version: version, sections: sections) }
+                        writer.field("snapshot") { $0.raw(snapshot.json) }
                     }
                 })
         }
-        let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
+        let (current, changeset) = subject.changes(since: since)
         guard let changeset else {
             // With a shared database, a cursor can come from a server that applied more than this one yet: it is
             // held until this server catches up (at its timeout it gets the empty changeset), never 410.
@@ -46,18 +47,19 @@ extension App {
             }
             guard timeout > 0 else {
                 let empty = Changeset(from: since, to: since)
-                return .respond(feedResponse { $0.feedChanges(collection: name, changeset: empty) })
+                return .respond(feedResponse { $0.feedChanges(subject.kind, name: subject.name, changeset: empty) })
             }
             guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
-            connection.hold(on: entry, since: since, timeout: timeout)
+            connection.hold(on: subject, since: since, timeout: timeout)
             return .later
         }
         if !changeset.isEmpty || timeout == 0 {
             if !changeset.isEmpty { metrics.changesetsDelivered(1) }
-            return .respond(feedResponse { $0.feedChanges(collection: name, changeset: changeset) })
+            return .respond(
+                feedResponse { $0.feedChanges(subject.kind, name: subject.name, changeset: changeset) })
         }
         guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
-        connection.hold(on: entry, since: since, timeout: timeout)
+        connection.hold(on: subject, since: since, timeout: timeout)
         return .later
     }
 

@@ -2,10 +2,30 @@ import Model
 
 /// `GET /v1/collections`, and `GET`, `PUT`, `DELETE /v1/collections/{name}`.
 extension App {
-    func listCollections() -> Response {
-        let rows = registry.all().map { entry in
+    /// Collections listed in one page when the request names no `limit`, and the most it may ask for.
+    static let defaultListLimit = 1000
+    static let maximumListLimit = 10_000
+
+    /// A page of collections sorted by name: those after the cursor `after` (a name), at most `limit`; `next` is
+    /// the cursor of the following page, present while more remain.
+    func listCollections(_ request: Request) throws(HTTPError) -> Response {
+        var limit = Self.defaultListLimit
+        if let raw = request.rawQuery("limit") {
+            guard let number = Int(raw), (1...Self.maximumListLimit).contains(number) else { throw .badLimit(raw) }
+            limit = number
+        }
+        var after: String?
+        if let raw = request.rawQuery("after") {
+            guard let name = percentDecoded(Substring(raw)), Route.isValidCollectionName(name) else {
+                throw .badCursor(raw)
+            }
+            after = name
+        }
+        let page = registry.page(after: after, limit: limit)
+        let rows = page.entries.map { entry in
             entry.content.withLock { (entry.name, $0.version, $0.sectionCount, $0.itemCount) }
         }
+        let next = page.hasMore ? rows.last?.0 : nil
         return .json(.ok) { writer in
             writer.object { writer in
                 writer.field("collections") {
@@ -18,6 +38,7 @@ extension App {
                         }
                     }
                 }
+                if let next { writer.field("next", next) }
             }
         }
     }
@@ -28,15 +49,16 @@ extension App {
         if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
             return Response(.notModified, headers: [("ETag", EntityTags.quoted(version))])
         }
-        let (current, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
-        return .json(.ok, headers: [("ETag", EntityTags.quoted(current))]) {
-            $0.snapshot(collection: name, version: current, sections: sections)
-        }
+        return .snapshot(entry.snapshotJSON())
     }
 
     /// Creates the collection (`201`) or replaces its whole content (`200`), diffing old against new.
     func replace(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
         let conditions = try Self.conditions(request)
+        // Checked when the request arrives: creations in flight together may pass the limit by their number.
+        if registry.entry(name) == nil, registry.count >= config.maxCollections {
+            throw .tooManyCollections(limit: config.maxCollections)
+        }
         var generator = SystemRandomNumberGenerator()
         let epoch = Version.randomEpoch(using: &generator)
         return try submit(request, name, connection) { request throws(HTTPError) in

@@ -49,6 +49,37 @@ extension HTTPError {
             "The mutation takes \(bytes) bytes once encoded, more than the journal's limit of \(limit) for one record.")
     }
 
+    static let conflictingContentLength = HTTPError(
+        .badRequest, "The request has two different Content-Length headers: where its body ends is unknown.")
+
+    static func bodyMemoryFull(limit: Int) -> HTTPError {
+        HTTPError(
+            .serverBusy,
+            "The request bodies being received already take the \(limit) bytes allowed (--max-body-memory); retry shortly."
+        ).with(header: "Retry-After", "1")
+    }
+
+    static func insufficientStorage(free: Int, reserve: Int) -> HTTPError {
+        HTTPError(
+            .insufficientStorage,
+            "The data directory has \(free) bytes free, less than the \(reserve) kept for snapshots "
+                + "(--disk-reserve-bytes); writes resume once there is room. Reads and deletions still work."
+        ).with(header: "Retry-After", "10")
+    }
+
+    static func tooManyCollections(limit: Int) -> HTTPError {
+        HTTPError(
+            .tooManyCollections, "The server holds \(limit) collections already (--max-collections); delete one first.")
+    }
+
+    static func badCursor(_ raw: String) -> HTTPError {
+        HTTPError(.badRequest, "after must be a collection name, not '\(raw)'.")
+    }
+
+    static func badLimit(_ raw: String) -> HTTPError {
+        HTTPError(.badRequest, "limit must be an integer from 1 to \(App.maximumListLimit), not '\(raw)'.")
+    }
+
     static let malformedPath = HTTPError(.badRequest, "The path has a malformed percent-encoding.")
 
     static let invalidName = HTTPError(
@@ -78,12 +109,29 @@ extension HTTPError {
     static func cursorExpired(_ since: String, current: Version) -> HTTPError {
         HTTPError(
             .cursorExpired,
-            "Version \(since) is not in this collection's history (too old, of another epoch, or ahead); "
+            "Version \(since) is not in the kept history (too old, of another epoch, or ahead); "
                 + "fetch the snapshot again.", current: current.description)
     }
 
-    static func collectionDeleted(_ name: String) -> HTTPError {
-        HTTPError(.collectionDeleted, "The collection '\(name)' was deleted.")
+    /// A held poll's collection or view was deleted (`410 collection_deleted` for both, as API.md says).
+    static func deleted(_ kind: FeedSubjectKind, _ name: String) -> HTTPError {
+        HTTPError(.collectionDeleted, "The \(kind.rawValue) '\(name)' was deleted.")
+    }
+
+    static func viewNotFound(_ name: String) -> HTTPError {
+        HTTPError(.viewNotFound, "There is no view '\(name)'.")
+    }
+
+    static func invalidView(_ error: ViewDefinitionError) -> HTTPError {
+        HTTPError(.invalidView, "The view definition is not valid: \(error).")
+    }
+
+    static func viewsAreReadOnly(_ method: String, _ route: Route) -> HTTPError {
+        HTTPError(
+            .methodNotAllowed,
+            "\(method) is not allowed on \(route.template): views are read-only, written only through their source."
+        )
+        .with(header: "Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
     }
 
     static func tooManyPolls(limit: Int) -> HTTPError {
@@ -116,6 +164,8 @@ extension HTTPError {
         switch rejection {
         case .collectionNotFound(let name):
             self = .collectionNotFound(name)
+        case .viewNotFound(let name):
+            self = .viewNotFound(name)
         case .model(let error):
             self.init(error)
         case .invalidRecord(let reason):

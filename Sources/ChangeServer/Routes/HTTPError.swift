@@ -14,6 +14,8 @@ struct HTTPError: Error, Sendable {
         case unauthorized
         case routeNotFound
         case collectionNotFound
+        case viewNotFound
+        case invalidView
         case itemNotFound
         case methodNotAllowed
         case cursorExpired
@@ -25,22 +27,25 @@ struct HTTPError: Error, Sendable {
         case internalError
         case storageUnavailable
         case shuttingDown
+        case serverBusy
+        case insufficientStorage
+        case tooManyCollections
         case model(ModelError.Code)
 
         var status: HTTPStatus {
             switch self {
-            case .badJSON, .badRequest, .unknownOp, .invalidName, .model(.invalidID): .badRequest
+            case .badJSON, .badRequest, .unknownOp, .invalidName, .invalidView, .model(.invalidID): .badRequest
             case .unauthorized: .unauthorized
-            case .routeNotFound, .collectionNotFound, .itemNotFound: .notFound
+            case .routeNotFound, .collectionNotFound, .viewNotFound, .itemNotFound: .notFound
             case .methodNotAllowed: .methodNotAllowed
-            case .model: .conflict
+            case .model, .tooManyCollections: .conflict
             case .cursorExpired, .collectionDeleted: .gone
             case .preconditionFailed: .preconditionFailed
             case .payloadTooLarge: .payloadTooLarge
             case .unsupportedMediaType: .unsupportedMediaType
             case .tooManyPolls: .tooManyRequests
             case .internalError: .internalServerError
-            case .storageUnavailable, .shuttingDown: .serviceUnavailable
+            case .storageUnavailable, .shuttingDown, .serverBusy, .insufficientStorage: .serviceUnavailable
             }
         }
 
@@ -54,6 +59,8 @@ struct HTTPError: Error, Sendable {
             case .unauthorized: "unauthorized"
             case .routeNotFound: "route_not_found"
             case .collectionNotFound: "collection_not_found"
+            case .viewNotFound: "view_not_found"
+            case .invalidView: "invalid_view"
             case .itemNotFound: "item_not_found"
             case .methodNotAllowed: "method_not_allowed"
             case .cursorExpired: "cursor_expired"
@@ -65,6 +72,9 @@ struct HTTPError: Error, Sendable {
             case .internalError: "internal_error"
             case .storageUnavailable: "storage_unavailable"
             case .shuttingDown: "shutting_down"
+            case .serverBusy: "server_busy"
+            case .insufficientStorage: "insufficient_storage"
+            case .tooManyCollections: "too_many_collections"
             case .model(let code): code.rawValue
             }
         }

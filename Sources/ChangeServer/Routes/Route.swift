@@ -7,6 +7,11 @@ enum Route: Equatable {
     case mutations(String)
     case changes(String)
     case item(collection: String, id: String)
+    case views
+    case view(String)
+    case viewChanges(String)
+    /// `/v1/views/{name}/mutations` and `/v1/views/{name}/items/{id}`: views are written only through their source.
+    case viewWrite(String, template: String)
     /// A file of the web client or the demo page (`StaticRoutes.swift`), by its path.
     case asset(String)
 
@@ -20,6 +25,10 @@ enum Route: Equatable {
         case .mutations: "/v1/collections/{name}/mutations"
         case .changes: "/v1/collections/{name}/changes"
         case .item: "/v1/collections/{name}/items/{id}"
+        case .views: "/v1/views"
+        case .view: "/v1/views/{name}"
+        case .viewChanges: "/v1/views/{name}/changes"
+        case .viewWrite(_, let template): template
         case .asset(let path): path
         }
     }
@@ -27,9 +36,10 @@ enum Route: Equatable {
     /// The methods the route answers (besides OPTIONS), for `405` and its `Allow` header.
     var methods: [String] {
         switch self {
-        case .health, .metrics, .collections, .changes, .asset: ["GET", "HEAD"]
-        case .collection, .item: ["GET", "HEAD", "PUT", "DELETE"]
+        case .health, .metrics, .collections, .changes, .asset, .views, .viewChanges: ["GET", "HEAD"]
+        case .collection, .item, .view: ["GET", "HEAD", "PUT", "DELETE"]
         case .mutations: ["POST"]
+        case .viewWrite: []
         }
     }
 
@@ -49,8 +59,10 @@ enum Route: Equatable {
         case 1 where segments[0] == "healthz": return .health
         case 1 where segments[0] == "metrics": return .metrics
         case 2 where segments == ["v1", "collections"]: return .collections
+        case 2 where segments == ["v1", "views"]: return .views
         default: break
         }
+        if segments.count >= 3, segments[0] == "v1", segments[1] == "views" { return try matchView(segments) }
         guard segments.count >= 3, segments[0] == "v1", segments[1] == "collections" else { return nil }
         let name = segments[2]
         let route: Route
@@ -65,11 +77,26 @@ enum Route: Equatable {
         return route
     }
 
+    private static func matchView(_ segments: [String]) throws(HTTPError) -> Route? {
+        let name = segments[2]
+        let route: Route
+        switch segments.count {
+        case 3: route = .view(name)
+        case 4 where segments[3] == "changes": route = .viewChanges(name)
+        case 4 where segments[3] == "mutations": route = .viewWrite(name, template: "/v1/views/{name}/mutations")
+        case 5 where segments[3] == "items": route = .viewWrite(name, template: "/v1/views/{name}/items/{id}")
+        default: return nil
+        }
+        guard isValidCollectionName(name) else { throw .invalidName }
+        return route
+    }
+
     /// Whether a raw path is the change feed's, decided from the path alone so that even a request refused
     /// before routing (a malformed name) gets the feed's `Cache-Control: no-store`.
     static func isFeedPath(_ path: String) -> Bool {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-        return segments.count == 4 && segments[0] == "v1" && segments[1] == "collections" && segments[3] == "changes"
+        return segments.count == 4 && segments[0] == "v1" && (segments[1] == "collections" || segments[1] == "views")
+            && segments[3] == "changes"
     }
 
     /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`

@@ -14,6 +14,7 @@ extension App {
         decode: @escaping @Sendable (Request) throws(HTTPError) -> JournalRecord,
         answer: @escaping @Sendable (Committer.Result) -> Response = App.mutationResponse
     ) throws(HTTPError) -> RouteResult {
+        if request.method != "DELETE" { try checkDiskSpace() }
         guard request.body.count >= Self.largeBodyBytes else {
             try submit(try decode(request), connection, answer: answer)
             return .later
@@ -26,6 +27,14 @@ extension App {
             }
         }
         return .later
+    }
+
+    /// Below the free-space reserve, writes are refused `503` (deletions pass: their records are small and let a
+    /// client make room), so that the journal leaves the reserve to snapshots, which compact it.
+    private func checkDiskSpace() throws(HTTPError) {
+        guard !diskSpace.allowsWrites else { return }
+        metrics.writeRefusedForDisk()
+        throw .insufficientStorage(free: diskSpace.freeBytes ?? 0, reserve: diskSpace.reserve)
     }
 
     private func submit(
@@ -54,11 +63,13 @@ extension App {
     static func mutationResponse(_ result: Committer.Result) -> Response {
         switch result {
         case .committed(let entry, let changes, let created):
-            return changesetResponse(created ? .created : .ok, entry.name, changes)
+            return changesetResponse(created ? .created : .ok, entry, changes)
         case .unchanged(let entry, let changes):
-            return changesetResponse(.ok, entry.name, changes)
-        case .deleted:
+            return changesetResponse(.ok, entry, changes)
+        case .deleted, .viewDeleted:
             return Response(.noContent)
+        case .viewDefined(let entry, let changes, let created):
+            return changesetResponse(created ? .created : .ok, entry, changes)
         case .rejected(let rejection):
             return .error(HTTPError(rejection))
         case .notDurable:
@@ -66,11 +77,11 @@ extension App {
         }
     }
 
-    private static func changesetResponse(_ status: HTTPStatus, _ name: String, _ changes: EncodedChangeset)
+    private static func changesetResponse(_ status: HTTPStatus, _ subject: FeedSubject, _ changes: EncodedChangeset)
         -> Response
     {
         .json(status, headers: [("ETag", EntityTags.quoted(changes.changeset.to))]) {
-            $0.mutationResult(collection: name, changes: changes)
+            $0.mutationResult(subject.kind, name: subject.name, changes: changes)
         }
     }
 }

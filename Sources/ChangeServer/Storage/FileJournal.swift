@@ -98,11 +98,17 @@ final class FileJournal: Journal, @unchecked Sendable {
         }
         let segment = Segment(number: number, descriptor: descriptor, size: size)
         if size == 0 {
-            guard ftruncate(descriptor, 0) == 0, writeAll(descriptor, JournalFormat.header, at: 0) else {
-                throw StartupError("cannot write the journal \(path): \(String(cString: strerror(errno)))")
+            // A segment left without its header would stand after the current one and keep the current one's
+            // torn tail from being cut at the next start: it is removed.
+            guard ftruncate(descriptor, 0) == 0, writeAll(descriptor, JournalFormat.header, at: 0),
+                fdatasync(descriptor) == 0
+            else {
+                let reason = String(cString: strerror(errno))
+                unlink(path)
+                directory.syncDirectory()
+                throw StartupError("cannot write the journal \(path): \(reason)")
             }
             segment.size = JournalFormat.headerSize
-            fdatasync(descriptor)
             directory.syncDirectory()
         }
         return segment

@@ -50,3 +50,233 @@ enum JournalFormat {
         return (Array(bytes[start..<start + length]), start + length)
     }
 }
+
+extension JournalFormat {
+    /// Whether a whole frame with a matching checksum starts anywhere after `offset`: what tells a corrupt record
+    /// followed by valid ones (which may have been acknowledged) from a torn tail.
+    ///
+    /// Looking at every offset with `payload(in:at:)` costs a checksum over the rest of the file at each one
+    /// whose length field fits, quadratic in the size of the tear. Here an offset is a candidate only when its
+    /// length field fits in what follows, and a candidate's checksum comes from `SpanChecksums` in constant
+    /// time; only a candidate that checks out there is read again in full, and it is a frame.
+    /// - Complexity: O(n) for the n bytes after `offset`, whatever they hold, plus O(m) for a frame of m bytes
+    ///   found.
+    static func hasFrame(in bytes: [UInt8], after offset: Int) -> Bool {
+        bytes.withUnsafeBufferPointer { buffer in
+            guard let start = buffer.baseAddress, let first = candidate(start, buffer.count, from: offset + 1) else {
+                return false
+            }
+            let spans = SpanChecksums(UnsafeRawBufferPointer(buffer), from: offset)
+            return spans.withTables { tables in
+                var next: Int? = first
+                while let candidate = next {
+                    if spans.frameMatches(start, at: candidate, tables), payload(in: bytes, at: candidate) != nil {
+                        return true
+                    }
+                    next = Self.candidate(start, buffer.count, from: candidate + 1)
+                }
+                return false
+            }
+        }
+    }
+
+    /// The first offset from `offset` whose length field claims a payload that is not empty, not larger than
+    /// `maximumPayload` and inside the `count` bytes.
+    private static func candidate(_ bytes: UnsafePointer<UInt8>, _ count: Int, from offset: Int) -> Int? {
+        var candidate = offset
+        while candidate + frameHeaderSize < count {
+            // The length's top byte alone rules out most offsets (text, for one) without reading the other three.
+            if Int(bytes[candidate + 3]) <= (count - candidate - frameHeaderSize) >> 24 {
+                let length = lengthField(bytes, at: candidate)
+                if length > 0 && length <= maximumPayload && length <= count - candidate - frameHeaderSize {
+                    return candidate
+                }
+            }
+            candidate += 1
+        }
+        return nil
+    }
+
+    /// The UInt32 at `offset`, little-endian, read by hand (this runs once per byte searched).
+    static func lengthField(_ bytes: UnsafePointer<UInt8>, at offset: Int) -> Int {
+        Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
+    }
+}
+
+/// The CRC-32C of any span of one byte buffer in constant time, after one linear pass over it.
+///
+/// CRC-32C is linear over GF(2). Write `r(s, m)` for the register after feeding bytes `m` to a register that
+/// holds `s` (`CRC32C.checksum(m, continuing: p)` is `~r(~p, m)`); then `r(s, a + b) = r(r(s, a), b)` and
+/// `r(s, m) = s·x^(8|m|) ⊕ r(0, m)`, products taken modulo the CRC polynomial. With the prefix registers
+/// `P(i) = r(0, bytes[base..<i])`, the register over `bytes[i..<j]` started from `s` is
+/// `(s ⊕ P(i))·x^(8(j-i)) ⊕ P(j)`. `P` is kept at every 8th position (half the buffer's size in memory), so
+/// each prefix is at most 7 byte steps from a kept one, and `x^(8k)` is the product of two table entries.
+struct SpanChecksums {
+    private static let stride = 8
+    private let base: Int
+    private let kept: [UInt32]
+
+    /// The tables that the checks read, for the length of one `withTables` call.
+    struct Tables {
+        let bytes: UnsafePointer<UInt32>
+        let low: UnsafePointer<UInt32>
+        let high: UnsafePointer<UInt32>
+        let kept: UnsafePointer<UInt32>
+    }
+
+    /// Prefix registers of `bytes[base...]`.
+    /// - Complexity: O(n) for the n bytes after `base`.
+    init(_ bytes: UnsafeRawBufferPointer, from base: Int) {
+        self.base = base
+        var kept = [UInt32](repeating: 0, count: (bytes.count - base) / Self.stride + 1)
+        CRC32CAlgebra.table.withUnsafeBufferPointer { table in
+            kept.withUnsafeMutableBufferPointer { kept in
+                var register: UInt32 = 0
+                var index = base
+                while index < bytes.count {
+                    if (index - base) % Self.stride == 0 { kept[(index - base) / Self.stride] = register }
+                    register = (register >> 8) ^ table[Int((register ^ UInt32(bytes[index])) & 0xFF)]
+                    index += 1
+                }
+                if (bytes.count - base) % Self.stride == 0 { kept[(bytes.count - base) / Self.stride] = register }
+            }
+        }
+        self.kept = kept
+    }
+
+    func withTables<Result>(_ body: (Tables) -> Result) -> Result {
+        CRC32CAlgebra.table.withUnsafeBufferPointer { table in
+            CRC32CAlgebra.lowPowers.withUnsafeBufferPointer { low in
+                CRC32CAlgebra.highPowers.withUnsafeBufferPointer { high in
+                    kept.withUnsafeBufferPointer { kept in
+                        // The four arrays are never empty.
+                        guard let table = table.baseAddress, let low = low.baseAddress,
+                            let high = high.baseAddress, let kept = kept.baseAddress
+                        else { preconditionFailure("empty CRC table") }
+                        return body(Tables(bytes: table, low: low, high: high, kept: kept))
+                    }
+                }
+            }
+        }
+    }
+
+    /// What `CRC32C.checksum` gives for `bytes[range]` continuing `previous`; `range` lies after `base`.
+    /// - Complexity: O(1).
+    func checksum(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, continuing previous: UInt32) -> UInt32 {
+        guard let start = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return previous }
+        return withTables { tables in
+            let register = ~previous ^ prefix(start, at: range.lowerBound, tables)
+            return
+                ~(CRC32CAlgebra.shift(register, bytes: range.count, tables)
+                ^ prefix(start, at: range.upperBound, tables))
+        }
+    }
+
+    /// Whether the frame header at `offset` (whose payload lies in the buffer) carries the checksum of its
+    /// payload, seeded by `offset` as `JournalFormat.frame` does.
+    /// - Complexity: O(1).
+    func frameMatches(_ bytes: UnsafePointer<UInt8>, at offset: Int, _ tables: Tables) -> Bool {
+        let length = JournalFormat.lengthField(bytes, at: offset)
+        let stored = UInt32(truncatingIfNeeded: JournalFormat.lengthField(bytes, at: offset + 4))
+        // The seed is the checksum of the offset (UInt64, little-endian); its complement is the register.
+        var seed: UInt32 = 0xFFFF_FFFF
+        var remaining = UInt64(offset)
+        var step = 0
+        while step < 8 {
+            seed = (seed >> 8) ^ tables.bytes[Int((seed ^ UInt32(truncatingIfNeeded: remaining)) & 0xFF)]
+            remaining >>= 8
+            step += 1
+        }
+        let start = offset + JournalFormat.frameHeaderSize
+        let register = CRC32CAlgebra.shift(seed ^ prefix(bytes, at: start, tables), bytes: length, tables)
+        return ~(register ^ prefix(bytes, at: start + length, tables)) == stored
+    }
+
+    /// `P(position)`: the kept register before it, fed the bytes in between.
+    private func prefix(_ bytes: UnsafePointer<UInt8>, at position: Int, _ tables: Tables) -> UInt32 {
+        let slot = (position - base) / Self.stride
+        var register = tables.kept[slot]
+        var index = base + slot * Self.stride
+        while index < position {
+            register = (register >> 8) ^ tables.bytes[Int((register ^ UInt32(bytes[index])) & 0xFF)]
+            index += 1
+        }
+        return register
+    }
+}
+
+/// Arithmetic on CRC-32C registers as polynomials modulo the CRC polynomial, in the reflected bit order that
+/// `CRC32C` uses: bit 31 is the coefficient of x^0, bit 0 that of x^31.
+enum CRC32CAlgebra {
+    /// The Castagnoli polynomial, reflected, as in `CRC32C`.
+    private static let polynomial: UInt32 = 0x82F6_3B78
+    private static let one: UInt32 = 0x8000_0000
+
+    /// The register after feeding one byte `b` to a zero register: `table[b]`.
+    static let table: [UInt32] = (0..<256).map { byte in
+        var register = UInt32(byte)
+        for _ in 0..<8 { register = register & 1 == 1 ? (register >> 1) ^ polynomial : register >> 1 }
+        return register
+    }
+
+    /// `x^(8k)` for k below 2^16.
+    static let lowPowers: [UInt32] = {
+        var powers = [one]
+        powers.reserveCapacity(1 << 16)
+        while powers.count < 1 << 16 {
+            let last = powers[powers.count - 1]
+            powers.append((last >> 8) ^ table[Int(last & 0xFF)])
+        }
+        return powers
+    }()
+
+    /// `x^(8·2^16·k)` for k up to 2^15: with `lowPowers`, any shift up to 2^31 bytes in two products.
+    static let highPowers: [UInt32] = {
+        let last = lowPowers[lowPowers.count - 1]
+        let step = (last >> 8) ^ table[Int(last & 0xFF)]
+        var powers = [one]
+        powers.reserveCapacity((1 << 15) + 1)
+        table.withUnsafeBufferPointer { buffer in
+            guard let table = buffer.baseAddress else { return }
+            while powers.count <= 1 << 15 { powers.append(multiply(powers[powers.count - 1], step, table)) }
+        }
+        return powers
+    }()
+
+    /// `value·x^(8·count)`: the register `value` fed `count` zero bytes.
+    /// - Complexity: O(1) for counts up to 2^31.
+    static func shift(_ value: UInt32, bytes count: Int, _ tables: SpanChecksums.Tables) -> UInt32 {
+        var value = value
+        var count = count
+        while count > 0 {
+            let low = count & 0xFFFF
+            let high = min(count >> 16, 1 << 15)
+            if low > 0 { value = multiply(value, tables.low[low], tables.bytes) }
+            if high > 0 { value = multiply(value, tables.high[high], tables.bytes) }
+            count -= low + high << 16
+        }
+        return value
+    }
+
+    /// The product of two polynomials modulo the CRC polynomial, four bits of `a` at a time from its highest
+    /// degree down (Horner): the running product times x^4, plus `b` times the nibble. Times x^4 is a shift by
+    /// four bits, plus the reduction of the four bits shifted out, which is `table[bits << 4]` (a byte whose low
+    /// four bits are zero passes its first four steps as a plain shift).
+    static func multiply(_ a: UInt32, _ b: UInt32, _ table: UnsafePointer<UInt32>) -> UInt32 {
+        let b1 = (b >> 1) ^ (polynomial & (0 &- (b & 1)))
+        let b2 = (b1 >> 1) ^ (polynomial & (0 &- (b1 & 1)))
+        let b3 = (b2 >> 1) ^ (polynomial & (0 &- (b2 & 1)))
+        var a = a
+        var product: UInt32 = 0
+        var round = 0
+        while round < 8 {
+            // The nibble's bit 3 is its lowest degree, bit 0 its highest.
+            product = (product >> 4) ^ table[Int(product & 0xF) << 4]
+            product ^= (b & (0 &- ((a >> 3) & 1))) ^ (b1 & (0 &- ((a >> 2) & 1)))
+            product ^= (b2 & (0 &- ((a >> 1) & 1))) ^ (b3 & (0 &- (a & 1)))
+            a >>= 4
+            round += 1
+        }
+        return product
+    }
+}

@@ -13,6 +13,11 @@ enum JournalRecord: Sendable, Equatable {
         collection: String, id: String, data: JSONData, section: SectionRef?, index: Int?, conditions: Conditions)
     /// `DELETE /v1/collections/{name}`.
     case delete(collection: String, conditions: Conditions)
+    /// `PUT /v1/views/{name}`: define the view (with `epoch` when it does not exist) or replace its definition,
+    /// given as its canonical JSON.
+    case defineView(view: String, epoch: String, definition: JSONData, conditions: Conditions)
+    /// `DELETE /v1/views/{name}`.
+    case deleteView(view: String, conditions: Conditions)
 
     /// The request's `If-Match` and `If-None-Match`, checked when the record is applied.
     struct Conditions: Sendable, Equatable {
@@ -22,22 +27,27 @@ enum JournalRecord: Sendable, Equatable {
         static let none = Conditions()
     }
 
-    var collection: String {
+    /// The collection or view the record writes to.
+    var name: String {
         switch self {
         case .put(let collection, _, _, _), .ops(let collection, _, _), .upsert(let collection, _, _, _, _, _),
             .delete(let collection, _):
             collection
+        case .defineView(let view, _, _, _), .deleteView(let view, _):
+            view
         }
     }
 }
 
 /// The binary form of journal records (see the README's "Durability" section for the framing around it).
 enum RecordCodec {
-    private enum Kind: UInt8 {
+    enum Kind: UInt8 {
         case put = 1
         case ops = 2
         case upsert = 3
         case delete = 4
+        case defineView = 5
+        case deleteView = 6
     }
 
     private enum OpKind: UInt8 {
@@ -76,6 +86,14 @@ enum RecordCodec {
         case .delete(let collection, let conditions):
             writer.byte(Kind.delete.rawValue)
             header(&writer, collection, conditions)
+        case .defineView(let view, let epoch, let definition, let conditions):
+            writer.byte(Kind.defineView.rawValue)
+            header(&writer, view, conditions)
+            writer.string(epoch)
+            writer.blob(definition.bytes)
+        case .deleteView(let view, let conditions):
+            writer.byte(Kind.deleteView.rawValue)
+            header(&writer, view, conditions)
         }
         return writer.bytes
     }
@@ -106,6 +124,12 @@ enum RecordCodec {
                 collection: collection, id: id, data: data, section: section, index: index, conditions: conditions)
         case .delete:
             record = .delete(collection: collection, conditions: conditions)
+        case .defineView:
+            record = .defineView(
+                view: collection, epoch: try reader.string(), definition: JSONData(canonical: try reader.blob()),
+                conditions: conditions)
+        case .deleteView:
+            record = .deleteView(view: collection, conditions: conditions)
         }
         guard reader.isAtEnd else { throw BinaryReader.Malformed() }
         return record

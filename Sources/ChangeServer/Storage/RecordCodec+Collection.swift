@@ -1,14 +1,17 @@
 import Model
 
 extension RecordCodec {
-    /// The collection an encoded record is for, read from its header without decoding the rest; nil when the
-    /// bytes are not a record.
+    /// What orders an encoded record in a shared journal, read from its header without decoding the rest: the
+    /// collection's name, or `view:` and the view's name (no collection name holds a `:`); nil when the bytes are
+    /// not a record.
     /// - Complexity: O(length of the name).
-    static func collection(in record: [UInt8]) -> String? {
+    static func sequenceKey(of record: [UInt8]) -> String? {
         var reader = BinaryReader(record)
         do throws(BinaryReader.Malformed) {
-            _ = try reader.byte()
-            return try reader.string()
+            let kind = try reader.byte()
+            let name = try reader.string()
+            return kind == Kind.defineView.rawValue || kind == Kind.deleteView.rawValue
+                ? LaneRouter.lane(ofView: name) : name
         } catch {
             return nil
         }

@@ -2,9 +2,10 @@ import Glibc
 import Model
 
 /// Rebuilds the collections at start: the latest snapshot, then every journal record after it, in order.
-/// A torn or corrupt tail of the last segment (a crash in the middle of a write) is cut with a warning; anything
-/// else that does not hold (a corrupt record followed by valid ones, a missing segment or snapshot) stops the
-/// server rather than serving wrong data.
+/// A torn or corrupt tail of the last segment (a crash in the middle of a write) is cut with a warning, newest
+/// segments that hold no record (a rotation that did not complete) are removed first; anything else that does
+/// not hold (a corrupt record followed by valid ones, a missing segment or snapshot) stops the server rather
+/// than serving wrong data.
 enum Recovery {
     /// Where the journal goes on: the segment to append to and its valid size (0 for a new segment).
     struct Position {
@@ -19,7 +20,7 @@ enum Recovery {
         var nextSegment: UInt64 = 1
         var fromSnapshot = 0
         if let bytes = readWholeFile(directory.snapshotPath) {
-            let snapshot: (nextSegment: UInt64, collections: [(name: String, content: VersionedCollection)])
+            let snapshot: SnapshotFile.Contents
             do throws(BinaryReader.Malformed) {
                 snapshot = try SnapshotFile.decode(bytes, limits: executor.limits)
             } catch {
@@ -28,8 +29,16 @@ enum Recovery {
             for collection in snapshot.collections {
                 _ = executor.registry.insert(CollectionEntry(name: collection.name, content: collection.content))
             }
+            for view in snapshot.views {
+                guard let definition = try? ViewDefinition(json: view.definition.bytes) else {
+                    throw StartupError("the snapshot's view \(view.name) has an invalid definition")
+                }
+                let source = executor.registry.entry(definition.source)?.content.withLock { $0 }
+                let live = LiveView(restoring: view.content, definition: definition, source: source)
+                executor.views.insert(ViewEntry(name: view.name, live: live), source: definition.source)
+            }
             nextSegment = snapshot.nextSegment
-            fromSnapshot = snapshot.collections.count
+            fromSnapshot = snapshot.collections.count + snapshot.views.count
         }
         var segments = directory.segments()
         for covered in segments where covered < nextSegment {
@@ -45,6 +54,7 @@ enum Recovery {
         for (index, number) in segments.enumerated() where number != nextSegment + UInt64(index) {
             throw StartupError("journal segment \(nextSegment + UInt64(index)) is missing")
         }
+        try dropEmptyTail(&segments, directory, logger: logger)
         var records = 0
         var bytesRead = 0
         var position = Position(segment: nextSegment, size: 0)
@@ -58,7 +68,8 @@ enum Recovery {
         let items = executor.registry.all().reduce(0) { total, entry in total + entry.content.withLock { $0.itemCount }
         }
         logger.info(
-            "recovered \(executor.registry.count) collections (\(items) items): \(fromSnapshot) from the snapshot, "
+            "recovered \(executor.registry.count) collections (\(items) items) and \(executor.views.count) views: "
+                + "\(fromSnapshot) from the snapshot, "
                 + "\(records) journal records (\(bytesRead) bytes) replayed in \(MonotonicClock.now() - started) ms")
         return position
     }
@@ -81,7 +92,7 @@ enum Recovery {
         var records = 0
         while offset < bytes.count {
             guard let (payload, end) = JournalFormat.payload(in: bytes, at: offset) else {
-                guard isLast, !hasValidFrame(in: bytes, after: offset) else {
+                guard isLast, !JournalFormat.hasFrame(in: bytes, after: offset) else {
                     throw StartupError(
                         "the journal \(path) has a corrupt record at byte \(offset) followed by valid ones; "
                             + "refusing to start on wrong data")
@@ -105,12 +116,32 @@ enum Recovery {
         return (records, offset)
     }
 
-    private static func hasValidFrame(in bytes: [UInt8], after offset: Int) -> Bool {
-        var candidate = offset + 1
-        while candidate + JournalFormat.frameHeaderSize < bytes.count {
-            if JournalFormat.payload(in: bytes, at: candidate) != nil { return true }
-            candidate += 1
+    /// Removes the newest segments when they hold no record (nothing, or a part of the header only: a rotation
+    /// that failed, or a crash right after one), unless nothing else is left: the segment before them is where
+    /// writing stopped, so its torn tail is cut as the last segment's would be, and the journal goes on there.
+    private static func dropEmptyTail(
+        _ segments: inout [UInt64], _ directory: DataDirectory, logger: Logger
+    ) throws(StartupError) {
+        guard let written = segments.lastIndex(where: { !isEmpty(directory.segmentPath($0)) }),
+            written < segments.count - 1
+        else { return }
+        for number in segments[(written + 1)...] {
+            let path = directory.segmentPath(number)
+            guard unlink(path) == 0 else {
+                throw StartupError("cannot remove the empty journal \(path): \(String(cString: strerror(errno)))")
+            }
+            logger.warning("the journal \(path) holds no record (a rotation that did not complete): removed it")
         }
-        return false
+        segments.removeSubrange((written + 1)...)
+        directory.syncDirectory()
+    }
+
+    /// Whether the file holds at most a part of a segment header, and nothing else.
+    private static func isEmpty(_ path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_size <= JournalFormat.headerSize, let bytes = readWholeFile(path) else {
+            return false
+        }
+        return bytes.count <= JournalFormat.headerSize && JournalFormat.header.starts(with: bytes)
     }
 }

@@ -1,15 +1,31 @@
 import Glibc
 import Model
 
-/// The snapshot of every collection (content, version, kept history) that lets the journal segments before
-/// `nextSegment` be dropped. Format: the magic `CSSNAPS1`, the format version (UInt32), four reserved bytes,
-/// `nextSegment` (UInt64), the collection count (UInt32), each collection's name and encoded form, then the
-/// CRC-32C (UInt32) of everything before it.
+/// The snapshot of every collection and view (content, version, kept history) that lets the journal segments
+/// before `nextSegment` be dropped. Format: the magic `CSSNAPS1`, the format version (UInt32), four reserved bytes,
+/// `nextSegment` (UInt64), the collection count (UInt32), each collection's name and encoded form; from version 2
+/// on the view count (UInt32) and each view's name, definition (canonical JSON) and encoded content; then the
+/// CRC-32C (UInt32) of everything before it. Version 1 files (no views) are still read.
 enum SnapshotFile {
     static let magic = Array("CSSNAPS1".utf8)
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
 
-    static func encode(nextSegment: UInt64, collections: [(name: String, content: VersionedCollection)]) -> [UInt8] {
+    /// A view as a snapshot keeps it; its index is rebuilt from its source at recovery.
+    struct SavedView: Sendable {
+        var name: String
+        var definition: JSONData
+        var content: VersionedCollection
+    }
+
+    struct Contents {
+        var nextSegment: UInt64
+        var collections: [(name: String, content: VersionedCollection)]
+        var views: [SavedView]
+    }
+
+    static func encode(
+        nextSegment: UInt64, collections: [(name: String, content: VersionedCollection)], views: [SavedView]
+    ) -> [UInt8] {
         var writer = BinaryWriter(capacity: 1 << 16)
         writer.raw(magic)
         writer.uint32(version)
@@ -20,14 +36,18 @@ enum SnapshotFile {
             writer.string(collection.name)
             collection.content.encode(into: &writer)
         }
+        writer.uint32(UInt32(views.count))
+        for view in views {
+            writer.string(view.name)
+            writer.blob(view.definition.bytes)
+            view.content.encode(into: &writer)
+        }
         let checksum = CRC32C.checksum(writer.bytes)
         writer.uint32(checksum)
         return writer.bytes
     }
 
-    static func decode(_ bytes: [UInt8], limits: HistoryLimits) throws(BinaryReader.Malformed)
-        -> (nextSegment: UInt64, collections: [(name: String, content: VersionedCollection)])
-    {
+    static func decode(_ bytes: [UInt8], limits: HistoryLimits) throws(BinaryReader.Malformed) -> Contents {
         guard bytes.count >= 28, Array(bytes[..<8]) == magic else { throw BinaryReader.Malformed() }
         var trailer = BinaryReader(bytes, offset: bytes.count - 4)
         let checksum = try trailer.uint32()
@@ -36,7 +56,8 @@ enum SnapshotFile {
         }
         guard valid == checksum else { throw BinaryReader.Malformed() }
         var reader = BinaryReader(Array(bytes[..<(bytes.count - 4)]), offset: 8)
-        guard try reader.uint32() == version else { throw BinaryReader.Malformed() }
+        let format = try reader.uint32()
+        guard format == 1 || format == version else { throw BinaryReader.Malformed() }
         _ = try reader.uint32()
         let nextSegment = try reader.uint64()
         let count = try reader.count(minimumSize: 16)
@@ -45,8 +66,19 @@ enum SnapshotFile {
             let name = try reader.string()
             collections.append((name, try VersionedCollection(decoding: &reader, limits: limits)))
         }
+        var views: [SavedView] = []
+        if format >= 2 {
+            for _ in 0..<(try reader.count(minimumSize: 16)) {
+                let name = try reader.string()
+                let definition = JSONData(canonical: try reader.blob())
+                views.append(
+                    SavedView(
+                        name: name, definition: definition,
+                        content: try VersionedCollection(decoding: &reader, limits: limits)))
+            }
+        }
         guard reader.isAtEnd else { throw BinaryReader.Malformed() }
-        return (nextSegment, collections)
+        return Contents(nextSegment: nextSegment, collections: collections, views: views)
     }
 
     /// Writes the snapshot to a temporary file, syncs it, renames it into place and syncs the directory, so that

@@ -10,15 +10,17 @@ final class Snapshots: Sendable {
     private let directory: DataDirectory
     private let journal: FileJournal
     private let registry: Registry
+    private let views: ViewRegistry
     private let lanes: Lanes
     private let threshold: Int
     private let logger: Logger
     private let snapshotting = Atomic<Bool>(false)
 
     init(
-        directory: DataDirectory, journal: FileJournal, registry: Registry, lanes: Lanes, threshold: Int,
-        logger: Logger
+        directory: DataDirectory, journal: FileJournal, registry: Registry, views: ViewRegistry, lanes: Lanes,
+        threshold: Int, logger: Logger
     ) {
+        self.views = views
         self.directory = directory
         self.journal = journal
         self.registry = registry
@@ -38,32 +40,52 @@ final class Snapshots: Sendable {
         }
     }
 
-    /// Called by the journal at the rotation point, before any record of segment `next` is handed to a lane.
+    /// Called by the journal at the rotation point, before any record of segment `next` is handed to a lane. Each
+    /// collection is copied on its lane together with the views it feeds (a view's records run on its source's
+    /// lane too).
     private func takeSnapshot(coveringBefore next: UInt64) {
-        let copies = Mutex<[(name: String, content: VersionedCollection)]>([])
+        let copies = Mutex<
+            (collections: [(name: String, content: VersionedCollection)], views: [SnapshotFile.SavedView])
+        >(
+            ([], []))
         lanes.visitAtConsistentPoint(
-            names: { registry.all().map(\.name) },
-            visit: { [registry] name in
-                guard let entry = registry.entry(name) else { return }
-                let content = entry.content.withLock { $0 }
-                copies.withLock { $0.append((name, content)) }
+            names: { registry.all().map(\.name) + views.sources },
+            visit: { [registry, views] name in
+                let content = registry.entry(name)?.content.withLock { $0 }
+                let saved = views.views(of: name).map { view in
+                    view.live.withLock {
+                        SnapshotFile.SavedView(
+                            name: view.name, definition: $0.definition.canonicalJSON, content: $0.collection)
+                    }
+                }
+                copies.withLock { copies in
+                    if let content { copies.collections.append((name, content)) }
+                    copies.views += saved
+                }
             },
             then: { [self] in
-                let collections = copies.withLock { $0 }.sorted { $0.name < $1.name }
-                startThread { [self] in write(collections, coveringBefore: next) }
+                let (collections, views) = copies.withLock { $0 }
+                startThread { [self] in
+                    write(
+                        collections.sorted { $0.name < $1.name }, views.sorted { $0.name < $1.name },
+                        coveringBefore: next)
+                }
             })
     }
 
-    private func write(_ collections: [(name: String, content: VersionedCollection)], coveringBefore next: UInt64) {
+    private func write(
+        _ collections: [(name: String, content: VersionedCollection)], _ views: [SnapshotFile.SavedView],
+        coveringBefore next: UInt64
+    ) {
         let started = MonotonicClock.now()
-        let bytes = SnapshotFile.encode(nextSegment: next, collections: collections)
+        let bytes = SnapshotFile.encode(nextSegment: next, collections: collections, views: views)
         if let failure = SnapshotFile.write(bytes, in: directory) {
             logger.error("snapshot failed (\(failure)); the journal is kept and it will be tried again")
         } else {
             for segment in directory.segments() where segment < next { unlink(directory.segmentPath(segment)) }
             directory.syncDirectory()
             logger.info(
-                "snapshot of \(collections.count) collections (\(bytes.count) bytes) written in "
+                "snapshot of \(collections.count) collections and \(views.count) views (\(bytes.count) bytes) written in "
                     + "\(MonotonicClock.now() - started) ms; journal segments before \(next) dropped")
         }
         snapshotting.store(false, ordering: .releasing)

@@ -1,7 +1,7 @@
-/// Turns a `Delta` into a changeset that obeys API.md's five guarantees.
+/// Turns a `Delta` into a changeset that obeys the five rules of `docs/changesets.md#the-rules`.
 ///
 /// Sections: survivors in a heaviest increasing subsequence stay (*live*); the others move, unless their items
-/// also changed order or membership, in which case they are *rebuilt* (deleted and inserted whole, rule 3). When
+/// also changed order or membership, in which case they are *rebuilt* (deleted and inserted whole, `#rule-3`). When
 /// several subsequences are as long, the one keeping sections whose items changed is preferred.
 /// Items: only live sections get item operations; an item moving between two live sections is a move, one
 /// leaving a live section for an inserted or rebuilt one is a delete, one arriving in a live section from

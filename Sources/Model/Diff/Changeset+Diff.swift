@@ -1,5 +1,5 @@
 extension Changeset {
-    /// The changeset that takes `old` to `new`, obeying API.md's five guarantees.
+    /// The changeset that takes `old` to `new`, obeying the rules of `docs/changesets.md#the-rules`.
     /// - Throws: `invalid_id` or `duplicate_id` when `new` has an invalid or repeated id.
     /// - Precondition: `old` has valid, unique ids.
     /// - Complexity: O(n log n) with hashing on ids, n the size of both snapshots.

@@ -1,7 +1,8 @@
-/// What changed between two versions of a collection, before the rules of a changeset are applied: the
-/// touched sections and items with their old and new places. Everything not listed is unchanged, and the
-/// untouched elements of every sequence keep their relative order. Built from two snapshots (`FullDiff`) or
-/// from a change log (`LogDelta`); turned into a `Changeset` by `assembleChangeset`.
+/// What changed between two versions of a collection, before the rules of a changeset apply
+/// (`docs/changesets.md#the-rules`): the touched sections and items with their old and new places. Everything
+/// not listed is unchanged, and the untouched elements of every sequence keep their relative order. Built from
+/// two snapshots (`FullDiff`) or from a change log (`LogDelta`); turned into a `Changeset` by
+/// `assembleChangeset`.
 ///
 /// Sections are named by small integer keys (`sectionIDs[key]` is the id) so that assembling never hashes strings.
 struct Delta {

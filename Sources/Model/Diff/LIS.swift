@@ -1,4 +1,5 @@
-/// Longest increasing subsequences: the elements a diff keeps in place so that only the others move (rule 4).
+/// Longest increasing subsequences: the elements a diff keeps in place so that only the others move
+/// (`docs/changesets.md#rule-4`).
 enum LIS {
     /// Marks a heaviest strictly increasing subsequence of `keys` (weights all 1 when `weights` is nil).
     /// Keys must be distinct.

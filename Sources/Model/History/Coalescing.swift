@@ -1,5 +1,15 @@
 /// Changesets from a change log: what `apply` returns and what `changes(since:)` coalesces.
 enum Coalescing {
+    /// How a changeset was built: by following the log, or by the full diff it falls back to.
+    enum Route: Equatable, Sendable {
+        case log
+        case fullDiff
+    }
+
+    /// Told the route of every changeset `changeset(for:in:from:to:)` builds in this task; nil outside tests. A
+    /// task-local rather than a counter, so that tests running in parallel each see only their own changesets.
+    @TaskLocal static var routeObserver: (@Sendable (Route) -> Void)?
+
     /// The changeset from the state before `log` to `store`, the state after it: from the log when it is cheap
     /// to follow (`LogDelta`), otherwise by rebuilding the old state and diffing in full.
     /// - Complexity: proportional to what the log touched, up to O(n log n).
@@ -7,8 +17,10 @@ enum Coalescing {
         for log: some BidirectionalCollection<Change>, in store: Store, from: Version, to: Version
     ) -> Changeset {
         if let delta = LogDelta.delta(for: log, in: store) {
+            routeObserver?(.log)
             return assembleChangeset(delta, new: store, from: from, to: to)
         }
+        routeObserver?(.fullDiff)
         return fullChangeset(for: log, in: store, from: from, to: to)
     }
 

@@ -1,10 +1,14 @@
 extension ModelError {
-    /// Throws `invalid_id` unless `id` is non-empty and at most `maximumIDByteCount` UTF-8 bytes.
-    /// - Complexity: O(1) for native strings.
+    /// Throws `invalid_id` unless `id` is non-empty, at most `maximumIDByteCount` UTF-8 bytes, and free of NUL
+    /// (which a URL can carry as `%00` but a JSON body never can, so such an item could not be named again).
+    /// - Complexity: O(n) in the id's bytes, at most `maximumIDByteCount`.
     static func check(id: String, what: String) throws(ModelError) {
         let count = id.utf8.count
         guard count > 0, count <= maximumIDByteCount else {
             throw ModelError(.invalidID, "\(what) id must be 1 to \(maximumIDByteCount) UTF-8 bytes, got \(count)")
+        }
+        guard !id.utf8.contains(0) else {
+            throw ModelError(.invalidID, "\(what) id must not contain the NUL character")
         }
     }
 }

@@ -7,6 +7,8 @@ final class ServerProcess: @unchecked Sendable {
     let process = Process()
     let port: Int
     private let errorPipe = Pipe()
+    /// Signalled once, when the process exits.
+    private let exited = DispatchSemaphore(value: 0)
     private let logLock = NSLock()
     private var logText = ""
 
@@ -27,15 +29,11 @@ final class ServerProcess: @unchecked Sendable {
         _ arguments: [String] = [], environment: [String: String] = [:], dataDirectory: String? = nil,
         launcher: [String] = []
     ) throws {
-        if let dataDirectory {
-            self.dataDirectory = dataDirectory
-            ownsDataDirectory = false
-        } else {
-            self.dataDirectory = try Self.temporaryDirectory()
-            ownsDataDirectory = true
-        }
+        let directory = try dataDirectory ?? Self.temporaryDirectory()
+        self.dataDirectory = directory
+        ownsDataDirectory = dataDirectory == nil
         let serverArguments =
-            ["--host", "127.0.0.1", "--port", "0", "--fsync", "never", "--data-dir", self.dataDirectory] + arguments
+            ["--host", "127.0.0.1", "--port", "0", "--fsync", "never", "--data-dir", directory] + arguments
         if let program = launcher.first {
             process.executableURL = URL(fileURLWithPath: program)
             process.arguments = launcher.dropFirst() + [Self.binary.path] + serverArguments
@@ -48,26 +46,18 @@ final class ServerProcess: @unchecked Sendable {
         process.environment = variables
         process.standardError = errorPipe
         process.standardOutput = FileHandle.nullDevice
+        process.terminationHandler = { [exited] _ in exited.signal() }
         try process.run()
-        var found: Int?
-        let deadline = Date().addingTimeInterval(20)
-        let handle = errorPipe.fileHandleForReading
-        var pending = ""
-        while found == nil && Date() < deadline && process.isRunning {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            pending += String(decoding: data, as: UTF8.self)
-            if let range = pending.range(of: #"listening on [^ ]+:(\d+)"#, options: .regularExpression) {
-                found = Int(pending[range].split(separator: ":").last ?? "")
-            }
-        }
+        let (found, pending) = Self.readListeningPort(errorPipe.fileHandleForReading, within: Self.startTimeout)
         logText = pending
         guard let port = found else {
-            if process.isRunning { process.terminate() }
-            throw ClientError.malformed("the server did not start: \(pending)")
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if dataDirectory == nil { try? FileManager.default.removeItem(atPath: directory) }
+            throw ClientError.malformed("the server did not listen within \(Self.startTimeout) s: \(pending)")
         }
         self.port = port
-        handle.readabilityHandler = { [weak self] handle in
+        errorPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
             guard let self, !data.isEmpty else { return }
             self.logLock.withLock { self.logText += String(decoding: data, as: UTF8.self) }
@@ -75,6 +65,33 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     var client: Client { Client(port: port) }
+
+    /// How long a server may take to print its `listening on` line.
+    static let startTimeout = 20.0
+
+    /// Reads `stderr` until the `listening on <host>:<port>` line, its end, or `timeout` seconds, whichever comes
+    /// first: each read waits (poll) only for what is left of the time, so a server that prints nothing cannot
+    /// hold the test. The port (nil when none was printed in time) and everything read.
+    static func readListeningPort(_ stderr: FileHandle, within timeout: Double) -> (port: Int?, text: String) {
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < deadline {
+            let left = deadline - ContinuousClock.now
+            let milliseconds = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
+            var request = pollfd(fd: stderr.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&request, 1, Int32(clamping: milliseconds + 1))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { break }
+            let count = read(stderr.fileDescriptor, &buffer, buffer.count)
+            guard count > 0 else { break }
+            text += String(decoding: buffer[..<count], as: UTF8.self)
+            if let range = text.range(of: #"listening on [^ ]+:(\d+)"#, options: .regularExpression) {
+                return (Int(text[range].split(separator: ":").last ?? ""), text)
+            }
+        }
+        return (nil, text)
+    }
 
     /// Everything the server wrote to stderr so far.
     var log: String { logLock.withLock { logText } }
@@ -89,13 +106,12 @@ final class ServerProcess: @unchecked Sendable {
 
     /// Waits up to `timeout` seconds for the process to exit by itself; killed and nil if it does not.
     func waitForExit(timeout: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
+        if process.isRunning && exited.wait(timeout: .now() + timeout) == .timedOut {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             return nil
         }
+        process.waitUntilExit()
         return process.terminationStatus
     }
 

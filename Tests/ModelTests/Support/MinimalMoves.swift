@@ -1,7 +1,7 @@
 @testable import Model
 
-/// The number of moves rule 4 allows, computed independently of Model: survivors minus a longest increasing
-/// subsequence, for the sections and for the items staying in each live section.
+/// The number of moves `docs/changesets.md#rule-4` allows, computed independently of Model: survivors minus a
+/// longest increasing subsequence, for the sections and for the items staying in each live section.
 enum MinimalMoves {
     static func lisLength(_ keys: [Int]) -> Int {
         var tails: [Int] = []

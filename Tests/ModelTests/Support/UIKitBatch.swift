@@ -2,7 +2,8 @@
 
 /// An independent model of UIKit's `performBatchUpdates` (sharing no code with Model's diff): applies a
 /// changeset's deleted/inserted/moved as ONE batch with UIKit's coordinate rules, then its `updated` entries,
-/// and rejects what UIKit rejects or mishandles, plus API.md's rules 1 to 3 and its sorting and id rules.
+/// and rejects what UIKit rejects or mishandles, plus rules 1 to 3 of `docs/changesets.md` and its sorting and id
+/// rules (`#the-eight-arrays`).
 enum UIKitBatch {
     struct Rejection: Error, CustomStringConvertible {
         var description: String

@@ -2,8 +2,8 @@ import Testing
 
 @testable import Model
 
-/// Checks a changeset against API.md: UIKit accepts it and it takes `old` to `new` (rules 1, 2, 3 and 5), and
-/// its moves are minimal (rule 4). Failures name `context`, which carries the seed.
+/// Checks a changeset against `docs/changesets.md`: UIKit accepts it and it takes `old` to `new` (rules 1, 2, 3
+/// and 5), and its moves are minimal (rule 4). Failures name `context`, which carries the seed.
 func verify(_ changeset: Changeset, from old: [Section], to new: [Section], _ context: String) {
     do {
         let result = try UIKitBatch.apply(changeset, to: old)

@@ -1,6 +1,7 @@
 // node --test clients/web/test: unit tests of changefeed.js, and property tests against a real ChangeServer
 // (CF_SERVER_BINARY, or the usual build folders). CF_SEED replays a history; CF_STEPS sets its length.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import {
     ChangesetError,
@@ -25,7 +26,7 @@ const S = (id, ...items) => ({ id, data: null, items: items.map((item) => ({ id:
 const ids = (sections) => sections.map((s) => `${s.id}:${s.items.map((i) => i.id).join(",")}`).join(" ");
 
 describe("applyChangeset", () => {
-    test("applies the batch of API.md's example with UIKit's coordinates", () => {
+    test("applies a batch like docs/changesets.md#coordinates with UIKit's coordinates", () => {
         const before = [S("a", "m1", "m9"), S("b", "m2"), S("old"), S("later")];
         const result = applyChangeset(
             before,
@@ -153,7 +154,7 @@ describe("backoff", () => {
 
 /**
  * Every item that survives is where mapIndexPath says it is; an item it loses was deleted, or its section was
- * deleted (or sent as a delete plus an insert), or it was listed as an item delete (rule 3 of API.md).
+ * deleted (or sent as a delete plus an insert), or it was listed as an item delete (docs/changesets.md#rule-3).
  */
 function checkMapIndexPath(changes, before, after, context) {
     const where = new Set(after.flatMap((section) => section.items.map((item) => item.id)));
@@ -172,6 +173,47 @@ function checkMapIndexPath(changes, before, after, context) {
         })
     );
 }
+
+/**
+ * The examples of docs/changesets.md, each `{title, before, after, changeset}`: its `json before`, `json after`
+ * and `json changeset` blocks, titled by the heading above them.
+ */
+function documentedExamples() {
+    const text = readFileSync(new URL("../../../docs/changesets.md", import.meta.url), "utf8");
+    const examples = [];
+    let title = null;
+    let blocks = {};
+    for (const match of text.matchAll(/^#+ (.+)$|^```json (before|after|changeset)\n([\s\S]*?)^```$/gm)) {
+        if (match[1]) {
+            title = match[1];
+            continue;
+        }
+        blocks[match[2]] = JSON.parse(match[3]);
+        if (match[2] === "changeset") {
+            examples.push({ title, ...blocks });
+            blocks = {};
+        }
+    }
+    return examples;
+}
+
+const examples = documentedExamples();
+
+describe("docs/changesets.md", () => {
+    test("has its six examples, each a before, an after and a changeset", () => {
+        assert.deepEqual(
+            examples.map((example) => [example.title, Boolean(example.before && example.after && example.changeset)]),
+            ["Coordinates", "Rule 1", "Rule 2", "Rule 3", "Rule 4", "Rule 5"].map((title) => [title, true])
+        );
+    });
+
+    test("every example's changeset takes its before to its after", () => {
+        for (const { title, before, after, changeset } of examples) {
+            const result = applyChangeset(JSON.parse(normalized(before)), changeset);
+            assert.equal(normalized(result), normalized(after), title);
+        }
+    });
+});
 
 const binary = serverBinary();
 
@@ -238,6 +280,17 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
         }
         assert.ok(applied > steps / 3, `only ${applied} of ${steps} mutations changed something (seed ${runSeed})`);
         console.log(`# seed ${runSeed}: ${applied} changesets and ${coalesced} coalesced ones applied`);
+    });
+
+    test("the server answers docs/changesets.md's examples exactly", async () => {
+        for (const [k, { title, before, after, changeset }] of examples.entries()) {
+            const route = `/v1/collections/docs-example-${k}`;
+            assert.equal((await call(server.url, "PUT", route, { sections: before })).status, 201, title);
+            const replaced = await call(server.url, "PUT", route, { sections: after });
+            assert.equal(replaced.status, 200, title);
+            const { sections, items } = replaced.body.changes;
+            assert.deepEqual({ sections, items }, { sections: changeset.sections, items: changeset.items }, title);
+        }
     });
 
     test("subscribe sends the bearer token; without it the 401 is reported and retried, not applied", async () => {

@@ -7,14 +7,19 @@ import { fileURLToPath } from "node:url";
 
 const repository = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 
-/** The ChangeServer binary: $CF_SERVER_BINARY, else the usual build folders; null when there is none. */
+/**
+ * The ChangeServer binary: $CF_SERVER_BINARY when it is set (WebClientTests passes the one its run built; a
+ * wrong one throws rather than falling back to another build), else `.build/debug/ChangeServer` when it exists;
+ * null when there is none (the server tests are then skipped, which WebClientTests counts as a failure).
+ */
 export function serverBinary() {
-    const candidates = [
-        process.env.CF_SERVER_BINARY,
-        path.join(repository, ".build/debug/ChangeServer"),
-        "/tmp/build-web/debug/ChangeServer",
-    ];
-    return candidates.find((candidate) => candidate && existsSync(candidate)) ?? null;
+    const chosen = process.env.CF_SERVER_BINARY;
+    if (chosen) {
+        if (!existsSync(chosen)) throw new Error(`CF_SERVER_BINARY names no file: ${chosen}`);
+        return chosen;
+    }
+    const built = path.join(repository, ".build/debug/ChangeServer");
+    return existsSync(built) ? built : null;
 }
 
 /** Starts the server on 127.0.0.1 (port 0: a free one) with a fresh data directory; resolves once it listens. */
@@ -93,7 +98,7 @@ export function random(seed) {
     return { next, int, pick: (list) => list[int(list.length)], chance: (p) => next() < p };
 }
 
-/** Canonical JSON: object keys sorted, as API.md compares data. */
+/** Canonical JSON: object keys sorted, no whitespace; two data values are equal when theirs are. */
 export function canonical(value) {
     if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
     if (value && typeof value === "object") {

@@ -82,7 +82,7 @@ final class PostgresJournal: Journal {
             throw .recordTooLarge(bytes: record.count, limit: JournalFormat.maximumPayload)
         }
         guard metrics.isUp else { throw .unavailable(reason: "PostgreSQL is unreachable") }
-        let collection = RecordCodec.collection(in: record) ?? ""
+        let collection = RecordCodec.sequenceKey(of: record) ?? ""
         let wakeWriter = queue.withLock { queue in
             queue.pending.append((collection, SequencedDelivery.Local(record: record, done: done)))
             defer { queue.writerIsIdle = false }
@@ -230,8 +230,8 @@ final class PostgresJournal: Journal {
         return true
     }
 
-    /// The notification: this server's origin, then `name:lastSeq` for each collection (names never hold spaces or
-    /// colons); `*` instead when that would not fit in a payload (under 8000 bytes), which makes readers compare
+    /// The notification: this server's origin, then `key:lastSeq` for each collection or view (keys never hold
+    /// spaces); `*` instead when that would not fit in a payload (under 8000 bytes), which makes readers compare
     /// every collection.
     private func payload(_ assigned: [(name: String, first: Int64, count: Int)]) -> String {
         let entries = assigned.map { "\($0.name):\($0.first + Int64($0.count) - 1)" }
@@ -279,9 +279,9 @@ final class PostgresJournal: Journal {
                             everything = true
                             continue
                         }
-                        let parts = word.split(separator: ":")
-                        guard parts.count == 2, let seq = Int64(parts[1]) else { continue }
-                        let name = String(parts[0])
+                        guard let colon = word.lastIndex(of: ":"), let seq = Int64(word[word.index(after: colon)...])
+                        else { continue }
+                        let name = String(word[..<colon])
                         if seq > delivery.applied(name) { names.insert(name) }
                     }
                 }

@@ -5,10 +5,11 @@ import Testing
 
 @testable import ChangeServer
 
-/// Collections commit independently: records applied on their collections' lanes, in parallel, leave every
-/// collection exactly as applying them one by one in journal order does (which is what recovery does), and a
-/// snapshot taken at a consistent point sees exactly the records handed in before it.
-@Suite struct LaneOrderTests {
+/// Collections commit independently: records applied on their lanes (`LaneRouter`), in parallel, leave every
+/// collection and view exactly as applying them one by one in journal order does (which is what recovery does), and
+/// a snapshot taken at a consistent point sees exactly the records handed in before it. Views move between sources,
+/// so their records run on several lanes at once.
+@Suite struct InProcessLaneOrderTests {
     private static let names = ["a", "b", "c", "d"]
 
     @Test(arguments: 0..<20)
@@ -21,28 +22,32 @@ import Testing
         var accepted = 0
         var atCut: [String: VersionedCollection] = [:]
         for (index, record) in records.enumerated() {
-            if index == cut { atCut = Self.contents(sequential.registry) }
+            if index == cut { atCut = Self.contents(sequential) }
             if case .committed = sequential.execute(record) { accepted += 1 }
         }
 
         let parallel = Executor(registry: Registry(), limits: HistoryLimits(versions: 50))
         let lanes = Lanes()
+        let router = LaneRouter(views: parallel.views)
         let group = DispatchGroup()
         let captured = CapturedContents()
         for (index, record) in records.enumerated() {
             if index == cut {
                 group.enter()
                 lanes.visitAtConsistentPoint(
-                    names: { parallel.registry.all().map(\.name) },
+                    names: { parallel.registry.all().map(\.name) + parallel.views.sources },
                     visit: { name in
                         if let entry = parallel.registry.entry(name) {
                             captured.add(name, entry.content.withLock { $0 })
+                        }
+                        for view in parallel.views.views(of: name) {
+                            captured.add("view:" + view.name, view.live.withLock { $0.collection })
                         }
                     },
                     then: { group.leave() })
             }
             group.enter()
-            lanes.run(record.collection) {
+            lanes.run(router.lanes(for: record)) {
                 _ = parallel.execute(record)
                 group.leave()
             }
@@ -50,12 +55,15 @@ import Testing
         #expect(group.wait(timeout: .now() + 30) == .success)
 
         #expect(accepted >= 100, "seed \(seed): only \(accepted) of \(records.count) records committed")
-        Self.expectEqual(Self.contents(parallel.registry), Self.contents(sequential.registry), seed: seed)
+        Self.expectEqual(Self.contents(parallel), Self.contents(sequential), seed: seed)
         Self.expectEqual(captured.all, atCut, seed: seed)
     }
 
-    private static func contents(_ registry: Registry) -> [String: VersionedCollection] {
-        Dictionary(uniqueKeysWithValues: registry.all().map { ($0.name, $0.content.withLock { $0 }) })
+    /// Every collection by name, and every view's content by `view:<name>`.
+    private static func contents(_ executor: Executor) -> [String: VersionedCollection] {
+        Dictionary(
+            uniqueKeysWithValues: executor.registry.all().map { ($0.name, $0.content.withLock { $0 }) }
+                + executor.views.all().map { ("view:" + $0.name, $0.live.withLock { $0.collection }) })
     }
 
     private static func expectEqual(
@@ -76,9 +84,20 @@ import Testing
         let name = names[Int.random(in: 0..<names.count, using: &random)]
         let id = "i\(Int.random(in: 0..<12, using: &random))"
         let data = JSONData(canonical: "\(Int.random(in: 0..<5, using: &random))")
-        switch Int.random(in: 0..<20, using: &random) {
+        switch Int.random(in: 0..<24, using: &random) {
         case 0:
             return .delete(collection: name, conditions: .none)
+        case 20..<23:
+            let view = "v\(Int.random(in: 0..<3, using: &random))"
+            let order = Bool.random(using: &random) ? "asc" : "desc"
+            let definition =
+                #"{"filter":{"field":"","lt":\#(Int.random(in: 1..<6, using: &random))},"#
+                + #""sortBy":[{"field":"","order":"\#(order)"}],"source":"\#(name)"}"#
+            return .defineView(
+                view: view, epoch: "v\(random.next() % 1000)", definition: JSONData(canonical: definition),
+                conditions: .none)
+        case 23:
+            return .deleteView(view: "v\(Int.random(in: 0..<3, using: &random))", conditions: .none)
         case 1..<4:
             let items = (0..<Int.random(in: 0..<6, using: &random)).map { Item(id: "i\($0 * 2)", data: data) }
             let epoch = "e\(random.next() % 1000)"

@@ -1,0 +1,72 @@
+import Model
+import Synchronization
+
+/// One view: its name and its live state (definition, content, versions, index) behind a lock, so that the view
+/// changes atomically with each mutation of its source.
+final class ViewEntry: Sendable {
+    let name: String
+    let live: Mutex<LiveView>
+    /// The snapshot's JSON at one version, encoded once for all the reads at that version (`FeedSubject`).
+    let encodedSnapshot = Mutex<EncodedSnapshot?>(nil)
+
+    init(name: String, live: consuming LiveView) {
+        self.name = name
+        self.live = Mutex(live)
+    }
+}
+
+/// The views the server holds, by name, and which views each source collection feeds.
+final class ViewRegistry: Sendable {
+    private struct State {
+        var views: [String: ViewEntry] = [:]
+        /// View names by the name of their source collection.
+        var bySource: [String: Set<String>] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    func entry(_ name: String) -> ViewEntry? {
+        state.withLock { $0.views[name] }
+    }
+
+    /// All views, sorted by name.
+    func all() -> [ViewEntry] {
+        state.withLock { Array($0.views.values) }.sorted { $0.name < $1.name }
+    }
+
+    var count: Int { state.withLock { $0.views.count } }
+
+    /// The views whose source is the collection `source`.
+    func views(of source: String) -> [ViewEntry] {
+        state.withLock { state in (state.bySource[source] ?? []).compactMap { state.views[$0] } }
+    }
+
+    /// The names of the source collections some view reads.
+    var sources: [String] { state.withLock { Array($0.bySource.keys) } }
+
+    func insert(_ entry: ViewEntry, source: String) {
+        state.withLock { state in
+            state.views[entry.name] = entry
+            state.bySource[source, default: []].insert(entry.name)
+        }
+    }
+
+    /// The view `name` now reads `new` instead of `old`.
+    func reattach(_ name: String, from old: String, to new: String) {
+        guard old != new else { return }
+        state.withLock { state in
+            state.bySource[old]?.remove(name)
+            if state.bySource[old]?.isEmpty == true { state.bySource[old] = nil }
+            state.bySource[new, default: []].insert(name)
+        }
+    }
+
+    func remove(_ entry: ViewEntry, source: String) {
+        state.withLock { state in
+            guard state.views[entry.name] === entry else { return }
+            state.views[entry.name] = nil
+            state.bySource[source]?.remove(entry.name)
+            if state.bySource[source]?.isEmpty == true { state.bySource[source] = nil }
+        }
+    }
+}

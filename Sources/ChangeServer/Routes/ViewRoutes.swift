@@ -1,0 +1,67 @@
+import Model
+
+/// `GET /v1/views`, and `GET`, `PUT`, `DELETE /v1/views/{name}`: live views of a source collection.
+extension App {
+    func listViews() -> Response {
+        let rows = views.all().map { entry in
+            entry.live.withLock { (entry.name, $0.definition.source, $0.version, $0.collection) }
+        }
+        return .json(.ok) { writer in
+            writer.object { writer in
+                writer.field("views") {
+                    $0.array(rows) { writer, row in
+                        writer.object { writer in
+                            writer.field("name", row.0)
+                            writer.field("source", row.1)
+                            writer.field("version", row.2.description)
+                            writer.field("sections", row.3.sectionCount)
+                            writer.field("items", row.3.itemCount)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    func viewSnapshot(_ request: Request, _ name: String) throws(HTTPError) -> Response {
+        let entry = try existingView(name)
+        let version = entry.version
+        if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
+            return Response(.notModified, headers: [("ETag", EntityTags.quoted(version))])
+        }
+        return .snapshot(entry.snapshotJSON())
+    }
+
+    /// Defines the view (`201`) or replaces its definition (`200`, keeping its epoch; the changeset diffs the old
+    /// content against the new). The definition is validated here, so that a journaled one never fails.
+    func defineView(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+        let canonical = try RequestDecoding.canonicalBody(request.body)
+        let definition: ViewDefinition
+        do throws(ViewDefinitionError) {
+            definition = try ViewDefinition(json: canonical)
+        } catch {
+            throw .invalidView(error)
+        }
+        var generator = SystemRandomNumberGenerator()
+        let epoch = Version.randomEpoch(using: &generator)
+        let record = JournalRecord.defineView(
+            view: name, epoch: epoch, definition: definition.canonicalJSON, conditions: .none)
+        return try submit(request, LaneRouter.lane(ofView: name), connection) { _ in record }
+    }
+
+    func deleteView(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+        _ = try existingView(name)
+        return try submit(request, LaneRouter.lane(ofView: name), connection) { _ in
+            .deleteView(view: name, conditions: .none)
+        } answer: { result in
+            if case .rejected(.viewNotFound) = result { return .error(.viewNotFound(name)) }
+            return App.mutationResponse(result)
+        }
+    }
+
+    /// The view called `name`, or `404 view_not_found`.
+    func existingView(_ name: String) throws(HTTPError) -> ViewEntry {
+        guard let entry = views.entry(name) else { throw .viewNotFound(name) }
+        return entry
+    }
+}

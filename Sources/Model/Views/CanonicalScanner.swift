@@ -1,0 +1,176 @@
+/// Reads JSON text in place, without building values: steps into members and elements, skips values, decodes
+/// strings. Views evaluate their pointers on item data this way, for the cost of the bytes before the value.
+/// The text is assumed valid (item data is canonical JSON); on anything else the scanner stops at the end of the
+/// text or at the odd byte and reports a miss, never traps.
+struct CanonicalScanner {
+    let bytes: [UInt8]
+    var offset = 0
+
+    init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    private func byte(_ at: Int) -> UInt8 { at < bytes.count ? bytes[at] : 0 }
+
+    mutating func skipSpace() {
+        while offset < bytes.count, CanonicalScanner.isSpace(bytes[offset]) { offset += 1 }
+    }
+
+    static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
+
+    /// Steps into the member `token` of the object at `offset`, or the element `index` of the array there.
+    /// - Returns: false when there is none (then `offset` is meaningless).
+    mutating func enter(token: [UInt8], index: Int?) -> Bool {
+        switch byte(offset) {
+        case UInt8(ascii: "{"):
+            offset += 1
+            skipSpace()
+            if byte(offset) == UInt8(ascii: "}") { return false }
+            while offset < bytes.count {
+                skipSpace()
+                guard byte(offset) == UInt8(ascii: "\"") else { return false }
+                let keyStart = offset
+                skipString()
+                let matches = keyMatches(keyStart..<offset, token)
+                skipSpace()
+                guard byte(offset) == UInt8(ascii: ":") else { return false }
+                offset += 1
+                skipSpace()
+                if matches { return true }
+                skipValue()
+                skipSpace()
+                guard byte(offset) == UInt8(ascii: ",") else { return false }
+                offset += 1
+            }
+            return false
+        case UInt8(ascii: "["):
+            guard let index else { return false }
+            offset += 1
+            skipSpace()
+            if byte(offset) == UInt8(ascii: "]") { return false }
+            for _ in 0..<index {
+                skipValue()
+                skipSpace()
+                guard byte(offset) == UInt8(ascii: ",") else { return false }
+                offset += 1
+                skipSpace()
+            }
+            return offset < bytes.count
+        default:
+            return false
+        }
+    }
+
+    /// Whether the string at `range` (with its quotes) is `token`.
+    private func keyMatches(_ range: Range<Int>, _ token: [UInt8]) -> Bool {
+        let inner = (range.lowerBound + 1)..<(range.upperBound - 1)
+        guard inner.upperBound >= inner.lowerBound else { return false }
+        if !bytes[inner].contains(UInt8(ascii: "\\")) { return bytes[inner].elementsEqual(token) }
+        return decodeString(range) == token
+    }
+
+    /// Moves past the value at `offset`.
+    mutating func skipValue() {
+        switch byte(offset) {
+        case UInt8(ascii: "\""):
+            skipString()
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            var depth = 0
+            while offset < bytes.count {
+                switch bytes[offset] {
+                case UInt8(ascii: "\""):
+                    skipString()
+                    continue
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    if depth == 0 {
+                        offset += 1
+                        return
+                    }
+                default:
+                    break
+                }
+                offset += 1
+            }
+        default:
+            while offset < bytes.count {
+                switch bytes[offset] {
+                case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x0A, 0x0D, 0x09: return
+                default: offset += 1
+                }
+            }
+        }
+    }
+
+    /// Moves past the string whose opening quote is at `offset`.
+    mutating func skipString() {
+        offset += 1
+        while offset < bytes.count {
+            switch bytes[offset] {
+            case UInt8(ascii: "\""):
+                offset += 1
+                return
+            case UInt8(ascii: "\\"):
+                offset += 2
+            default:
+                offset += 1
+            }
+        }
+    }
+
+    /// The UTF-8 bytes a string stands for; `range` spans it with its quotes.
+    /// - Complexity: O(length).
+    func decodeString(_ range: Range<Int>) -> [UInt8] {
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(range.count)
+        var at = range.lowerBound + 1
+        let end = range.upperBound - 1
+        while at < end {
+            let current = bytes[at]
+            guard current == UInt8(ascii: "\\"), at + 1 < end else {
+                decoded.append(current)
+                at += 1
+                continue
+            }
+            at += 2
+            switch bytes[at - 1] {
+            case UInt8(ascii: "b"): decoded.append(0x08)
+            case UInt8(ascii: "f"): decoded.append(0x0C)
+            case UInt8(ascii: "n"): decoded.append(0x0A)
+            case UInt8(ascii: "r"): decoded.append(0x0D)
+            case UInt8(ascii: "t"): decoded.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(at)
+                at += 4
+                if (0xD800..<0xDC00).contains(scalar), byte(at) == UInt8(ascii: "\\"), byte(at + 1) == UInt8(ascii: "u")
+                {
+                    let low = hex4(at + 2)
+                    if (0xDC00..<0xE000).contains(low) {
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        at += 6
+                    }
+                }
+                decoded.append(contentsOf: String(Character(Unicode.Scalar(scalar) ?? "\u{FFFD}")).utf8)
+            default: decoded.append(bytes[at - 1])
+            }
+        }
+        return decoded
+    }
+
+    private func hex4(_ at: Int) -> UInt32 {
+        var value: UInt32 = 0
+        for k in 0..<4 { value = value << 4 | UInt32(CanonicalScanner.hexValue(byte(at + k)) ?? 0) }
+        return value
+    }
+
+    static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,140 @@
+/// A view (API.md, "Views"): a read-only collection derived from a source collection and kept up to date.
+///
+/// The view's content IS a `VersionedCollection` (`collection`): its versions, kept history, coalesced
+/// changesets and binary encoding are a collection's. Beside it the view keeps an order-statistic index of
+/// every source item that passes the filter (shown or beyond the limit), keyed by its whole position (section
+/// key, sort keys, id) as one byte string, and an index of the sections the content holds. A source change is
+/// turned into the few ops (delete, insert, update an item; insert, delete a section) that take the content to
+/// what the definition gives; the collection applies them and its log-walking delta makes the changeset. A new
+/// definition is computed from scratch and replaces the content, so its changeset is the full diff.
+///
+/// Invariants between calls: `collection` holds, in order, the first `limit` items of the index grouped into
+/// their sections, and exactly the sections that have one of them (the section `"all"` always, without
+/// `sectionBy`); `sections` holds those sections' keys.
+public struct LiveView: Sendable {
+    /// An item that passes the filter: where it goes, and its data.
+    struct Member: Sendable {
+        var placement: ViewRules.Placement
+        var data: JSONData
+    }
+
+    public private(set) var definition: ViewDefinition
+    /// The content, with its version and kept history.
+    public private(set) var collection: VersionedCollection
+    var rules: ViewRules
+    /// Every source item that passes the filter, by id.
+    var members: [String: Member] = [:]
+    /// The members by order key.
+    var index = OrderedIndex()
+    /// The sections of the content by section key.
+    var sections = OrderedIndex()
+    /// The section key of each section of the content, by id.
+    var present: [String: [UInt8]] = [:]
+    /// The ops of the change being made, and the sections that lost an item during it.
+    var ops: [Op] = []
+    var emptied: Set<String> = []
+
+    /// Creates the view at `<epoch>.1` with the content `definition` gives on `source` (empty when the source
+    /// does not exist).
+    /// - Precondition: `epoch` is a valid epoch.
+    /// - Complexity: O(n log n) for n source items.
+    public init(
+        epoch: String, definition: ViewDefinition, source: VersionedCollection?, limits: HistoryLimits = .init()
+    ) {
+        self.definition = definition
+        rules = ViewRules(definition)
+        collection = LiveView.uncheckedCollection(epoch: epoch, limits: limits)
+        let content = derive(from: source)
+        collection = LiveView.uncheckedCollection(epoch: epoch, sections: content, limits: limits)
+    }
+
+    /// A view restored after a restart: its persisted collection (content, version, history) and the source as
+    /// it is now. The index is rebuilt from the source; when the persisted content is not what the definition
+    /// gives on it (the source changed after the view was saved), the difference is committed as one version.
+    /// - Complexity: O(n log n) for n source items.
+    public init(restoring collection: VersionedCollection, definition: ViewDefinition, source: VersionedCollection?) {
+        self.definition = definition
+        rules = ViewRules(definition)
+        self.collection = collection
+        let content = derive(from: source)
+        if content != collection.snapshot() { replaceContent(with: content) }
+    }
+
+    /// The current version of the view.
+    public var version: Version { collection.version }
+
+    /// Limits of the view's kept history.
+    public var limits: HistoryLimits {
+        get { collection.limits }
+        set { collection.limits = newValue }
+    }
+
+    /// The whole content.
+    /// - Complexity: O(n) for the n items shown.
+    public func snapshot() -> [Section] { collection.snapshot() }
+
+    /// ONE coalesced changeset from `since` to the current version, as `VersionedCollection.changes(since:)`.
+    /// - Complexity: proportional to what changed since then, up to O(n log n).
+    public func changes(since: Version) -> Changeset? { collection.changes(since: since) }
+
+    /// Brings the view up to date with a change of its source.
+    /// - Returns: the view's changeset, or nil when the view did not change (then no version is committed).
+    /// - Complexity: O(k log n) for k touched items, plus the changeset; a change touching many items (more
+    ///   than about the square root of the view's size) or removing everything rebuilds the content from the
+    ///   index and diffs it in full, O(n log n).
+    public mutating func apply(_ delta: SourceDelta) -> Changeset? {
+        let count = delta.items.count
+        if delta.removesEverything || (count > 64 && count * count > index.count) {
+            if delta.removesEverything {
+                members = [:]
+                index = OrderedIndex()
+            }
+            for (id, data) in delta.items { update(id: id, data: data, recording: false) }
+            let changeset = replaceContent(with: materialize())
+            return changeset.isEmpty ? nil : changeset
+        }
+        for (id, data) in delta.items { update(id: id, data: data, recording: true) }
+        deleteEmptiedSections()
+        guard !ops.isEmpty else { return nil }
+        let batch = ops
+        ops = []
+        let changeset: Changeset
+        do {
+            changeset = try collection.apply(batch)
+        } catch {
+            preconditionFailure("a view's own ops were rejected: \(error)")
+        }
+        return changeset.isEmpty ? nil : changeset
+    }
+
+    /// Replaces the definition, keeping the view's epoch: the content is computed anew from `source` and the
+    /// changeset is the full diff from the old content (a new sort order is a set of minimal moves).
+    /// - Returns: the changeset, empty (`from == to`) when the content is the same.
+    /// - Complexity: O(n log n) for n source items.
+    public mutating func redefine(_ definition: ViewDefinition, source: VersionedCollection?) -> Changeset {
+        self.definition = definition
+        rules = ViewRules(definition)
+        return replaceContent(with: derive(from: source))
+    }
+
+    @discardableResult
+    private mutating func replaceContent(with content: [Section]) -> Changeset {
+        do {
+            return try collection.replace(with: content)
+        } catch {
+            preconditionFailure("a view's own content was rejected: \(error)")
+        }
+    }
+
+    /// A collection created at `<epoch>.1` with content the view built, whose ids are valid and unique by
+    /// construction (the source's item ids; section ids checked by `ViewRules`): it skips their check.
+    private static func uncheckedCollection(epoch: String, sections: [Section] = [], limits: HistoryLimits)
+        -> VersionedCollection
+    {
+        let version = Version(epoch: epoch, seq: 1)
+        var history = History()
+        history.record([.replaced(old: [])], committing: version, limits: limits)
+        return VersionedCollection(
+            store: Store(validated: sections), version: version, history: history, limits: limits)
+    }
+}

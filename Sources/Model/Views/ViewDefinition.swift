@@ -1,0 +1,176 @@
+/// What a view shows: the items of its source collection (from all its sections) that pass `filter`, grouped
+/// into sections by `sectionBy`, sorted by `sortBy` (ties broken by item id, bytewise ascending), cut to the
+/// first `limit` of the whole view. See the Views section of API.md.
+///
+/// Values are valid by construction: every initializer checks what API.md requires and throws
+/// `ViewDefinitionError` naming the bad part.
+public struct ViewDefinition: Sendable, Equatable {
+    /// The source collection's name.
+    public let source: String
+    /// Which items are shown; nil shows every item.
+    public let filter: ViewFilter?
+    /// The key that groups items into sections; nil gives one section, `"all"`, with null data.
+    public let sectionBy: ViewKey?
+    /// Sort keys within a section, applied in turn.
+    public let sortBy: [ViewKey]
+    /// At most this many items are shown, the first of the whole view; at least 1.
+    public let limit: Int?
+
+    /// Filters may nest at most this deep (a leaf alone is depth 1, each combinator adds one).
+    public static let maximumDepth = 16
+    /// Filters may hold at most this many leaves.
+    public static let maximumLeaves = 256
+
+    /// - Throws: `ViewDefinitionError` for an invalid source name, a filter nested too deeply or with too many
+    ///   leaves, or a limit below 1.
+    /// - Complexity: O(size of the filter).
+    public init(
+        source: String, filter: ViewFilter? = nil, sectionBy: ViewKey? = nil, sortBy: [ViewKey] = [],
+        limit: Int? = nil
+    ) throws(ViewDefinitionError) {
+        guard ViewDefinition.isValidName(source) else {
+            throw ViewDefinitionError(part: "source", reason: "not a collection name: \(source.debugDescription)")
+        }
+        if let filter {
+            try filter.checkShape(part: "filter", depth: 1)
+            let leaves = filter.leafCount
+            guard leaves <= ViewDefinition.maximumLeaves else {
+                throw ViewDefinitionError(
+                    part: "filter", reason: "\(leaves) leaves, more than \(ViewDefinition.maximumLeaves)")
+            }
+        }
+        if let limit, limit < 1 {
+            throw ViewDefinitionError(part: "limit", reason: "must be at least 1, got \(limit)")
+        }
+        self.source = source
+        self.filter = filter
+        self.sectionBy = sectionBy
+        self.sortBy = sortBy
+        self.limit = limit
+    }
+
+    /// Collection and view names: `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`.
+    public static func isValidName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard let first = bytes.first, bytes.count <= 128, isAlphanumeric(first) else { return false }
+        return bytes.allSatisfy {
+            isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
+        }
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        default: false
+        }
+    }
+}
+
+/// A field to group or sort by, and its direction.
+public struct ViewKey: Sendable, Equatable {
+    public var field: JSONPointer
+    public var descending: Bool
+
+    public init(field: JSONPointer, descending: Bool = false) {
+        self.field = field
+        self.descending = descending
+    }
+}
+
+/// A predicate on an item's data: leaves test one field; `all`, `any` and `not` combine them.
+public indirect enum ViewFilter: Sendable, Equatable {
+    case all([ViewFilter])
+    case any([ViewFilter])
+    case not(ViewFilter)
+    case leaf(field: JSONPointer, ViewTest)
+
+    var leafCount: Int {
+        switch self {
+        case .all(let filters), .any(let filters): filters.reduce(0) { $0 + $1.leafCount }
+        case .not(let filter): filter.leafCount
+        case .leaf: 1
+        }
+    }
+
+    /// Throws for nesting deeper than `ViewDefinition.maximumDepth`, naming the first part too deep.
+    func checkShape(part: String, depth: Int) throws(ViewDefinitionError) {
+        guard depth <= ViewDefinition.maximumDepth else {
+            throw ViewDefinitionError(part: part, reason: "nested deeper than \(ViewDefinition.maximumDepth)")
+        }
+        switch self {
+        case .all(let filters):
+            for (index, filter) in filters.enumerated() {
+                try filter.checkShape(part: "\(part).all[\(index)]", depth: depth + 1)
+            }
+        case .any(let filters):
+            for (index, filter) in filters.enumerated() {
+                try filter.checkShape(part: "\(part).any[\(index)]", depth: depth + 1)
+            }
+        case .not(let filter):
+            try filter.checkShape(part: "\(part).not", depth: depth + 1)
+        case .leaf:
+            break
+        }
+    }
+}
+
+/// The test of a filter leaf on its field. `eq`, `ne` and `in` compare by data equality (a missing field is
+/// `null`); `lt`, `le`, `gt`, `ge` hold only when both sides are numbers (by value) or both strings (bytewise);
+/// `prefix` only for strings; a missing field fails every test but `eq`, `ne`, `in` and `exists: false`.
+public enum ViewTest: Sendable, Equatable {
+    case eq(JSON)
+    case ne(JSON)
+    case lt(JSON)
+    case le(JSON)
+    case gt(JSON)
+    case ge(JSON)
+    case `in`([JSON])
+    case exists(Bool)
+    case prefix(String)
+
+    /// The op's name in the wire form.
+    public var name: String {
+        switch self {
+        case .eq: "eq"
+        case .ne: "ne"
+        case .lt: "lt"
+        case .le: "le"
+        case .gt: "gt"
+        case .ge: "ge"
+        case .in: "in"
+        case .exists: "exists"
+        case .prefix: "prefix"
+        }
+    }
+
+    /// The operand in the wire form.
+    public var operand: JSON {
+        switch self {
+        case .eq(let value), .ne(let value), .lt(let value), .le(let value), .gt(let value), .ge(let value): value
+        case .in(let values): .array(values)
+        case .exists(let value): .bool(value)
+        case .prefix(let value): .string(value)
+        }
+    }
+}
+
+/// Why a view definition is invalid (HTTP 400, code `invalid_view`): the part, as a path such as
+/// `filter.all[2]`, and what is wrong with it.
+public struct ViewDefinitionError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The error code of the HTTP answer.
+    public static let code = "invalid_view"
+
+    public var part: String
+    public var reason: String
+
+    public init(part: String, reason: String) {
+        self.part = part
+        self.reason = reason
+    }
+
+    /// `"<part>: <reason>"`, or the reason alone for the whole definition.
+    public var message: String { part.isEmpty ? reason : "\(part): \(reason)" }
+    public var description: String { message }
+}

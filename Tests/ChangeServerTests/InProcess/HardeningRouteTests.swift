@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+
+@testable import ChangeServer
+
+/// Issue 14's route-level items, in-process: refusals decided from the headers, NUL ids, integral reals, the
+/// collection limit and the list's cursor, the disk reserve.
+@Suite struct InProcessHardeningTests {
+    @Test func refusalsAreDecidedFromTheHeadersAlone() throws {
+        let server = try InProcessServer(["--write-token", "w"])
+        let headersOnly = Request(
+            method: "PUT", path: "/v1/collections/c", headers: [("Content-Type", "application/json")])
+        let unauthorized = server.app.screen(headersOnly)
+        #expect(unauthorized.route == "/v1/collections/{name}")
+        #expect(unauthorized.refusal?.status == .unauthorized)
+        var authorized = headersOnly
+        authorized.headers.append(("authorization", "Bearer w"))
+        #expect(server.app.screen(authorized).refusal == nil)
+        authorized.headers[0].value = "text/plain"
+        #expect(server.app.screen(authorized).refusal?.status == .unsupportedMediaType)
+        #expect(server.app.screen(Request(method: "GET", path: "/nowhere")).refusal?.status == .notFound)
+        #expect(server.app.screen(Request(method: "POST", path: "/healthz")).refusal?.status == .methodNotAllowed)
+        #expect(server.app.screen(Request(method: "GET", path: "/healthz")).refusal == nil)
+    }
+
+    @Test func idsWithNULAreRefused() throws {
+        let server = try InProcessServer()
+        #expect(server.send("PUT", "/v1/collections/c", body: #"{"sections": [{"id": "s"}]}"#).status == 201)
+        let upsert = server.send("PUT", "/v1/collections/c/items/a%00b", body: #"{"data": 1}"#)
+        #expect(upsert.status == 400)
+        #expect(upsert.errorCode == "invalid_id")
+        #expect(server.send("GET", "/v1/collections/c/items/a%00b").status == 404)
+        let snapshot = server.send("GET", "/v1/collections/c").text
+        #expect(!snapshot.contains("\\u0000"))
+    }
+
+    @Test func integralRealsStandForIntegers() throws {
+        let server = try InProcessServer()
+        #expect(
+            server.send("PUT", "/v1/collections/c", body: #"{"sections": [{"id": "s"}, {"id": "t"}]}"#).status == 201)
+        let inserted = server.send(
+            "POST", "/v1/collections/c/mutations",
+            body: #"{"ops": [{"op": "insertItems", "at": [1.0, 0.0], "items": [{"id": "a"}, {"id": "b"}]}]}"#)
+        #expect(inserted.status == 200)
+        let moved = server.send("PUT", "/v1/collections/c/items/b", body: #"{"data": 1, "index": 0e0}"#)
+        #expect(moved.status == 200)
+        #expect(server.send("GET", "/v1/collections/c/items/b").json["at"] as? [Int] == [1, 0])
+        for fractional in ["0.5", "1e400", "9.3e18"] {
+            let refused = server.send("PUT", "/v1/collections/c/items/b", body: #"{"index": \#(fractional)}"#)
+            #expect(refused.status == 400, "index \(fractional)")
+        }
+    }
+
+    @Test func collectionsAreLimitedAndListedByPages() throws {
+        let server = try InProcessServer(["--max-collections", "5"])
+        for name in ["e", "a", "d", "b", "c"] {
+            #expect(server.send("PUT", "/v1/collections/\(name)", body: #"{"sections": []}"#).status == 201)
+        }
+        let refused = server.send("PUT", "/v1/collections/f", body: #"{"sections": []}"#)
+        #expect(refused.status == 409)
+        #expect(refused.errorCode == "too_many_collections")
+        #expect(server.send("PUT", "/v1/collections/a", body: #"{"sections": [{"id": "s"}]}"#).status == 200)
+        var names: [String] = []
+        var cursor: String? = nil
+        var pages = 0
+        repeat {
+            let page = server.send("GET", "/v1/collections?limit=2" + (cursor.map { "&after=\($0)" } ?? ""))
+            #expect(page.status == 200)
+            names += (page.json["collections"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+            cursor = page.json["next"] as? String
+            pages += 1
+        } while cursor != nil && pages < 10
+        #expect(names == ["a", "b", "c", "d", "e"])
+        #expect(pages == 3)
+        #expect(server.send("GET", "/v1/collections").json["next"] == nil)
+        #expect(server.send("GET", "/v1/collections?limit=0").status == 400)
+        #expect(server.send("GET", "/v1/collections?limit=x").status == 400)
+        #expect(server.send("GET", "/v1/collections?after=%2F").status == 400)
+        #expect(server.send("DELETE", "/v1/collections/e").status == 204)
+        #expect(server.send("PUT", "/v1/collections/f", body: #"{"sections": []}"#).status == 201)
+    }
+
+    @Test func writesAreRefusedBelowTheDiskReserve() throws {
+        let server = try InProcessServer(["--disk-reserve-bytes", String(1 << 50)])
+        let refused = server.send("PUT", "/v1/collections/c", body: #"{"sections": []}"#)
+        #expect(refused.status == 503)
+        #expect(refused.errorCode == "insufficient_storage")
+        #expect(refused.header("Retry-After") != nil)
+        #expect(server.send("GET", "/v1/collections").status == 200)
+        #expect(server.send("DELETE", "/v1/collections/c").status == 404)
+        #expect(server.send("GET", "/metrics").text.contains("changeserver_writes_refused_disk_total 1"))
+    }
+
+    @Test func limitsFitTheOpenFiles() {
+        var config = Config()
+        config.threads = 2
+        let small = config.fitted(toOpenFiles: 1024, loops: 2)
+        #expect(small.config.maxConnections == 1024 - Config.reservedDescriptors(threads: 2))
+        #expect(small.config.maxHeldPolls == small.config.maxConnections - max(16, small.config.maxConnections / 20))
+        #expect(small.note != nil)
+        let large = config.fitted(toOpenFiles: 1 << 20, loops: 2)
+        #expect(large.config.maxConnections == config.maxConnections)
+        #expect(large.config.maxHeldPolls == config.maxHeldPolls)
+        #expect(large.note == nil)
+    }
+}

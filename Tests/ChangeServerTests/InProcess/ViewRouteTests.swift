@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+
+@testable import ChangeServer
+
+/// Views through their routes, in-process: API.md's "Views" section, its example included.
+@Suite struct InProcessViewRouteTests {
+    private static let board =
+        #"{"source": "tasks", "sectionBy": {"field": "/status"}, "sortBy": [{"field": "/priority", "order": "desc"}]}"#
+
+    private static func tasks(_ server: InProcessServer) {
+        let body = #"""
+            {"sections": [{"id": "s", "items": [
+              {"id": "t1", "data": {"status": "open", "priority": 3}},
+              {"id": "t2", "data": {"status": "open", "priority": 1}},
+              {"id": "t3", "data": {"status": "doing", "priority": 2}}]}]}
+            """#
+        #expect(server.send("PUT", "/v1/collections/tasks", body: body).status == 201)
+    }
+
+    private static func sections(_ answer: Answer) -> [[String: Any]] {
+        answer.json["sections"] as? [[String: Any]] ?? []
+    }
+
+    private static func itemIDs(_ section: [String: Any]) -> [String] {
+        (section["items"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+    }
+
+    private static func changes(_ answer: Answer) -> (
+        sections: [String: [[String: Any]]], items: [String: [[String: Any]]]
+    ) {
+        let changes = answer.json["changes"] as? [String: Any] ?? [:]
+        return (
+            changes["sections"] as? [String: [[String: Any]]] ?? [:],
+            changes["items"] as? [String: [[String: Any]]] ?? [:]
+        )
+    }
+
+    @Test func theContractsExample() throws {
+        let server = try InProcessServer()
+        Self.tasks(server)
+        let defined = server.send("PUT", "/v1/views/board", body: Self.board)
+        #expect(defined.status == 201)
+        #expect(defined.json["view"] as? String == "board")
+        let view = server.send("GET", "/v1/views/board")
+        #expect(Self.sections(view).map { $0["id"] as? String } == [#""doing""#, #""open""#])
+        #expect(Self.sections(view).map(Self.itemIDs) == [["t3"], ["t1", "t2"]])
+        #expect((Self.sections(view).first?["data"] as? [String: Any])?["key"] as? String == "doing")
+        #expect((view.json["definition"] as? [String: Any])?["source"] as? String == "tasks")
+        let start = try #require(view.json["version"] as? String)
+
+        _ = server.send("PUT", "/v1/collections/tasks/items/t2", body: #"{"data": {"status": "open", "priority": 5}}"#)
+        let moved = server.send("GET", "/v1/views/board/changes?since=\(start)")
+        let (sections, items) = Self.changes(moved)
+        #expect(items["moved"]?.count == 1)
+        #expect(items["updated"]?.first?["id"] as? String == "t2")
+        #expect(items["updated"]?.first?["at"] as? [Int] == [1, 0])
+        #expect(sections.values.allSatisfy { $0.isEmpty })
+        let second = try #require(moved.json["to"] as? String)
+
+        _ = server.send(
+            "PUT", "/v1/collections/tasks/items/t3", body: #"{"data": {"status": "blocked", "priority": 2}}"#)
+        let (regrouped, regroupedItems) = Self.changes(server.send("GET", "/v1/views/board/changes?since=\(second)"))
+        #expect(regrouped["deleted"]?.first?["index"] as? Int == 0)
+        #expect(regrouped["deleted"]?.first?["id"] as? String == #""doing""#)
+        #expect(regrouped["inserted"]?.first?["index"] as? Int == 0)
+        #expect(regrouped["inserted"]?.first?["id"] as? String == #""blocked""#)
+        #expect(regrouped["moved"]?.isEmpty == true)
+        #expect(regroupedItems.values.allSatisfy { $0.isEmpty })
+    }
+
+    @Test func aViewOfAMissingSourceFillsWhenItIsCreatedAndEmptiesWhenItIsDeleted() throws {
+        let server = try InProcessServer()
+        #expect(server.send("PUT", "/v1/views/all", body: #"{"source": "tasks"}"#).status == 201)
+        let empty = server.send("GET", "/v1/views/all")
+        #expect(Self.sections(empty).map { $0["id"] as? String } == ["all"])
+        #expect(Self.sections(empty).map(Self.itemIDs) == [[]])
+        let epoch = try #require((empty.json["version"] as? String)?.split(separator: ".").first)
+        Self.tasks(server)
+        let filled = server.send("GET", "/v1/views/all")
+        #expect(Self.sections(filled).map(Self.itemIDs) == [["t1", "t2", "t3"]])
+        #expect(server.send("DELETE", "/v1/collections/tasks").status == 204)
+        let emptied = server.send("GET", "/v1/views/all")
+        #expect(Self.sections(emptied).map(Self.itemIDs) == [[]])
+        Self.tasks(server)
+        let again = server.send("GET", "/v1/views/all")
+        #expect(Self.sections(again).map(Self.itemIDs) == [["t1", "t2", "t3"]])
+        #expect((again.json["version"] as? String)?.split(separator: ".").first == epoch)
+        #expect((again.json["version"] as? String)?.hasSuffix(".4") == true)
+    }
+
+    @Test func redefiningKeepsTheEpochAndMovesItems() throws {
+        let server = try InProcessServer()
+        Self.tasks(server)
+        let first = server.send(
+            "PUT", "/v1/views/list", body: #"{"source": "tasks", "sortBy": [{"field": "/priority"}]}"#)
+        let version = try #require(first.json["version"] as? String)
+        let second = server.send(
+            "PUT", "/v1/views/list", body: #"{"source": "tasks", "sortBy": [{"field": "/priority", "order": "desc"}]}"#)
+        #expect(second.status == 200)
+        let next = try #require(second.json["version"] as? String)
+        #expect(next.split(separator: ".").first == version.split(separator: ".").first)
+        #expect(Self.changes(second).items["moved"]?.count == 2)
+        let same = server.send(
+            "PUT", "/v1/views/list", body: #"{"source": "tasks", "sortBy": [{"field": "/priority", "order": "desc"}]}"#)
+        #expect(same.status == 200)
+        #expect(same.json["version"] as? String == next)
+        #expect(server.send("GET", "/v1/views/list/changes?since=\(version)").json["to"] as? String == next)
+    }
+
+    @Test func limitFilterAndList() throws {
+        let server = try InProcessServer()
+        Self.tasks(server)
+        let body =
+            #"{"source": "tasks", "filter": {"field": "/status", "eq": "open"}, "sortBy": [{"field": "/priority"}], "limit": 1}"#
+        #expect(server.send("PUT", "/v1/views/top", body: body).status == 201)
+        #expect(Self.sections(server.send("GET", "/v1/views/top")).map(Self.itemIDs) == [["t2"]])
+        let list = server.send("GET", "/v1/views").json["views"] as? [[String: Any]]
+        #expect(list?.first?["name"] as? String == "top")
+        #expect(list?.first?["source"] as? String == "tasks")
+        #expect(list?.first?["items"] as? Int == 1)
+        #expect(list?.first?["sections"] as? Int == 1)
+    }
+
+    @Test(arguments: [
+        (#"{"sortBy": []}"#, "source"),
+        (#"{"source": "tasks", "colour": 1}"#, "colour"),
+        (#"{"source": "tasks", "limit": 0}"#, "limit"),
+        (#"{"source": "tasks", "filter": {"field": "/a", "eq": 1, "lt": 2}}"#, "filter"),
+        (#"{"source": "tasks", "filter": {"field": "/a", "near": 1}}"#, "filter"),
+        (#"{"source": "tasks", "sortBy": [{"field": "no-slash"}]}"#, "sortBy"),
+        (#"{"source": "-bad"}"#, "source"),
+        (#"[1]"#, "object"),
+    ])
+    func invalidDefinitionsAre400AndChangeNothing(body: String, part: String) throws {
+        let server = try InProcessServer()
+        let answer = server.send("PUT", "/v1/views/v", body: body)
+        #expect(answer.status == 400)
+        #expect(answer.errorCode == "invalid_view")
+        let message = (answer.json["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(message.contains(part), "\(message)")
+        #expect(server.send("GET", "/v1/views/v").errorCode == "view_not_found")
+    }
+
+    @Test func viewsAreReadOnlyAndDeletable() throws {
+        let server = try InProcessServer()
+        let defined = server.send("PUT", "/v1/views/v", body: #"{"source": "tasks"}"#)
+        let version = try #require(defined.json["version"] as? String)
+        #expect(server.send("GET", "/v1/views/v", headers: [("If-None-Match", "\"\(version)\"")]).status == 304)
+        let post = server.send("POST", "/v1/views/v")
+        #expect(post.status == 405)
+        #expect(post.header("Allow") == "GET, HEAD, PUT, DELETE, OPTIONS")
+        #expect(server.send("POST", "/v1/views/v/mutations", body: "{}").status == 405)
+        #expect(server.send("PUT", "/v1/views/v/items/x", body: "{}").status == 405)
+        #expect(server.send("GET", "/v1/views/v/changes").json["reset"] as? Bool == true)
+        #expect(server.send("GET", "/v1/views/v/changes?since=\(version)&timeout=5").held != nil)
+        #expect(server.send("DELETE", "/v1/views/v").status == 204)
+        #expect(server.send("DELETE", "/v1/views/v").errorCode == "view_not_found")
+        #expect(server.send("GET", "/v1/views/v/changes").status == 404)
+    }
+
+    @Test func tokens() throws {
+        let server = try InProcessServer(["--write-token", "w", "--read-token", "r"])
+        #expect(
+            server.send("PUT", "/v1/views/v", body: #"{"source": "s"}"#, headers: [("Authorization", "Bearer r")])
+                .status == 401)
+        #expect(
+            server.send("PUT", "/v1/views/v", body: #"{"source": "s"}"#, headers: [("Authorization", "Bearer w")])
+                .status == 201)
+        #expect(server.send("GET", "/v1/views/v").status == 401)
+        #expect(server.send("GET", "/v1/views/v", headers: [("Authorization", "Bearer r")]).status == 200)
+    }
+}

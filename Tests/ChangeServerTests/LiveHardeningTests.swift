@@ -1,0 +1,260 @@
+import Foundation
+import Testing
+
+/// Issue 14 against a real server process: what a hostile client or a bad day could do, and now cannot.
+@Suite struct LiveHardeningTests {
+    /// Kilobytes of a `/proc/<pid>/status` field (`VmRSS`, `VmHWM`).
+    private func memory(_ server: ServerProcess, _ field: String) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(server.process.processIdentifier)/status", encoding: .utf8))
+        let line = status?.split(separator: "\n").first { $0.hasPrefix(field + ":") }
+        return line.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+    }
+
+    private func metric(_ server: ServerProcess, _ name: String) throws -> Int? {
+        let text = try server.client.get("/metrics").text
+        let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { Int($0.split(separator: " ").last ?? "") }
+    }
+
+    @Test func unauthenticatedUploadsAreRefusedBeforeTheirBodiesAreKept() throws {
+        let server = try ServerProcess(["--write-token", "secret"])
+        let bodyBytes = 8 << 20
+        let piece = [UInt8](repeating: 0x20, count: 1 << 20)
+        let before = memory(server, "VmRSS")
+        var connections: [HTTPConnection] = []
+        for _ in 0..<12 {
+            let connection = try HTTPConnection(port: server.port)
+            connection.send(
+                Array(
+                    ("PUT /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        + "Content-Length: \(bodyBytes)\r\n\r\n").utf8))
+            for _ in 0..<7 { connection.send(piece) }
+            connection.send(Array(piece.dropLast()))
+            connections.append(connection)
+        }
+        usleep(300_000)
+        let during = memory(server, "VmRSS")
+        var refused = 0
+        for connection in connections {
+            connection.send([0x20])
+            if try connection.readResponse().status == 401 { refused += 1 }
+        }
+        #expect(refused == 12)
+        // 12 bodies of 8 MiB were sent all but their last byte: none of them may be held.
+        #expect(during - before < 24 * 1024, "resident memory grew by \(during - before) KiB")
+    }
+
+    @Test func bodiesInFlightShareOneMemoryBudget() throws {
+        let server = try ServerProcess(["--max-body-memory", "1000000", "--max-body-bytes", "800000"])
+        let body = Array(#"{"sections": []}"#.utf8) + [UInt8](repeating: 0x20, count: 700_000 - 16)
+        let first = try HTTPConnection(port: server.port)
+        first.send(
+            Array(
+                ("PUT /v1/collections/a HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(body.count)\r\n\r\n").utf8) + body.prefix(1000))
+        usleep(200_000)
+        let second = try HTTPConnection(port: server.port)
+        second.sendRequest("PUT", "/v1/collections/b", headers: ["Content-Type": "application/json"], body: body)
+        let busy = try second.readResponse()
+        #expect(busy.status == 503)
+        #expect(busy.errorCode == "server_busy")
+        #expect(busy.header("Retry-After") == "1")
+        first.send(Array(body.dropFirst(1000)))
+        #expect(try first.readResponse().status == 201)
+        second.sendRequest("PUT", "/v1/collections/b", headers: ["Content-Type": "application/json"], body: body)
+        #expect(try second.readResponse().status == 201)
+        #expect(try metric(server, "changeserver_body_bytes_in_flight") == 0)
+    }
+
+    @Test func twoDifferentContentLengthsAre400() throws {
+        let server = try ServerProcess()
+        let connection = try HTTPConnection(port: server.port)
+        connection.send(
+            Array(
+                ("PUT /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 15\r\nContent-Length: 16\r\n\r\n{\"sections\":[]}").utf8))
+        let response = try connection.readResponse()
+        #expect(response.status == 400)
+        #expect(response.text.contains("Content-Length"))
+        #expect(try server.client.get("/v1/collections/c").status == 404)
+    }
+
+    @Test func responsesThatDoNotFitTheConnectionAreAnsweredAndCounted() throws {
+        let server = try ServerProcess(["--cors-origin", "*"])
+        let origin = "https://" + String(repeating: "a", count: 3950)
+        let connection = try HTTPConnection(port: server.port)
+        connection.sendRequest("GET", "/healthz", headers: ["Origin": origin])
+        let response = try connection.readResponse()
+        #expect(response.status == 500)
+        #expect(try metric(server, "changeserver_response_failures_total") == 1)
+        #expect(server.log.contains("libmicrohttpd refused the 200 response"))
+        let fits = try server.client.get(
+            "/healthz", headers: ["Origin": "https://" + String(repeating: "a", count: 3000)])
+        #expect(fits.status == 200)
+    }
+
+    @Test func controlBytesOfTheRequestLineAreEscapedInTheLog() throws {
+        let server = try ServerProcess()
+        let connection = try HTTPConnection(port: server.port)
+        connection.send(Array("GET /v1/collections/a\u{1B}[2Jb\u{07} HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        _ = try connection.readResponse()
+        _ = try server.client.get("/healthz")
+        let deadline = Date().addingTimeInterval(5)
+        while !server.log.contains("GET /healthz") && Date() < deadline { usleep(20_000) }
+        #expect(server.log.contains(#"/v1/collections/a\x1B[2Jb\x07"#))
+        #expect(!server.log.contains("\u{1B}"))
+        #expect(!server.log.contains("\u{07}"))
+    }
+
+    /// stderr is a pipe nobody reads: the event loops go on serving, and the lines that did not fit are counted.
+    @Test func aStderrNobodyReadsDoesNotFreezeTheServer() throws {
+        let probe = try ServerProcess()
+        let port = probe.port
+        probe.stop()
+        let process = Process()
+        process.executableURL = ServerProcess.binary
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        process.arguments = [
+            "--host", "127.0.0.1", "--port", String(port), "--fsync", "never", "--data-dir", directory,
+        ]
+        let unread = Pipe()
+        process.standardError = unread
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        var connection: HTTPConnection?
+        let deadline = Date().addingTimeInterval(10)
+        while connection == nil && Date() < deadline {
+            connection = try? HTTPConnection(port: port, receiveTimeout: 5)
+            if connection == nil { usleep(50_000) }
+        }
+        let client = try #require(connection)
+        var answered = 0
+        for _ in 0..<8000 {
+            client.sendRequest("GET", "/healthz")
+            guard (try? client.readResponse())?.status == 200 else { break }
+            answered += 1
+        }
+        #expect(answered == 8000)
+        client.sendRequest("GET", "/metrics")
+        let metrics = try client.readResponse().text
+        let dropped = metrics.split(separator: "\n").first { $0.hasPrefix("changeserver_log_lines_dropped_total ") }
+        #expect((dropped.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0) > 0)
+    }
+
+    /// Polls whose clients vanished give their descriptors back at once; limits stay under the open-files limit.
+    @Test func vanishedPollsDoNotExhaustTheDescriptors() throws {
+        let server = try ServerProcess(["--threads", "1"], launcher: ["/usr/bin/prlimit", "--nofile=512:512", "--"])
+        #expect(server.log.contains("at most 444 connections"))
+        let version = try #require(
+            try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
+        for _ in 0..<3 {
+            var polls: [HTTPConnection] = []
+            for _ in 0..<400 {
+                let poll = try HTTPConnection(port: server.port)
+                poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=120")
+                polls.append(poll)
+            }
+            let deadline = Date().addingTimeInterval(5)
+            while try metric(server, "changeserver_held_polls") != 400 && Date() < deadline { usleep(50_000) }
+            #expect(try metric(server, "changeserver_held_polls") == 400)
+            for poll in polls { poll.close() }
+            let released = Date().addingTimeInterval(5)
+            while try metric(server, "changeserver_held_polls") != 0 && Date() < released { usleep(50_000) }
+            #expect(try metric(server, "changeserver_held_polls") == 0)
+        }
+        #expect(try server.client.get("/healthz").status == 200)
+        #expect(try server.client.put("/v1/collections/d", ["sections": []]).status == 201)
+        #expect(server.log.contains(" 499 "))
+    }
+
+    @Test func connectionsPerAddressAreLimited() throws {
+        let server = try ServerProcess(["--threads", "1", "--max-connections-per-address", "3"])
+        let kept = try (0..<3).map { _ in try HTTPConnection(port: server.port) }
+        for connection in kept {
+            connection.sendRequest("GET", "/healthz")
+            #expect(try connection.readResponse().status == 200)
+        }
+        let fourth = try HTTPConnection(port: server.port, receiveTimeout: 2)
+        fourth.sendRequest("GET", "/healthz")
+        #expect((try? fourth.readResponse()) == nil)
+        kept[0].close()
+        usleep(200_000)
+        let again = try HTTPConnection(port: server.port)
+        again.sendRequest("GET", "/healthz")
+        #expect(try again.readResponse().status == 200)
+    }
+
+    /// A body of 16 MiB of empty objects: memory stays a small multiple of it, and the loops keep answering.
+    @Test func aDenseBodyCostsASmallMultipleOfItself() throws {
+        let server = try ServerProcess(["--threads", "2"])
+        let count = (16 << 20) / 3
+        var body: [UInt8] = [UInt8(ascii: "[")]
+        body.reserveCapacity(count * 3 + 2)
+        for index in 0..<count {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body += [UInt8(ascii: "{"), UInt8(ascii: "}")]
+        }
+        body.append(UInt8(ascii: "]"))
+        let before = memory(server, "VmHWM")
+        let upload = try HTTPConnection(port: server.port, receiveTimeout: 60)
+        upload.sendRequest("PUT", "/v1/collections/c", headers: ["Content-Type": "application/json"], body: body)
+        var slowest = 0.0
+        for _ in 0..<10 {
+            let started = Date()
+            #expect(try server.client.get("/healthz").status == 200)
+            slowest = max(slowest, Date().timeIntervalSince(started))
+            usleep(50_000)
+        }
+        #expect(try upload.readResponse().status == 400)
+        #expect(slowest < 1, "/healthz took \(slowest) s")
+        let peak = memory(server, "VmHWM") - before
+        #expect(peak < 8 * (16 << 10), "peak resident memory grew by \(peak) KiB for 16 MiB")
+    }
+
+    /// The free-space reserve on a small tmpfs: writes are refused before the disk is full, snapshots compact
+    /// within the reserve, and once room is made writes come back for good.
+    @Test func aFullDiskIsRecoveredFrom() throws {
+        let mountPoint = try ServerProcess.temporaryDirectory()
+        defer { rmdir(mountPoint) }
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mountPoint]
+        try mount.run()
+        mount.waitUntilExit()
+        try #require(mount.terminationStatus == 0, "mounting a tmpfs needs root")
+        defer {
+            let unmount = Process()
+            unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            unmount.arguments = [mountPoint]
+            try? unmount.run()
+            unmount.waitUntilExit()
+        }
+        let data = mountPoint + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
+        let server = try ServerProcess(
+            ["--disk-reserve-bytes", String(4 << 20), "--snapshot-bytes", String(1 << 20)], dataDirectory: data)
+        let filler = mountPoint + "/filler"
+        #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: 13 << 20)))
+        func content(_ round: Int) -> [String: Any] {
+            ["sections": [["id": "s", "items": (0..<4000).map { ["id": "i\($0)", "data": "\(round)-\($0)"] }]]]
+        }
+        let refused = try server.client.put("/v1/collections/c", content(0))
+        #expect(refused.status == 503)
+        #expect(refused.errorCode == "insufficient_storage")
+        try FileManager.default.removeItem(atPath: filler)
+        var failures = 0
+        for round in 1...120 {
+            let status = try server.client.put("/v1/collections/c", content(round)).status
+            if status != 200 && status != 201 { failures += 1 }
+        }
+        #expect(failures == 0)
+        let snapshot = try server.client.get("/v1/collections/c").object
+        let items = (snapshot["sections"] as? [[String: Any]])?.first?["items"] as? [[String: Any]]
+        #expect(items?.last?["data"] as? String == "120-3999")
+    }
+}

@@ -1,0 +1,216 @@
+import Foundation
+import Model
+import Testing
+
+@testable import ChangeServer
+
+/// Recovery past large tears in linear time, checked against the obvious quadratic scan; and the empty segment
+/// that a rotation which did not complete leaves behind.
+@Suite(.serialized) struct RecoveryScaleTests {
+    /// Random bytes in which most 4-byte windows read as a small length, so that almost every offset is a
+    /// candidate frame (the worst case for a scan): zeros, with a small byte every third position.
+    static func candidateRich(_ count: Int, _ generator: inout SplitMix64) -> [UInt8] {
+        (0..<count).map { index in index % 3 == 0 ? UInt8.random(in: 1...40, using: &generator) : 0 }
+    }
+
+    /// The answer of looking at every offset after `offset` in full: the oracle.
+    static func scanFindsFrame(in bytes: [UInt8], after offset: Int) -> Bool {
+        (offset + 1..<max(offset + 1, bytes.count)).contains { JournalFormat.payload(in: bytes, at: $0) != nil }
+    }
+
+    /// What recovery of segment files with these contents gives: the position, the registry, the time it took
+    /// in seconds (CPU time of this thread, where recovery runs, all of it: other processes on the machine and
+    /// the tests that run alongside do not count) and the segments left, with their sizes.
+    static func recover(_ segments: [[UInt8]]) throws -> (
+        position: Recovery.Position, registry: Registry, seconds: Double, left: [UInt64: Int]
+    ) {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        for (index, bytes) in segments.enumerated() {
+            #expect(
+                FileManager.default.createFile(atPath: directory.segmentPath(UInt64(index + 1)), contents: Data(bytes)))
+        }
+        let registry = Registry()
+        let started = threadCPUSeconds()
+        let position = try Recovery.run(
+            directory, executor: Executor(registry: registry, limits: HistoryLimits()), logger: Logger(level: .critical)
+        )
+        let seconds = threadCPUSeconds() - started
+        let left = directory.segments().map { ($0, readWholeFile(directory.segmentPath($0))?.count ?? -1) }
+        return (position, registry, seconds, Dictionary(uniqueKeysWithValues: left))
+    }
+
+    static func threadCPUSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
+    @Test func spanChecksumsAreThoseOfCRC32C() {
+        var generator = SplitMix64(seed: 14)
+        let bytes = (0..<5000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes.withUnsafeBytes { raw in
+            for base in [0, 1, 15, 16, 17, 999] {
+                let spans = SpanChecksums(raw, from: base)
+                for _ in 0..<300 {
+                    let start = Int.random(in: base...raw.count, using: &generator)
+                    let end = Int.random(in: start...raw.count, using: &generator)
+                    let previous = UInt32.random(in: 0...UInt32.max, using: &generator)
+                    let expected = CRC32C.checksum(
+                        UnsafeRawBufferPointer(rebasing: raw[start..<end]), continuing: previous)
+                    #expect(
+                        spans.checksum(raw, start..<end, continuing: previous) == expected, "\(base) \(start)..<\(end)")
+                }
+            }
+        }
+    }
+
+    @Test(arguments: [0, 1, 7, 65535, 65536, 65537, 3 << 16 | 5, 1 << 20])
+    func shiftIsFeedingZeros(count: Int) {
+        let zeros = [UInt8](repeating: 0, count: count)
+        let tables = SpanChecksums(UnsafeRawBufferPointer(start: nil, count: 0), from: 0)
+        for value: UInt32 in [0x8000_0000, 1, 0xDEAD_BEEF] {
+            // The register fed `count` zero bytes, through the checksum: ~checksum(zeros, continuing: ~value).
+            let shifted = tables.withTables { CRC32CAlgebra.shift(value, bytes: count, $0) }
+            #expect(shifted == ~CRC32C.checksum(zeros, continuing: ~value))
+        }
+    }
+
+    /// Random candidate-rich buffers, some with frames planted where they check out, some with frames planted
+    /// one byte off (which must not count): the linear search answers as the full scan does, both ways.
+    @Test func frameSearchAnswersAsAFullScan() {
+        var generator = SplitMix64(seed: 6)
+        var found = 0
+        var notFound = 0
+        for round in 0..<400 {
+            var bytes = Self.candidateRich(Int.random(in: 60...600, using: &generator), &generator)
+            let planted = round % 3
+            for _ in 0..<planted {
+                let payload = Self.candidateRich(Int.random(in: 1...40, using: &generator), &generator)
+                let at = Int.random(
+                    in: 0...(bytes.count - payload.count - JournalFormat.frameHeaderSize), using: &generator)
+                let shifted = round % 2 == 0 ? at : at + 1
+                let frame = JournalFormat.frame(payload, at: shifted)
+                bytes.replaceSubrange(at..<at + frame.count, with: frame)
+            }
+            let offset = Int.random(in: 0..<bytes.count / 2, using: &generator)
+            let expected = Self.scanFindsFrame(in: bytes, after: offset)
+            #expect(JournalFormat.hasFrame(in: bytes, after: offset) == expected, "round \(round)")
+            if expected { found += 1 } else { notFound += 1 }
+        }
+        #expect(found > 50)
+        #expect(notFound > 50)
+    }
+
+    /// A 4 MB record (a collection of 200,000 small items, whose encoded lengths make a quarter of the offsets
+    /// candidate frames) cut by a third: cut in well under a second (about 0.35 s of CPU in a debug build), the
+    /// records before it kept.
+    @Test func tornMultiMegabyteRecordIsCutInWellUnderASecond() throws {
+        let items = (0..<200_000).map { Item(id: "item\($0)", data: JSONData(canonical: Array("\($0 % 97)".utf8))) }
+        let large = JournalRecord.put(
+            collection: "big", epoch: "e", sections: [Section(id: "s", items: items)], conditions: .none)
+        let (bytes, lastFrame) = RecoveryTests.journal(RecoveryTests.records + [large])
+        #expect(bytes.count - lastFrame > 3_500_000)
+        let torn = Array(bytes[..<(bytes.count - (bytes.count - lastFrame) / 3)])
+        let (position, registry, seconds, _) = try Self.recover([torn])
+        #expect(RecoveryTests.items(registry) == ["z", "a", "b"])
+        #expect(registry.entry("big") == nil)
+        #expect(position.size == lastFrame)
+        #expect(seconds < 1, "\(seconds) s")
+    }
+
+    /// The worst bytes a tear can hold (a small length at two offsets out of three): a 3 MB record of them cut by
+    /// a third, in well under a second as well.
+    @Test func tornRecordOfAdversarialBytesIsCutInWellUnderASecond() throws {
+        var generator = SplitMix64(seed: 12)
+        let (head, _) = RecoveryTests.journal(RecoveryTests.records)
+        let payload = Self.candidateRich(3 << 20, &generator)
+        let frame = JournalFormat.frame(payload, at: head.count)
+        let (position, registry, seconds, _) = try Self.recover([head + frame.dropLast(frame.count / 3)])
+        #expect(RecoveryTests.items(registry) == ["z", "a", "b"])
+        #expect(position.size == head.count)
+        #expect(seconds < 1, "\(seconds) s")
+    }
+
+    /// A flipped byte early in a large segment is refused (valid records follow it), and at once.
+    @Test func corruptRecordEarlyInALargeSegmentIsRefusedQuickly() throws {
+        let filler = (0..<4000).map { index in
+            JournalRecord.upsert(
+                collection: "c", id: "f\(index)", data: JSONData(canonical: Array(repeating: 0x31, count: 2000)),
+                section: nil, index: nil, conditions: .none)
+        }
+        var (bytes, _) = RecoveryTests.journal(RecoveryTests.records + filler)
+        #expect(bytes.count > 8_000_000)
+        bytes[JournalFormat.headerSize + 40] ^= 0x04
+        let started = Self.threadCPUSeconds()
+        #expect(throws: StartupError.self) { _ = try Self.recover([bytes]) }
+        #expect(Self.threadCPUSeconds() - started < 1)
+    }
+
+    /// A corrupt record followed by one valid record of 300 kB (a length past the first table of powers), in
+    /// the last segment: the valid one is found, so recovery refuses; with that one torn too, both are cut.
+    @Test func corruptRecordFollowedByALargeValidOneIsRefused() throws {
+        let large = JournalRecord.upsert(
+            collection: "c", id: "big", data: JSONData(canonical: Array(repeating: 0x32, count: 300_000)),
+            section: nil, index: nil, conditions: .none)
+        var (bytes, lastFrame) = RecoveryTests.journal(RecoveryTests.records + [large])
+        #expect(bytes.count - lastFrame > 1 << 16)
+        let (_, corrupt) = RecoveryTests.journal(RecoveryTests.records)
+        bytes[corrupt + 12] ^= 0x01
+        #expect(throws: StartupError.self) { _ = try Self.recover([bytes]) }
+        let (position, registry, _, _) = try Self.recover([Array(bytes.dropLast())])
+        #expect(RecoveryTests.items(registry) == ["a", "b"])
+        #expect(position.size == corrupt)
+    }
+
+    /// Segment 1 ends with a torn record; segment 2, left by a rotation that did not complete, holds nothing, a
+    /// part of its header or its header only: segment 2 goes, segment 1's tail is cut, and writing goes on there.
+    @Test(arguments: [0, 7, JournalFormat.headerSize])
+    func emptyLeftoverSegmentAfterATornTail(headerBytes: Int) throws {
+        let (bytes, lastFrame) = RecoveryTests.journal(RecoveryTests.records)
+        let (position, registry, _, left) = try Self.recover([
+            Array(bytes[..<(bytes.count - 5)]), Array(JournalFormat.header.prefix(headerBytes)),
+        ])
+        #expect(RecoveryTests.items(registry) == ["a", "b"])
+        #expect(position.segment == 1)
+        #expect(position.size == lastFrame)
+        #expect(left == [1: lastFrame])
+    }
+
+    /// With a record in segment 2, segment 1's bad tail is a corrupt record followed by valid ones: refused.
+    @Test func tornTailBeforeAWrittenSegmentIsRefused() throws {
+        let (bytes, _) = RecoveryTests.journal(RecoveryTests.records)
+        let (next, _) = RecoveryTests.journal([RecoveryTests.records[1]])
+        #expect(throws: StartupError.self) { _ = try Self.recover([Array(bytes[..<(bytes.count - 5)]), next]) }
+    }
+
+    /// A segment whose header cannot be written (here: the path leads to /dev/full) is removed.
+    @Test func segmentWhoseHeaderCannotBeWrittenIsRemoved() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        try FileManager.default.createSymbolicLink(atPath: directory.segmentPath(1), withDestinationPath: "/dev/full")
+        #expect(throws: StartupError.self) {
+            _ = try FileJournal(
+                directory: directory, segment: 1, size: 0, bytesSinceSnapshot: 0, policy: .never, metrics: Metrics(),
+                logger: Logger(level: .critical))
+        }
+        #expect(directory.segments().isEmpty)
+    }
+
+    /// The real server on such a directory starts and serves what was acknowledged.
+    @Test func serverStartsOnATornTailAndAnEmptyLeftoverSegment() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let (bytes, _) = RecoveryTests.journal(RecoveryTests.records)
+        let segment = { (number: Int) in path + "/journal-0000000000000000000\(number).log" }
+        #expect(FileManager.default.createFile(atPath: segment(1), contents: Data(bytes.dropLast(5))))
+        #expect(FileManager.default.createFile(atPath: segment(2), contents: Data()))
+        let server = try ServerProcess(dataDirectory: path)
+        let snapshot = try server.client.get("/v1/collections/c")
+        #expect(snapshot.status == 200)
+        #expect(snapshot.object["version"] as? String == "epoch1.2")
+        #expect(server.stop() == 0)
+    }
+}

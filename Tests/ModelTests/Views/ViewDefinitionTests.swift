@@ -1,0 +1,95 @@
+import Testing
+
+@testable import Model
+
+@Suite struct ViewDefinitionTests {
+    static func parse(_ text: String) throws(ViewDefinitionError) -> ViewDefinition {
+        try ViewDefinition(json: Array(text.utf8))
+    }
+
+    @Test func readsTheExampleOfTheContract() throws {
+        let definition = try Self.parse(
+            """
+            {"source": "tasks",
+             "filter": {"all": [{"field": "/done", "eq": false}, {"field": "/priority", "ge": 2}]},
+             "sectionBy": {"field": "/status", "order": "asc"},
+             "sortBy": [{"field": "/priority", "order": "desc"}, {"field": "/title"}],
+             "limit": 100}
+            """)
+        #expect(definition.source == "tasks")
+        #expect(definition.limit == 100)
+        #expect(definition.sortBy.map(\.descending) == [true, false])
+        #expect(
+            definition.canonicalJSON.description
+                == "{\"filter\":{\"all\":[{\"eq\":false,\"field\":\"/done\"},{\"field\":\"/priority\",\"ge\":2}]},"
+                + "\"limit\":100,\"sectionBy\":{\"field\":\"/status\",\"order\":\"asc\"},\"sortBy\":[{\"field\":"
+                + "\"/priority\",\"order\":\"desc\"},{\"field\":\"/title\",\"order\":\"asc\"}],\"source\":\"tasks\"}")
+        #expect(try Self.parse(definition.canonicalJSON.description) == definition)
+    }
+
+    @Test func canonicalTextReadsBackEqual() throws {
+        var random = RandomViews(seed: 3)
+        var checked = 0
+        for _ in 0..<300 {
+            let definition = random.definition(source: "s")
+            #expect(try Self.parse(definition.canonicalJSON.description) == definition)
+            checked += 1
+        }
+        #expect(checked == 300)
+    }
+
+    static let leaf = "{\"field\":\"/a\",\"eq\":1}"
+    static let nested = (0..<16).reduce("{\"field\":\"/a\",\"eq\":1}") { inner, _ in "{\"not\":\(inner)}" }
+    static let leaves = "[" + Array(repeating: "{\"field\":\"/a\",\"eq\":1}", count: 257).joined(separator: ",") + "]"
+
+    @Test(arguments: [
+        (
+            "{\"source\":\"t\",\"filter\":{\"all\":[\(ViewDefinitionTests.leaf),\(ViewDefinitionTests.leaf),"
+                + "{\"field\":\"/a\",\"eq\":1,\"lt\":2}]}}",
+            "filter.all[2]: two ops in one leaf (eq, lt)"
+        ),
+        ("{\"source\":\"t\",\"filter\":{\"field\":\"/a\",\"like\":1}}", "filter: unknown op \"like\""),
+        (
+            "{\"source\":\"t\",\"filter\":{\"any\":[{\"field\":\"a\",\"eq\":1}]}}",
+            "filter.any[0].field: bad pointer \"a\""
+        ),
+        ("{\"source\":\"t\",\"filter\":{\"field\":\"/a~2\",\"eq\":1}}", "filter.field: bad pointer \"/a~2\""),
+        (
+            "{\"source\":\"t\",\"filter\":\(ViewDefinitionTests.nested)}",
+            "filter.not.not.not.not.not.not.not.not.not.not.not.not.not.not.not.not: nested deeper than 16"
+        ),
+        ("{\"source\":\"t\",\"filter\":{\"any\":\(ViewDefinitionTests.leaves)}}", "filter: 257 leaves, more than 256"),
+        ("{\"source\":\"t\",\"limit\":0}", "limit: must be at least 1, got 0"),
+        ("{\"source\":\"t\",\"limit\":1.5}", "limit: must be an integer"),
+        ("{\"source\":\"t\",\"colour\":1}", "unknown field \"colour\""),
+        ("{\"source\":\"-t\"}", "source: not a collection name: \"-t\""),
+        ("{\"filter\":{}}", "source: missing"),
+        (
+            "{\"source\":\"t\",\"sortBy\":[{\"field\":\"/a\",\"order\":\"up\"}]}",
+            "sortBy[0].order: must be \"asc\" or \"desc\""
+        ),
+        ("{\"source\":\"t\",\"sectionBy\":{\"field\":\"/a\",\"by\":1}}", "sectionBy: unknown field \"by\""),
+        ("{\"source\":\"t\",\"filter\":{\"field\":\"/a\",\"in\":1}}", "filter.in: must be an array"),
+        ("{\"source\":\"t\",\"filter\":{\"field\":\"/a\"}}", "filter: no op in leaf"),
+        ("{\"source\":\"t\",\"filter\":{\"eq\":1}}", "filter.field: missing"),
+        (
+            "{\"source\":\"t\",\"filter\":{\"all\":[],\"any\":[]}}",
+            "filter: expected a leaf or exactly one of all, any, not (found all, any)"
+        ),
+        ("{\"source\":", "not JSON: a value expected at byte 10"),
+    ])
+    func rejectsNamingThePart(text: String, message: String) {
+        #expect {
+            try Self.parse(text)
+        } throws: { error in
+            (error as? ViewDefinitionError)?.message == message
+        }
+    }
+
+    @Test func acceptsTheLimitsExactly() throws {
+        let deepest = (0..<15).reduce("{\"field\":\"/a\",\"eq\":1}") { inner, _ in "{\"not\":\(inner)}" }
+        _ = try Self.parse("{\"source\":\"t\",\"filter\":\(deepest)}")
+        let most = "[" + Array(repeating: "{\"field\":\"/a\",\"eq\":1}", count: 256).joined(separator: ",") + "]"
+        _ = try Self.parse("{\"source\":\"t\",\"filter\":{\"all\":\(most)},\"limit\":1}")
+    }
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Collections that never stall each other (the README's "Benchmarks"): for each server binary given, alternating,
+# ROUNDS times: 4 clients upserting into a small collection B alone and while a collection A of ITEMS items is
+# replaced back to back (`Load isolation`), then 64 clients on one collection and spread over 64 (`Load writes`),
+# all with `--fsync always` on a fresh data directory. Prints every run; the README takes the medians.
+# Usage: scripts/bench-isolation.sh [BASELINE_BINARY] (default: this checkout's release build only)
+#        ROUNDS=3 ITEMS=300000 SECONDS_EACH=5 scripts/bench-isolation.sh /tmp/old/ChangeServer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+swift build -c release --product ChangeServer >/dev/null
+swift build -c release --product Load >/dev/null
+binaries=(".build/release/ChangeServer" "$@")
+rounds=${ROUNDS:-3}
+items=${ITEMS:-300000}
+seconds=${SECONDS_EACH:-5}
+port=${ISOLATION_PORT:-18610}
+for round in $(seq 1 "$rounds"); do
+    for binary in "${binaries[@]}"; do
+        data=$(mktemp -d)
+        "$binary" --host 127.0.0.1 --port "$port" --data-dir "$data" --fsync always --log-level warning &
+        server=$!
+        for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+        echo "== round $round: $binary"
+        .build/release/Load isolation --port "$port" --collection b --items "$items" --seconds "$seconds"
+        .build/release/Load writes --port "$port" --collection one --connections 64 --seconds "$seconds"
+        .build/release/Load writes --port "$port" --collection many --connections 64 --spread 64 --seconds "$seconds"
+        kill "$server"
+        wait "$server" || true
+        rm -rf "$data"
+    done
+done
