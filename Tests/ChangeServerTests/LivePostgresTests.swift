@@ -168,8 +168,8 @@ import Testing
 
 /// Writers and subscribers against a group of servers sharing one database, on collection `c` (one section).
 /// Each writer owns its item ids (`w<writer>-<n>`): it inserts, updates and deletes them through random servers,
-/// and remembers the outcome of every acknowledged mutation; an id whose mutation got no clear answer (a killed
-/// server, a `503`) is left alone from then on. Subscribers follow the feed into `ItemMirror`s: one per server,
+/// and remembers the outcome of every acknowledged mutation (a `503 storage_unavailable` changed nothing); an id
+/// whose mutation got no clear answer (a killed server) is left alone from then on. Subscribers follow the feed into `ItemMirror`s: one per server,
 /// and one that moves to the next server at every poll.
 final class Workload: @unchecked Sendable {
     // @unchecked: the mutable state is in Mutexes and Atomics; `threads` is touched by the test's thread only.
@@ -280,10 +280,12 @@ final class Workload: @unchecked Sendable {
                 response = try? client.put("/v1/collections/c/items/\(id)", ["data": step])
             }
             guard let response, (200..<300).contains(response.status) else {
-                if response?.status == 503 { unavailableAt.withLock { $0.append(Date()) } }
-                if response?.status != 503 || response?.errorCode != "storage_unavailable" {
-                    uncertain.add(1, ordering: .relaxed)
+                // 503 storage_unavailable promises that nothing was applied: what was expected of the id stays.
+                if response?.status == 503 && response?.errorCode == "storage_unavailable" {
+                    unavailableAt.withLock { $0.append(Date()) }
+                    continue
                 }
+                uncertain.add(1, ordering: .relaxed)
                 live.removeAll { $0 == id }
                 expected.withLock { $0[id] = nil }
                 continue

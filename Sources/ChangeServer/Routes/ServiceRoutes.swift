@@ -7,11 +7,11 @@ extension App {
     }
 
     func metricsText() -> Response {
-        let text = metrics.render(
+        let shared = metrics.render(
             .init(
                 collections: registry.count, logLinesDropped: requestLog.droppedLines,
                 bodyBytesInFlight: bodyBudget.inUse, diskFreeBytes: diskSpace.freeBytes))
-            + committer.storeMetricsText()
+        let text = shared + committer.storeMetricsText()
         return Response(
             .ok, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: Array(text.utf8))
     }

@@ -119,13 +119,26 @@ final class PostgresJournal: Journal {
 
     // MARK: Writing
 
+    /// Records whose `COMMIT` got no answer (the connection broke while it ran): they may or may not be in the
+    /// database, so their callers wait until a new connection tells.
+    private typealias Range = (name: String, first: Int64, count: Int)
+
     private func writeLoop() {
         var connection: PGConnection?
         var backoff = Backoff()
+        var unresolved: [Range] = []
+        defer {
+            for range in unresolved {
+                for record in delivery.abandon(range.name, first: range.first, count: range.count) { record.done(false) }
+            }
+        }
         while true {
             if connection == nil {
                 do throws(StorageError) {
-                    connection = try PGConnection(url)
+                    let fresh = try PGConnection(url)
+                    try resolve(unresolved, on: fresh)
+                    unresolved = []
+                    connection = fresh
                     backoff.reset()
                     if metrics.setUp(true) {
                         metrics.reconnected()
@@ -157,7 +170,9 @@ final class PostgresJournal: Journal {
                 writerWake.wait()
                 continue
             }
-            if !commit(batch, on: current) && current.isBroken {
+            let (committed, unanswered) = commit(batch, on: current)
+            unresolved += unanswered
+            if !committed && current.isBroken {
                 connection = nil
                 if metrics.setUp(false) {
                     logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
@@ -184,10 +199,27 @@ final class PostgresJournal: Journal {
         for waiter in waiters { waiter.signal() }
     }
 
-    /// Commits `batch` in one transaction; returns whether it committed (otherwise every record of it that
-    /// was not seen committed by the follower is reported not durable).
+    /// Tells the callers of records whose `COMMIT` got no answer what became of them: the rows that are there with
+    /// their bytes committed; the others were rolled back and are not durable.
+    private func resolve(_ ranges: [Range], on connection: PGConnection) throws(StorageError) {
+        for range in ranges {
+            let result = try connection.execute(
+                PostgresSchema.recordsAfter,
+                [.text(range.name), .int64(range.first - 1), .int64(Int64(range.count))])
+            let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
+            var failed = delivery.offer(range.name, rows).failed
+            failed += delivery.abandon(range.name, first: range.first, count: range.count)
+            for record in failed { record.done(false) }
+            logger.warning(
+                "collection \(range.name): \(range.count) records whose commit got no answer: \(rows.count) were committed")
+        }
+    }
+
+    /// Commits `batch` in one transaction; returns whether it committed. Otherwise every record of it that was not
+    /// seen committed by the follower is reported not durable, except when the connection broke during `COMMIT`:
+    /// those are returned, to be resolved on the next connection.
     private func commit(_ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection)
-        -> Bool
+        -> (committed: Bool, unanswered: [Range])
     {
         let started = MonotonicClock.nanoseconds()
         var byCollection: [String: [SequencedDelivery.Local]] = [:]
@@ -206,7 +238,13 @@ final class PostgresJournal: Journal {
                 assigned.append((name, first, records.count))
             }
             try connection.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text(payload(assigned))])
-            try connection.execute("COMMIT")
+            do throws(StorageError) {
+                try connection.execute("COMMIT")
+            } catch {
+                guard connection.isBroken else { throw error }
+                logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
+                return (false, assigned)
+            }
         } catch {
             logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
             if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
@@ -216,7 +254,7 @@ final class PostgresJournal: Journal {
                 failed += byCollection[name] ?? []
             }
             for record in failed { record.done(false) }
-            return false
+            return (false, [])
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         var behind: [String] = []
@@ -227,7 +265,7 @@ final class PostgresJournal: Journal {
             queue.withLock { $0.toFollow.formUnion(behind) }
             wakeFollower()
         }
-        return true
+        return (true, [])
     }
 
     /// The notification: this server's origin, then `key:lastSeq` for each collection or view (keys never hold
