@@ -129,7 +129,9 @@ final class PostgresJournal: Journal {
         var unresolved: [Range] = []
         defer {
             for range in unresolved {
-                for record in delivery.abandon(range.name, first: range.first, count: range.count) { record.done(false) }
+                for record in delivery.abandon(range.name, first: range.first, count: range.count) {
+                    record.done(false)
+                }
             }
         }
         while true {
@@ -211,7 +213,8 @@ final class PostgresJournal: Journal {
             failed += delivery.abandon(range.name, first: range.first, count: range.count)
             for record in failed { record.done(false) }
             logger.warning(
-                "collection \(range.name): \(range.count) records whose commit got no answer: \(rows.count) were committed")
+                "collection \(range.name): \(range.count) records whose commit got no answer: \(rows.count) were committed"
+            )
         }
     }
 

@@ -117,7 +117,7 @@ final class SequencedDelivery: Sendable {
                 state.held[name, default: [:]][row.seq] = .remote(decoded[row.seq] ?? nil)
             }
             drain(name, &state)
-            let gap = rows.first.map { $0.seq > applied + 1 && state.applied[name] == applied } ?? false
+            let gap = rows.first.map { $0.seq > applied + 1 && (state.applied[name] ?? 0) == applied } ?? false
             return (failed, gap)
         }
     }
