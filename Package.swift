@@ -8,14 +8,17 @@ let package = Package(
         .executable(name: "ChangeServer", targets: ["ChangeServer"]),
         .executable(name: "Bench", targets: ["Bench"]),
         .executable(name: "Load", targets: ["Load"]),
+        .executable(name: "BareHTTPD", targets: ["BareHTTPD"]),
     ],
     targets: [
         .systemLibrary(name: "CHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CJansson", pkgConfig: "jansson", providers: [.apt(["libjansson-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "Model"),
-        .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CJansson"]),
+        .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CJansson", "CPostgres"]),
         .executableTarget(name: "Bench", dependencies: ["Model"]),
         .executableTarget(name: "Load"),
+        .executableTarget(name: "BareHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         .testTarget(name: "ModelTests", dependencies: ["Model"]),
         .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
     ]

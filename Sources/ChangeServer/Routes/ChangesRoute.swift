@@ -39,7 +39,20 @@ extension App {
                 })
         }
         let (current, changeset) = subject.changes(since: since)
-        guard let changeset else { throw .cursorExpired(since.description, current: current) }
+        guard let changeset else {
+            // With a shared database, a cursor can come from a server that applied more than this one yet: it is
+            // held until this server catches up (at its timeout it gets the empty changeset), never 410.
+            guard committer.storeState != nil, since.epoch == current.epoch, since.seq > current.seq else {
+                throw .cursorExpired(since.description, current: current)
+            }
+            guard timeout > 0 else {
+                let empty = Changeset(from: since, to: since)
+                return .respond(feedResponse { $0.feedChanges(subject.kind, name: subject.name, changeset: empty) })
+            }
+            guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
+            connection.hold(on: subject, since: since, timeout: timeout)
+            return .later
+        }
         if !changeset.isEmpty || timeout == 0 {
             if !changeset.isEmpty { metrics.changesetsDelivered(1) }
             return .respond(
