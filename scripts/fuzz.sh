@@ -15,8 +15,9 @@ nice -n 5 swiftc "${flags[@]}" -module-name Model -emit-module -emit-module-path
     -emit-library -static -o "$out/libModel.a" "${model[@]}"
 nice -n 5 swiftc "${flags[@]}" -module-name ChangeServer -I "$out" -L "$out" -lModel \
     -Xcc -fmodule-map-file=Sources/CHTTPD/module.modulemap -Xcc -fmodule-map-file=Sources/CJansson/module.modulemap \
-    $(pkg-config --cflags-only-I libmicrohttpd jansson | sed 's/-I/-Xcc -I/g') \
-    -lmicrohttpd -ljansson -o "$out/fuzz-request" "${server[@]}" Fuzz/RequestFuzz.swift
+    -Xcc -fmodule-map-file=Sources/CPostgres/module.modulemap \
+    $(pkg-config --cflags-only-I libmicrohttpd jansson libpq | sed 's/-I/-Xcc -I/g') \
+    -lmicrohttpd -ljansson -lpq -o "$out/fuzz-request" "${server[@]}" Fuzz/RequestFuzz.swift
 # Leaks are reported by the server's own tests; libFuzzer's leak check would flag the app kept for all inputs.
 data="$(mktemp -d)"
 trap 'rm -rf "$data"' EXIT
