@@ -108,7 +108,10 @@ final class App: Sendable {
             return (template, try dispatch(request, route, connection))
         } catch {
             var response = Response.error(error)
-            if Route.isFeedPath(request.path) { response.headers.append(("Cache-Control", "no-store")) }
+            if Route.isFeedPath(request.path) {
+                let gone = error.status == .gone
+                response.headers.append(("Cache-Control", gone ? feedCaching.cacheControl(.gone) : "no-store"))
+            }
             return (template, .respond(response))
         }
     }

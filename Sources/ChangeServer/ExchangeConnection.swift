@@ -18,7 +18,7 @@ final class ExchangeConnection: Connection, @unchecked Sendable {
         worker.post { [worker] in worker.server.answer(held.value, with: response) }
     }
 
-    func hold(on entry: CollectionEntry, since: Version, timeout: Int) {
-        worker.feed.hold(exchange, on: entry, since: since, timeout: timeout)
+    func hold(on entry: CollectionEntry, since: Version, timeout: Int, cursor: Int64?) {
+        worker.feed.hold(exchange, on: entry, since: since, timeout: timeout, cursor: cursor)
     }
 }

@@ -17,7 +17,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     init(app: App, server: HTTPServer) {
         self.app = app
         self.server = server
-        feed = Feed(metrics: app.metrics) { [unowned server] exchange, response in
+        feed = Feed(metrics: app.metrics, caching: app.feedCaching) { [unowned server] exchange, response in
             server.answer(exchange, with: response)
         }
     }

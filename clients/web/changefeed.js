@@ -307,6 +307,22 @@ export function backoffDelay(attempt, { baseMs = 250, capMs = 15000, retryAfter 
     return retryAfter == null ? jittered : Math.max(jittered, retryAfter * 1000);
 }
 
+/** The query string of a poll from `since`, when the server gave no `next`. */
+function pollQuery(since, timeout) {
+    return `since=${encodeURIComponent(since)}&timeout=${timeout}`;
+}
+
+/**
+ * The query string to poll with after an answer that reached `body.to`: the server's `next` (API.md: it may carry
+ * a cache-busting `cursor`, and following it is what lets a shared cache collapse polls) when it starts from
+ * `body.to`, else one made here.
+ */
+export function nextQuery(body, timeout) {
+    const next = body?.next;
+    if (typeof next === "string" && new URLSearchParams(next).get("since") === body.to) return next;
+    return pollQuery(body.to, timeout);
+}
+
 /**
  * Follows a collection: `handlers.onSnapshot({sections, version, collection})` whenever the client (re)starts
  * from a snapshot, `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty
@@ -331,7 +347,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     const pollTimeout = options.timeout ?? 25;
     const base = String(baseURL ?? "").replace(/\/+$/, "");
     const collectionURL = `${base}/v1/collections/${encodeURIComponent(name)}`;
-    const state = { version: null, sections: null };
+    const state = { version: null, sections: null, next: null };
     const call = (handler, ...args) => {
         try {
             handlers[handler]?.(...args);
@@ -387,8 +403,8 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             try {
                 const url =
                     since === null
-                        ? `${collectionURL}/changes`
-                        : `${collectionURL}/changes?since=${encodeURIComponent(since)}&timeout=${pollTimeout}`;
+                        ? `${collectionURL}/changes?timeout=${pollTimeout}`
+                        : `${collectionURL}/changes?${state.next ?? pollQuery(since, pollTimeout)}`;
                 answer = await request(url, since === null ? 0 : pollTimeout);
             } catch (error) {
                 if (signal.aborted) break;
@@ -407,6 +423,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 }
                 failures = 0;
                 state.version = body.to;
+                state.next = nextQuery(body, pollTimeout);
                 state.sections = snapshot.sections;
                 call("onSnapshot", { sections: state.sections, version: state.version, collection: name });
                 setStatus("live");
@@ -420,7 +437,10 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 }
                 failures = 0;
                 setStatus("live");
-                if (body.to === since) continue;
+                if (body.to === since) {
+                    state.next = nextQuery(body, pollTimeout);
+                    continue;
+                }
                 let next;
                 try {
                     next = applyChangeset(state.sections, body.changes);
@@ -433,6 +453,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 const previous = state.sections;
                 state.sections = next;
                 state.version = body.to;
+                state.next = nextQuery(body, pollTimeout);
                 call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
             } else if (code === 410) {
                 failures = 0;

@@ -30,22 +30,24 @@ extension JSONWriter {
         }
     }
 
-    /// `{"collection", "from", "to", "changes"}`: the change feed's answer.
-    mutating func feedChanges(collection: String, changeset: Changeset) {
+    /// `{"collection", "from", "to", "next", "changes"}`: the change feed's answer.
+    mutating func feedChanges(collection: String, changeset: Changeset, next: String) {
         object { writer in
             writer.field("collection", collection)
             writer.field("from", changeset.from.description)
             writer.field("to", changeset.to.description)
+            writer.field("next", next)
             writer.field("changes") { $0.changeset(changeset) }
         }
     }
 
-    /// `{"collection", "from", "to", "changes"}` around a changeset encoded already.
-    mutating func feedChanges(collection: String, changes: EncodedChangeset) {
+    /// `{"collection", "from", "to", "next", "changes"}` around a changeset encoded already.
+    mutating func feedChanges(collection: String, changes: EncodedChangeset, next: String) {
         object { writer in
             writer.field("collection", collection)
             writer.field("from", changes.changeset.from.description)
             writer.field("to", changes.changeset.to.description)
+            writer.field("next", next)
             writer.field("changes") { $0.raw(changes.json) }
         }
     }

@@ -1,6 +1,6 @@
 import Model
 
-/// `GET /v1/collections/{name}/changes?since=<version>&timeout=<seconds>`: the long-poll change feed.
+/// `GET /v1/collections/{name}/changes?since=<version>&timeout=<seconds>&cursor=<n>`: the long-poll change feed.
 extension App {
     static let defaultPollTimeout = 25
     static let maximumPollTimeout = 300
@@ -20,33 +20,62 @@ extension App {
                 throw Self.badSince(raw)
             }
         }
+        let cursor = try pollCursor(request)
         let entry = try existing(name)
         if sinceIsBeyondAnyVersion {
             let current = entry.content.withLock { $0.version }
             throw .cursorExpired(request.rawQuery("since") ?? "", current: current)
         }
+        let caching = feedCaching
+        let ifNoneMatch = request.header("If-None-Match")
         guard let since else {
             let (version, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
+            let tag = FeedCaching.resetEntityTag(version)
+            let headers = [("Cache-Control", caching.cacheControl(.reset)), ("ETag", tag)]
+            if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {
+                return .respond(Response(.notModified, headers: headers))
+            }
             return .respond(
-                feedResponse { writer in
+                .json(.ok, headers: headers) { writer in
                     writer.object { writer in
                         writer.field("collection", name)
                         writer.field("reset") { $0.raw("true") }
                         writer.field("to", version.description)
+                        writer.field("next", FeedCaching.next(to: version, timeout: timeout))
                         writer.field("snapshot") { $0.snapshot(collection: name, version: version, sections: sections) }
                     }
                 })
         }
         let (current, changeset) = entry.content.withLock { ($0.version, $0.changes(since: since)) }
         guard let changeset else { throw .cursorExpired(since.description, current: current) }
-        if !changeset.isEmpty || timeout == 0 {
-            if !changeset.isEmpty { metrics.changesetsDelivered(1) }
-            return .respond(feedResponse { $0.feedChanges(collection: name, changeset: changeset) })
+        if !changeset.isEmpty {
+            let tag = FeedCaching.entityTag(from: since, to: current)
+            let headers = [("Cache-Control", caching.cacheControl(.changes)), ("ETag", tag)]
+            if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {
+                return .respond(Response(.notModified, headers: headers))
+            }
+            metrics.changesetsDelivered(1)
+            let next = FeedCaching.next(to: current, timeout: timeout)
+            return .respond(
+                .json(.ok, headers: headers) { $0.feedChanges(collection: name, changeset: changeset, next: next) })
+        }
+        if timeout == 0 {
+            let nextCursor = FeedCaching.nextCursor(after: cursor, timeout: timeout)
+            let headers = [
+                ("Cache-Control", caching.cacheControl(.empty)),
+                ("ETag", FeedCaching.entityTag(from: since, to: since, cursor: nextCursor)),
+            ]
+            let next = FeedCaching.next(at: since, timeout: timeout, cursor: nextCursor)
+            return .respond(
+                .json(.ok, headers: headers) { $0.feedChanges(collection: name, changeset: changeset, next: next) })
         }
         guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
-        connection.hold(on: entry, since: since, timeout: timeout)
+        connection.hold(on: entry, since: since, timeout: timeout, cursor: cursor)
         return .later
     }
+
+    /// How feed answers are marked for caches: shared unless reads need a token.
+    var feedCaching: FeedCaching { FeedCaching(isShared: config.readToken == nil) }
 
     private static func badSince(_ raw: String) -> HTTPError {
         .badRequest("since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
@@ -69,7 +98,14 @@ extension App {
         return Int(raw).map { min($0, Self.maximumPollTimeout) } ?? Self.maximumPollTimeout
     }
 
-    private func feedResponse(_ write: (inout JSONWriter) -> Void) -> Response {
-        .json(.ok, headers: [("Cache-Control", "no-store")], write)
+    /// The optional `cursor` of a `next` query string: a non-negative integer up to `FeedCaching.maximumCursor`.
+    private func pollCursor(_ request: Request) throws(HTTPError) -> Int64? {
+        guard let raw = request.rawQuery("cursor") else { return nil }
+        guard !raw.isEmpty, raw.utf8.count <= 16, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            let value = Int64(raw), value <= FeedCaching.maximumCursor
+        else {
+            throw .badRequest("cursor must be an integer from 0 to \(FeedCaching.maximumCursor), not '\(raw)'.")
+        }
+        return value
     }
 }

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"0d5f5cbcef7d6a73\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"e4e704921658ac26\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"7c9bc62ca4cc9a5d\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"d5fcf87a23f47c07\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"b8cb18f8c6993aaa\"", text: file3),
@@ -329,6 +329,22 @@ export function backoffDelay(attempt, { baseMs = 250, capMs = 15000, retryAfter 
     return retryAfter == null ? jittered : Math.max(jittered, retryAfter * 1000);
 }
 
+/** The query string of a poll from `since`, when the server gave no `next`. */
+function pollQuery(since, timeout) {
+    return `since=${encodeURIComponent(since)}&timeout=${timeout}`;
+}
+
+/**
+ * The query string to poll with after an answer that reached `body.to`: the server's `next` (API.md: it may carry
+ * a cache-busting `cursor`, and following it is what lets a shared cache collapse polls) when it starts from
+ * `body.to`, else one made here.
+ */
+export function nextQuery(body, timeout) {
+    const next = body?.next;
+    if (typeof next === "string" && new URLSearchParams(next).get("since") === body.to) return next;
+    return pollQuery(body.to, timeout);
+}
+
 /**
  * Follows a collection: `handlers.onSnapshot({sections, version, collection})` whenever the client (re)starts
  * from a snapshot, `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty
@@ -353,7 +369,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     const pollTimeout = options.timeout ?? 25;
     const base = String(baseURL ?? "").replace(/\/+$/, "");
     const collectionURL = `${base}/v1/collections/${encodeURIComponent(name)}`;
-    const state = { version: null, sections: null };
+    const state = { version: null, sections: null, next: null };
     const call = (handler, ...args) => {
         try {
             handlers[handler]?.(...args);
@@ -409,8 +425,8 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             try {
                 const url =
                     since === null
-                        ? `${collectionURL}/changes`
-                        : `${collectionURL}/changes?since=${encodeURIComponent(since)}&timeout=${pollTimeout}`;
+                        ? `${collectionURL}/changes?timeout=${pollTimeout}`
+                        : `${collectionURL}/changes?${state.next ?? pollQuery(since, pollTimeout)}`;
                 answer = await request(url, since === null ? 0 : pollTimeout);
             } catch (error) {
                 if (signal.aborted) break;
@@ -429,6 +445,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 }
                 failures = 0;
                 state.version = body.to;
+                state.next = nextQuery(body, pollTimeout);
                 state.sections = snapshot.sections;
                 call("onSnapshot", { sections: state.sections, version: state.version, collection: name });
                 setStatus("live");
@@ -442,7 +459,10 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 }
                 failures = 0;
                 setStatus("live");
-                if (body.to === since) continue;
+                if (body.to === since) {
+                    state.next = nextQuery(body, pollTimeout);
+                    continue;
+                }
                 let next;
                 try {
                     next = applyChangeset(state.sections, body.changes);
@@ -455,6 +475,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 const previous = state.sections;
                 state.sections = next;
                 state.version = body.to;
+                state.next = nextQuery(body, pollTimeout);
                 call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
             } else if (code === 410) {
                 failures = 0;

@@ -99,7 +99,7 @@ private final class RecordingConnection: Connection, @unchecked Sendable {
         finish(Answer(response))
     }
 
-    func hold(on entry: CollectionEntry, since: Version, timeout: Int) {
+    func hold(on entry: CollectionEntry, since: Version, timeout: Int, cursor: Int64?) {
         finish(Answer(held: since, timeout: timeout))
     }
 
