@@ -9,6 +9,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     unowned let app: App
     let server: HTTPServer
     let feed: Feed
+    let streams: StreamHub
     /// Request lines of the current loop turn, formatted straight into bytes.
     private var requestLog: [UInt8] = []
     /// The time of the current loop turn, shared by its request lines.
@@ -20,6 +21,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         feed = Feed(metrics: app.metrics, caching: app.feedCaching) { [unowned server] exchange, response in
             server.answer(exchange, with: response)
         }
+        streams = StreamHub(metrics: app.metrics)
     }
 
     /// Runs `task` on this worker's loop thread.
@@ -39,6 +41,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         switch result {
         case .respond(let response): return .respond(response)
         case .later: return .hold
+        case .stream(let start):
+            let stream = EventStream(connection: exchange.connection) { [unowned server] in server.resumeStream($0) }
+            streams.open(stream, start)
+            return .stream(stream, headers: ServerSentEvents.headers)
         }
     }
 
@@ -65,9 +71,17 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         requestLog += [UInt8(ascii: "m"), UInt8(ascii: "s"), UInt8(ascii: "\n")]
     }
 
-    var nextDeadline: Int64? { feed.nextDeadline }
+    var nextDeadline: Int64? {
+        switch (feed.nextDeadline, streams.nextDeadline) {
+        case (let polls?, let heartbeat?): min(polls, heartbeat)
+        case (let polls, let heartbeat): polls ?? heartbeat
+        }
+    }
 
-    func tick(now: Int64) { feed.expire(now: now) }
+    func tick(now: Int64) {
+        feed.expire(now: now)
+        streams.tick(now: now)
+    }
 
     /// Request lines of one loop turn go out in one write: a change fanned out to 10,000 polls logs 10,000
     /// lines without 10,000 system calls.

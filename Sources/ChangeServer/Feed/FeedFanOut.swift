@@ -9,12 +9,21 @@ final class FeedFanOut: Sendable {
         self.app.withLock { $0 = app }
     }
 
-    /// Posts the publication to every worker's loop, where its feed answers the polls it concerns.
+    /// Posts the publication to every worker's loop, where its feed answers the polls and its stream hub feeds the
+    /// streams it concerns.
     @Sendable func publish(_ publication: Committer.Publication) {
         guard let app = app.withLock({ $0 }) else { return }
         switch publication {
-        case .committed(let entry, let changes): app.onEveryWorker { $0.feed.committed(entry, changes) }
-        case .deleted(let entry): app.onEveryWorker { $0.feed.deleted(entry) }
+        case .committed(let entry, let changes):
+            app.onEveryWorker { worker in
+                worker.feed.committed(entry, changes)
+                worker.streams.committed(entry, changes)
+            }
+        case .deleted(let entry):
+            app.onEveryWorker { worker in
+                worker.feed.deleted(entry)
+                worker.streams.deleted(entry)
+            }
         }
     }
 }

@@ -8,6 +8,8 @@ enum HandlerResult {
     case respond(Response)
     /// Keep the request open: the handler has taken the exchange and answers it later with `HTTPServer.answer`.
     case hold
+    /// Answer with an event stream (`EventStream`) and these headers; the handler keeps feeding the stream.
+    case stream(EventStream, headers: [(name: String, value: String)])
 }
 
 /// Why the server answers a request itself, without handing it to the handler.
@@ -158,6 +160,12 @@ final class HTTPServer: @unchecked Sendable {
         runAgain = true
     }
 
+    /// Resumes a connection an event stream suspended in its content reader (loop thread only).
+    func resumeStream(_ connection: OpaquePointer) {
+        MHD_resume_connection(connection)
+        runAgain = true
+    }
+
     /// The grace period is over and requests are still held (mutations whose sync has not come back): they get
     /// `503` with `Retry-After`, so that no client is left with a reset connection.
     private func answerSuspendedOnStop() {
@@ -228,6 +236,11 @@ final class HTTPServer: @unchecked Sendable {
             exchange.isSuspended = true
             suspended[ObjectIdentifier(exchange)] = exchange
             MHD_suspend_connection(connection)
+        case .stream(let stream, let headers):
+            guard stream.queueResponse(status: .ok, headers: headers + exchange.extraHeaders) else {
+                return .NO
+            }
+            handler.didRespond(exchange, status: .ok)
         }
         return .YES
     }

@@ -6,6 +6,7 @@ extension App {
     static let maximumPollTimeout = 300
 
     func changes(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+        if Self.acceptsEventStream(request) { return try stream(request, name) }
         let timeout = try pollTimeout(request)
         var since: Version?
         /// A cursor of the right form whose sequence number does not even fit in 64 bits: ahead of any version.
@@ -69,7 +70,7 @@ extension App {
             return .respond(
                 .json(.ok, headers: headers) { $0.feedChanges(collection: name, changeset: changeset, next: next) })
         }
-        guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
+        guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
         connection.hold(on: entry, since: since, timeout: timeout, cursor: cursor)
         return .later
     }
@@ -77,19 +78,19 @@ extension App {
     /// How feed answers are marked for caches: shared unless reads need a token.
     var feedCaching: FeedCaching { FeedCaching(isShared: config.readToken == nil) }
 
-    private static func badSince(_ raw: String) -> HTTPError {
+    static func badSince(_ raw: String) -> HTTPError {
         .badRequest("since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
     }
 
     /// `<epoch>.<digits>`, whatever the number of digits.
-    private static func hasVersionForm(_ text: String) -> Bool {
+    static func hasVersionForm(_ text: String) -> Bool {
         guard let dot = text.lastIndex(of: ".") else { return false }
         let digits = text[text.index(after: dot)...]
         return Version.isValidEpoch(String(text[..<dot])) && !digits.isEmpty
             && digits.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
-    private func pollTimeout(_ request: Request) throws(HTTPError) -> Int {
+    func pollTimeout(_ request: Request) throws(HTTPError) -> Int {
         guard let raw = request.rawQuery("timeout") else { return Self.defaultPollTimeout }
         guard !raw.isEmpty, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
             throw .badRequest(
