@@ -27,6 +27,9 @@ varnishd_binary="$(command -v varnishd || echo /usr/sbin/varnishd)"
 mkdir -p "$dir/work"
 dir="$(cd "$dir" && pwd)"
 sed -e "s|__HOST__|$host|g" -e "s|__PORT__|$port|g" "$here/deploy/varnish/changeserver.vcl" >"$dir/changeserver.vcl"
+# varnishd drops root for its own users, which must read the VCL there.
+chmod 755 "$dir"
+chmod 644 "$dir/changeserver.vcl"
 # Waiting requests hold no thread; streams (piped) hold one each: room for thousands.
 exec "$varnishd_binary" -F -f "$dir/changeserver.vcl" -a "$listen" -n "$dir/work" -s malloc,256m \
     -p thread_pool_max=5000 -p thread_pool_min=50

@@ -122,7 +122,7 @@ const collapsing = (title, program, startFront, count, workers) => describe(titl
 
 collapsing("through nginx (deploy/nginx/changeserver.conf)", "nginx", startNginx, 2000, availableParallelism());
 // Varnish's waiting list is one per object, whatever its threads.
-collapsing("through Varnish (deploy/varnish/changeserver.vcl)", "varnish", startVarnish, 500, 1);
+collapsing("through Varnish (deploy/varnish/changeserver.vcl)", "varnishd", startVarnish, 500, 1);
 
 /** A text/event-stream read with node's http client: resolves once the headers arrived; `events` fills up. */
 function openStream(url, headers = {}) {
