@@ -40,22 +40,24 @@ extension JSONWriter {
         }
     }
 
-    /// `{"collection"|"view", "from", "to", "changes"}`: the change feed's answer.
-    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changeset: Changeset) {
+    /// `{"collection"|"view", "from", "to", "next", "changes"}`: the change feed's answer.
+    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changeset: Changeset, next: String) {
         object { writer in
             writer.field(kind.key, name)
             writer.field("from", changeset.from.description)
             writer.field("to", changeset.to.description)
+            writer.field("next", next)
             writer.field("changes") { $0.changeset(changeset) }
         }
     }
 
-    /// `{"collection"|"view", "from", "to", "changes"}` around a changeset encoded already.
-    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changes: EncodedChangeset) {
+    /// `{"collection"|"view", "from", "to", "next", "changes"}` around a changeset encoded already.
+    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changes: EncodedChangeset, next: String) {
         object { writer in
             writer.field(kind.key, name)
             writer.field("from", changes.changeset.from.description)
             writer.field("to", changes.changeset.to.description)
+            writer.field("next", next)
             writer.field("changes") { $0.raw(changes.json) }
         }
     }
