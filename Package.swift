@@ -3,8 +3,10 @@ import PackageDescription
 
 let package = Package(
     name: "ChangeServer",
+    platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .library(name: "Model", targets: ["Model"]),
+        .library(name: "ChangeFeedClient", targets: ["ChangeFeedClient"]),
         .executable(name: "ChangeServer", targets: ["ChangeServer"]),
         .executable(name: "Bench", targets: ["Bench"]),
         .executable(name: "Load", targets: ["Load"]),
@@ -13,6 +15,7 @@ let package = Package(
         .systemLibrary(name: "CHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CJansson", pkgConfig: "jansson", providers: [.apt(["libjansson-dev"])]),
         .target(name: "Model"),
+        .target(name: "ChangeFeedClient", dependencies: ["Model"]),
         .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CJansson"]),
         .executableTarget(name: "Bench", dependencies: ["Model"]),
         .executableTarget(name: "Load"),

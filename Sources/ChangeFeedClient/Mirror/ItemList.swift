@@ -1,0 +1,100 @@
+import Model
+
+/// The items of one mirrored section, in chunks of a few hundred, so that inserting or removing one item moves
+/// at most a chunk's worth of memory however long the section is. A batch visits its positions in ascending
+/// order through a `Cursor`, so locating them costs one pass over the chunks for the whole batch.
+struct ItemList: Hashable, Sendable {
+    /// Chunks are built half this full and split when they reach twice it.
+    static let chunkSize = 512
+
+    private(set) var chunks: [[Item]]
+    private(set) var count: Int
+
+    /// The items in order, chunked.
+    /// - Complexity: O(n).
+    init(_ items: [Item]) {
+        var chunks: [[Item]] = []
+        chunks.reserveCapacity(items.count / Self.chunkSize + 1)
+        var start = 0
+        while start < items.count {
+            let end = min(start + Self.chunkSize, items.count)
+            chunks.append(Array(items[start..<end]))
+            start = end
+        }
+        self.chunks = chunks
+        self.count = items.count
+    }
+
+    /// The items in order.
+    /// - Complexity: O(n).
+    var items: [Item] { Array(chunks.joined()) }
+
+    /// A position in the chunks: the chunk and the index of its first item. Valid while a batch moves forward.
+    struct Cursor {
+        var chunk = 0
+        var start = 0
+    }
+
+    /// Moves `cursor` to the chunk holding `index` (or, when `forInsertion`, the chunk `index` may be inserted
+    /// into, which includes the position just past its end).
+    /// - Complexity: O(chunks passed).
+    private func seek(_ index: Int, _ cursor: inout Cursor, forInsertion: Bool) {
+        while cursor.chunk < chunks.count {
+            let end = cursor.start + chunks[cursor.chunk].count
+            if index < end || (forInsertion && index == end) { return }
+            cursor.start = end
+            cursor.chunk += 1
+        }
+    }
+
+    /// The item at `index` (< count), found from `cursor` forward.
+    func item(at index: Int, from cursor: inout Cursor) -> Item {
+        seek(index, &cursor, forInsertion: false)
+        return chunks[cursor.chunk][index - cursor.start]
+    }
+
+    /// The item at `index` (< count).
+    /// - Complexity: O(chunks).
+    subscript(index: Int) -> Item {
+        var cursor = Cursor()
+        return item(at: index, from: &cursor)
+    }
+
+    /// Replaces the data of the item at `index` (< count).
+    mutating func setData(_ data: JSONData, at index: Int, from cursor: inout Cursor) {
+        seek(index, &cursor, forInsertion: false)
+        chunks[cursor.chunk][index - cursor.start].data = data
+    }
+
+    /// Removes the item at `index` (< count).
+    /// - Complexity: O(chunks passed + chunk size).
+    mutating func remove(at index: Int, from cursor: inout Cursor) -> Item {
+        seek(index, &cursor, forInsertion: false)
+        count -= 1
+        return chunks[cursor.chunk].remove(at: index - cursor.start)
+    }
+
+    /// Inserts `item` at `index` (≤ count).
+    /// - Complexity: O(chunks passed + chunk size), amortized.
+    mutating func insert(_ item: Item, at index: Int, from cursor: inout Cursor) {
+        if chunks.isEmpty { chunks.append([]) }
+        seek(index, &cursor, forInsertion: true)
+        if cursor.chunk == chunks.count {
+            cursor.chunk -= 1
+            cursor.start -= chunks[cursor.chunk].count
+        }
+        chunks[cursor.chunk].insert(item, at: index - cursor.start)
+        count += 1
+        if chunks[cursor.chunk].count >= 2 * Self.chunkSize {
+            let tail = Array(chunks[cursor.chunk][Self.chunkSize...])
+            chunks[cursor.chunk].removeSubrange(Self.chunkSize...)
+            chunks.insert(tail, at: cursor.chunk + 1)
+        }
+    }
+
+    /// Drops the chunks that batches emptied.
+    /// - Complexity: O(chunks).
+    mutating func dropEmptyChunks() {
+        chunks.removeAll { $0.isEmpty }
+    }
+}
