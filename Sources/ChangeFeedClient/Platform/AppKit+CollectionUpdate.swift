@@ -12,12 +12,12 @@
             }
             performBatchUpdates(
                 {
-                    deleteSections(update.deletedSections)
-                    insertSections(update.insertedSections)
-                    for move in update.movedSections { moveSection(move.from, toSection: move.to) }
-                    deleteItems(at: Set(update.deletedItems))
-                    insertItems(at: Set(update.insertedItems))
-                    for move in update.movedItems { moveItem(at: move.from, to: move.to) }
+                    self.deleteSections(update.deletedSections)
+                    self.insertSections(update.insertedSections)
+                    for move in update.movedSections { self.moveSection(move.from, toSection: move.to) }
+                    self.deleteItems(at: Set(update.deletedItems))
+                    self.insertItems(at: Set(update.insertedItems))
+                    for move in update.movedItems { self.moveItem(at: move.from, to: move.to) }
                 }, completionHandler: completion)
             if !update.reconfiguredItems.isEmpty { reloadItems(at: Set(update.reconfiguredItems)) }
         }

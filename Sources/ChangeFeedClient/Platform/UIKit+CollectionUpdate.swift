@@ -13,12 +13,12 @@
             }
             performBatchUpdates(
                 {
-                    deleteSections(update.deletedSections)
-                    insertSections(update.insertedSections)
-                    for move in update.movedSections { moveSection(move.from, toSection: move.to) }
-                    deleteItems(at: update.deletedItems)
-                    insertItems(at: update.insertedItems)
-                    for move in update.movedItems { moveItem(at: move.from, to: move.to) }
+                    self.deleteSections(update.deletedSections)
+                    self.insertSections(update.insertedSections)
+                    for move in update.movedSections { self.moveSection(move.from, toSection: move.to) }
+                    self.deleteItems(at: update.deletedItems)
+                    self.insertItems(at: update.insertedItems)
+                    for move in update.movedItems { self.moveItem(at: move.from, to: move.to) }
                 }, completion: completion)
             if !update.reconfiguredItems.isEmpty { reconfigureItems(at: update.reconfiguredItems) }
         }
