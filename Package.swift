@@ -21,5 +21,6 @@ let package = Package(
         .executableTarget(name: "Load"),
         .testTarget(name: "ModelTests", dependencies: ["Model"]),
         .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
+        .testTarget(name: "ChangeFeedClientTests", dependencies: ["ChangeFeedClient", "Model", "ChangeServer"]),
     ]
 )
