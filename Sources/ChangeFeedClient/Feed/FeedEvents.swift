@@ -14,7 +14,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
     }
 
     /// Runs the client loop; one iterator follows the feed once.
-    public struct Iterator: AsyncIteratorProtocol {
+    public struct Iterator: AsyncIteratorProtocol, Sendable {
         let client: FeedClient
         /// The version of the last event; nil until the first reset.
         var since: Version?

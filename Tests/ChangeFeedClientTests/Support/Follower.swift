@@ -4,7 +4,7 @@ import Model
 
 /// A `FeedClient` driven by hand: pulls events into a `LiveCollection` and checks every step with the
 /// independent oracles (the UIKit batch model, minimal moves).
-struct Follower {
+struct Follower: Sendable {
     var events: FeedEvents.Iterator
     var live = LiveCollection()
     var resets = 0
