@@ -19,6 +19,7 @@ let package = Package(
         .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CJansson"]),
         .executableTarget(name: "Bench", dependencies: ["Model"]),
         .executableTarget(name: "Load"),
+        .executableTarget(name: "ClientBench", dependencies: ["ChangeFeedClient", "Model"]),
         .testTarget(name: "ModelTests", dependencies: ["Model"]),
         .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
         .testTarget(name: "ChangeFeedClientTests", dependencies: ["ChangeFeedClient", "Model", "ChangeServer"]),

@@ -14,7 +14,7 @@ struct LiveFeedPropertyTests {
         let http = TestHTTP(baseURL: server.baseURL)
         var random = RandomHistory(seed: seed)
         let path = "/v1/collections/c\(seed)"
-        // One section longer than a mirror chunk (512 items), so that batches cross chunks.
+        // One section longer than a mirror chunk (64 items), so that batches cross chunks.
         let long = Section(id: "long", items: random.items(1300))
         try await http.mutate("PUT", path, "{\"sections\":\(bodyText(random.sections(3, maxItems: 5) + [long]))}")
         let client = FeedClient(

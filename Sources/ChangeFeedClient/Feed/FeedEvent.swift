@@ -26,3 +26,17 @@ public struct Snapshot: Hashable, Sendable {
         self.sections = sections
     }
 }
+
+extension FeedEvent {
+    /// Decodes the body of a `200` feed answer received by other means than `FeedClient` (a stream, a cache, a
+    /// test): a reset, or a changeset checked as `FeedClient` checks it. An empty poll answer is an empty
+    /// changeset from a version to itself.
+    /// - Throws: `FeedError.invalidAnswer` or `FeedError.invalidChangeset`.
+    /// - Complexity: O(n log n) for n bytes.
+    public init(decoding body: [UInt8], kind: FeedClient.Kind = .collection) throws(FeedError) {
+        switch try WireDecoding.feedAnswer(body, kind: kind) {
+        case .reset(let snapshot, _): self = .reset(snapshot)
+        case .changes(let changeset, _): self = .changes(changeset)
+        }
+    }
+}

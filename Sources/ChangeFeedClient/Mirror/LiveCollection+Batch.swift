@@ -8,10 +8,9 @@ extension LiveCollection {
     /// inserted in ascending order of their after-batch paths, which is exactly UIKit's batch.
     /// - Throws: `FeedError.invalidChangeset`; the mirror may then be half changed (the caller drops its version).
     mutating func applyBatch(_ changeset: Changeset) throws(FeedError) {
-        let (placed, roles) = try applySectionBatch(changeset.sections)
-        mirror = placed.sections
+        let (oldToNew, roles) = try applySectionBatch(changeset.sections)
         var movedItems = [Item?](repeating: nil, count: changeset.items.moved.count)
-        try removeItems(changeset.items, oldToNew: placed.oldToNew, movedItems: &movedItems)
+        try removeItems(changeset.items, oldToNew: oldToNew, movedItems: &movedItems)
         for entry in changeset.sections.inserted {
             for item in entry.section.items where !itemIDs.insert(item.id).inserted {
                 throw FeedError.invalidChangeset("inserted item id \(item.id.debugDescription) is already there")
@@ -26,10 +25,11 @@ extension LiveCollection {
         case surviving, inserted, movedHere
     }
 
-    /// The sections after the batch, and for each section index before it the index after it (nil when the
-    /// section was deleted or moved: items may not leave those).
+    /// Puts the sections as they are after the batch (no other reference to their items is kept, so that the
+    /// item batch changes them in place); returns for each section index before the batch the index after it
+    /// (nil when the section was deleted or moved: items may not leave those), and each new index's role.
     private mutating func applySectionBatch(_ changes: SectionChanges) throws(FeedError) -> (
-        (sections: [MirrorSection], oldToNew: [Int?]), [SectionRole]
+        oldToNew: [Int?], roles: [SectionRole]
     ) {
         let oldCount = mirror.count
         var deleted = [Bool](repeating: false, count: oldCount)
@@ -96,7 +96,9 @@ extension LiveCollection {
             }
             sections.append(section)
         }
-        return ((sections, oldToNew), roles)
+        slots = []
+        mirror = sections
+        return (oldToNew, roles)
     }
 
     /// Removes deleted items and the sources of moves, keeping the moved items by their move's position.

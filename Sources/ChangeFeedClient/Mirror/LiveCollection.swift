@@ -52,7 +52,7 @@ public struct LiveCollection: Sendable {
     public func section(at index: Int) -> (id: String, data: JSONData) { (mirror[index].id, mirror[index].data) }
 
     /// The item at `indexPath`.
-    /// - Complexity: O(items of the section / 512).
+    /// - Complexity: O(items of the section / 64).
     public func item(at indexPath: Foundation.IndexPath) -> Item {
         mirror[indexPath[0]].items[indexPath[1]]
     }
@@ -71,7 +71,7 @@ public struct LiveCollection: Sendable {
     /// - Throws: `FeedError.invalidChangeset` when the changeset does not fit the mirror (see the type's
     ///   documentation); the mirror then has no version.
     /// - Complexity: a reset O(n); a changeset O(e log e + c) for e entries and c chunks of the sections it
-    ///   touches (about one per 512 items), whatever the mirror's size.
+    ///   touches (about one per 64 items), whatever the mirror's size.
     @discardableResult
     public mutating func apply(_ event: FeedEvent) throws(FeedError) -> CollectionUpdate {
         switch event {
