@@ -9,7 +9,14 @@ struct ItemList: Hashable, Sendable {
     static let chunkSize = 64
 
     private(set) var chunks: [[Item]]
+    /// The size of each chunk, kept apart so that walking the chunks touches no chunk's storage.
+    private var sizes: [Int]
     private(set) var count: Int
+    /// Whether a removal may have emptied a chunk since the last `dropEmptyChunks()`.
+    private var mayHaveEmptyChunks = false
+
+    /// No items (shared storage: no allocation).
+    static let empty = ItemList([])
 
     /// The items in order, chunked.
     /// - Complexity: O(n).
@@ -23,6 +30,7 @@ struct ItemList: Hashable, Sendable {
             start = end
         }
         self.chunks = chunks
+        self.sizes = chunks.map(\.count)
         self.count = items.count
     }
 
@@ -40,8 +48,8 @@ struct ItemList: Hashable, Sendable {
     /// into, which includes the position just past its end).
     /// - Complexity: O(chunks passed).
     private func seek(_ index: Int, _ cursor: inout Cursor, forInsertion: Bool) {
-        while cursor.chunk < chunks.count {
-            let end = cursor.start + chunks[cursor.chunk].count
+        while cursor.chunk < sizes.count {
+            let end = cursor.start + sizes[cursor.chunk]
             if index < end || (forInsertion && index == end) { return }
             cursor.start = end
             cursor.chunk += 1
@@ -72,30 +80,41 @@ struct ItemList: Hashable, Sendable {
     mutating func remove(at index: Int, from cursor: inout Cursor) -> Item {
         seek(index, &cursor, forInsertion: false)
         count -= 1
+        sizes[cursor.chunk] -= 1
+        if sizes[cursor.chunk] == 0 { mayHaveEmptyChunks = true }
         return chunks[cursor.chunk].remove(at: index - cursor.start)
     }
 
     /// Inserts `item` at `index` (≤ count).
     /// - Complexity: O(chunks passed + chunk size), amortized.
     mutating func insert(_ item: Item, at index: Int, from cursor: inout Cursor) {
-        if chunks.isEmpty { chunks.append([]) }
+        if chunks.isEmpty {
+            chunks.append([])
+            sizes.append(0)
+        }
         seek(index, &cursor, forInsertion: true)
         if cursor.chunk == chunks.count {
             cursor.chunk -= 1
-            cursor.start -= chunks[cursor.chunk].count
+            cursor.start -= sizes[cursor.chunk]
         }
         chunks[cursor.chunk].insert(item, at: index - cursor.start)
         count += 1
-        if chunks[cursor.chunk].count >= 2 * Self.chunkSize {
+        sizes[cursor.chunk] += 1
+        if sizes[cursor.chunk] >= 2 * Self.chunkSize {
             let tail = Array(chunks[cursor.chunk][Self.chunkSize...])
             chunks[cursor.chunk].removeSubrange(Self.chunkSize...)
             chunks.insert(tail, at: cursor.chunk + 1)
+            sizes[cursor.chunk] = Self.chunkSize
+            sizes.insert(tail.count, at: cursor.chunk + 1)
         }
     }
 
-    /// Drops the chunks that batches emptied.
-    /// - Complexity: O(chunks).
+    /// Drops the chunks that removals emptied, if any.
+    /// - Complexity: O(chunks) when a chunk was emptied, else O(1).
     mutating func dropEmptyChunks() {
+        guard mayHaveEmptyChunks else { return }
         chunks.removeAll { $0.isEmpty }
+        sizes.removeAll { $0 == 0 }
+        mayHaveEmptyChunks = false
     }
 }

@@ -84,7 +84,7 @@ extension LiveCollection {
                 oldToNew[index] = target
             }
             slots[target] = old[index]
-            old[index].items = ItemList([])
+            old[index].items = .empty
         }
         var sections: [MirrorSection] = []
         sections.reserveCapacity(newCount)
@@ -105,11 +105,8 @@ extension LiveCollection {
     private mutating func removeItems(
         _ changes: ItemChanges, oldToNew: [Int?], movedItems: inout [Item?]
     ) throws(FeedError) {
-        var removals: [(at: Model.IndexPath, id: String, move: Int?)] = []
-        removals.reserveCapacity(changes.deleted.count + changes.moved.count)
-        for entry in changes.deleted { removals.append((entry.at, entry.id, nil)) }
-        for (position, move) in changes.moved.enumerated() { removals.append((move.from, move.id, position)) }
-        removals.sort { $0.at < $1.at }
+        // Both lists are sorted by their before-batch paths (`ChangesetShape`): merged, not sorted.
+        let removals = Self.merged(changes.deleted.map(\.at), changes.moved.map(\.from))
         var start = 0
         while start < removals.count {
             let oldSection = removals[start].at.section
@@ -120,17 +117,18 @@ extension LiveCollection {
             var cursor = ItemList.Cursor()
             var removed = 0
             while start < removals.count, removals[start].at.section == oldSection {
-                let entry = removals[start]
-                let index = entry.at.item - removed
+                let (at, source) = removals[start]
+                let id = source >= 0 ? changes.deleted[source].id : changes.moved[~source].id
+                let index = at.item - removed
                 guard index < mirror[section].items.count else {
-                    throw FeedError.invalidChangeset("no item at \(entry.at)")
+                    throw FeedError.invalidChangeset("no item at \(at)")
                 }
                 let item = mirror[section].items.remove(at: index, from: &cursor)
-                guard item.id == entry.id else {
+                guard item.id == id else {
                     throw FeedError.invalidChangeset(
-                        "item at \(entry.at) is \(item.id.debugDescription), not \(entry.id.debugDescription)")
+                        "item at \(at) is \(item.id.debugDescription), not \(id.debugDescription)")
                 }
-                if let move = entry.move { movedItems[move] = item } else { itemIDs.remove(item.id) }
+                if source < 0 { movedItems[~source] = item } else { itemIDs.remove(item.id) }
                 removed += 1
                 start += 1
             }
@@ -141,19 +139,22 @@ extension LiveCollection {
     private mutating func insertItems(
         _ changes: ItemChanges, roles: [SectionRole], movedItems: [Item?]
     ) throws(FeedError) {
+        for entry in changes.inserted where !itemIDs.insert(entry.item.id).inserted {
+            throw FeedError.invalidChangeset("inserted item id \(entry.item.id.debugDescription) is already there")
+        }
+        // Insertions are sorted by their after-batch paths; move destinations are sorted here, then merged.
+        let moves = changes.moved.indices.sorted { changes.moved[$0].to < changes.moved[$1].to }
+        let merged = Self.merged(changes.inserted.map(\.at), moves.map { changes.moved[$0].to })
         var arrivals: [(at: Model.IndexPath, item: Item)] = []
-        arrivals.reserveCapacity(changes.inserted.count + changes.moved.count)
-        for entry in changes.inserted {
-            guard itemIDs.insert(entry.item.id).inserted else {
-                throw FeedError.invalidChangeset("inserted item id \(entry.item.id.debugDescription) is already there")
+        arrivals.reserveCapacity(merged.count)
+        for (at, source) in merged {
+            if source >= 0 {
+                arrivals.append((at, changes.inserted[source].item))
+            } else {
+                guard let item = movedItems[moves[~source]] else { throw FeedError.invalidChangeset("a move lost") }
+                arrivals.append((at, item))
             }
-            arrivals.append((entry.at, entry.item))
         }
-        for (position, move) in changes.moved.enumerated() {
-            guard let item = movedItems[position] else { throw FeedError.invalidChangeset("move \(move.id) lost") }
-            arrivals.append((move.to, item))
-        }
-        arrivals.sort { $0.at < $1.at }
         var start = 0
         while start < arrivals.count {
             let section = arrivals[start].at.section
@@ -171,9 +172,7 @@ extension LiveCollection {
                 start += 1
             }
         }
-        for section in mirror.indices where mirror[section].items.chunks.contains(where: \.isEmpty) {
-            mirror[section].items.dropEmptyChunks()
-        }
+        for section in mirror.indices { mirror[section].items.dropEmptyChunks() }
     }
 
     /// Applies `updated` of sections and items, at their after-batch coordinates.
@@ -202,5 +201,26 @@ extension LiveCollection {
             }
             mirror[path.section].items.setData(update.item.data, at: path.item, from: &cursor)
         }
+    }
+
+    /// Two lists of paths, each sorted, merged into one sorted list of each path with its source: its index in
+    /// `first`, or the bitwise complement (`~`) of its index in `second`.
+    /// - Complexity: O(n).
+    static func merged(_ first: [Model.IndexPath], _ second: [Model.IndexPath]) -> [(at: Model.IndexPath, source: Int)]
+    {
+        var result: [(at: Model.IndexPath, source: Int)] = []
+        result.reserveCapacity(first.count + second.count)
+        var i = 0
+        var j = 0
+        while i < first.count || j < second.count {
+            if j == second.count || (i < first.count && first[i] < second[j]) {
+                result.append((first[i], i))
+                i += 1
+            } else {
+                result.append((second[j], ~j))
+                j += 1
+            }
+        }
+        return result
     }
 }
