@@ -20,8 +20,9 @@ let package = Package(
         .executableTarget(name: "Bench", dependencies: ["Model"]),
         .executableTarget(name: "Load"),
         .executableTarget(name: "ClientBench", dependencies: ["ChangeFeedClient", "Model"]),
+        .executableTarget(name: "FeedFollower", dependencies: ["ChangeFeedClient", "Model"], path: "Examples/FeedFollower"),
         .testTarget(name: "ModelTests", dependencies: ["Model"]),
         .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
-        .testTarget(name: "ChangeFeedClientTests", dependencies: ["ChangeFeedClient", "Model", "ChangeServer"]),
+        .testTarget(name: "ChangeFeedClientTests", dependencies: ["ChangeFeedClient", "Model", "ChangeServer", "FeedFollower"]),
     ]
 )
