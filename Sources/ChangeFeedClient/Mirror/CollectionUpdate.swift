@@ -78,8 +78,9 @@ public struct CollectionUpdate: Sendable {
 
 extension CollectionUpdate {
     /// The Foundation index path of a Model one.
+    /// (Built from one index then appended, which stores the pair inline: an array literal would allocate.)
     static func indexPath(_ path: Model.IndexPath) -> Foundation.IndexPath {
-        [path.section, path.item]
+        Foundation.IndexPath(index: path.section).appending(path.item)
     }
 
     /// The update for `changeset`, whose batch the mirror now holds as `sections`.
