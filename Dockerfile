@@ -15,7 +15,7 @@ FROM swift:6.3-bookworm AS build
 
 RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
     && apt-get -q update \
-    && apt-get -q install -y --no-install-recommends libmicrohttpd-dev libjansson-dev pkg-config \
+    && apt-get -q install -y --no-install-recommends libmicrohttpd-dev libjansson-dev libpq-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /build
@@ -38,11 +38,11 @@ RUN --mount=type=cache,target=/build/.build \
 # ---- run --------------------------------------------------------------------------------------------------
 FROM debian:bookworm-slim
 
-# libmicrohttpd12 and libjansson4 are the runtime halves of the -dev packages above. No curl: the health
+# libmicrohttpd12, libjansson4 and libpq5 are the runtime halves of the -dev packages above. No curl: the health
 # check below speaks HTTP through bash's /dev/tcp.
 RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
     && apt-get -q update \
-    && apt-get -q install -y --no-install-recommends libmicrohttpd12 libjansson4 \
+    && apt-get -q install -y --no-install-recommends libmicrohttpd12 libjansson4 libpq5 \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system changeserver \

@@ -8,6 +8,7 @@ extension App {
     static func open(config: Config, logger: Logger, recordLimit: Int = JournalFormat.maximumPayload)
         throws(StartupError) -> App
     {
+        if let url = config.postgres { return try openOnPostgres(url: url, config: config, logger: logger) }
         let metrics = Metrics()
         let registry = Registry()
         let views = ViewRegistry()

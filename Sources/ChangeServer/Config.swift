@@ -15,6 +15,8 @@ struct Config: Sendable {
     var host = "0.0.0.0"
     var port = 8080
     var dataDirectory = "./data"
+    /// `--postgres`: the journal and snapshots live in this PostgreSQL database instead of `dataDirectory`.
+    var postgres: String?
     var fsync = FsyncPolicy.always
     var maxBodyBytes = 16 << 20
     var history = 1000
@@ -48,6 +50,8 @@ struct Config: Sendable {
           --host HOST            address to listen on (default 0.0.0.0) [CHANGESERVER_HOST]
           --port PORT            TCP port, 0 for any free port (default 8080) [CHANGESERVER_PORT]
           --data-dir DIR         where the journal and snapshots live (default ./data) [CHANGESERVER_DATA_DIR]
+          --postgres URL         keep the journal in PostgreSQL (libpq URI or "key=value" string), shared by every
+                                 server on it; --data-dir and --fsync are then unused [CHANGESERVER_POSTGRES]
           --fsync POLICY         always (default: answer once on disk), interval (every 100 ms), never [CHANGESERVER_FSYNC]
           --max-body-bytes N     largest request body, larger ones get 413 (default 16777216) [CHANGESERVER_MAX_BODY_BYTES]
           --history N            versions kept per collection for the change feed (default 1000) [CHANGESERVER_HISTORY]
@@ -72,7 +76,7 @@ struct Config: Sendable {
 
     private static let valued: Set<String> = [
         "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
-        "cors-origin",
+        "cors-origin", "postgres",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
         "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
     ]
@@ -134,6 +138,7 @@ struct Config: Sendable {
         case "host": host = try nonEmpty()
         case "port": port = try integer(0...65535)
         case "data-dir": dataDirectory = try nonEmpty()
+        case "postgres": postgres = try nonEmpty()
         case "fsync":
             guard let policy = FsyncPolicy(rawValue: value) else {
                 throw UsageError(description: "\(source) must be always, interval or never, not '\(value)'")

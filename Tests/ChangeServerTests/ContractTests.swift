@@ -88,8 +88,7 @@ import Testing
         // Run from a scratch directory: schemathesis keeps a cache in `.schemathesis/` under the current one.
         let result = try run(
             [
-                "python3", "-c",
-                "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'schemathesis'; sys.exit(schemathesis())",
+                "python3", "-c", schemathesisLauncher,
                 "--config-file", packageRoot.appendingPathComponent("Tests/contract/schemathesis.toml").path,
                 "run", specification, "--url", "http://127.0.0.1:\(server.port)",
                 "--checks", checks.joined(separator: ","),
@@ -105,8 +104,24 @@ import Testing
         #expect(server.process.isRunning, "the server died under schemathesis:\n\(server.log.suffix(4000))")
     }
 
-    /// Collections that the names and ids of `Tests/contract/schemathesis.toml` point at, so that generated
-    /// requests reach real data.
+    /// Starts schemathesis's command line with `ast.parse` serialized. CPython 3.11 keeps the AST constructor's
+    /// recursion depth in state shared by all threads, so two threads parsing at once can fail with "SystemError:
+    /// AST constructor recursion depth mismatch"; hypothesis parses the sources of lambdas from schemathesis's
+    /// worker threads (`--workers 2`), which made the run fail now and then without any finding.
+    static let schemathesisLauncher = """
+        import ast, sys, threading
+        parse, lock = ast.parse, threading.Lock()
+        def serialized_parse(*arguments, **options):
+            with lock:
+                return parse(*arguments, **options)
+        ast.parse = serialized_parse
+        from schemathesis.cli import schemathesis
+        sys.argv[0] = 'schemathesis'
+        sys.exit(schemathesis())
+        """
+
+    /// Collections and views that the names and ids of `Tests/contract/schemathesis.toml` point at, so that
+    /// generated requests reach real data.
     static func seed(_ client: Client) throws {
         let inbox: [String: Any] = [
             "sections": [
@@ -129,6 +144,18 @@ import Testing
         let mutation = try client.mutate(
             "inbox", [["op": "moveItem", "item": "m2", "to": ["later", 0]]], headers: ["If-Match": "\"\(version)\""])
         #expect(mutation.status == 200, "\(mutation.text)")
+        // Views under the same names (a separate namespace): one sectioned and sorted, one filtered and limited.
+        let views: [(String, [String: Any])] = [
+            (
+                "inbox",
+                ["source": "inbox", "sectionBy": ["field": "/text"], "sortBy": [["field": "", "order": "desc"]]]
+            ),
+            ("archive", ["source": "archive", "filter": ["not": ["field": "/x", "exists": true]], "limit": 1]),
+        ]
+        for (name, definition) in views {
+            let response = try client.put("/v1/views/\(name)", definition)
+            #expect(response.status == 201, "defining the view \(name): \(response.text)")
+        }
     }
 
     /// Runs a command to its end (killed after `timeout` seconds), with standard output and error together.

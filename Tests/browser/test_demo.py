@@ -26,6 +26,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEFAULT_SEED = 20261130
@@ -217,6 +218,45 @@ class DemoTests(unittest.TestCase):
         empty_shown = self.driver.execute_script("return !document.querySelector('#list .cf-empty').hidden")
         self.assertEqual(empty_shown, sum(len(s["items"]) for s in snapshot["sections"]) == 0)
         return snapshot
+
+    def assert_view_synced(self, view, timeout=15):
+        """Waits until the page shows the view's version, then compares its DOM with the view's snapshot: sections
+        titled by their key, in the view's order, items in the view's order."""
+        snapshot = self.api("GET", f"/v1/views/{view}", expect=200)[1]
+        self.wait(lambda: self.page_version() == snapshot["version"], timeout,
+                  f"the page to reach the view's {snapshot['version']} (it shows {self.page_version()})")
+        key_label = lambda key: key if isinstance(key, str) else json.dumps(key, separators=(",", ":"))
+        expected = [{"id": s["id"], "title": key_label(s["data"]["key"]),
+                     "items": [{"id": i["id"], "text": item_label(i.get("data"))} for i in s["items"]]}
+                    for s in snapshot["sections"]]
+        self.assertEqual(self.driver.execute_script(DOM_JS), expected, f"seed {SEED} at {snapshot['version']}")
+        return snapshot
+
+    def last_log(self):
+        return self.driver.execute_script("return document.querySelector('#log li')?.textContent ?? ''")
+
+    def random_source_change(self, source, step):
+        """A random write to a view's source: a priority or a status changes (sometimes to a status no item had),
+        an item is added or deleted, or the source's own order changes (which leaves the view as it was)."""
+        rng = self.rng
+        items = [item for section in self.snapshot(source)["sections"] for item in section["items"]]
+        kind = rng.randrange(10)
+        if not items or kind == 0:
+            data = {"text": self.fresh("task "), "status": rng.choice(["todo", "doing", "done"]),
+                    "priority": rng.randrange(1, 6)}
+            return "PUT", f"/v1/collections/{source}/items/{self.fresh('t')}", {"data": data}
+        item = rng.choice(items)
+        data = dict(item["data"])
+        if kind <= 4:
+            data["priority"] = rng.randrange(1, 6)
+        elif kind <= 6:
+            data["status"] = rng.choice(["todo", "doing", "done", "blocked", f"status {step}"])
+        elif kind == 7:
+            return "DELETE", f"/v1/collections/{source}/items/{item['id']}", None
+        else:
+            return "POST", f"/v1/collections/{source}/mutations", {
+                "ops": [{"op": "moveItem", "item": item["id"], "to": [0, 0]}]}
+        return "PUT", f"/v1/collections/{source}/items/{item['id']}", {"data": data}
 
     def random_mutation(self, name, sections):
         rng = self.rng
@@ -425,6 +465,67 @@ class DemoTests(unittest.TestCase):
         snapshot = self.assert_synced(name)
         self.assertEqual([s["id"] for s in snapshot["sections"]], ["today", "week", "later"])
         self.assertEqual(self.driver.find_element(By.ID, "status").text, "live")
+
+    def test_8_a_live_view_animates_as_its_source_changes_and_its_sort_switches(self):
+        source = f"tasks-{SEED}"
+        view = f"{source}.by-status"
+        rng = self.rng
+        self.api("PUT", f"/v1/collections/{source}", {"sections": [
+            {"id": "backlog", "data": {"title": "Backlog"}, "items": [
+                {"id": f"t{k}", "data": {"text": f"task {k}", "status": ["todo", "doing", "done"][k % 3],
+                                         "priority": rng.randrange(1, 6)}} for k in range(9)]}]}, expect=201)
+        self.open(source)
+        self.assert_synced(source)
+        # The page's button defines the view (grouped by status, sorted by the control's order) and opens it.
+        self.driver.find_element(By.ID, "open-view").click()
+        self.wait(lambda: self.driver.current_url.endswith(f"/demo?view={view}"), message="the URL to name the view")
+        self.wait(lambda: self.driver.execute_script("return window.demo.kind") == "view", message="the view to open")
+        snapshot = self.assert_view_synced(view)
+        self.assertEqual(snapshot["definition"]["sectionBy"], {"field": "/status", "order": "asc"})
+        self.assertEqual(snapshot["definition"]["sortBy"][0], {"field": "/priority", "order": "desc"})
+        self.assertEqual([s["id"] for s in snapshot["sections"]], ['"doing"', '"done"', '"todo"'])
+        self.assertFalse(self.driver.find_element(By.CSS_SELECTOR, "button[data-action='insert-item']").is_enabled(),
+                         "a view is written only through its source")
+        # A priority that puts the last row of "todo" first: one move in the view, animated, not a reload.
+        todo = next(s for s in snapshot["sections"] if s["id"] == '"todo"')
+        last = todo["items"][-1]
+        self.api("PUT", f"/v1/collections/{source}/items/{last['id']}",
+                 {"data": {**last["data"], "priority": 9}}, expect=200)
+        snapshot = self.assert_view_synced(view)
+        self.assertEqual(next(s for s in snapshot["sections"] if s["id"] == '"todo"')["items"][0]["id"], last["id"])
+        self.assertIn("items ↕1", self.last_log())
+        # A status no item had: a section appears, in key order.
+        self.api("PUT", f"/v1/collections/{source}/items/{last['id']}",
+                 {"data": {**last["data"], "priority": 9, "status": "blocked"}}, expect=200)
+        snapshot = self.assert_view_synced(view)
+        self.assertEqual(snapshot["sections"][0]["id"], '"blocked"')
+        self.assertIn("sections +1", self.last_log())
+        # Random writes to the source, mostly back to back, so that changesets land while others still animate.
+        for step in range(40):
+            method, path, body = self.random_source_change(source, step)
+            self.api(method, path, body, expect=[200, 201])
+            if rng.random() < 0.25:
+                self.assert_view_synced(view)
+        self.assert_view_synced(view)
+        # The sort control redefines the view: the server answers moves, and the page follows.
+        for order, sort_by in [("text-asc", [{"field": "/text", "order": "asc"}]),
+                               ("priority-asc", [{"field": "/priority", "order": "asc"},
+                                                 {"field": "/text", "order": "asc"}])]:
+            before = self.api("GET", f"/v1/views/{view}", expect=200)[1]["version"]
+            Select(self.driver.find_element(By.ID, "view-sort")).select_by_value(order)
+            self.wait(lambda: self.api("GET", f"/v1/views/{view}")[1]["definition"]["sortBy"] == sort_by,
+                      message=f"the view to be redefined as {order}")
+            snapshot = self.assert_view_synced(view)
+            self.assertEqual(snapshot["version"].split(".")[0], before.split(".")[0], "a redefinition keeps the epoch")
+        # A row's ▲ raises the item's priority in the source.
+        row = snapshot["sections"][-1]["items"][0]
+        button = self.driver.find_element(By.CSS_SELECTOR, f'.cf-item[data-id="{row["id"]}"] button[data-row-action="row-up"]')
+        self.driver.execute_script("arguments[0].click()", button)  # row buttons show on hover only
+        self.wait(lambda: self.api("GET", f"/v1/collections/{source}/items/{row['id']}")[1]["data"]["priority"]
+                  == row["data"]["priority"] + 1, message="the row's priority to rise")
+        self.assert_view_synced(view)
+        statuses = self.driver.execute_script("return window.demo.statuses")
+        self.assertNotIn("reset", statuses, "the view followed its changesets without starting over")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,16 @@ final class Committer: Sendable {
         }
     }
 
+    /// Applies a record another server committed, on its lane: a shared journal hands these in, in sequence order
+    /// with this server's own records. Its changeset goes to the feeds like any other.
+    func applyRemote(_ record: JournalRecord) {
+        lanes.run(router.lanes(for: record)) { [self] in _ = apply(record) }
+    }
+
+    /// The journal's state and metrics, for `/healthz` and `/metrics`.
+    var storeState: StoreState? { journal.storeState }
+    func storeMetricsText() -> String { journal.metricsText() }
+
     /// Runs `work` on the lane of `name`: after every record of that collection handed in before, off the event
     /// loops (a large body is decoded there).
     func onLane(of name: String, _ work: @escaping @Sendable () -> Void) {

@@ -6,6 +6,8 @@ import Synchronization
 final class CollectionEntry: Sendable {
     let name: String
     let content: Mutex<VersionedCollection>
+    /// The snapshot's JSON at one version, encoded once for all the reads at that version (`FeedSubject`).
+    let encodedSnapshot = Mutex<EncodedSnapshot?>(nil)
 
     init(name: String, content: consuming VersionedCollection) {
         self.name = name

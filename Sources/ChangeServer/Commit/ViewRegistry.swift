@@ -6,6 +6,8 @@ import Synchronization
 final class ViewEntry: Sendable {
     let name: String
     let live: Mutex<LiveView>
+    /// The snapshot's JSON at one version, encoded once for all the reads at that version (`FeedSubject`).
+    let encodedSnapshot = Mutex<EncodedSnapshot?>(nil)
 
     init(name: String, live: consuming LiveView) {
         self.name = name

@@ -12,6 +12,10 @@ final class Feed {
         let subject: FeedSubject
         let since: Version
         let bucket: Int64
+
+        /// A cursor from a server sharing this one's database that has applied more records than this one yet
+        /// (only held with `--postgres`): it waits until this server catches up past it.
+        func isAhead(of current: Version) -> Bool { since.epoch == current.epoch && since.seq > current.seq }
     }
 
     /// What a group of waiters is answered with.
@@ -66,7 +70,7 @@ final class Feed {
     func committed(_ subject: FeedSubject, _ changes: EncodedChangeset) {
         guard let ids = bySubject[ObjectIdentifier(subject)] else { return }
         let current = subject.version
-        let behind = ids.compactMap { waiters[$0] }.filter { $0.since != current }
+        let behind = ids.compactMap { waiters[$0] }.filter { $0.since != current && !$0.isAhead(of: current) }
         let (direct, others) = (
             behind.filter { $0.since == changes.changeset.from && changes.changeset.to == current },
             behind.filter { $0.since != changes.changeset.from || changes.changeset.to != current }
@@ -130,6 +134,8 @@ final class Feed {
             let since = cursor.since
             if let changeset {
                 answer(waiters, with: .changes(changeset))
+            } else if let waiter = waiters.first, waiter.isAhead(of: current) {
+                answer(waiters, with: .changes(Changeset(from: since, to: since)))
             } else {
                 answer(waiters, with: .error(.cursorExpired(since.description, current: current)))
             }

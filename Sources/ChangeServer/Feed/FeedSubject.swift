@@ -1,4 +1,5 @@
 import Model
+import Synchronization
 
 /// What a change feed follows: a collection or a view. The feed holds polls on it, asks it for changesets, and
 /// names it in its answers (`"collection"` or `"view"`).
@@ -11,6 +12,32 @@ protocol FeedSubject: AnyObject, Sendable {
     func changes(since: Version) -> (current: Version, changeset: Changeset?)
     /// Writes the snapshot body (`{"collection"|"view", "version", …, "sections"}`); returns its version.
     func writeSnapshot(into writer: inout JSONWriter) -> Version
+    /// Where the snapshot's JSON is kept between reads.
+    var encodedSnapshot: Mutex<EncodedSnapshot?> { get }
+}
+
+/// A snapshot's JSON and the version it shows.
+struct EncodedSnapshot: Sendable {
+    let version: Version
+    let json: [UInt8]
+
+    /// Snapshots up to this size are kept encoded, one per collection or view (at most this much memory each);
+    /// larger ones are encoded for each read, which costs little next to sending them.
+    static let cachedLimit = 1 << 20
+}
+
+extension FeedSubject {
+    /// The snapshot's JSON at the current version: encoded once per version and shared by every read of it, so
+    /// that reading an unchanged collection costs about what serving a static body costs.
+    func snapshotJSON() -> EncodedSnapshot {
+        let current = version
+        if let cached = encodedSnapshot.withLock({ $0 }), cached.version == current { return cached }
+        var writer = JSONWriter()
+        let written = writeSnapshot(into: &writer)
+        let encoded = EncodedSnapshot(version: written, json: writer.bytes)
+        if encoded.json.count <= EncodedSnapshot.cachedLimit { encodedSnapshot.withLock { $0 = encoded } }
+        return encoded
+    }
 }
 
 enum FeedSubjectKind: String, Sendable {

@@ -262,7 +262,7 @@ final class HTTPServer: @unchecked Sendable {
             exchange.isSuspended = true
             suspended[ObjectIdentifier(exchange)] = exchange
             MHD_suspend_connection(connection)
-            watch(held: exchange)
+            if exchange.watchesHangUp { watch(held: exchange) }
             return .YES
         }
     }

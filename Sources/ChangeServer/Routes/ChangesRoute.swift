@@ -26,20 +26,33 @@ extension App {
         let subject = try subject()
         if sinceIsBeyondAnyVersion { throw .cursorExpired(request.rawQuery("since") ?? "", current: subject.version) }
         guard let since else {
-            var snapshot = JSONWriter()
-            let version = subject.writeSnapshot(into: &snapshot)
+            let snapshot = subject.snapshotJSON()
+            let version = snapshot.version
             return .respond(
                 feedResponse { writer in
                     writer.object { writer in
                         writer.field(subject.kind.key, subject.name)
                         writer.field("reset") { $0.raw("true") }
                         writer.field("to", version.description)
-                        writer.field("snapshot") { $0.raw(snapshot.bytes) }
+                        writer.field("snapshot") { $0.raw(snapshot.json) }
                     }
                 })
         }
         let (current, changeset) = subject.changes(since: since)
-        guard let changeset else { throw .cursorExpired(since.description, current: current) }
+        guard let changeset else {
+            // With a shared database, a cursor can come from a server that applied more than this one yet: it is
+            // held until this server catches up (at its timeout it gets the empty changeset), never 410.
+            guard committer.storeState != nil, since.epoch == current.epoch, since.seq > current.seq else {
+                throw .cursorExpired(since.description, current: current)
+            }
+            guard timeout > 0 else {
+                let empty = Changeset(from: since, to: since)
+                return .respond(feedResponse { $0.feedChanges(subject.kind, name: subject.name, changeset: empty) })
+            }
+            guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
+            connection.hold(on: subject, since: since, timeout: timeout)
+            return .later
+        }
         if !changeset.isEmpty || timeout == 0 {
             if !changeset.isEmpty { metrics.changesetsDelivered(1) }
             return .respond(

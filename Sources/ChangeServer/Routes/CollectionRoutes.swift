@@ -49,10 +49,7 @@ extension App {
         if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
             return Response(.notModified, headers: [("ETag", EntityTags.quoted(version))])
         }
-        let (current, sections) = entry.content.withLock { ($0.version, $0.snapshot()) }
-        return .json(.ok, headers: [("ETag", EntityTags.quoted(current))]) {
-            $0.snapshot(collection: name, version: current, sections: sections)
-        }
+        return .snapshot(entry.snapshotJSON())
     }
 
     /// Creates the collection (`201`) or replaces its whole content (`200`), diffing old against new.

@@ -26,7 +26,11 @@ extension App {
     {
         let conditions = try Self.conditions(request)
         let entry = try existing(name)
-        guard entry.content.withLock({ $0.item(id: id) }) != nil else { throw .itemNotFound(id, in: name) }
+        // With a shared database the item may have been written through another server and not be applied here
+        // yet: the record is journaled all the same, and applying it in order tells whether the item is there.
+        guard committer.storeState != nil || entry.content.withLock({ $0.item(id: id) }) != nil else {
+            throw .itemNotFound(id, in: name)
+        }
         return try submit(request, name, connection) { _ in
             .ops(collection: name, ops: [.deleteItems([.id(id)])], conditions: conditions)
         } answer: { result in

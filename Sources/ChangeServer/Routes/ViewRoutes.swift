@@ -29,11 +29,7 @@ extension App {
         if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
             return Response(.notModified, headers: [("ETag", EntityTags.quoted(version))])
         }
-        var writer = JSONWriter()
-        let current = entry.writeSnapshot(into: &writer)
-        return Response(
-            .ok, headers: [("Content-Type", Response.jsonContentType), ("ETag", EntityTags.quoted(current))],
-            body: writer.bytes)
+        return .snapshot(entry.snapshotJSON())
     }
 
     /// Defines the view (`201`) or replaces its definition (`200`, keeping its epoch; the changeset diffs the old

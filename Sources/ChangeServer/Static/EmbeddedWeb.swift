@@ -12,9 +12,9 @@ enum EmbeddedWeb {
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
         "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"0d5f5cbcef7d6a73\"", text: file0),
-        "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"7c9bc62ca4cc9a5d\"", text: file1),
-        "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"d5fcf87a23f47c07\"", text: file2),
-        "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"b8cb18f8c6993aaa\"", text: file3),
+        "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
+        "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
+        "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d2e61d282bb29833\"", text: file3),
     ]
 }
 
@@ -867,7 +867,7 @@ private let file1 = #"""
       <code id="version" title="version"></code>
     </div>
     <div id="missing" class="missing" hidden>
-      <p>The collection <b id="missing-name"></b> does not exist (yet). The page is waiting for it.</p>
+      <p>The <span id="missing-kind">collection</span> <b id="missing-name"></b> does not exist (yet). The page is waiting for it.</p>
       <button type="button" id="create-missing">Create it with sample content</button>
     </div>
     <div id="list" class="list" aria-live="polite"></div>
@@ -895,6 +895,22 @@ private let file1 = #"""
       <button type="button" data-action="replace">Replace</button>
       <button type="button" data-action="burst">10 random</button>
       <button type="button" data-action="clear">Clear items</button>
+    </fieldset>
+    <fieldset id="view-actions" class="view-actions" disabled>
+      <legend>Live view</legend>
+      <p class="hint">A view is the collection's items grouped by <code>status</code> and sorted, kept up to date by the server. Changes go to the source; the view moves its rows.</p>
+      <button type="button" id="open-view">Open view by status</button>
+      <label>Sort
+        <select id="view-sort">
+          <option value="priority-desc">priority, highest first</option>
+          <option value="priority-asc">priority, lowest first</option>
+          <option value="text-asc">text, A to Z</option>
+        </select>
+      </label>
+      <button type="button" data-view-action="priority">Change a priority</button>
+      <button type="button" data-view-action="status">Change a status</button>
+      <button type="button" data-view-action="insert">Add a task</button>
+      <button type="button" id="open-source">Open the source</button>
     </fieldset>
     <p id="error" class="error" role="alert" hidden></p>
     <h2>Changesets received</h2>
@@ -1000,12 +1016,21 @@ legend { color: var(--muted); font-size: 0.8rem; padding: 0 0.3rem; }
 .log li:first-child { color: var(--ink); }
 footer { padding: 0 1.25rem 1rem; color: var(--muted); font-size: 0.8rem; }
 footer a { color: inherit; }
+.cf-item .item-meta {
+    font: 0.72rem ui-monospace, SFMono-Regular, Menlo, monospace; padding: 0.05em 0.45em; border-radius: 999px;
+    background: #eef2fd; color: var(--accent);
+}
+.view-actions label { display: flex; align-items: center; gap: 0.4rem; color: var(--muted); font-size: 0.85rem; }
+.view-actions select { font: inherit; font-size: 0.85rem; padding: 0.25em 0.4em; border: 1px solid var(--line); border-radius: 7px; }
+.view-actions .hint { flex-basis: 100%; margin: 0; }
+body[data-kind="view"] .panel-title h2::after { content: " (live view)"; color: var(--accent); font-weight: 500; }
 
 """#
 
 // clients/web/demo/demo.js
 private let file3 = ##"""
-// The live demo: follows one collection with changefeed.js and changes it through the REST API.
+// The live demo: follows one collection, or one live view of a collection, with changefeed.js and changes it
+// through the REST API (a view through its source).
 import { itemLabel, renderList, sectionLabel, subscribe } from "/v1/client/changefeed.js";
 
 const $ = (selector) => document.querySelector(selector);
@@ -1015,6 +1040,7 @@ const statusOutput = $("#status");
 const errorLine = $("#error");
 const log = $("#log");
 const fieldsets = ["#actions", "#section-actions", "#list-actions"].map($);
+const viewSort = $("#view-sort");
 
 const words = ("amber birch cedar dune ember fjord grove harbor iris juniper kelp lagoon meadow nectar orchid pebble " +
     "quartz river sage tundra umber valley willow yarrow zephyr").split(" ");
@@ -1022,10 +1048,21 @@ const pick = (list) => list[Math.floor(Math.random() * list.length)];
 const randomIndex = (count) => Math.floor(Math.random() * count);
 const newId = (prefix) => `${prefix}${Date.now().toString(36).slice(-4)}${Math.random().toString(36).slice(2, 6)}`;
 const phrase = () => `${pick(words)} ${pick(words)}`;
+const statuses = ["todo", "doing", "done", "blocked", "review"];
+const task = () => ({ text: phrase(), status: pick(statuses.slice(0, 3)), priority: 1 + randomIndex(5) });
+
+/** The sort orders the view's control offers, as `sortBy` descriptors. */
+const sortOrders = {
+    "priority-desc": [{ field: "/priority", order: "desc" }, { field: "/text" }],
+    "priority-asc": [{ field: "/priority", order: "asc" }, { field: "/text" }],
+    "text-asc": [{ field: "/text" }],
+};
 
 let subscription = null;
+/** Counts the subscriptions opened, so that the last calls of one the page left are ignored. */
+let opened = 0;
 let list = null;
-let current = { name: null, sections: [], version: null };
+let current = { kind: "collection", name: null, source: null, sections: [], version: null };
 
 const list$ = $("#list");
 list = renderList(list$, {
@@ -1034,12 +1071,21 @@ list = renderList(list$, {
         const text = document.createElement("span");
         text.className = "item-text";
         text.textContent = itemLabel(item.data);
+        const meta = document.createElement("span");
+        meta.className = "item-meta";
+        meta.hidden = typeof item.data?.priority !== "number";
+        meta.textContent = `p${item.data?.priority}`;
+        meta.title = "priority";
         const id = document.createElement("code");
         id.className = "item-id";
         id.textContent = item.id;
         const actions = document.createElement("span");
         actions.className = "row-actions";
-        for (const [action, label, title] of [["row-up", "▲", "Move up"], ["row-edit", "✎", "Update"], ["row-delete", "✕", "Delete"]]) {
+        const rowActions =
+            current.kind === "view"
+                ? [["row-up", "▲", "Raise the priority"], ["row-edit", "✎", "Next status"], ["row-delete", "✕", "Delete from the source"]]
+                : [["row-up", "▲", "Move up"], ["row-edit", "✎", "Update"], ["row-delete", "✕", "Delete"]];
+        for (const [action, label, title] of rowActions) {
             const button = document.createElement("button");
             button.type = "button";
             button.dataset.rowAction = action;
@@ -1047,12 +1093,14 @@ list = renderList(list$, {
             button.textContent = label;
             actions.append(button);
         }
-        element.replaceChildren(text, id, actions);
+        element.replaceChildren(text, meta, id, actions);
     },
     renderHeader(section, element) {
         const title = document.createElement("span");
         title.className = "section-title";
-        title.textContent = sectionLabel(section);
+        // A view's sections are its keys: `data` is {"key": <the value>}.
+        const key = current.kind === "view" ? section.data?.key : undefined;
+        title.textContent = key === undefined ? sectionLabel(section) : typeof key === "string" ? key : JSON.stringify(key);
         const id = document.createElement("span");
         id.className = "section-id";
         id.textContent = section.id;
@@ -1068,8 +1116,15 @@ function setStatus(status, detail) {
     document.body.dataset.status = status;
     $("#missing").hidden = status !== "missing";
     $("#missing-name").textContent = current.name ?? "";
+    $("#missing-kind").textContent = current.kind;
+    $("#create-missing").hidden = current.kind === "view";
     const usable = status === "live";
-    for (const fieldset of fieldsets) fieldset.disabled = !usable;
+    for (const fieldset of fieldsets) fieldset.disabled = !usable || current.kind === "view";
+    $("#view-actions").disabled = !usable;
+    $("#open-view").disabled = current.kind === "view";
+    for (const control of document.querySelectorAll("#view-actions [data-view-action], #view-sort, #open-source")) {
+        control.disabled = current.kind !== "view";
+    }
 }
 
 function showError(message) {
@@ -1118,6 +1173,14 @@ async function api(method, path, body) {
 }
 
 const collectionPath = () => `/v1/collections/${encodeURIComponent(current.name)}`;
+const viewPath = (name) => `/v1/views/${encodeURIComponent(name)}`;
+
+/** changefeed.js follows collections; for a view, its requests go to the view's feed instead. */
+function viewFetch(name) {
+    const collectionFeed = `/v1/collections/${encodeURIComponent(name)}/`;
+    const viewFeed = `/v1/views/${encodeURIComponent(name)}/`;
+    return (url, init) => fetch(String(url).replace(collectionFeed, viewFeed), init);
+}
 
 async function mutate(ops) {
     showError(null);
@@ -1142,19 +1205,26 @@ function sampleSections() {
     return titles.map((title, s) => ({
         id: ["today", "week", "later"][s],
         data: { title },
-        items: Array.from({ length: 3 + randomIndex(4) }, () => ({ id: newId("m"), data: { text: phrase() } })),
+        items: Array.from({ length: 3 + randomIndex(4) }, () => ({ id: newId("m"), data: task() })),
     }));
 }
 
-function open(name) {
+function open(name, kind = "collection") {
     subscription?.unsubscribe();
-    current = { name, sections: [], version: null };
-    nameInput.value = name;
+    current = { kind, name, source: null, sections: [], version: null };
+    document.body.dataset.kind = kind;
+    if (kind === "collection") nameInput.value = name;
     $("#title").textContent = name;
     document.title = `${name} · ChangeServer live demo`;
     const url = new URL(location.href);
-    url.searchParams.set("collection", name);
+    url.searchParams.delete(kind === "view" ? "collection" : "view");
+    url.searchParams.set(kind, name);
     history.replaceState(null, "", url);
+    if (kind === "view") loadDefinition(name);
+    const generation = ++opened;
+    const mine = (handler) => (...args) => {
+        if (generation === opened) handler(...args);
+    };
     log.replaceChildren();
     list.render([]);
     setVersion(null);
@@ -1162,31 +1232,112 @@ function open(name) {
         location.origin,
         name,
         {
-            onSnapshot({ sections, version }) {
+            onSnapshot: mine(({ sections, version }) => {
                 current.sections = sections;
                 list.render(sections);
                 setVersion(version);
                 addLog(`${version}: snapshot, ${sections.length} sections, ${sections.reduce((n, s) => n + s.items.length, 0)} items`);
-            },
-            onChangeset({ changeset, sections, from, to }) {
+            }),
+            onChangeset: mine(({ changeset, sections, from, to }) => {
                 current.sections = sections;
                 list.apply(changeset, sections);
                 setVersion(to);
                 addLog(`${from} → ${to}: ${summary(changeset)}`);
-            },
-            onStatus(status, detail) {
+            }),
+            onStatus: mine((status, detail) => {
                 setStatus(status, detail);
                 if (status === "reset") addLog(`start over (${detail?.reason ?? "410"})`);
                 if (status === "missing") list.render([]);
-            },
+            }),
             onError(error) {
                 console.warn("changefeed:", error);
             },
         },
-        { token: tokenInput.value || undefined, baseMs: 250, capMs: 5000, missingRetryMs: 1000 }
+        {
+            token: tokenInput.value || undefined,
+            baseMs: 250,
+            capMs: 5000,
+            missingRetryMs: 1000,
+            fetch: kind === "view" ? viewFetch(name) : undefined,
+        }
     );
     window.demo.subscription = subscription;
 }
+
+/** A view's source and sort order, for its controls. */
+async function loadDefinition(name) {
+    try {
+        const { definition } = await api("GET", viewPath(name));
+        if (current.name !== name) return;
+        current.source = definition.source;
+        nameInput.value = definition.source;
+        $("#title").textContent = `${name} · ${definition.source} by ${definition.sectionBy?.field ?? "nothing"}`;
+        const sort = Object.keys(sortOrders).find(
+            (key) => JSON.stringify(sortOrders[key].map(({ field, order }) => ({ field, order: order ?? "asc" }))) ===
+                JSON.stringify(definition.sortBy ?? [])
+        );
+        if (sort) viewSort.value = sort;
+    } catch (error) {
+        // A view that does not exist yet: the feed reports it as missing and the page waits for it.
+        console.info("view definition:", error.message);
+    }
+}
+
+/** Defines (or redefines) `name` as the items of `source` grouped by status and sorted as the control says. */
+async function defineView(name, source) {
+    showError(null);
+    try {
+        return await api("PUT", viewPath(name), {
+            source,
+            sectionBy: { field: "/status" },
+            sortBy: sortOrders[viewSort.value] ?? sortOrders["priority-desc"],
+        });
+    } catch (error) {
+        showError(error.message);
+    }
+}
+
+/** Writes one item of the view's source (views are written only through their source). */
+async function putSourceItem(id, data) {
+    showError(null);
+    if (!current.source) return showError("the view's source is not known yet");
+    try {
+        return await api("PUT", `/v1/collections/${encodeURIComponent(current.source)}/items/${encodeURIComponent(id)}`, { data });
+    } catch (error) {
+        showError(error.message);
+    }
+}
+
+async function deleteSourceItem(id) {
+    showError(null);
+    try {
+        return await api("DELETE", `/v1/collections/${encodeURIComponent(current.source)}/items/${encodeURIComponent(id)}`);
+    } catch (error) {
+        showError(error.message);
+    }
+}
+
+const nextStatus = (status) => statuses[(statuses.indexOf(status) + 1) % statuses.length];
+const objectData = (data) => (data !== null && typeof data === "object" && !Array.isArray(data) ? data : { text: itemLabel(data) });
+
+const viewActions = {
+    priority: () => {
+        const items = allItems();
+        if (!items.length) return;
+        const { item } = pick(items);
+        const old = item.data?.priority;
+        const choices = [1, 2, 3, 4, 5].filter((priority) => priority !== old);
+        return putSourceItem(item.id, { ...objectData(item.data), priority: pick(choices) });
+    },
+    status: () => {
+        const items = allItems();
+        if (!items.length) return;
+        const { item } = pick(items);
+        const choices = statuses.filter((status) => status !== item.data?.status);
+        return putSourceItem(item.id, { ...objectData(item.data), status: pick(choices) });
+    },
+    insert: () => putSourceItem(newId("t"), task()),
+};
 
 async function refreshCollections() {
     try {
@@ -1209,9 +1360,9 @@ const allItems = () => current.sections.flatMap((section, s) => section.items.ma
 
 const actions = {
     "insert-item": () => {
-        if (!current.sections.length) return replace([{ id: "default", data: { title: "Items" }, items: [{ id: newId("m"), data: { text: phrase() } }] }]);
+        if (!current.sections.length) return replace([{ id: "default", data: { title: "Items" }, items: [{ id: newId("m"), data: task() }] }]);
         const s = randomIndex(current.sections.length);
-        return mutate([{ op: "insertItems", at: [s, randomIndex(current.sections[s].items.length + 1)], items: [{ id: newId("m"), data: { text: phrase() } }] }]);
+        return mutate([{ op: "insertItems", at: [s, randomIndex(current.sections[s].items.length + 1)], items: [{ id: newId("m"), data: task() }] }]);
     },
     "delete-item": () => {
         const items = allItems();
@@ -1227,10 +1378,12 @@ const actions = {
     },
     "update-item": () => {
         const items = allItems();
-        if (items.length) return mutate([{ op: "updateItems", items: [{ id: pick(items).item.id, data: { text: phrase() } }] }]);
+        if (!items.length) return;
+        const { item } = pick(items);
+        return mutate([{ op: "updateItems", items: [{ id: item.id, data: { ...objectData(item.data), text: phrase() } }] }]);
     },
     "insert-section": () =>
-        mutate([{ op: "insertSections", at: randomIndex(current.sections.length + 1), sections: [{ id: newId("s"), data: { title: pick(words) }, items: [{ id: newId("m"), data: { text: phrase() } }] }] }]),
+        mutate([{ op: "insertSections", at: randomIndex(current.sections.length + 1), sections: [{ id: newId("s"), data: { title: pick(words) }, items: [{ id: newId("m"), data: task() }] }] }]),
     "delete-section": () => {
         if (current.sections.length) return mutate([{ op: "deleteSections", sections: [randomIndex(current.sections.length)] }]);
     },
@@ -1264,14 +1417,27 @@ document.addEventListener("click", (event) => {
         actions[button.dataset.action]?.();
         return;
     }
+    const viewButton = event.target.closest("button[data-view-action]");
+    if (viewButton) {
+        viewActions[viewButton.dataset.viewAction]?.();
+        return;
+    }
     const rowButton = event.target.closest("button[data-row-action]");
     const row = rowButton?.closest(".cf-item[data-id]");
     if (!row) return;
     const id = row.dataset.id;
     const found = allItems().find(({ item }) => item.id === id);
     if (!found) return;
+    if (current.kind === "view") {
+        const data = objectData(found.item.data);
+        const priority = typeof data.priority === "number" ? data.priority : 0;
+        if (rowButton.dataset.rowAction === "row-up") putSourceItem(id, { ...data, priority: priority + 1 });
+        if (rowButton.dataset.rowAction === "row-edit") putSourceItem(id, { ...data, status: nextStatus(data.status) });
+        if (rowButton.dataset.rowAction === "row-delete") deleteSourceItem(id);
+        return;
+    }
     if (rowButton.dataset.rowAction === "row-delete") mutate([{ op: "deleteItems", items: [id] }]);
-    if (rowButton.dataset.rowAction === "row-edit") mutate([{ op: "updateItems", items: [{ id, data: { text: phrase() } }] }]);
+    if (rowButton.dataset.rowAction === "row-edit") mutate([{ op: "updateItems", items: [{ id, data: { ...objectData(found.item.data), text: phrase() } }] }]);
     if (rowButton.dataset.rowAction === "row-up") {
         const { s, i } = found;
         if (i > 0) mutate([{ op: "moveItem", item: id, to: [s, i - 1] }]);
@@ -1302,15 +1468,31 @@ $("#create").addEventListener("click", async () => {
     refreshCollections();
 });
 $("#create-missing").addEventListener("click", () => createSample(current.name));
+$("#open-view").addEventListener("click", async () => {
+    if (current.kind !== "collection" || !current.name) return;
+    const name = `${current.name.slice(0, 118)}.by-status`;
+    if (await defineView(name, current.name)) open(name, "view");
+});
+$("#open-source").addEventListener("click", () => {
+    if (current.kind === "view" && current.source) open(current.source);
+});
+// Switching the sort redefines the view: the server answers the changeset (every row that changes place moves).
+viewSort.addEventListener("change", () => {
+    if (current.kind === "view" && current.source) defineView(current.name, current.source);
+});
 tokenInput.value = sessionStorage.getItem("changeserver-token") ?? "";
 tokenInput.addEventListener("change", () => {
     sessionStorage.setItem("changeserver-token", tokenInput.value);
-    if (current.name) open(current.name);
+    if (current.name) open(current.name, current.kind);
 });
 
 window.demo = {
     open,
     actions,
+    viewActions,
+    get kind() {
+        return current.kind;
+    },
     get sections() {
         return current.sections;
     },
@@ -1322,9 +1504,10 @@ window.demo = {
     statuses: [],
 };
 
-const requested = new URLSearchParams(location.search).get("collection");
+const parameters = new URLSearchParams(location.search);
 const collections = await refreshCollections();
-if (requested) open(requested);
+if (parameters.get("view")) open(parameters.get("view"), "view");
+else if (parameters.get("collection")) open(parameters.get("collection"));
 else nameInput.value = collections[0]?.name ?? "demo";
 
 """##

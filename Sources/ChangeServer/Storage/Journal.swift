@@ -10,4 +10,22 @@ protocol Journal: AnyObject, Sendable {
     func flush()
     /// Flushes and stops the journal's threads (after the last append).
     func close()
+    /// Whether a journal on another machine can take records now; nil for a local one (see the extension).
+    var storeState: StoreState? { get }
+    /// The journal's own lines of `/metrics`, beyond the shared ones.
+    func metricsText() -> String
+}
+
+/// Whether a journal shared over the network can take records now (`/healthz` shows it).
+enum StoreState: String, Sendable {
+    case up
+    case down
+}
+
+extension Journal {
+    /// The state of a journal on another machine; nil for a local one, which is up while the process is.
+    var storeState: StoreState? { nil }
+
+    /// The journal's own lines of `/metrics` (Prometheus text), if it has any beyond the shared ones.
+    func metricsText() -> String { "" }
 }

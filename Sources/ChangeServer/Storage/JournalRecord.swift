@@ -41,7 +41,7 @@ enum JournalRecord: Sendable, Equatable {
 
 /// The binary form of journal records (see the README's "Durability" section for the framing around it).
 enum RecordCodec {
-    private enum Kind: UInt8 {
+    enum Kind: UInt8 {
         case put = 1
         case ops = 2
         case upsert = 3

@@ -43,6 +43,22 @@ import Testing
         #expect(server.send("DELETE", "/v1/collections/inbox").errorCode == "collection_not_found")
     }
 
+    /// A snapshot is encoded once per version and shared by the reads at that version.
+    @Test func snapshotsAreEncodedOncePerVersion() throws {
+        let (server, version) = try serverWithInbox()
+        let entry = try #require(server.app.registry.entry("inbox"))
+        #expect(entry.encodedSnapshot.withLock { $0 } == nil)
+        let first = server.send("GET", "/v1/collections/inbox")
+        #expect(entry.encodedSnapshot.withLock { $0?.version.description } == version)
+        #expect(entry.encodedSnapshot.withLock { $0?.json } == first.body)
+        #expect(server.send("GET", "/v1/collections/inbox").body == first.body)
+        _ = server.send("PUT", "/v1/collections/inbox/items/c", body: #"{"data": 3}"#)
+        let second = server.send("GET", "/v1/collections/inbox")
+        #expect(second.body != first.body)
+        #expect(second.text.contains(#""id":"c""#))
+        #expect(entry.encodedSnapshot.withLock { $0?.json } == second.body)
+    }
+
     @Test func badRequests() throws {
         let (server, _) = try serverWithInbox()
         #expect(server.send("PUT", "/v1/collections/x", body: "{").errorCode == "bad_json")

@@ -1,4 +1,5 @@
-// The live demo: follows one collection with changefeed.js and changes it through the REST API.
+// The live demo: follows one collection, or one live view of a collection, with changefeed.js and changes it
+// through the REST API (a view through its source).
 import { itemLabel, renderList, sectionLabel, subscribe } from "/v1/client/changefeed.js";
 
 const $ = (selector) => document.querySelector(selector);
@@ -8,6 +9,7 @@ const statusOutput = $("#status");
 const errorLine = $("#error");
 const log = $("#log");
 const fieldsets = ["#actions", "#section-actions", "#list-actions"].map($);
+const viewSort = $("#view-sort");
 
 const words = ("amber birch cedar dune ember fjord grove harbor iris juniper kelp lagoon meadow nectar orchid pebble " +
     "quartz river sage tundra umber valley willow yarrow zephyr").split(" ");
@@ -15,10 +17,21 @@ const pick = (list) => list[Math.floor(Math.random() * list.length)];
 const randomIndex = (count) => Math.floor(Math.random() * count);
 const newId = (prefix) => `${prefix}${Date.now().toString(36).slice(-4)}${Math.random().toString(36).slice(2, 6)}`;
 const phrase = () => `${pick(words)} ${pick(words)}`;
+const statuses = ["todo", "doing", "done", "blocked", "review"];
+const task = () => ({ text: phrase(), status: pick(statuses.slice(0, 3)), priority: 1 + randomIndex(5) });
+
+/** The sort orders the view's control offers, as `sortBy` descriptors. */
+const sortOrders = {
+    "priority-desc": [{ field: "/priority", order: "desc" }, { field: "/text" }],
+    "priority-asc": [{ field: "/priority", order: "asc" }, { field: "/text" }],
+    "text-asc": [{ field: "/text" }],
+};
 
 let subscription = null;
+/** Counts the subscriptions opened, so that the last calls of one the page left are ignored. */
+let opened = 0;
 let list = null;
-let current = { name: null, sections: [], version: null };
+let current = { kind: "collection", name: null, source: null, sections: [], version: null };
 
 const list$ = $("#list");
 list = renderList(list$, {
@@ -27,12 +40,21 @@ list = renderList(list$, {
         const text = document.createElement("span");
         text.className = "item-text";
         text.textContent = itemLabel(item.data);
+        const meta = document.createElement("span");
+        meta.className = "item-meta";
+        meta.hidden = typeof item.data?.priority !== "number";
+        meta.textContent = `p${item.data?.priority}`;
+        meta.title = "priority";
         const id = document.createElement("code");
         id.className = "item-id";
         id.textContent = item.id;
         const actions = document.createElement("span");
         actions.className = "row-actions";
-        for (const [action, label, title] of [["row-up", "▲", "Move up"], ["row-edit", "✎", "Update"], ["row-delete", "✕", "Delete"]]) {
+        const rowActions =
+            current.kind === "view"
+                ? [["row-up", "▲", "Raise the priority"], ["row-edit", "✎", "Next status"], ["row-delete", "✕", "Delete from the source"]]
+                : [["row-up", "▲", "Move up"], ["row-edit", "✎", "Update"], ["row-delete", "✕", "Delete"]];
+        for (const [action, label, title] of rowActions) {
             const button = document.createElement("button");
             button.type = "button";
             button.dataset.rowAction = action;
@@ -40,12 +62,14 @@ list = renderList(list$, {
             button.textContent = label;
             actions.append(button);
         }
-        element.replaceChildren(text, id, actions);
+        element.replaceChildren(text, meta, id, actions);
     },
     renderHeader(section, element) {
         const title = document.createElement("span");
         title.className = "section-title";
-        title.textContent = sectionLabel(section);
+        // A view's sections are its keys: `data` is {"key": <the value>}.
+        const key = current.kind === "view" ? section.data?.key : undefined;
+        title.textContent = key === undefined ? sectionLabel(section) : typeof key === "string" ? key : JSON.stringify(key);
         const id = document.createElement("span");
         id.className = "section-id";
         id.textContent = section.id;
@@ -61,8 +85,15 @@ function setStatus(status, detail) {
     document.body.dataset.status = status;
     $("#missing").hidden = status !== "missing";
     $("#missing-name").textContent = current.name ?? "";
+    $("#missing-kind").textContent = current.kind;
+    $("#create-missing").hidden = current.kind === "view";
     const usable = status === "live";
-    for (const fieldset of fieldsets) fieldset.disabled = !usable;
+    for (const fieldset of fieldsets) fieldset.disabled = !usable || current.kind === "view";
+    $("#view-actions").disabled = !usable;
+    $("#open-view").disabled = current.kind === "view";
+    for (const control of document.querySelectorAll("#view-actions [data-view-action], #view-sort, #open-source")) {
+        control.disabled = current.kind !== "view";
+    }
 }
 
 function showError(message) {
@@ -111,6 +142,14 @@ async function api(method, path, body) {
 }
 
 const collectionPath = () => `/v1/collections/${encodeURIComponent(current.name)}`;
+const viewPath = (name) => `/v1/views/${encodeURIComponent(name)}`;
+
+/** changefeed.js follows collections; for a view, its requests go to the view's feed instead. */
+function viewFetch(name) {
+    const collectionFeed = `/v1/collections/${encodeURIComponent(name)}/`;
+    const viewFeed = `/v1/views/${encodeURIComponent(name)}/`;
+    return (url, init) => fetch(String(url).replace(collectionFeed, viewFeed), init);
+}
 
 async function mutate(ops) {
     showError(null);
@@ -135,19 +174,26 @@ function sampleSections() {
     return titles.map((title, s) => ({
         id: ["today", "week", "later"][s],
         data: { title },
-        items: Array.from({ length: 3 + randomIndex(4) }, () => ({ id: newId("m"), data: { text: phrase() } })),
+        items: Array.from({ length: 3 + randomIndex(4) }, () => ({ id: newId("m"), data: task() })),
     }));
 }
 
-function open(name) {
+function open(name, kind = "collection") {
     subscription?.unsubscribe();
-    current = { name, sections: [], version: null };
-    nameInput.value = name;
+    current = { kind, name, source: null, sections: [], version: null };
+    document.body.dataset.kind = kind;
+    if (kind === "collection") nameInput.value = name;
     $("#title").textContent = name;
     document.title = `${name} · ChangeServer live demo`;
     const url = new URL(location.href);
-    url.searchParams.set("collection", name);
+    url.searchParams.delete(kind === "view" ? "collection" : "view");
+    url.searchParams.set(kind, name);
     history.replaceState(null, "", url);
+    if (kind === "view") loadDefinition(name);
+    const generation = ++opened;
+    const mine = (handler) => (...args) => {
+        if (generation === opened) handler(...args);
+    };
     log.replaceChildren();
     list.render([]);
     setVersion(null);
@@ -155,31 +201,112 @@ function open(name) {
         location.origin,
         name,
         {
-            onSnapshot({ sections, version }) {
+            onSnapshot: mine(({ sections, version }) => {
                 current.sections = sections;
                 list.render(sections);
                 setVersion(version);
                 addLog(`${version}: snapshot, ${sections.length} sections, ${sections.reduce((n, s) => n + s.items.length, 0)} items`);
-            },
-            onChangeset({ changeset, sections, from, to }) {
+            }),
+            onChangeset: mine(({ changeset, sections, from, to }) => {
                 current.sections = sections;
                 list.apply(changeset, sections);
                 setVersion(to);
                 addLog(`${from} → ${to}: ${summary(changeset)}`);
-            },
-            onStatus(status, detail) {
+            }),
+            onStatus: mine((status, detail) => {
                 setStatus(status, detail);
                 if (status === "reset") addLog(`start over (${detail?.reason ?? "410"})`);
                 if (status === "missing") list.render([]);
-            },
+            }),
             onError(error) {
                 console.warn("changefeed:", error);
             },
         },
-        { token: tokenInput.value || undefined, baseMs: 250, capMs: 5000, missingRetryMs: 1000 }
+        {
+            token: tokenInput.value || undefined,
+            baseMs: 250,
+            capMs: 5000,
+            missingRetryMs: 1000,
+            fetch: kind === "view" ? viewFetch(name) : undefined,
+        }
     );
     window.demo.subscription = subscription;
 }
+
+/** A view's source and sort order, for its controls. */
+async function loadDefinition(name) {
+    try {
+        const { definition } = await api("GET", viewPath(name));
+        if (current.name !== name) return;
+        current.source = definition.source;
+        nameInput.value = definition.source;
+        $("#title").textContent = `${name} · ${definition.source} by ${definition.sectionBy?.field ?? "nothing"}`;
+        const sort = Object.keys(sortOrders).find(
+            (key) => JSON.stringify(sortOrders[key].map(({ field, order }) => ({ field, order: order ?? "asc" }))) ===
+                JSON.stringify(definition.sortBy ?? [])
+        );
+        if (sort) viewSort.value = sort;
+    } catch (error) {
+        // A view that does not exist yet: the feed reports it as missing and the page waits for it.
+        console.info("view definition:", error.message);
+    }
+}
+
+/** Defines (or redefines) `name` as the items of `source` grouped by status and sorted as the control says. */
+async function defineView(name, source) {
+    showError(null);
+    try {
+        return await api("PUT", viewPath(name), {
+            source,
+            sectionBy: { field: "/status" },
+            sortBy: sortOrders[viewSort.value] ?? sortOrders["priority-desc"],
+        });
+    } catch (error) {
+        showError(error.message);
+    }
+}
+
+/** Writes one item of the view's source (views are written only through their source). */
+async function putSourceItem(id, data) {
+    showError(null);
+    if (!current.source) return showError("the view's source is not known yet");
+    try {
+        return await api("PUT", `/v1/collections/${encodeURIComponent(current.source)}/items/${encodeURIComponent(id)}`, { data });
+    } catch (error) {
+        showError(error.message);
+    }
+}
+
+async function deleteSourceItem(id) {
+    showError(null);
+    try {
+        return await api("DELETE", `/v1/collections/${encodeURIComponent(current.source)}/items/${encodeURIComponent(id)}`);
+    } catch (error) {
+        showError(error.message);
+    }
+}
+
+const nextStatus = (status) => statuses[(statuses.indexOf(status) + 1) % statuses.length];
+const objectData = (data) => (data !== null && typeof data === "object" && !Array.isArray(data) ? data : { text: itemLabel(data) });
+
+const viewActions = {
+    priority: () => {
+        const items = allItems();
+        if (!items.length) return;
+        const { item } = pick(items);
+        const old = item.data?.priority;
+        const choices = [1, 2, 3, 4, 5].filter((priority) => priority !== old);
+        return putSourceItem(item.id, { ...objectData(item.data), priority: pick(choices) });
+    },
+    status: () => {
+        const items = allItems();
+        if (!items.length) return;
+        const { item } = pick(items);
+        const choices = statuses.filter((status) => status !== item.data?.status);
+        return putSourceItem(item.id, { ...objectData(item.data), status: pick(choices) });
+    },
+    insert: () => putSourceItem(newId("t"), task()),
+};
 
 async function refreshCollections() {
     try {
@@ -202,9 +329,9 @@ const allItems = () => current.sections.flatMap((section, s) => section.items.ma
 
 const actions = {
     "insert-item": () => {
-        if (!current.sections.length) return replace([{ id: "default", data: { title: "Items" }, items: [{ id: newId("m"), data: { text: phrase() } }] }]);
+        if (!current.sections.length) return replace([{ id: "default", data: { title: "Items" }, items: [{ id: newId("m"), data: task() }] }]);
         const s = randomIndex(current.sections.length);
-        return mutate([{ op: "insertItems", at: [s, randomIndex(current.sections[s].items.length + 1)], items: [{ id: newId("m"), data: { text: phrase() } }] }]);
+        return mutate([{ op: "insertItems", at: [s, randomIndex(current.sections[s].items.length + 1)], items: [{ id: newId("m"), data: task() }] }]);
     },
     "delete-item": () => {
         const items = allItems();
@@ -220,10 +347,12 @@ const actions = {
     },
     "update-item": () => {
         const items = allItems();
-        if (items.length) return mutate([{ op: "updateItems", items: [{ id: pick(items).item.id, data: { text: phrase() } }] }]);
+        if (!items.length) return;
+        const { item } = pick(items);
+        return mutate([{ op: "updateItems", items: [{ id: item.id, data: { ...objectData(item.data), text: phrase() } }] }]);
     },
     "insert-section": () =>
-        mutate([{ op: "insertSections", at: randomIndex(current.sections.length + 1), sections: [{ id: newId("s"), data: { title: pick(words) }, items: [{ id: newId("m"), data: { text: phrase() } }] }] }]),
+        mutate([{ op: "insertSections", at: randomIndex(current.sections.length + 1), sections: [{ id: newId("s"), data: { title: pick(words) }, items: [{ id: newId("m"), data: task() }] }] }]),
     "delete-section": () => {
         if (current.sections.length) return mutate([{ op: "deleteSections", sections: [randomIndex(current.sections.length)] }]);
     },
@@ -257,14 +386,27 @@ document.addEventListener("click", (event) => {
         actions[button.dataset.action]?.();
         return;
     }
+    const viewButton = event.target.closest("button[data-view-action]");
+    if (viewButton) {
+        viewActions[viewButton.dataset.viewAction]?.();
+        return;
+    }
     const rowButton = event.target.closest("button[data-row-action]");
     const row = rowButton?.closest(".cf-item[data-id]");
     if (!row) return;
     const id = row.dataset.id;
     const found = allItems().find(({ item }) => item.id === id);
     if (!found) return;
+    if (current.kind === "view") {
+        const data = objectData(found.item.data);
+        const priority = typeof data.priority === "number" ? data.priority : 0;
+        if (rowButton.dataset.rowAction === "row-up") putSourceItem(id, { ...data, priority: priority + 1 });
+        if (rowButton.dataset.rowAction === "row-edit") putSourceItem(id, { ...data, status: nextStatus(data.status) });
+        if (rowButton.dataset.rowAction === "row-delete") deleteSourceItem(id);
+        return;
+    }
     if (rowButton.dataset.rowAction === "row-delete") mutate([{ op: "deleteItems", items: [id] }]);
-    if (rowButton.dataset.rowAction === "row-edit") mutate([{ op: "updateItems", items: [{ id, data: { text: phrase() } }] }]);
+    if (rowButton.dataset.rowAction === "row-edit") mutate([{ op: "updateItems", items: [{ id, data: { ...objectData(found.item.data), text: phrase() } }] }]);
     if (rowButton.dataset.rowAction === "row-up") {
         const { s, i } = found;
         if (i > 0) mutate([{ op: "moveItem", item: id, to: [s, i - 1] }]);
@@ -295,15 +437,31 @@ $("#create").addEventListener("click", async () => {
     refreshCollections();
 });
 $("#create-missing").addEventListener("click", () => createSample(current.name));
+$("#open-view").addEventListener("click", async () => {
+    if (current.kind !== "collection" || !current.name) return;
+    const name = `${current.name.slice(0, 118)}.by-status`;
+    if (await defineView(name, current.name)) open(name, "view");
+});
+$("#open-source").addEventListener("click", () => {
+    if (current.kind === "view" && current.source) open(current.source);
+});
+// Switching the sort redefines the view: the server answers the changeset (every row that changes place moves).
+viewSort.addEventListener("change", () => {
+    if (current.kind === "view" && current.source) defineView(current.name, current.source);
+});
 tokenInput.value = sessionStorage.getItem("changeserver-token") ?? "";
 tokenInput.addEventListener("change", () => {
     sessionStorage.setItem("changeserver-token", tokenInput.value);
-    if (current.name) open(current.name);
+    if (current.name) open(current.name, current.kind);
 });
 
 window.demo = {
     open,
     actions,
+    viewActions,
+    get kind() {
+        return current.kind;
+    },
     get sections() {
         return current.sections;
     },
@@ -315,7 +473,8 @@ window.demo = {
     statuses: [],
 };
 
-const requested = new URLSearchParams(location.search).get("collection");
+const parameters = new URLSearchParams(location.search);
 const collections = await refreshCollections();
-if (requested) open(requested);
+if (parameters.get("view")) open(parameters.get("view"), "view");
+else if (parameters.get("collection")) open(parameters.get("collection"));
 else nameInput.value = collections[0]?.name ?? "demo";

@@ -1,0 +1,22 @@
+import Model
+
+extension App {
+    /// Assembles the application on PostgreSQL (`--postgres`): recovery from the database, then the shared
+    /// journal, whose follower hands the records of other servers to the commit path in order with this server's.
+    static func openOnPostgres(url: String, config: Config, logger: Logger) throws(StartupError) -> App {
+        let metrics = Metrics()
+        let registry = Registry()
+        let executor = Executor(
+            registry: registry, views: ViewRegistry(), limits: HistoryLimits(versions: config.history))
+        let applied = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
+        let journal = try PostgresJournal(url: url, applied: applied, logger: logger)
+        let feeds = FeedFanOut()
+        let committer = Committer(
+            executor: executor, journal: journal, lanes: Lanes(), snapshots: nil, metrics: metrics,
+            publish: feeds.publish)
+        let app = App(config: config, logger: logger, metrics: metrics, registry: registry, committer: committer)
+        feeds.connect(app)
+        journal.start(applyingRemote: committer.applyRemote)
+        return app
+    }
+}

@@ -1,0 +1,174 @@
+import CPostgres
+import Glibc
+
+/// One libpq connection, used by one thread at a time and finished exactly once. Every statement goes through
+/// `PQexecParams` with its parameters and results in binary: no SQL is ever built from strings.
+final class PGConnection {
+    private let handle: OpaquePointer
+
+    /// Connects (blocking, up to 5 s unless the URL says otherwise): call it on a storage thread, never on an
+    /// event loop. `url` is anything libpq accepts: `postgresql://user@host:port/db?sslmode=...` or
+    /// `host=... port=... dbname=...`.
+    init(_ url: String) throws(StorageError) {
+        // Later keywords override earlier ones, so the URL's own settings win over these defaults (notices such as
+        // "relation already exists, skipping" would go to stderr).
+        let keywords = ["connect_timeout", "options", "application_name", "dbname"]
+        let values = ["5", "-c client_min_messages=warning", "changeserver", url]
+        let connection = withCStrings(keywords) { keywordPointers in
+            withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
+        }
+        guard let connection else { throw .unavailable(reason: "libpq could not allocate a connection") }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let reason = Self.message(PQerrorMessage(connection))
+            PQfinish(connection)
+            throw .unavailable(reason: reason)
+        }
+        // The server's notices (a FATAL before a shutdown cuts the connection) would go to stderr as they are; the
+        // failures they announce are reported by the statements that meet them.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        handle = connection
+    }
+
+    deinit { PQfinish(handle) }
+
+    var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
+
+    /// The socket, to wait on for notifications.
+    var socket: Int32 { PQsocket(handle) }
+
+    var errorMessage: String { Self.message(PQerrorMessage(handle)) }
+
+    /// Runs one statement and returns its rows.
+    /// - Throws: `StorageError.unavailable` with the server's message when it fails (the connection may be broken:
+    ///   check `isBroken`).
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [PGParameter] = []) throws(StorageError) -> PGResult {
+        let encoded = parameters.map(\.encoded)
+        let types = parameters.map(\.type)
+        let lengths = encoded.map { Int32($0.count) }
+        let formats = [Int32](repeating: 1, count: parameters.count)
+        let result = withBuffers(encoded) { pointers in
+            PQexecParams(handle, sql, Int32(parameters.count), types, pointers, lengths, formats, 1)
+        }
+        guard let result else { throw .unavailable(reason: errorMessage) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let reason = Self.message(PQresultErrorMessage(result))
+            PQclear(result)
+            throw .unavailable(reason: reason)
+        }
+        return PGResult(result)
+    }
+
+    /// Reads what arrived on the socket and returns the notifications received: `(channel, payload)`.
+    /// - Throws: when the connection is broken.
+    func notifications() throws(StorageError) -> [(channel: String, payload: String)] {
+        guard PQconsumeInput(handle) == 1 else { throw .unavailable(reason: errorMessage) }
+        var received: [(String, String)] = []
+        while let notify = PQnotifies(handle) {
+            received.append((String(cString: notify.pointee.relname), String(cString: notify.pointee.extra)))
+            PQfreemem(notify)
+        }
+        return received
+    }
+
+    private static func message(_ text: UnsafePointer<CChar>?) -> String {
+        guard let text else { return "unknown libpq error" }
+        var message = String(cString: text)
+        while message.last?.isNewline == true { message.removeLast() }
+        return message
+    }
+}
+
+/// One parameter of a statement, sent in PostgreSQL's binary format.
+enum PGParameter {
+    case text(String)
+    case int64(Int64)
+    case bytes([UInt8])
+    /// A `bytea[]` of one dimension.
+    case byteArrays([[UInt8]])
+
+    private static let byteaOID: UInt32 = 17
+
+    var type: UInt32 {
+        switch self {
+        case .text: 25
+        case .int64: 20
+        case .bytes: Self.byteaOID
+        case .byteArrays: 1001
+        }
+    }
+
+    var encoded: [UInt8] {
+        switch self {
+        case .text(let text): return Array(text.utf8)
+        case .int64(let value): return bigEndian(UInt64(bitPattern: value))
+        case .bytes(let bytes): return bytes
+        case .byteArrays(let elements):
+            // ndim, has-nulls flag, element type, then per dimension its length and lower bound; then each
+            // element as its length and bytes.
+            var out = bigEndian32(1) + bigEndian32(0) + bigEndian32(Self.byteaOID)
+            out += bigEndian32(UInt32(elements.count)) + bigEndian32(1)
+            for element in elements { out += bigEndian32(UInt32(element.count)) + element }
+            return out
+        }
+    }
+}
+
+/// A result, cleared exactly once. Values come in binary (`resultFormat` 1).
+final class PGResult {
+    private let handle: OpaquePointer
+
+    init(_ handle: OpaquePointer) { self.handle = handle }
+
+    deinit { PQclear(handle) }
+
+    var rows: Int { Int(PQntuples(handle)) }
+
+    func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(handle, Int32(row), Int32(column)) == 1 }
+
+    func bytes(_ row: Int, _ column: Int) -> [UInt8] {
+        let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        guard length > 0, let value = PQgetvalue(handle, Int32(row), Int32(column)) else { return [] }
+        return value.withMemoryRebound(to: UInt8.self, capacity: length) {
+            Array(UnsafeBufferPointer(start: $0, count: length))
+        }
+    }
+
+    func string(_ row: Int, _ column: Int) -> String { String(decoding: bytes(row, column), as: UTF8.self) }
+
+    /// An `int8` column (0 when it is not 8 bytes long, which a well-formed result never is).
+    func int64(_ row: Int, _ column: Int) -> Int64 {
+        let value = bytes(row, column)
+        guard value.count == 8 else { return 0 }
+        return Int64(bitPattern: value.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+    }
+}
+
+private func bigEndian(_ value: UInt64) -> [UInt8] {
+    (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+}
+
+private func bigEndian32(_ value: UInt32) -> [UInt8] {
+    (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
+}
+
+/// Calls `body` with a NULL-terminated array of C strings that live for the call.
+private func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    let copies = strings.map { strdup($0) }
+    defer { for copy in copies { free(copy) } }
+    return body(copies.map { UnsafePointer($0) } + [nil])
+}
+
+/// Calls `body` with pointers to each buffer's bytes, valid for the call.
+private func withBuffers<R>(_ buffers: [[UInt8]], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    let copies: [UnsafeMutablePointer<CChar>] = buffers.map { buffer in
+        let copy = UnsafeMutablePointer<CChar>.allocate(capacity: max(buffer.count, 1))
+        buffer.withUnsafeBytes { raw in
+            if let base = raw.baseAddress { UnsafeMutableRawPointer(copy).copyMemory(from: base, byteCount: raw.count) }
+        }
+        return copy
+    }
+    defer { for copy in copies { copy.deallocate() } }
+    return body(copies.map { UnsafePointer($0) })
+}

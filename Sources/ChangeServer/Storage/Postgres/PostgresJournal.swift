@@ -1,0 +1,392 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The journal in PostgreSQL, shared by every server on the same database (`--postgres URL`).
+///
+/// Writing: a writer thread takes every record appended meanwhile and commits them in one transaction (group
+/// commit): per collection, in name order (so two servers never wait on each other's rows in a cycle), one
+/// statement raises the collection's `last_seq` and inserts its records with the sequences it covers; then a
+/// `NOTIFY` wakes the other servers; then `COMMIT`. A record's callback runs only after the commit, through
+/// `SequencedDelivery`, which also hands on the records of other servers, so every server applies each
+/// collection's records in the same order.
+///
+/// Following: a follower thread `LISTEN`s and, on each notification, reads the new records of the collections it
+/// names; every second, and after each reconnection, it compares every collection's `last_seq` with what was
+/// applied and reads what is missing (a notification may be lost with a connection).
+///
+/// While the database is unreachable, appends throw `StorageError.unavailable` at once (`503`), records in flight
+/// are reported not durable, and both threads reconnect with capped, jittered backoff.
+final class PostgresJournal: Journal {
+    private struct Queue {
+        var pending: [(collection: String, local: SequencedDelivery.Local)] = []
+        var isCommitting = false
+        var writerIsIdle = true
+        var flushWaiters: [DispatchSemaphore] = []
+        var isClosing = false
+        /// Collections whose records of other servers the follower should read now.
+        var toFollow: Set<String> = []
+    }
+
+    let delivery: SequencedDelivery
+    let metrics: StoreMetrics
+    private let url: String
+    private let logger: Logger
+    /// Tells notifications of this server's own commits from those of others.
+    private let origin: String
+    private let catchUpInterval: Int64
+    private let queue = Mutex(Queue())
+    private let writerWake = DispatchSemaphore(value: 0)
+    /// A pipe that wakes the follower out of `poll`: written by `close` and by the writer.
+    private let followerWake: (read: Int32, write: Int32)
+    private let threads = Mutex<[JoinableThread]>([])
+
+    /// `applied`: the last sequence of each collection that recovery applied.
+    init(url: String, applied: [String: Int64], catchUpInterval: Int64 = 1000, logger: Logger) throws(StartupError) {
+        self.url = url
+        self.logger = logger
+        self.catchUpInterval = catchUpInterval
+        delivery = SequencedDelivery(applied: applied, logger: logger)
+        metrics = StoreMetrics()
+        origin = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw StartupError("cannot create the PostgreSQL follower's wake-up pipe") }
+        for end in ends {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, O_NONBLOCK)
+        }
+        followerWake = (ends[0], ends[1])
+    }
+
+    deinit {
+        Glibc.close(followerWake.read)
+        Glibc.close(followerWake.write)
+    }
+
+    /// Starts the writer and the follower; records of other servers go to `applyRemote`, in order.
+    func start(applyingRemote applyRemote: @escaping @Sendable (JournalRecord) -> Void) {
+        delivery.start(applyingRemote: { [metrics] record in
+            metrics.appliedRemote(1)
+            applyRemote(record)
+        })
+        _ = metrics.setUp(true)
+        threads.withLock {
+            $0 = [JoinableThread { [self] in writeLoop() }, JoinableThread { [self] in followLoop() }]
+        }
+    }
+
+    // MARK: Journal
+
+    func append(_ record: [UInt8], then done: @escaping @Sendable (Bool) -> Void) throws(StorageError) {
+        guard record.count <= JournalFormat.maximumPayload else {
+            throw .recordTooLarge(bytes: record.count, limit: JournalFormat.maximumPayload)
+        }
+        guard metrics.isUp else { throw .unavailable(reason: "PostgreSQL is unreachable") }
+        let collection = RecordCodec.sequenceKey(of: record) ?? ""
+        let wakeWriter = queue.withLock { queue in
+            queue.pending.append((collection, SequencedDelivery.Local(record: record, done: done)))
+            defer { queue.writerIsIdle = false }
+            return queue.writerIsIdle
+        }
+        if wakeWriter { writerWake.signal() }
+    }
+
+    func flush() {
+        let waiter = DispatchSemaphore(value: 0)
+        let mustWait = queue.withLock { queue in
+            guard !queue.pending.isEmpty || queue.isCommitting else { return false }
+            queue.flushWaiters.append(waiter)
+            return true
+        }
+        if mustWait { waiter.wait() }
+    }
+
+    func close() {
+        flush()
+        queue.withLock { $0.isClosing = true }
+        writerWake.signal()
+        wakeFollower()
+        let running = threads.withLock { threads in
+            defer { threads = [] }
+            return threads
+        }
+        for thread in running { thread.join() }
+    }
+
+    var storeState: StoreState? { metrics.isUp ? .up : .down }
+
+    func metricsText() -> String { metrics.render() }
+
+    // MARK: Writing
+
+    /// Records whose `COMMIT` got no answer (the connection broke while it ran): they may or may not be in the
+    /// database, so their callers wait until a new connection tells.
+    private typealias Range = (name: String, first: Int64, count: Int)
+
+    private func writeLoop() {
+        var connection: PGConnection?
+        var backoff = Backoff()
+        var unresolved: [Range] = []
+        defer {
+            for range in unresolved {
+                for record in delivery.abandon(range.name, first: range.first, count: range.count) {
+                    record.done(false)
+                }
+            }
+        }
+        while true {
+            if connection == nil {
+                do throws(StorageError) {
+                    let fresh = try PGConnection(url)
+                    try resolve(unresolved, on: fresh)
+                    unresolved = []
+                    connection = fresh
+                    backoff.reset()
+                    if metrics.setUp(true) {
+                        metrics.reconnected()
+                        logger.warning("PostgreSQL is reachable again: mutations are accepted")
+                    }
+                } catch {
+                    failPending()
+                    let wait = backoff.next()
+                    logger.log(.debug, "cannot connect to PostgreSQL (\(error)); next try in \(wait) ms")
+                    if queue.withLock({ $0.isClosing }) { return }
+                    _ = writerWake.wait(timeout: .now() + .milliseconds(wait))
+                    continue
+                }
+            }
+            let batch: [(collection: String, local: SequencedDelivery.Local)]? = queue.withLock { queue in
+                if queue.pending.isEmpty {
+                    queue.writerIsIdle = true
+                    queue.isCommitting = false
+                    for waiter in queue.flushWaiters { waiter.signal() }
+                    queue.flushWaiters = []
+                    return queue.isClosing ? nil : []
+                }
+                defer { queue.pending = [] }
+                queue.isCommitting = true
+                return queue.pending
+            }
+            guard let batch, let current = connection else { return }
+            if batch.isEmpty {
+                writerWake.wait()
+                continue
+            }
+            let (committed, unanswered) = commit(batch, on: current)
+            unresolved += unanswered
+            if !committed && current.isBroken {
+                connection = nil
+                if metrics.setUp(false) {
+                    logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
+                }
+            }
+        }
+    }
+
+    /// While the database is unreachable: what was appended before that was noticed is not durable.
+    private func failPending() {
+        if metrics.setUp(false) {
+            logger.error("PostgreSQL is unreachable: mutations answer 503 until it is back")
+        }
+        let (failed, waiters) = queue.withLock { queue in
+            defer {
+                queue.pending = []
+                queue.flushWaiters = []
+                queue.isCommitting = false
+                queue.writerIsIdle = true
+            }
+            return (queue.pending, queue.flushWaiters)
+        }
+        for record in failed { record.local.done(false) }
+        for waiter in waiters { waiter.signal() }
+    }
+
+    /// Tells the callers of records whose `COMMIT` got no answer what became of them: the rows that are there with
+    /// their bytes committed; the others were rolled back and are not durable.
+    private func resolve(_ ranges: [Range], on connection: PGConnection) throws(StorageError) {
+        for range in ranges {
+            let result = try connection.execute(
+                PostgresSchema.recordsAfter,
+                [.text(range.name), .int64(range.first - 1), .int64(Int64(range.count))])
+            let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
+            var failed = delivery.offer(range.name, rows).failed
+            failed += delivery.abandon(range.name, first: range.first, count: range.count)
+            for record in failed { record.done(false) }
+            logger.warning(
+                "collection \(range.name): \(range.count) records whose commit got no answer: \(rows.count) were committed"
+            )
+        }
+    }
+
+    /// Commits `batch` in one transaction; returns whether it committed. Otherwise every record of it that was not
+    /// seen committed by the follower is reported not durable, except when the connection broke during `COMMIT`:
+    /// those are returned, to be resolved on the next connection.
+    private func commit(_ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection)
+        -> (committed: Bool, unanswered: [Range])
+    {
+        let started = MonotonicClock.nanoseconds()
+        var byCollection: [String: [SequencedDelivery.Local]] = [:]
+        for record in batch { byCollection[record.collection, default: []].append(record.local) }
+        let names = byCollection.keys.sorted()
+        var assigned: [(name: String, first: Int64, count: Int)] = []
+        do throws(StorageError) {
+            try connection.execute("BEGIN")
+            for name in names {
+                let records = byCollection[name] ?? []
+                let result = try connection.execute(
+                    PostgresSchema.append,
+                    [.text(name), .int64(Int64(records.count)), .byteArrays(records.map(\.record))])
+                let first = result.int64(0, 0) - Int64(records.count) + 1
+                delivery.register(name, first: first, records)
+                assigned.append((name, first, records.count))
+            }
+            try connection.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text(payload(assigned))])
+            do throws(StorageError) {
+                try connection.execute("COMMIT")
+            } catch {
+                guard connection.isBroken else { throw error }
+                logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
+                return (false, assigned)
+            }
+        } catch {
+            logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
+            if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
+            var failed: [SequencedDelivery.Local] = []
+            for range in assigned { failed += delivery.abandon(range.name, first: range.first, count: range.count) }
+            for name in names where !assigned.contains(where: { $0.name == name }) {
+                failed += byCollection[name] ?? []
+            }
+            for record in failed { record.done(false) }
+            return (false, [])
+        }
+        metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        var behind: [String] = []
+        for range in assigned where delivery.committed(range.name, first: range.first, count: range.count) {
+            behind.append(range.name)
+        }
+        if !behind.isEmpty {
+            queue.withLock { $0.toFollow.formUnion(behind) }
+            wakeFollower()
+        }
+        return (true, [])
+    }
+
+    /// The notification: this server's origin, then `key:lastSeq` for each collection or view (keys never hold
+    /// spaces); `*` instead when that would not fit in a payload (under 8000 bytes), which makes readers compare
+    /// every collection.
+    private func payload(_ assigned: [(name: String, first: Int64, count: Int)]) -> String {
+        let entries = assigned.map { "\($0.name):\($0.first + Int64($0.count) - 1)" }
+        let text = ([origin] + entries).joined(separator: " ")
+        return text.utf8.count < 7000 ? text : origin + " *"
+    }
+
+    // MARK: Following
+
+    private func wakeFollower() {
+        var byte: UInt8 = 1
+        _ = write(followerWake.write, &byte, 1)
+    }
+
+    private func followLoop() {
+        var connection: PGConnection?
+        var backoff = Backoff()
+        var lastCatchUp: Int64 = 0
+        while !queue.withLock({ $0.isClosing }) {
+            guard let current = connection else {
+                do throws(StorageError) {
+                    let fresh = try PGConnection(url)
+                    try fresh.execute("LISTEN " + PostgresSchema.channel)
+                    try catchUp(fresh)
+                    connection = fresh
+                    lastCatchUp = MonotonicClock.now()
+                    backoff.reset()
+                } catch {
+                    logger.log(.debug, "the PostgreSQL follower cannot connect: \(error)")
+                    waitForFollowerWake(milliseconds: backoff.next())
+                }
+                continue
+            }
+            do throws(StorageError) {
+                var names = queue.withLock { queue in
+                    defer { queue.toFollow = [] }
+                    return queue.toFollow
+                }
+                var everything = MonotonicClock.now() - lastCatchUp >= catchUpInterval
+                for notification in try current.notifications() {
+                    let words = notification.payload.split(separator: " ")
+                    guard let from = words.first, from != origin else { continue }
+                    for word in words.dropFirst() {
+                        guard word != "*" else {
+                            everything = true
+                            continue
+                        }
+                        guard let colon = word.lastIndex(of: ":"), let seq = Int64(word[word.index(after: colon)...])
+                        else { continue }
+                        let name = String(word[..<colon])
+                        if seq > delivery.applied(name) { names.insert(name) }
+                    }
+                }
+                if everything {
+                    try catchUp(current)
+                    lastCatchUp = MonotonicClock.now()
+                } else if names.isEmpty {
+                    waitForFollower(socket: current.socket, until: lastCatchUp + catchUpInterval)
+                } else {
+                    for name in names { try follow(name, current) }
+                }
+            } catch {
+                logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
+                connection = nil
+            }
+        }
+    }
+
+    /// Reads every collection's last sequence and the records this server has not applied.
+    private func catchUp(_ connection: PGConnection) throws(StorageError) {
+        let result = try connection.execute(PostgresSchema.lastSequences)
+        metrics.caughtUp()
+        for row in 0..<result.rows {
+            let name = result.string(row, 0)
+            if result.int64(row, 1) > delivery.applied(name) { try follow(name, connection) }
+        }
+    }
+
+    /// Reads and hands on the records of `name` after the last one applied.
+    private func follow(_ name: String, _ connection: PGConnection) throws(StorageError) {
+        let page: Int64 = 1000
+        while true {
+            let result = try connection.execute(
+                PostgresSchema.recordsAfter, [.text(name), .int64(delivery.applied(name)), .int64(page)])
+            let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
+            let (failed, gap) = delivery.offer(name, rows)
+            for record in failed { record.done(false) }
+            if gap {
+                logger.error(
+                    "collection \(name): records after \(delivery.applied(name)) were compacted before this server "
+                        + "read them; it needs a restart to load the snapshot")
+                return
+            }
+            if Int64(rows.count) < page { return }
+        }
+    }
+
+    private func waitForFollowerWake(milliseconds: Int) {
+        var descriptors = [pollfd(fd: followerWake.read, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&descriptors, 1, Int32(milliseconds))
+        drainFollowerWake()
+    }
+
+    private func waitForFollower(socket: Int32, until deadline: Int64) {
+        var descriptors = [
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: followerWake.read, events: Int16(POLLIN), revents: 0),
+        ]
+        _ = poll(&descriptors, 2, Int32(max(0, min(deadline - MonotonicClock.now(), 1000))))
+        drainFollowerWake()
+    }
+
+    private func drainFollowerWake() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(followerWake.read, &buffer, buffer.count) > 0 {}
+    }
+}

@@ -1,0 +1,156 @@
+import Model
+import Synchronization
+
+/// Hands the records of each collection to the commit path in sequence order, whichever server committed them.
+/// This server's own records arrive here when their transaction has assigned their sequences (not yet committed),
+/// the records of other servers when the follower reads them; a record is handed on once it is committed and
+/// every record before it in its collection has been. So this server's answers and the records of others
+/// interleave exactly as in the database, nothing is handed on twice (a sequence at or below `applied` is
+/// ignored), and a gap waits until the follower fills it.
+///
+/// Handing on happens under this object's lock, so the lanes receive the records of a collection in sequence
+/// order.
+final class SequencedDelivery: Sendable {
+    /// A record of this server, waiting for its transaction.
+    struct Local: Sendable {
+        let record: [UInt8]
+        let done: @Sendable (Bool) -> Void
+    }
+
+    private enum Held {
+        case local(Local, committed: Bool)
+        /// Committed by another server (nil: unreadable, skipped with an error in the log).
+        case remote(JournalRecord?)
+    }
+
+    private struct State {
+        /// The sequence of the last record handed on, per collection.
+        var applied: [String: Int64] = [:]
+        var held: [String: [Int64: Held]] = [:]
+        var applyRemote: (@Sendable (JournalRecord) -> Void)?
+    }
+
+    private let state = Mutex(State())
+    private let logger: Logger
+
+    init(applied: [String: Int64], logger: Logger) {
+        self.logger = logger
+        state.withLock { $0.applied = applied }
+    }
+
+    /// Where records of other servers go (the committer applies them on their lanes); set before any arrives.
+    func start(applyingRemote apply: @escaping @Sendable (JournalRecord) -> Void) {
+        state.withLock { $0.applyRemote = apply }
+    }
+
+    /// The sequence of the last record of `name` handed on.
+    func applied(_ name: String) -> Int64 {
+        state.withLock { $0.applied[name] ?? 0 }
+    }
+
+    /// Records of this server that took sequences `first...` in a transaction not yet committed.
+    func register(_ name: String, first: Int64, _ records: [Local]) {
+        state.withLock { state in
+            for (offset, record) in records.enumerated() {
+                state.held[name, default: [:]][first + Int64(offset)] = .local(record, committed: false)
+            }
+        }
+    }
+
+    /// The transaction of `count` records from `first` committed: they are handed on as soon as every record
+    /// before them is. Returns whether records of other servers come before them that are not here yet (the
+    /// follower should read them now).
+    func committed(_ name: String, first: Int64, count: Int) -> Bool {
+        state.withLock { state in
+            for seq in first..<(first + Int64(count)) {
+                if case .local(let local, false) = state.held[name]?[seq] {
+                    state.held[name]?[seq] = .local(local, committed: true)
+                }
+            }
+            drain(name, &state)
+            return state.held[name] != nil
+        }
+    }
+
+    /// The transaction failed: its records that were not handed on are dropped and returned, for their callers to
+    /// hear that they are not durable. (A record the follower already saw committed has been handed on.)
+    func abandon(_ name: String, first: Int64, count: Int) -> [Local] {
+        state.withLock { state in
+            var dropped: [Local] = []
+            for seq in first..<(first + Int64(count)) {
+                if case .local(let local, false) = state.held[name]?[seq] {
+                    state.held[name]?[seq] = nil
+                    dropped.append(local)
+                }
+            }
+            if state.held[name]?.isEmpty == true { state.held[name] = nil }
+            return dropped
+        }
+    }
+
+    /// What the follower read: committed records of `name` in sequence order. A row that is one of this server's
+    /// own records waiting for its commit to return proves that commit; one at a sequence where this server holds
+    /// a different record of its own means that transaction failed, and that record is returned as not durable.
+    /// Returns also whether the rows start past a gap that nothing here fills (their records were compacted into
+    /// a snapshot).
+    func offer(_ name: String, _ rows: [(seq: Int64, record: [UInt8])]) -> (failed: [Local], gap: Bool) {
+        var decoded: [Int64: JournalRecord?] = [:]
+        for row in rows {
+            do throws(BinaryReader.Malformed) {
+                decoded[row.seq] = try RecordCodec.decode(row.record)
+            } catch {
+                logger.error("record \(row.seq) of collection \(name) in PostgreSQL is unreadable: skipped")
+                decoded[row.seq] = .some(nil)
+            }
+        }
+        return state.withLock { state in
+            let applied = state.applied[name] ?? 0
+            var failed: [Local] = []
+            for row in rows where row.seq > applied {
+                if case .local(let local, _) = state.held[name]?[row.seq] {
+                    if local.record == row.record {
+                        state.held[name]?[row.seq] = .local(local, committed: true)
+                        continue
+                    }
+                    failed.append(local)
+                }
+                state.held[name, default: [:]][row.seq] = .remote(decoded[row.seq] ?? nil)
+            }
+            drain(name, &state)
+            let gap = rows.first.map { $0.seq > applied + 1 && (state.applied[name] ?? 0) == applied } ?? false
+            return (failed, gap)
+        }
+    }
+
+    /// Starts `name` anew at `seq` (from a snapshot installed by the caller): held records up to it are dropped.
+    func restart(_ name: String, at seq: Int64) -> [Local] {
+        state.withLock { state in
+            var dropped: [Local] = []
+            for (held, value) in state.held[name] ?? [:] where held <= seq {
+                if case .local(let local, _) = value { dropped.append(local) }
+                state.held[name]?[held] = nil
+            }
+            state.applied[name] = seq
+            drain(name, &state)
+            return dropped
+        }
+    }
+
+    /// Hands on every record of `name` that is next in order and committed.
+    private func drain(_ name: String, _ state: inout State) {
+        var next = (state.applied[name] ?? 0) + 1
+        while let held = state.held[name]?[next] {
+            switch held {
+            case .local(let local, let committed):
+                guard committed else { return }
+                local.done(true)
+            case .remote(let record):
+                if let record { state.applyRemote?(record) }
+            }
+            state.held[name]?[next] = nil
+            state.applied[name] = next
+            next += 1
+        }
+        if state.held[name]?.isEmpty == true { state.held[name] = nil }
+    }
+}

@@ -1,0 +1,67 @@
+import Synchronization
+
+/// What `/metrics` shows of the PostgreSQL backend: whether it is reachable, how long its commits take, how
+/// often it reconnected, and how many records of other servers were applied.
+final class StoreMetrics: Sendable {
+    private struct State {
+        var isUp = false
+        var reconnects = 0
+        var remoteRecords = 0
+        var catchUps = 0
+        var buckets = [Int](repeating: 0, count: StoreMetrics.bounds.count)
+        var sum = 0.0
+        var count = 0
+    }
+
+    static let bounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+
+    private let state = Mutex(State())
+
+    var isUp: Bool { state.withLock { $0.isUp } }
+
+    /// Records whether the database is reachable; returns whether that changed.
+    func setUp(_ isUp: Bool) -> Bool {
+        state.withLock { state in
+            defer { state.isUp = isUp }
+            return state.isUp != isUp
+        }
+    }
+
+    func reconnected() { state.withLock { $0.reconnects += 1 } }
+    func appliedRemote(_ count: Int) { state.withLock { $0.remoteRecords += count } }
+    func caughtUp() { state.withLock { $0.catchUps += 1 } }
+
+    /// A group-commit transaction took `seconds` (from `BEGIN` to the answer of `COMMIT`).
+    func committed(seconds: Double) {
+        state.withLock { state in
+            for (index, bound) in Self.bounds.enumerated() where seconds <= bound { state.buckets[index] += 1 }
+            state.sum += seconds
+            state.count += 1
+        }
+    }
+
+    func render() -> String {
+        let snapshot = state.withLock { $0 }
+        var lines: [String] = []
+        func metric(_ name: String, _ type: String, _ help: String) {
+            lines.append("# HELP \(name) \(help)")
+            lines.append("# TYPE \(name) \(type)")
+        }
+        metric("changeserver_store_up", "gauge", "1 while PostgreSQL is reachable for writes, else 0.")
+        lines.append("changeserver_store_up \(snapshot.isUp ? 1 : 0)")
+        metric("changeserver_store_reconnects_total", "counter", "Connections to PostgreSQL made again after a loss.")
+        lines.append("changeserver_store_reconnects_total \(snapshot.reconnects)")
+        metric("changeserver_store_remote_records_total", "counter", "Records committed by other servers, applied.")
+        lines.append("changeserver_store_remote_records_total \(snapshot.remoteRecords)")
+        metric("changeserver_store_catch_ups_total", "counter", "Periodic reads of every collection's last sequence.")
+        lines.append("changeserver_store_catch_ups_total \(snapshot.catchUps)")
+        metric("changeserver_store_commit_seconds", "histogram", "Latency of group-commit transactions.")
+        for (index, bound) in Self.bounds.enumerated() {
+            lines.append("changeserver_store_commit_seconds_bucket{le=\"\(bound)\"} \(snapshot.buckets[index])")
+        }
+        lines.append("changeserver_store_commit_seconds_bucket{le=\"+Inf\"} \(snapshot.count)")
+        lines.append("changeserver_store_commit_seconds_sum \(snapshot.sum)")
+        lines.append("changeserver_store_commit_seconds_count \(snapshot.count)")
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,130 @@
+import Model
+import Synchronization
+import Testing
+
+@testable import ChangeServer
+
+/// The order in which a server applies the records of one collection on a shared database: its own records
+/// (registered by a transaction, then committed) and those of other servers (read by the follower, often late,
+/// sometimes twice) come out in sequence order, each exactly once, whatever the interleaving.
+@Suite struct InProcessSequencedDeliveryTests {
+    /// What came out: the sequence of each record handed on, and whether it was this server's own.
+    private final class Output: Sendable {
+        let handed = Mutex<[(seq: Int64, local: Bool)]>([])
+        let failed = Mutex<[Int64]>([])
+    }
+
+    private static func record(_ seq: Int64, from server: String = "") -> [UInt8] {
+        RecordCodec.encode(
+            .upsert(
+                collection: "c", id: "i\(seq)\(server)", data: JSONData(canonical: Array("1".utf8)), section: nil,
+                index: nil, conditions: .none))
+    }
+
+    private static func delivery(_ output: Output) -> SequencedDelivery {
+        let delivery = SequencedDelivery(applied: [:], logger: Logger(level: .critical))
+        delivery.start { record in
+            guard case .upsert(_, let id, _, _, _, _) = record,
+                let seq = id.dropFirst().split(separator: "-").first.flatMap({ Int64($0) })
+            else { return }
+            output.handed.withLock { $0.append((seq, false)) }
+        }
+        return delivery
+    }
+
+    private static func local(_ seq: Int64, _ output: Output) -> SequencedDelivery.Local {
+        SequencedDelivery.Local(record: record(seq)) { durable in
+            if durable {
+                output.handed.withLock { $0.append((seq, true)) }
+            } else {
+                output.failed.withLock { $0.append(seq) }
+            }
+        }
+    }
+
+    /// 300 records, each this server's or another's, committed in order in the "database"; this server's commit
+    /// calls come late, the follower reads from a stale position: all come out once, in order.
+    @Test(arguments: 0..<30)
+    func ownAndOtherRecordsInterleaveInSequenceOrder(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let output = Output()
+        let delivery = Self.delivery(output)
+        let count: Int64 = 300
+        let isLocal = (0...count).map { _ in Bool.random(using: &random) }
+        var committedInDatabase: Int64 = 0
+        var awaitingCommitCall: [(first: Int64, count: Int)] = []
+        var steps = 0
+        while output.handed.withLock({ $0.count }) < Int(count) || !awaitingCommitCall.isEmpty {
+            steps += 1
+            precondition(steps < 100_000, "the simulation does not end")
+            switch Int.random(in: 0..<3, using: &random) {
+            case 0 where committedInDatabase < count:
+                // The next transaction commits in the database: this server's run of records, or one other's.
+                let first = committedInDatabase + 1
+                var last = first
+                if isLocal[Int(first)] {
+                    while last < count && isLocal[Int(last + 1)] && Bool.random(using: &random) { last += 1 }
+                    delivery.register("c", first: first, (first...last).map { Self.local($0, output) })
+                    awaitingCommitCall.append((first, Int(last - first + 1)))
+                }
+                committedInDatabase = last
+            case 1 where !awaitingCommitCall.isEmpty:
+                let index = Int.random(in: 0..<awaitingCommitCall.count, using: &random)
+                let call = awaitingCommitCall.remove(at: index)
+                _ = delivery.committed("c", first: call.first, count: call.count)
+            default:
+                // The follower reads what is committed after a position that may be stale.
+                let applied = delivery.applied("c")
+                let from = max(0, applied - Int64.random(in: 0...3, using: &random))
+                guard from < committedInDatabase else { continue }
+                let rows = ((from + 1)...committedInDatabase).map { (seq: $0, record: Self.record($0)) }
+                let (failed, gap) = delivery.offer("c", rows)
+                #expect(failed.isEmpty)
+                #expect(!gap)
+            }
+        }
+        let handed = output.handed.withLock { $0 }
+        #expect(handed.map(\.seq) == Array(1...count))
+        for entry in handed { #expect(entry.local == isLocal[Int(entry.seq)], "record \(entry.seq)") }
+        #expect(output.failed.withLock { $0 }.isEmpty)
+        #expect(delivery.applied("c") == count)
+    }
+
+    /// A transaction of this server that failed leaves its sequence to another server's record: the follower's
+    /// row with other bytes tells the waiting record it is not durable, and the other record is applied.
+    @Test func anotherRecordAtAHeldSequenceFailsTheOwnOne() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        delivery.register("c", first: 1, [Self.local(1, output)])
+        let (failed, _) = delivery.offer("c", [(1, Self.record(1, from: "-other"))])
+        #expect(failed.count == 1)
+        #expect(output.handed.withLock { $0.count } == 1)
+        #expect(output.handed.withLock { $0.first?.local } == false)
+        #expect(delivery.abandon("c", first: 1, count: 1).isEmpty)
+    }
+
+    /// A failed transaction's records are returned by `abandon` and hold nothing up; a row seen by the follower
+    /// proves a commit whose answer was lost.
+    @Test func abandonedAndProvenRecords() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        delivery.register("c", first: 1, [Self.local(1, output), Self.local(2, output)])
+        #expect(delivery.abandon("c", first: 1, count: 2).count == 2)
+        #expect(delivery.applied("c") == 0)
+        delivery.register("c", first: 1, [Self.local(1, output)])
+        _ = delivery.offer("c", [(1, Self.record(1))])
+        #expect(output.handed.withLock { $0.map(\.local) } == [true])
+        #expect(delivery.abandon("c", first: 1, count: 1).isEmpty)
+        #expect(delivery.offer("c", [(1, Self.record(1))]).failed.isEmpty)
+        #expect(output.handed.withLock { $0.count } == 1, "a record handed on twice")
+    }
+
+    /// Rows that start past the next sequence, with nothing held in between, are a gap (compacted records).
+    @Test func rowsPastAGapAreReported() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        #expect(delivery.offer("c", [(5, Self.record(5))]).gap)
+        #expect(delivery.applied("c") == 0)
+        #expect(output.handed.withLock { $0.isEmpty })
+    }
+}

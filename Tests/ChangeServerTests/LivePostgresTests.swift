@@ -1,0 +1,333 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// Several real servers on one real PostgreSQL (`--postgres`), started by the tests on free loopback ports.
+@Suite(.serialized) struct LivePostgresTests {
+    /// Two servers started at the same moment on an empty database both set up the schema (once, under the
+    /// advisory lock) and serve; what one writes, the other serves.
+    @Test func twoServersCreateTheSchemaAtOnce() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("schema")
+        let started = Mutex<[ServerProcess]>([])
+        let failures = Mutex<[String]>([])
+        let threads = (0..<2).map { _ in
+            Thread {
+                do {
+                    let server = try ServerProcess(["--postgres", url])
+                    started.withLock { $0.append(server) }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        while threads.contains(where: { !$0.isFinished }) { usleep(10_000) }
+        #expect(failures.withLock { $0 }.isEmpty)
+        let servers = started.withLock { $0 }
+        try #require(servers.count == 2)
+        #expect(try cluster.sql("SELECT version FROM changeserver_schema", database: "schema") == "1\n")
+        #expect(try servers[0].client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        let seen = try eventually { try servers[1].client.get("/v1/collections/c").status == 200 }
+        #expect(seen)
+        let health = try servers[1].client.get("/healthz")
+        #expect(health.status == 200)
+        #expect(health.text == #"{"status":"ok","store":{"backend":"postgres","state":"up"}}"#)
+    }
+
+    /// One server under 8 concurrent writers is killed with SIGKILL at a different moment each round; after a
+    /// restart every acknowledged item is there and the version counts exactly the records committed (none lost,
+    /// none applied twice).
+    @Test func killNineLosesNoAcknowledgedMutation() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("kill")
+        var server = try ServerProcess(["--postgres", url])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        var acknowledged: [String: Int] = [:]
+        for round in 0..<3 {
+            let port = server.port
+            let results = Mutex<[(String, Int)]>([])
+            let stop = Atomic<Bool>(false)
+            let threads = (0..<8).map { writer in
+                Thread {
+                    var sequence = 0
+                    while !stop.load(ordering: .relaxed) && sequence < 2000 {
+                        let id = "r\(round)-w\(writer)-\(sequence)"
+                        sequence += 1
+                        guard
+                            let response = try? Client(port: port).put(
+                                "/v1/collections/c/items/\(id)", ["data": sequence]),
+                            response.status == 201
+                        else { continue }
+                        results.withLock { $0.append((id, sequence)) }
+                    }
+                }
+            }
+            for thread in threads { thread.start() }
+            usleep(UInt32(300_000 + round * 150_000))
+            kill(server.process.processIdentifier, SIGKILL)
+            server.process.waitUntilExit()
+            stop.store(true, ordering: .relaxed)
+            while threads.contains(where: { !$0.isFinished }) { usleep(5_000) }
+            let thisRound = results.withLock { $0 }
+            #expect(!thisRound.isEmpty, "round \(round): nothing was acknowledged before the kill")
+            for (id, value) in thisRound { acknowledged[id] = value }
+
+            server = try ServerProcess(["--postgres", url])
+            let snapshot = ItemMirror(snapshot: try server.client.get("/v1/collections/c").object)
+            let data = Dictionary(snapshot.items.map { ($0.id, $0.data) }) { first, _ in first }
+            for (id, value) in acknowledged {
+                #expect(data[id] == "\(value)", "round \(round): acknowledged \(id) lost")
+            }
+            let records = try cluster.sql(
+                "SELECT last_seq FROM changeserver_collections WHERE name = 'c'", database: "kill")
+            let seq = snapshot.version.split(separator: ".").last.flatMap { Int($0) } ?? -1
+            #expect(Int(records.trimmingCharacters(in: .whitespacesAndNewlines)) == seq, "round \(round)")
+            #expect(snapshot.items.count == seq - 1, "round \(round): one item per record after the creation")
+        }
+    }
+
+    /// Three servers, 16 writers sending random mutations to random servers, a subscriber on every server and
+    /// one that moves to another server at every poll: every mirror ends equal to the final snapshot, every
+    /// acknowledged mutation is there, and every server has the same version, content and changesets.
+    @Test func threeServersConverge() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("three")
+        let servers = try (0..<3).map { _ in try ServerProcess(["--postgres", url]) }
+        let run = try Workload(servers: servers)
+        run.start(writers: 16, mutationsPerWriter: 40)
+        run.waitForWriters()
+        let final = try run.converge()
+        let failures = run.stopSubscribers(at: final.version)
+        #expect(failures.isEmpty, "\(failures.prefix(5))")
+        #expect(run.unacknowledged == 0)
+        run.checkAcknowledged(in: final)
+        for mirror in run.mirrors { #expect(mirror == final) }
+        // The same changesets everywhere, from several cursors.
+        let epoch = final.version.split(separator: ".").first.map(String.init) ?? ""
+        for seq in [1, 100, 400] {
+            let answers = try servers.map {
+                try $0.client.get("/v1/collections/c/changes?since=\(epoch).\(seq)&timeout=0").text
+            }
+            #expect(Set(answers).count == 1, "changes since \(seq) differ between servers")
+        }
+    }
+
+    /// Under the same load, one server is killed with SIGKILL and started again, then PostgreSQL itself is
+    /// restarted (`pg_ctl restart -m fast`): nothing acknowledged is lost, nothing is applied twice (every server,
+    /// and a fresh one that replays the database, ends with the same version and content), `503` comes only while
+    /// the database is down, and the servers say so in `/healthz` meanwhile.
+    @Test func killAndDatabaseRestartUnderLoad() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("faults")
+        var servers = try (0..<3).map { _ in try ServerProcess(["--postgres", url]) }
+        let run = try Workload(servers: servers)
+        run.start(writers: 16, mutationsPerWriter: 300, pause: 10_000)
+        usleep(500_000)
+        kill(servers[2].process.processIdentifier, SIGKILL)
+        servers[2].process.waitUntilExit()
+        usleep(300_000)
+        servers[2] = try ServerProcess(["--postgres", url])
+        run.replace(server: 2, port: servers[2].port)
+        usleep(300_000)
+        let before = run.unavailable
+        let restartStarted = Date()
+        try cluster.restart()
+        let restartEnded = Date()
+        #expect(try servers[0].client.get("/healthz").status == 200)
+        run.waitForWriters()
+        // The database is the truth: a fresh server replays it, and every running server must come to the same.
+        let fresh = try ServerProcess(["--postgres", url])
+        let replayed = ItemMirror(snapshot: try fresh.client.get("/v1/collections/c").object)
+        let final = try run.converge(to: replayed)
+        let failures = run.stopSubscribers(at: final.version)
+        #expect(failures.isEmpty, "\(failures.prefix(5))")
+        let late = run.unavailableTimes.filter {
+            $0 < restartStarted.addingTimeInterval(-0.5) || $0 > restartEnded.addingTimeInterval(5)
+        }
+        #expect(late.isEmpty, "503 while the database was up: \(late.count) times; \(before) before the restart")
+        #expect(run.unavailable > before, "no mutation met the database down")
+        run.checkAcknowledged(in: final)
+        for server in servers {
+            let metrics = try server.client.get("/metrics").text
+            #expect(metrics.contains("changeserver_store_up 1"))
+            #expect(metrics.contains("changeserver_store_reconnects_total 1"))
+        }
+    }
+
+    /// Waits up to 5 s for `condition`.
+    private func eventually(_ condition: () throws -> Bool) throws -> Bool {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(10_000)
+        }
+        return false
+    }
+}
+
+/// Writers and subscribers against a group of servers sharing one database, on collection `c` (one section).
+/// Each writer owns its item ids (`w<writer>-<n>`): it inserts, updates and deletes them through random servers,
+/// and remembers the outcome of every acknowledged mutation (a `503 storage_unavailable` changed nothing); an id
+/// whose mutation got no clear answer (a killed server) is left alone from then on. Subscribers follow the feed into `ItemMirror`s: one per server,
+/// and one that moves to the next server at every poll.
+final class Workload: @unchecked Sendable {
+    // @unchecked: the mutable state is in Mutexes and Atomics; `threads` is touched by the test's thread only.
+    private let ports: Mutex<[Int]>
+    private let expected = Mutex<[String: String?]>([:])
+    private let uncertain = Atomic<Int>(0)
+    private let unavailableAt = Mutex<[Date]>([])
+    private let subscriberMirrors: Mutex<[ItemMirror]>
+    private let failures = Mutex<[String]>([])
+    private let target = Mutex<String?>(nil)
+    private var writerThreads: [Thread] = []
+    private var subscriberThreads: [Thread] = []
+
+    init(servers: [ServerProcess]) throws {
+        ports = Mutex(servers.map(\.port))
+        let created = try servers[0].client.put("/v1/collections/c", ["sections": [["id": "s"]]])
+        guard created.status == 201 else { throw ClientError.malformed("create: \(created.text)") }
+        let start = ItemMirror(snapshot: ["version": created.object["version"] ?? "", "sections": [["items": []]]])
+        // A server serves what it has applied: the others know `c` a few milliseconds later.
+        let deadline = Date().addingTimeInterval(5)
+        for server in servers {
+            while try server.client.get("/v1/collections/c").status != 200 && Date() < deadline { usleep(5_000) }
+        }
+        subscriberMirrors = Mutex(Array(repeating: start, count: servers.count + 1))
+    }
+
+    var unacknowledged: Int { uncertain.load(ordering: .relaxed) }
+    var unavailable: Int { unavailableAt.withLock { $0.count } }
+    var unavailableTimes: [Date] { unavailableAt.withLock { $0 } }
+    var mirrors: [ItemMirror] { subscriberMirrors.withLock { $0 } }
+
+    func replace(server index: Int, port: Int) { ports.withLock { $0[index] = port } }
+
+    /// Starts the writers (each `mutationsPerWriter` mutations, `pause` microseconds apart) and the subscribers.
+    func start(writers: Int, mutationsPerWriter: Int, pause: UInt32 = 0) {
+        for index in 0..<subscriberMirrors.withLock({ $0.count }) {
+            let thread = Thread { [self] in subscribe(index, moving: index == ports.withLock { $0.count }) }
+            subscriberThreads.append(thread)
+            thread.start()
+        }
+        for writer in 0..<writers {
+            let thread = Thread { [self] in write(writer, count: mutationsPerWriter, pause: pause) }
+            writerThreads.append(thread)
+            thread.start()
+        }
+    }
+
+    func waitForWriters() {
+        let deadline = Date().addingTimeInterval(120)
+        while writerThreads.contains(where: { !$0.isFinished }) && Date() < deadline { usleep(10_000) }
+    }
+
+    /// Waits until every server serves the same version of `c` (and `expected`, if given), and returns it.
+    func converge(to expected: ItemMirror? = nil) throws -> ItemMirror {
+        let deadline = Date().addingTimeInterval(20)
+        while true {
+            let snapshots = try ports.withLock { $0 }.map {
+                ItemMirror(snapshot: try Client(port: $0).get("/v1/collections/c").object)
+            }
+            if snapshots.allSatisfy({ $0 == (expected ?? snapshots[0]) }) { return snapshots[0] }
+            guard Date() < deadline else {
+                throw ClientError.malformed(
+                    "servers did not converge: \(snapshots.map(\.version)), expected \(expected?.version ?? "any")")
+            }
+            usleep(20_000)
+        }
+    }
+
+    /// Lets the subscribers reach `version`, stops them, and returns what went wrong for them.
+    func stopSubscribers(at version: String) -> [String] {
+        target.withLock { $0 = version }
+        let deadline = Date().addingTimeInterval(20)
+        while subscriberThreads.contains(where: { !$0.isFinished }) && Date() < deadline { usleep(10_000) }
+        if subscriberThreads.contains(where: { !$0.isFinished }) {
+            failures.withLock { $0.append("a subscriber did not reach \(version)") }
+        }
+        return failures.withLock { $0 }
+    }
+
+    /// Every acknowledged outcome is in `final`.
+    func checkAcknowledged(in final: ItemMirror) {
+        let data = Dictionary(final.items.map { ($0.id, $0.data) }) { first, _ in first }
+        let outcomes = expected.withLock { $0 }
+        #expect(!outcomes.isEmpty)
+        for (id, value) in outcomes {
+            #expect(data[id] == value, "\(id): acknowledged \(value ?? "deleted"), found \(data[id] ?? "nothing")")
+        }
+    }
+
+    private func write(_ writer: Int, count: Int, pause: UInt32) {
+        var generator = SystemRandomNumberGenerator()
+        var live: [String] = []
+        for step in 0..<count {
+            if pause > 0 { usleep(pause) }
+            let port = ports.withLock { $0.randomElement(using: &generator) ?? 0 }
+            let client = Client(port: port)
+            let choice = Int.random(in: 0..<10, using: &generator)
+            let id: String
+            let outcome: String?
+            let response: HTTPResponse?
+            if choice < 2, let victim = live.randomElement(using: &generator) {
+                id = victim
+                outcome = nil
+                response = try? client.request("DELETE", "/v1/collections/c/items/\(id)")
+            } else {
+                id = choice < 5 ? live.randomElement(using: &generator) ?? "w\(writer)-\(step)" : "w\(writer)-\(step)"
+                outcome = "\(step)"
+                response = try? client.put("/v1/collections/c/items/\(id)", ["data": step])
+            }
+            guard let response, (200..<300).contains(response.status) else {
+                // 503 storage_unavailable promises that nothing was applied: what was expected of the id stays.
+                if response?.status == 503 && response?.errorCode == "storage_unavailable" {
+                    unavailableAt.withLock { $0.append(Date()) }
+                    continue
+                }
+                uncertain.add(1, ordering: .relaxed)
+                live.removeAll { $0 == id }
+                expected.withLock { $0[id] = nil }
+                continue
+            }
+            expected.withLock { $0[id] = .some(outcome) }
+            if outcome == nil { live.removeAll { $0 == id } } else if !live.contains(id) { live.append(id) }
+        }
+    }
+
+    private func subscribe(_ index: Int, moving: Bool) {
+        var turn = index
+        let deadline = Date().addingTimeInterval(150)
+        while Date() < deadline {
+            let mirror = subscriberMirrors.withLock { $0[index] }
+            if let version = target.withLock({ $0 }), mirror.version == version { return }
+            let servers = ports.withLock { $0 }
+            let port = servers[moving ? turn % servers.count : index]
+            turn += 1
+            guard
+                let response = try? Client(port: port).get(
+                    "/v1/collections/c/changes?since=\(mirror.version)&timeout=1")
+            else {
+                usleep(20_000)
+                continue
+            }
+            switch response.status {
+            case 200:
+                var next = mirror
+                if next.apply(poll: response.object) {
+                    subscriberMirrors.withLock { $0[index] = next }
+                } else {
+                    failures.withLock { $0.append("subscriber \(index): cannot apply \(response.text.prefix(300))") }
+                    return
+                }
+            case 503:
+                usleep(20_000)
+            default:
+                failures.withLock {
+                    $0.append("subscriber \(index) on port \(port): \(response.status) \(response.text)")
+                }
+                return
+            }
+        }
+    }
+}
