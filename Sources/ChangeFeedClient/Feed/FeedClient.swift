@@ -23,8 +23,11 @@ public struct FeedClient: Sendable {
         var bodyKey: String { rawValue }
     }
 
+    /// The server, for example `http://127.0.0.1:8080`.
     public let baseURL: URL
+    /// The collection's or view's name.
     public let name: String
+    /// Whether `name` is a collection or a view.
     public let kind: Kind
     let token: String?
     /// How long the server may hold each poll (the `timeout` parameter).

@@ -18,16 +18,21 @@ public struct CollectionUpdate: Sendable {
 
     /// A section's move, from its index before the batch to its index after it.
     public struct SectionMove: Hashable, Sendable {
+        /// The index before the batch.
         public var from: Int
+        /// The index after the batch.
         public var to: Int
     }
 
     /// An item's move, from its index path before the batch to its index path after it.
     public struct ItemMove: Hashable, Sendable {
+        /// The index path before the batch.
         public var from: Foundation.IndexPath
+        /// The index path after the batch.
         public var to: Foundation.IndexPath
     }
 
+    /// A reload or a batch.
     public var kind: Kind
     /// The version the mirror is at after this update.
     public var version: Version
@@ -35,6 +40,7 @@ public struct CollectionUpdate: Sendable {
     public var deletedSections = IndexSet()
     /// Section indices after the batch.
     public var insertedSections = IndexSet()
+    /// Section moves, from before the batch to after it.
     public var movedSections: [SectionMove] = []
     /// Sections whose own data changed, by index after the batch: reload their headers and footers after it.
     public var reloadedSections = IndexSet()
@@ -42,6 +48,7 @@ public struct CollectionUpdate: Sendable {
     public var deletedItems: [Foundation.IndexPath] = []
     /// Index paths after the batch.
     public var insertedItems: [Foundation.IndexPath] = []
+    /// Item moves, from before the batch to after it.
     public var movedItems: [ItemMove] = []
     /// Items whose data changed, by index path after the batch: `reconfigureItems` after the batch.
     public var reconfiguredItems: [Foundation.IndexPath] = []
