@@ -86,7 +86,7 @@ public struct CollectionUpdate: Sendable {
 extension CollectionUpdate {
     /// The Foundation index path of a Model one.
     /// (Built from one index then appended, which stores the pair inline: an array literal would allocate.)
-    static func indexPath(_ path: Model.IndexPath) -> Foundation.IndexPath {
+    static func indexPath(_ path: ItemPath) -> Foundation.IndexPath {
         Foundation.IndexPath(index: path.section).appending(path.item)
     }
 

@@ -145,7 +145,7 @@ extension LiveCollection {
         // Insertions are sorted by their after-batch paths; move destinations are sorted here, then merged.
         let moves = changes.moved.indices.sorted { changes.moved[$0].to < changes.moved[$1].to }
         let merged = Self.merged(changes.inserted.map(\.at), moves.map { changes.moved[$0].to })
-        var arrivals: [(at: Model.IndexPath, item: Item)] = []
+        var arrivals: [(at: ItemPath, item: Item)] = []
         arrivals.reserveCapacity(merged.count)
         for (at, source) in merged {
             if source >= 0 {
@@ -206,9 +206,8 @@ extension LiveCollection {
     /// Two lists of paths, each sorted, merged into one sorted list of each path with its source: its index in
     /// `first`, or the bitwise complement (`~`) of its index in `second`.
     /// - Complexity: O(n).
-    static func merged(_ first: [Model.IndexPath], _ second: [Model.IndexPath]) -> [(at: Model.IndexPath, source: Int)]
-    {
-        var result: [(at: Model.IndexPath, source: Int)] = []
+    static func merged(_ first: [ItemPath], _ second: [ItemPath]) -> [(at: ItemPath, source: Int)] {
+        var result: [(at: ItemPath, source: Int)] = []
         result.reserveCapacity(first.count + second.count)
         var i = 0
         var j = 0

@@ -52,11 +52,11 @@ struct WireReader {
     }
 
     /// An `[section, item]` pair of indices.
-    func itemPath(_ key: String) throws(FeedError) -> Model.IndexPath {
+    func itemPath(_ key: String) throws(FeedError) -> ItemPath {
         guard case .array(let pair) = try value(key), pair.count == 2 else {
             throw FeedError.invalidAnswer("\(path).\(key) is not an index path")
         }
-        return Model.IndexPath(
+        return ItemPath(
             section: try WireReader.index(pair[0], path: "\(path).\(key)[0]"),
             item: try WireReader.index(pair[1], path: "\(path).\(key)[1]"))
     }
@@ -66,11 +66,11 @@ struct WireReader {
         members[key].map(\.data) ?? .null
     }
 
-    /// An id: a string of 1 to 256 UTF-8 bytes without NUL.
+    /// An id: a string of 1 to 256 UTF-8 bytes without NUL (the contract's limit).
     func id(_ key: String = "id") throws(FeedError) -> String {
         let id = try string(key)
         let count = id.utf8.count
-        guard count > 0, count <= maximumIDByteCount, !id.utf8.contains(0) else {
+        guard count > 0, count <= 256, !id.utf8.contains(0) else {
             throw FeedError.invalidAnswer("\(path).\(key) is not a valid id")
         }
         return id

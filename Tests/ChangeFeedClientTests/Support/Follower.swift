@@ -51,8 +51,8 @@ struct Follower: Sendable {
     /// The changeset a UIKit app performs from an update value: the coordinates are the update's, the ids and
     /// contents come from the mirror before (deleted, moved) and after (inserted, reconfigured) the batch.
     static func changeset(of update: CollectionUpdate, old: [Section], new: [Section], from: Version) -> Changeset {
-        func path(_ indexPath: Foundation.IndexPath) -> Model.IndexPath {
-            Model.IndexPath(section: indexPath[0], item: indexPath[1])
+        func path(_ indexPath: Foundation.IndexPath) -> ItemPath {
+            ItemPath(section: indexPath[0], item: indexPath[1])
         }
         return Changeset(
             from: from, to: update.version,
