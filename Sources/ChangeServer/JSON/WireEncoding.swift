@@ -78,7 +78,7 @@ extension JSONWriter {
     }
 
     /// `{"id", "data", "at"}`: an item with its index path.
-    mutating func placedItem(_ item: Item, at path: IndexPath) {
+    mutating func placedItem(_ item: Item, at path: ItemPath) {
         object { writer in
             writer.field("id", item.id)
             writer.field("data", json: item.data.bytes)
@@ -86,7 +86,7 @@ extension JSONWriter {
         }
     }
 
-    mutating func indexPath(_ path: IndexPath) {
+    mutating func indexPath(_ path: ItemPath) {
         array([path.section, path.item]) { $0.integer($1) }
     }
 
@@ -156,7 +156,7 @@ extension JSONWriter {
     }
 
     /// `{"at": [s, i], "id", "data"}`: an inserted or updated item in a changeset.
-    private mutating func itemAt(_ at: IndexPath, _ item: Item) {
+    private mutating func itemAt(_ at: ItemPath, _ item: Item) {
         object { writer in
             writer.field("at") { $0.indexPath(at) }
             writer.field("id", item.id)
