@@ -151,7 +151,9 @@ static long feed_requests(void) {
          line = strstr(line + 1, "\nchangeserver_requests_total{")) {
         const char *end = strchr(line + 1, '\n');
         const char *route = strstr(line, "route=\"/v1/collections/{name}/changes\"");
-        if (route && (!end || route < end)) total += strtol(strrchr(line, '}') + 1, NULL, 10);
+        /* The label set ends with `"} ` (the route's own `{name}` has a brace too). */
+        const char *close = route ? strstr(route, "\"} ") : NULL;
+        if (close && (!end || close < end)) total += strtol(close + 2, NULL, 10);
     }
     return total;
 }
@@ -331,7 +333,7 @@ static int fanout(const char *sizes, int sustained, int server_pid) {
             usleep(500000);
             process_usage(server_pid, &rss_after, &descriptors);
         }
-        for (int index = 0; index < count; index++) subscribers[index].used = 0;
+        for (int index = 0; index < count; index++) subscribers[index].used = subscribers[index].done = 0;
         long requests_before = feed_requests();
         int rounds = sustained > 0 ? sustained : 1;
         double *latencies = malloc(sizeof(double) * count * rounds);
@@ -349,7 +351,7 @@ static int fanout(const char *sizes, int sustained, int server_pid) {
                 break;
             }
             if (round + 1 < rounds && sse) {
-                for (int index = 0; index < count; index++) subscribers[index].used = 0;
+                for (int index = 0; index < count; index++) subscribers[index].used = subscribers[index].done = 0;
             } else if (round + 1 < rounds) {
                 for (int index = 0; index < count; index++) send_poll(&subscribers[index]);
                 if (!wait_for_held(count, 30000)) {
