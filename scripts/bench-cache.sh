@@ -19,6 +19,8 @@ swift build -c release --product ChangeServer >/dev/null
 swift build -c release --product Load >/dev/null
 base=${BENCH_PORT:-18960}
 work=$(mktemp -d)
+# varnishd's own users must reach its directory inside.
+chmod 755 "$work"
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -36,8 +38,16 @@ pids+=("$!")
 scripts/varnish-front.sh --upstream "127.0.0.1:$base" --listen "127.0.0.1:$((base + 2))" --dir "$work/varnish" \
     >"$work/varnish.out" 2>&1 &
 pids+=("$!")
-sleep 3
-load() { .build/release/Load fanout --port "$base" --subscribers "$subscribers" "$@"; }
+wait_for_port() {
+    for _ in $(seq 100); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.2
+    done
+    echo "nothing listens on port $1" >&2
+    return 1
+}
+wait_for_port "$base" && wait_for_port "$((base + 1))" && wait_for_port "$((base + 2))"
+load() { .build/release/Load fanout --port "$base" --subscribers "$subscribers" "$@" || echo "(failed)"; }
 echo "== long-poll, direct to the server (baseline)"
 load --collection direct --server-pid "$server"
 echo "== long-poll through nginx"
