@@ -27,7 +27,7 @@ varnishd_binary="$(command -v varnishd || echo /usr/sbin/varnishd)"
 mkdir -p "$dir/work"
 dir="$(cd "$dir" && pwd)"
 sed -e "s|__HOST__|$host|g" -e "s|__PORT__|$port|g" "$here/deploy/varnish/changeserver.vcl" >"$dir/changeserver.vcl"
-# varnishd drops root for its own users, which must read the VCL there.
+# varnishd drops root for its own users, which must read the VCL there (DIR's parents must be traversable).
 chmod 755 "$dir"
 chmod 644 "$dir/changeserver.vcl"
 # Waiting requests hold no thread; streams (piped) hold one each: room for thousands.
