@@ -31,7 +31,7 @@ as_postgres "$bin/initdb" -D "$work/pg/data" --auth=trust -U postgres >/dev/null
 as_postgres "$bin/pg_ctl" -D "$work/pg/data" -l "$work/pg/log" -w -o \
     "-p $pg_port -k $work/pg -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on" start >/dev/null
 url="postgresql://postgres@127.0.0.1:$pg_port/postgres"
-psql_run() { psql -X -q -h "$work/pg" -p "$pg_port" -U postgres -d postgres -c "$1" >/dev/null; }
+psql_run() { PGOPTIONS='-c client_min_messages=warning' psql -X -q -h "$work/pg" -p "$pg_port" -U postgres -d postgres -c "$1" >/dev/null; }
 
 # Starts a server on port $1 with the other flags, and waits until it answers.
 start_server() {

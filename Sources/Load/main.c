@@ -511,12 +511,15 @@ static int relay_between(int write_port, int poll_port, int count, const char *l
     for (; done < count && now_ms() < deadline; done++) {
         send_poll(&poll);
         usleep(2000); /* the poll is held before the write is sent; not part of the measure */
+        /* A new item every round, in every phase: an upsert that changed nothing would wake no poll. */
+        static int item = 0;
+        item++;
         char request_text[512], json[64];
-        int json_length = snprintf(json, sizeof json, "{\"data\":%d}", done);
+        int json_length = snprintf(json, sizeof json, "{\"data\":%d}", item);
         int length = snprintf(request_text, sizeof request_text,
                               "PUT /v1/collections/%s/items/relay-%d HTTP/1.1\r\nHost: %s\r\n"
                               "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-                              collection, done, host, json_length, json);
+                              collection, item, host, json_length, json);
         if (write(writer.fd, request_text, length) != length || !read_response(&writer)) break;
         double answered = now_ms();
         if (!read_response(&poll)) break;
