@@ -7,8 +7,8 @@ import Synchronization
 ///
 /// Writing: a writer thread takes every record appended meanwhile and commits them in one transaction (group
 /// commit): per collection, in name order (so two servers never wait on each other's rows in a cycle), one
-/// statement raises the collection's `last_seq` and inserts its records with the sequences it covers; then a
-/// `NOTIFY` wakes the other servers; then `COMMIT`. A record's callback runs only after the commit, through
+/// statement raises the collection's `last_seq` and inserts its records with the sequences it covers; then `COMMIT`;
+/// then a `NOTIFY` (in a transaction of its own) wakes the other servers. A record's callback runs only after the commit, through
 /// `SequencedDelivery`, which also hands on the records of other servers, so every server applies each
 /// collection's records in the same order.
 ///
@@ -192,7 +192,7 @@ final class PostgresJournal: Journal {
             let (committed, unanswered) = commit(batch, on: current)
             unresolved += unanswered
             if committed { snapshotIfGrown(batch, &bytesSinceSnapshot) }
-            if !committed && current.isBroken {
+            if current.isBroken {
                 connection = nil
                 if metrics.setUp(false) {
                     logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
@@ -258,7 +258,6 @@ final class PostgresJournal: Journal {
                 delivery.register(name, first: first, records)
                 assigned.append((name, first, records.count))
             }
-            try connection.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text(payload(assigned))])
             do throws(StorageError) {
                 try connection.execute("COMMIT")
             } catch {
@@ -278,6 +277,15 @@ final class PostgresJournal: Journal {
             return (false, [])
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
+        // notifying transaction of the database shares, and inside the records' transaction it would be held
+        // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
+        // others until their next catch-up.
+        do throws(StorageError) {
+            try connection.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text(payload(assigned))])
+        } catch {
+            logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
+        }
         var behind: [String] = []
         for range in assigned where delivery.committed(range.name, first: range.first, count: range.count) {
             behind.append(range.name)
