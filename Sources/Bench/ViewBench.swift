@@ -228,10 +228,12 @@ enum ViewBench {
         return values.sorted()[values.count / 2]
     }
 
-    /// Prints a median; with `cpu`, the CPU time too (the machine is shared: wall time may include waiting).
+    /// Prints a median; with `cpu`, the CPU time too, which the budget then judges (the machine is shared: wall
+    /// time may include waiting for the processor).
     static func report(_ what: String, _ milliseconds: Double, cpu: Double? = nil, budget: Double?) {
         let cpuText = cpu.map { " (CPU \(precise($0)) ms)" } ?? ""
-        let verdict = budget.map { "  (budget \(precise($0)) ms: \(milliseconds <= $0 ? "ok" : "OVER"))" } ?? ""
+        let judged = cpu ?? milliseconds
+        let verdict = budget.map { "  (budget \(precise($0)) ms: \(judged <= $0 ? "ok" : "OVER"))" } ?? ""
         print("  \(what.padding(56)) \(precise(milliseconds).padding(12, left: true)) ms" + cpuText + verdict)
     }
 

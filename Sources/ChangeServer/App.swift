@@ -27,8 +27,6 @@ final class App: Sendable {
     let registry: Registry
     let committer: Committer
     var views: ViewRegistry { committer.executor.views }
-    /// The request log's writer thread, shared by the workers.
-    let requestLog = RequestLogWriter()
     /// Memory for request bodies in flight, shared by the workers (`--max-body-memory`).
     let bodyBudget: BodyBudget
     /// Free space of `--data-dir`, against `--disk-reserve-bytes`.
@@ -74,7 +72,6 @@ final class App: Sendable {
     /// The loops have returned: closes the journal (its threads are joined).
     func finish() {
         committer.close()
-        requestLog.close()
         state.store(.stopped, ordering: .releasing)
     }
 

@@ -19,6 +19,7 @@ final class ExchangeConnection: Connection, @unchecked Sendable {
     }
 
     func hold(on subject: FeedSubject, since: Version, timeout: Int) {
+        exchange.watchesHangUp = true
         worker.feed.hold(exchange, on: subject, since: since, timeout: timeout)
     }
 }

@@ -6,6 +6,8 @@ import Synchronization
 /// so that nothing here is main-actor isolated (STYLE.md's signal trap).
 enum Lifecycle {
     static func run(arguments: [String], environment: [String: String]) -> Int32 {
+        // The log's last lines are written before the process ends.
+        defer { LogWriter.standardError.close() }
         var config: Config
         do throws(Config.UsageError) {
             guard let parsed = try Config.parse(arguments: arguments, environment: environment) else {

@@ -41,17 +41,8 @@ struct Logger: Sendable {
     }
 }
 
-/// Writes whole lines with one `write(2)`, so that lines from several threads never interleave.
+/// Hands whole lines to the log's writer thread, so that lines from several threads never interleave and no
+/// caller waits for stderr.
 func writeToStandardError(_ line: String) {
-    writeToStandardError(Array(line.utf8))
-}
-
-func writeToStandardError(_ bytes: [UInt8]) {
-    var offset = 0
-    while offset < bytes.count {
-        let count = bytes.withUnsafeBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
-        if count < 0 && errno == EINTR { continue }
-        guard count > 0 else { return }
-        offset += count
-    }
+    LogWriter.standardError.submit(Array(line.utf8), lines: line.utf8.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 })
 }

@@ -51,7 +51,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
             "\(Logger.timestamp()) error libmicrohttpd refused the \(status.rawValue) response to "
             + "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path)) (its headers do not fit the "
             + "connection's memory); " + (fallback ? "answered 500 instead" : "connection closed") + "\n"
-        app.requestLog.submit(Array(line.utf8), lines: 1)
+        LogWriter.standardError.submit(Array(line.utf8), lines: 1)
     }
 
     func handle(_ exchange: Exchange) -> HandlerResult {
@@ -94,11 +94,11 @@ final class Worker: HTTPHandler, @unchecked Sendable {
 
     func tick(now: Int64) { feed.expire(now: now) }
 
-    /// Request lines of one loop turn go to the log writer's thread in one batch: a change fanned out to 10,000
+    /// Request lines of one loop turn go to the log's writer thread in one batch: a change fanned out to 10,000
     /// polls logs 10,000 lines without 10,000 system calls, and the loop never waits for stderr.
     func loopDidRun() {
         guard !requestLog.isEmpty else { return }
-        app.requestLog.submit(requestLog, lines: requestLogLines)
+        LogWriter.standardError.submit(requestLog, lines: requestLogLines)
         requestLog.removeAll(keepingCapacity: true)
         requestLogLines = 0
         requestLogTimestamp = nil

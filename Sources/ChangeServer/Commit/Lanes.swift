@@ -11,21 +11,32 @@ import Synchronization
 /// reached it, while they all wait: so it is ordered with everything handed to any of them. Work is enqueued under
 /// one lock, so every lane sees multi-lane work in the same order and none can wait for another in a cycle.
 final class Lanes: Sendable {
-    private struct Lane {
+    private final class Lane: Sendable {
         let queue: DispatchQueue
-        /// Pieces of work handed in and not yet finished; the lane is dropped when it reaches 0.
-        var pending: Int
+        /// Pieces of work handed in and not yet finished. Counted up under the lock, down without it.
+        let pending = Atomic<Int>(0)
+
+        init(queue: DispatchQueue) {
+            self.queue = queue
+        }
     }
 
-    private let lanes = Mutex<[String: Lane]>([:])
+    private struct State {
+        var lanes: [String: Lane] = [:]
+        /// Idle lanes are dropped when there are this many (so names that come and go leave nothing behind).
+        var sweepAt = 1024
+    }
+
+    private let state = Mutex(State())
     private let pool = DispatchQueue(label: "changeserver.lanes", qos: .userInitiated, attributes: .concurrent)
 
     /// Runs `work` on the lane of `name`, after everything handed to that lane before.
     func run(_ name: String, _ work: @escaping @Sendable () -> Void) {
-        lanes.withLock { lanes in
-            enqueue(name, in: &lanes) { [self] in
+        state.withLock { state in
+            let lane = reserve(name, in: &state)
+            lane.queue.async {
                 work()
-                finished(name)
+                Self.finished(lane)
             }
         }
     }
@@ -35,15 +46,15 @@ final class Lanes: Sendable {
     func run(_ names: Set<String>, _ work: @escaping @Sendable () -> Void) {
         guard names.count > 1 else { return run(names.first ?? "", work) }
         let gate = Gate(count: names.count)
-        lanes.withLock { lanes in
-            for name in names {
-                let queue = reserve(name, in: &lanes)
-                queue.async { [self] in
+        state.withLock { state in
+            let lanes = names.map { reserve($0, in: &state) }
+            for lane in lanes {
+                lane.queue.async {
                     // Suspending takes effect when this block returns: the lane holds still until `work` ran.
-                    queue.suspend()
-                    if gate.arrive(queue) {
+                    lane.queue.suspend()
+                    if gate.arrive(lane.queue) {
                         work()
-                        for name in names { finished(name) }
+                        for lane in lanes { Self.finished(lane) }
                         gate.resumeAll()
                     }
                 }
@@ -51,24 +62,26 @@ final class Lanes: Sendable {
         }
     }
 
-    /// Enqueues `block` on the lane of `name`. Under the lock.
-    private func enqueue(_ name: String, in lanes: inout [String: Lane], _ block: @escaping @Sendable () -> Void) {
-        reserve(name, in: &lanes).async(execute: block)
-    }
-
-    /// Counts one more piece of work for the lane of `name`, making the lane if needed; returns its queue. The
-    /// piece must call `finished(name)` when done. Under the lock.
-    private func reserve(_ name: String, in lanes: inout [String: Lane]) -> DispatchQueue {
-        let lane = lanes[name] ?? Lane(queue: DispatchQueue(label: "changeserver.lane", target: pool), pending: 0)
-        lanes[name] = Lane(queue: lane.queue, pending: lane.pending + 1)
-        return lane.queue
-    }
-
-    private func finished(_ name: String) {
-        lanes.withLock { lanes in
-            guard let lane = lanes[name] else { return }
-            lanes[name] = lane.pending > 1 ? Lane(queue: lane.queue, pending: lane.pending - 1) : nil
+    /// Counts one more piece of work for the lane of `name`, making the lane if needed. The piece must call
+    /// `finished` when done. Under the lock.
+    private func reserve(_ name: String, in state: inout State) -> Lane {
+        if let lane = state.lanes[name] {
+            lane.pending.add(1, ordering: .relaxed)
+            return lane
         }
+        if state.lanes.count >= state.sweepAt {
+            // A lane whose count is 0 has no work queued, and only `reserve` (under this lock) counts up.
+            state.lanes = state.lanes.filter { $0.value.pending.load(ordering: .acquiring) > 0 }
+            state.sweepAt = max(1024, 2 * state.lanes.count)
+        }
+        let lane = Lane(queue: DispatchQueue(label: "changeserver.lane", target: pool))
+        lane.pending.add(1, ordering: .relaxed)
+        state.lanes[name] = lane
+        return lane
+    }
+
+    private static func finished(_ lane: Lane) {
+        lane.pending.subtract(1, ordering: .releasing)
     }
 
     /// Visits every name at one point of the record order: a name whose lane has work queued is visited on its lane
@@ -79,13 +92,15 @@ final class Lanes: Sendable {
         names: () -> [String], visit: @escaping @Sendable (String) -> Void, then done: @escaping @Sendable () -> Void
     ) {
         let gate = Gate(count: 1)
-        lanes.withLock { lanes in
-            for name in Set(names()) where lanes[name] == nil { visit(name) }
-            gate.expect(more: lanes.count)
-            for name in Array(lanes.keys) {
-                enqueue(name, in: &lanes) { [self] in
+        state.withLock { state in
+            let busy = state.lanes.filter { $0.value.pending.load(ordering: .acquiring) > 0 }
+            for name in Set(names()) where busy[name] == nil { visit(name) }
+            gate.expect(more: busy.count)
+            for name in busy.keys {
+                let lane = reserve(name, in: &state)
+                lane.queue.async {
                     visit(name)
-                    finished(name)
+                    Self.finished(lane)
                     if gate.arrive(nil) { done() }
                 }
             }

@@ -16,6 +16,9 @@ final class Exchange {
     var discardedBodyBytes = 0
     /// Bytes of `BodyBudget` this request holds, given back when it completes.
     var reservedBodyBytes = 0
+    /// Whether a hold of this exchange is watched for the client hanging up: set for held polls, which may wait
+    /// minutes; a held mutation is answered as soon as it commits, so watching it would only cost system calls.
+    var watchesHangUp = false
     /// The connection's socket while the held request is watched for the client hanging up.
     var watchedDescriptor: Int32?
     /// The route template, for metrics (set once routed).

@@ -262,7 +262,7 @@ final class HTTPServer: @unchecked Sendable {
             exchange.isSuspended = true
             suspended[ObjectIdentifier(exchange)] = exchange
             MHD_suspend_connection(connection)
-            watch(held: exchange)
+            if exchange.watchesHangUp { watch(held: exchange) }
             return .YES
         }
     }
@@ -280,6 +280,8 @@ final class HTTPServer: @unchecked Sendable {
             return respond(exchange, tooLarge(handler))
         }
         if let refusal = handler.screen(exchange) {
+            // A client that waits for `100 Continue` before its body gets the refusal instead, as nginx answers.
+            if exchange.request.header("Expect")?.lowercased() == "100-continue" { return respond(exchange, refusal) }
             exchange.refusal = refusal
         } else if length > 0 {
             if options.bodyBudget.reserve(length) {

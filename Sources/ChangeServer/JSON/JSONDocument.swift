@@ -81,6 +81,16 @@ struct JSONValue {
         return result
     }
 
+    /// Calls `body` with each element of an array, in order, without collecting them.
+    func forEachElement(_ body: (JSONValue) -> Void) {
+        guard node.kind == .array else { return }
+        var child = index + 1
+        while child < Int(node.a) {
+            body(JSONValue(tape, child))
+            child = tape.next(after: child)
+        }
+    }
+
     /// The object's members, in the order of the text.
     var members: [(key: String, value: JSONValue)]? {
         guard node.kind == .object else { return nil }

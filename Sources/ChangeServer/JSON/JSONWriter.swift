@@ -90,7 +90,15 @@ struct JSONWriter {
         case .integer: integer(value.integer ?? 0)
         case .real: bytes.append(contentsOf: value.real.description.utf8)
         case .string: string(value.string ?? "")
-        case .array: array(value.array ?? []) { $0.canonical($1) }
+        case .array:
+            bytes.append(UInt8(ascii: "["))
+            var first = true
+            value.forEachElement { element in
+                if !first { bytes.append(UInt8(ascii: ",")) }
+                first = false
+                canonical(element)
+            }
+            bytes.append(UInt8(ascii: "]"))
         case .object:
             let members = (value.members ?? []).sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
             bytes.append(UInt8(ascii: "{"))

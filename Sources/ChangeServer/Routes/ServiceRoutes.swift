@@ -9,7 +9,7 @@ extension App {
     func metricsText() -> Response {
         let shared = metrics.render(
             .init(
-                collections: registry.count, logLinesDropped: requestLog.droppedLines,
+                collections: registry.count, logLinesDropped: LogWriter.standardError.droppedLines,
                 bodyBytesInFlight: bodyBudget.inUse, diskFreeBytes: diskSpace.freeBytes))
         let text = shared + committer.storeMetricsText()
         return Response(

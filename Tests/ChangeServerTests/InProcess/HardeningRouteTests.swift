@@ -91,6 +91,21 @@ import Testing
         #expect(server.send("GET", "/metrics").text.contains("changeserver_writes_refused_disk_total 1"))
     }
 
+    @Test func newFlagsParse() throws {
+        let config = try #require(
+            try Config.parse(
+                arguments: ["--max-body-memory", "1000", "--max-collections", "7", "--disk-reserve-bytes", "0"],
+                environment: ["CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS": "9"]))
+        #expect(config.maxBodyMemory == 1000)
+        #expect(config.maxCollections == 7)
+        #expect(config.diskReserveBytes == 0)
+        #expect(config.maxConnectionsPerAddress == 9)
+        #expect(throws: Config.UsageError.self) {
+            try Config.parse(arguments: ["--max-collections", "0"], environment: [:])
+        }
+        #expect(Config.help.contains("--disk-reserve-bytes"))
+    }
+
     @Test func limitsFitTheOpenFiles() {
         var config = Config()
         config.threads = 2

@@ -113,3 +113,39 @@ import Testing
         #expect(restored.version == view.version && restored.snapshot() == view.snapshot(), "\(context)")
     }
 }
+
+/// Large source changes take the other path (the content rebuilt from the index and diffed in full): the same
+/// properties hold there.
+@Suite struct LiveViewBulkTests {
+    @Test func largeReplacementsRebuildTheContent() throws {
+        var checked = 0
+        for seed in UInt64(1)...20 {
+            var random = RandomViews(seed: seed)
+            let items = random.items(400)
+            var source = try VersionedCollection(
+                epoch: "s",
+                sections: stride(from: 0, to: 400, by: 100).map {
+                    Section(id: "s\($0)", items: Array(items[$0..<($0 + 100)]))
+                })
+            for _ in 0..<3 {
+                var view = LiveView(epoch: "v", definition: random.definition(source: "s"), source: source)
+                let before = (source.version, view.snapshot())
+                let replacement =
+                    random.replacement(of: source.snapshot()) + [Section(id: "extra", items: random.items(100))]
+                _ = try source.replace(with: replacement)
+                let delta = try #require(SourceDelta(source: source, since: before.0))
+                #expect(delta.items.count > 64, "seed \(seed)")
+                let changeset = view.apply(delta)
+                let expected = NaiveView.content(view.definition, source: source.snapshot())
+                #expect(view.snapshot() == expected, "seed \(seed)")
+                if let changeset {
+                    verify(changeset, from: before.1, to: view.snapshot(), "seed \(seed)")
+                } else {
+                    #expect(before.1 == expected, "seed \(seed)")
+                }
+                checked += 1
+            }
+        }
+        #expect(checked == 60)
+    }
+}
