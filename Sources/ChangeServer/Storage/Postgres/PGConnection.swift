@@ -10,10 +10,16 @@ final class PGConnection {
     /// event loop. `url` is anything libpq accepts: `postgresql://user@host:port/db?sslmode=...` or
     /// `host=... port=... dbname=...`.
     init(_ url: String) throws(StorageError) {
-        // Later keywords override earlier ones, so the URL's own settings win over these defaults (notices such as
-        // "relation already exists, skipping" would go to stderr).
-        let keywords = ["connect_timeout", "options", "application_name", "dbname"]
-        let values = ["5", "-c client_min_messages=warning", "changeserver", url]
+        // Later keywords override earlier ones, so the URL's own settings win over these defaults: notices such as
+        // "relation already exists, skipping" kept off stderr, and a database that vanished from the network (no
+        // reset) noticed within about 10 s through keepalives and the TCP user timeout, instead of hanging writes.
+        let defaults = [
+            ("connect_timeout", "5"), ("options", "-c client_min_messages=warning"),
+            ("application_name", "changeserver"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
+            ("keepalives_count", "3"), ("tcp_user_timeout", "10000"),
+        ]
+        let keywords = defaults.map(\.0) + ["dbname"]
+        let values = defaults.map(\.1) + [url]
         let connection = withCStrings(keywords) { keywordPointers in
             withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
         }
