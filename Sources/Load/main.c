@@ -21,6 +21,11 @@
  *            throughput in both phases, and their ratio.
  *   restart  builds a data directory of 1,000,000 items with a server it starts (--server), then times
  *            restarts: journal only, and snapshot + journal.
+ *   relay    servers sharing one PostgreSQL (--ports A,B): a poll held on B, an upsert sent to A; the time from
+ *            A's answer to B's delivery (p50/p99 over --count mutations), next to the same measure with the poll
+ *            held on A itself (the baseline, same run).
+ *
+ * --ports A,B,C (writes, relay): several servers on one database; client i of `writes` goes to port i mod N.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -50,6 +55,9 @@ typedef struct {
 
 static const char *host = "127.0.0.1";
 static int port = 8080;
+/* --ports: servers sharing one database (writes spreads its clients over them; relay uses the first two). */
+static int ports[16];
+static int port_count = 0;
 static const char *collection = "fanout";
 /* Whether the server under test is nginx with the nchan module (the baseline of `fanout --nchan`). */
 static int nchan = 0;
@@ -479,6 +487,7 @@ static int measure_writes(int count, double seconds, WriteResult *result) {
     double *latencies = malloc(sizeof(double) * capacity);
     long errors = 0;
     for (int index = 0; index < count; index++) {
+        if (port_count) port = ports[index % port_count];
         writers[index].fd = open_connection(1);
         if (writers[index].fd < 0) return 0;
         fcntl(writers[index].fd, F_SETFL, fcntl(writers[index].fd, F_GETFL) | O_NONBLOCK);
@@ -486,6 +495,7 @@ static int measure_writes(int count, double seconds, WriteResult *result) {
         epoll_ctl(epoll_fd, EPOLL_CTL_ADD, writers[index].fd, &event);
         send_write(&writers[index], index);
     }
+    if (port_count) port = ports[0];
     double started = now_ms(), deadline = started + seconds * 1000;
     long completed = 0;
     struct epoll_event events[256];
@@ -521,6 +531,93 @@ static int measure_writes(int count, double seconds, WriteResult *result) {
     return 1;
 }
 
+/* With --ports: waits (up to 5 s) until every server serves `collection`, which the first one created. */
+static int known_everywhere(void) {
+    int first = port, known = 1;
+    for (int index = 1; index < port_count; index++) {
+        port = ports[index];
+        char path[256];
+        snprintf(path, sizeof path, "/v1/collections/%s", collection);
+        double deadline = now_ms() + 5000;
+        while (request("GET", path, NULL, NULL, 0) != 200 && now_ms() < deadline) usleep(2000);
+        if (request("GET", path, NULL, NULL, 0) != 200) known = 0;
+    }
+    port = first;
+    if (!known) fprintf(stderr, "collection %s did not reach every server\n", collection);
+    return known;
+}
+
+/* Reads one whole response into `reader` (blocking); 0 on a closed connection or a timeout. */
+static int read_response(Subscriber *reader) {
+    reader->used = 0;
+    while (!complete(reader)) {
+        ssize_t got = read(reader->fd, reader->buffer + reader->used, sizeof reader->buffer - 1 - reader->used);
+        if (got <= 0) return 0;
+        reader->used += got;
+    }
+    return 1;
+}
+
+/* `count` rounds: a poll held on `poll_port`, an upsert sent to `write_port`; the time from the upsert's answer to
+   the poll's (0 when the poll answered first). Prints p50/p99/max under `label`. */
+static int relay_between(int write_port, int poll_port, int count, const char *label) {
+    Subscriber poll = {0}, writer = {0};
+    struct timeval timeout = {.tv_sec = 10};
+    port = poll_port;
+    poll.fd = open_connection(1);
+    port = write_port;
+    writer.fd = open_connection(1);
+    if (poll.fd < 0 || writer.fd < 0) return 0;
+    setsockopt(poll.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    setsockopt(writer.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    double *latencies = malloc(sizeof(double) * count), deadline = now_ms() + 120000;
+    int done = 0;
+    for (; done < count && now_ms() < deadline; done++) {
+        send_poll(&poll);
+        usleep(2000); /* the poll is held before the write is sent; not part of the measure */
+        /* A new item every round, in every phase: an upsert that changed nothing would wake no poll. */
+        static int item = 0;
+        item++;
+        char request_text[512], json[64];
+        int json_length = snprintf(json, sizeof json, "{\"data\":%d}", item);
+        int length = snprintf(request_text, sizeof request_text,
+                              "PUT /v1/collections/%s/items/relay-%d HTTP/1.1\r\nHost: %s\r\n"
+                              "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                              collection, item, host, json_length, json);
+        if (write(writer.fd, request_text, length) != length || !read_response(&writer)) break;
+        double answered = now_ms();
+        if (!read_response(&poll)) break;
+        double delivered = now_ms();
+        char *body = strstr(poll.buffer, "\r\n\r\n");
+        if (!body || !extract(body, "to", version, sizeof version)) break;
+        latencies[done] = delivered > answered ? delivered - answered : 0;
+    }
+    close(poll.fd);
+    close(writer.fd);
+    if (done < count) {
+        fprintf(stderr, "%s: only %d of %d rounds completed\n", label, done, count);
+        free(latencies);
+        return 0;
+    }
+    qsort(latencies, done, sizeof(double), compare);
+    printf("%-34s p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms  (%d mutations)\n", label, latencies[done / 2],
+           latencies[(int)(done * 0.99)], latencies[done - 1], done);
+    free(latencies);
+    return 1;
+}
+
+static int relay(int count) {
+    if (port_count < 2) {
+        fprintf(stderr, "relay needs --ports A,B\n");
+        return 2;
+    }
+    port = ports[0];
+    if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}") || !known_everywhere()) return 1;
+    if (!relay_between(ports[0], ports[0], count, "same server (baseline):")) return 1;
+    if (!relay_between(ports[0], ports[1], count, "answer on A to delivery on B:")) return 1;
+    return 0;
+}
+
 /* Creates the collections the writers of `count` clients use. */
 static int create_write_collections(void) {
     const char *base = collection;
@@ -528,7 +625,7 @@ static int create_write_collections(void) {
     for (int index = 0; index < (spread > 1 ? spread : 1); index++) {
         collection_of(index, name, sizeof name);
         collection = name;
-        int created = create_collection("{\"sections\":[{\"id\":\"s\"}]}");
+        int created = create_collection("{\"sections\":[{\"id\":\"s\"}]}") && known_everywhere();
         collection = base;
         if (!created) return 0;
     }
@@ -722,7 +819,9 @@ static void usage(void) {
             "  churn   --server-pid PID [--polls 100000] [--batch 5000]\n"
             "  writes  [--connections 1,16,64] [--seconds 5] [--spread N: over N collections]\n"
             "  isolation [--items 300000] [--seconds 5]\n"
-            "  restart --server PATH/TO/ChangeServer [--items 1000000]   (starts its own server on --port)\n");
+            "  restart --server PATH/TO/ChangeServer [--items 1000000]   (starts its own server on --port)\n"
+            "  relay   --ports A,B [--count 1000]   (servers on one PostgreSQL)\n"
+            "  --ports A,B,C   writes: client i goes to port i mod N\n");
     exit(2);
 }
 
@@ -730,7 +829,7 @@ int main(int argc, char **argv) {
     if (argc < 2) usage();
     const char *mode = argv[1];
     const char *sizes = NULL, *server = NULL;
-    int sustained = 0, polls = 100000, batch = 5000, server_pid = 0, items = 0;
+    int sustained = 0, polls = 100000, batch = 5000, server_pid = 0, items = 0, count = 1000;
     double seconds = 5;
     for (int index = 2; index < argc; index++) {
         const char *option = argv[index], *value = index + 1 < argc ? argv[index + 1] : NULL;
@@ -751,6 +850,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--server")) server = value;
         else if (!strcmp(option, "--items")) items = atoi(value);
         else if (!strcmp(option, "--spread")) spread = atoi(value);
+        else if (!strcmp(option, "--count")) count = atoi(value);
+        else if (!strcmp(option, "--ports")) {
+            char list[256];
+            snprintf(list, sizeof list, "%s", value);
+            for (char *token = strtok(list, ","); token && port_count < 16; token = strtok(NULL, ","))
+                ports[port_count++] = atoi(token);
+            if (port_count) port = ports[0];
+        }
         else usage();
     }
     if (strncmp(host, "127.", 4)) {
@@ -765,6 +872,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fanout")) return fanout(sizes ? sizes : "100,1000,10000", sustained, server_pid);
     if (!strcmp(mode, "churn") && server_pid > 0 && batch > 0) return churn(polls, batch, server_pid);
     if (!strcmp(mode, "writes")) return writes(sizes ? sizes : "1,16,64", seconds);
+    if (!strcmp(mode, "relay") && count > 0 && count <= 100000) return relay(count);
     if (!strcmp(mode, "restart") && server && (items == 0 || items >= 1000)) return restart(server, items ? items : 1000000);
     if (!strcmp(mode, "isolation") && items >= 0) return isolation(items ? items : 300000, seconds);
     usage();
