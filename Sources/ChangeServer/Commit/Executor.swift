@@ -164,6 +164,8 @@ struct Executor: Sendable {
                     }
                 } ?? entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: nil)) }
             views.reattach(name, from: old, to: definition.source)
+            // The snapshot shows the definition, which may change while the version stays (same content).
+            entry.encodedSnapshot.withLock { $0 = nil }
             if changeset.isEmpty { return .viewUnchanged(entry, changeset) }
             return .viewCommitted(entry, changeset, created: false)
         }

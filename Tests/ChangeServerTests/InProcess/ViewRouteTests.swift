@@ -105,6 +105,13 @@ import Testing
             "PUT", "/v1/views/list", body: #"{"source": "tasks", "sortBy": [{"field": "/priority", "order": "desc"}]}"#)
         #expect(same.status == 200)
         #expect(same.json["version"] as? String == next)
+        // A definition that gives the same content keeps the version, and the snapshot shows the new definition.
+        #expect(server.send("GET", "/v1/views/list").status == 200)
+        _ = server.send(
+            "PUT", "/v1/views/list",
+            body: #"{"source": "tasks", "sortBy": [{"field": "/priority", "order": "desc"}, {"field": "/x"}]}"#)
+        let shown = server.send("GET", "/v1/views/list").json["definition"] as? [String: Any]
+        #expect((shown?["sortBy"] as? [Any])?.count == 2)
         #expect(server.send("GET", "/v1/views/list/changes?since=\(version)").json["to"] as? String == next)
     }
 
