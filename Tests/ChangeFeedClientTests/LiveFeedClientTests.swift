@@ -29,14 +29,14 @@ struct LiveFeedClientTests {
             return try await events.next()  // held: nothing changes
         }
         // Wait until the poll is held by the server.
-        #expect(waitUntil(timeout: 10) { server.heldPolls() == 1 })
+        #expect(await waitUntil(timeout: 10) { await server.heldPolls() == 1 })
         let start = ContinuousClock.now
         task.cancel()
         let last = try await task.value
         let elapsed = ContinuousClock.now - start
         #expect(last == nil)
         #expect(elapsed < .milliseconds(100), "cancellation took \(elapsed)")
-        #expect(waitUntil(timeout: 5) { server.heldPolls() == 0 })
+        #expect(await waitUntil(timeout: 5) { await server.heldPolls() == 0 })
         server.stop()
     }
 
@@ -57,7 +57,7 @@ struct LiveFeedClientTests {
             let event = try await follower.events.next()
             return (event, follower)
         }
-        #expect(waitUntil(timeout: 10) { first.heldPolls() == 1 })
+        #expect(await waitUntil(timeout: 10) { await first.heldPolls() == 1 })
         #expect(first.stop() == 0)
         let second = try ServerProcess(["--fsync", "always", "--port", "\(port)"], dataDirectory: directory)
         try await http.mutate(
@@ -162,17 +162,11 @@ struct LiveFeedClientTests {
 }
 
 extension ServerProcess {
-    /// The server's held polls now, from `/metrics`.
-    func heldPolls() -> Int {
-        let semaphore = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var text = ""
-        let task = URLSession.shared.dataTask(with: URL(string: "http://127.0.0.1:\(port)/metrics")!) { data, _, _ in
-            text = String(decoding: data ?? Data(), as: UTF8.self)
-            semaphore.signal()
-        }
-        task.resume()
-        semaphore.wait()
-        let line = text.split(separator: "\n").first { $0.hasPrefix("changeserver_held_polls") }
+    /// The server's held polls now, from `/metrics` (-1 when it cannot be read).
+    func heldPolls() async -> Int {
+        guard let answer = try? await TestHTTP(baseURL: baseURL).send("GET", "/metrics") else { return -1 }
+        let text = String(decoding: answer.body, as: UTF8.self)
+        let line = text.split(separator: "\n").first { $0.hasPrefix("changeserver_held_polls ") }
         return line.flatMap { $0.split(separator: " ").last }.flatMap { Int($0) } ?? -1
     }
 }

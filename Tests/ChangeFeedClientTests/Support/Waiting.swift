@@ -11,6 +11,18 @@ func waitUntil(timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool
     }
 }
 
+/// The same for async tests: it sleeps with `Task.sleep`, never blocking a thread of the cooperative pool (two
+/// threads on a 2-core machine: a test blocking one while another suite blocks the other would stop every task,
+/// the client's among them).
+func waitUntil(timeout: Double, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + .seconds(timeout)
+    while true {
+        if try await condition() { return true }
+        if ContinuousClock.now >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+}
+
 /// Waits up to `timeout` seconds for `process` to exit by itself, and kills it (SIGKILL, by its PID) if it does
 /// not, so that a server which should have refused to start cannot hold the test; whether it exited by itself.
 func waitForExit(of process: Process, timeout: Double) -> Bool {
