@@ -3,8 +3,10 @@ import PackageDescription
 
 let package = Package(
     name: "ChangeServer",
+    platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .library(name: "Model", targets: ["Model"]),
+        .library(name: "ChangeFeedClient", targets: ["ChangeFeedClient"]),
         .executable(name: "ChangeServer", targets: ["ChangeServer"]),
         .executable(name: "Bench", targets: ["Bench"]),
         .executable(name: "Load", targets: ["Load"]),
@@ -14,11 +16,15 @@ let package = Package(
         .systemLibrary(name: "CHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "Model"),
+        .target(name: "ChangeFeedClient", dependencies: ["Model"]),
         .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CPostgres"]),
         .executableTarget(name: "Bench", dependencies: ["Model"]),
         .executableTarget(name: "Load"),
         .executableTarget(name: "BareHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
+        .executableTarget(name: "ClientBench", dependencies: ["ChangeFeedClient", "Model"]),
+        .executableTarget(name: "FeedFollower", dependencies: ["ChangeFeedClient", "Model"], path: "Examples/FeedFollower"),
         .testTarget(name: "ModelTests", dependencies: ["Model"]),
         .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
+        .testTarget(name: "ChangeFeedClientTests", dependencies: ["ChangeFeedClient", "Model", "ChangeServer", "FeedFollower"]),
     ]
 )

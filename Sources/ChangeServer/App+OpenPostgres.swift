@@ -9,14 +9,17 @@ extension App {
         let executor = Executor(
             registry: registry, views: ViewRegistry(), limits: HistoryLimits(versions: config.history))
         let applied = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
-        let journal = try PostgresJournal(url: url, applied: applied, logger: logger)
+        let journal = try PostgresJournal(
+            url: url, applied: applied, snapshotBytes: config.snapshotBytes, logger: logger)
         let feeds = FeedFanOut()
         let committer = Committer(
             executor: executor, journal: journal, lanes: Lanes(), snapshots: nil, metrics: metrics,
             publish: feeds.publish)
         let app = App(config: config, logger: logger, metrics: metrics, registry: registry, committer: committer)
         feeds.connect(app)
-        journal.start(applyingRemote: committer.applyRemote)
+        journal.start(applyingRemote: committer.applyRemote) { name, take in
+            committer.onLane(of: name) { take(registry.entry(name).map { entry in entry.content.withLock { $0 } }) }
+        }
         return app
     }
 }

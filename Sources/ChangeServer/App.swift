@@ -7,6 +7,8 @@ enum RouteResult {
     case respond(Response)
     /// The route answers later through the request's `Connection` (a mutation waiting for its commit, a held poll).
     case later
+    /// A `text/event-stream` response, followed by the worker's `StreamHub`.
+    case stream(StreamStart)
 }
 
 /// The application: authentication, CORS, routing to the handlers in `Routes/`. It is shared by the workers
@@ -64,7 +66,12 @@ final class App: Sendable {
         guard state.compareExchange(expected: .serving, desired: .draining, ordering: .acquiringAndReleasing).exchanged
         else { return }
         logger.info("shutting down: answering \(metrics.heldPolls) held polls with 503")
-        for worker in workers { worker.post { worker.feed.shutDown() } }
+        for worker in workers {
+            worker.post {
+                worker.feed.shutDown()
+                worker.streams.shutDown()
+            }
+        }
         committer.flush()
         for worker in workers { worker.post { worker.server.stop(grace: 2500) } }
     }
@@ -141,9 +148,13 @@ final class App: Sendable {
         return route
     }
 
+    /// An error's response; on the feed, `410`s may be shared briefly by caches (`FeedCaching`), nothing else.
     private func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
         var response = Response.error(error)
-        if Route.isFeedPath(request.path) { response.headers.append(("Cache-Control", "no-store")) }
+        if Route.isFeedPath(request.path) {
+            let gone = error.status == .gone
+            response.headers.append(("Cache-Control", gone ? feedCaching.cacheControl(.gone) : "no-store"))
+        }
         return response
     }
 

@@ -6,17 +6,20 @@ extension Config {
         64 + 4 * threads
     }
 
-    /// The limits fitted to `openFiles` descriptors (the process's `RLIMIT_NOFILE`) and `loops` event loops. When
-    /// `--max-connections` does not fit, connections are lowered to leave the reserve free, so that a flood of
-    /// clients can never keep the journal from opening a segment or a snapshot from being written, and held polls
-    /// to leave a twentieth of those connections (at least 16) for other requests, `/healthz` among them. Limits
-    /// that fit are kept as given. Returns the fitted configuration and a line for the log when one was lowered.
+    /// The limits fitted to `openFiles` descriptors (the process's `RLIMIT_NOFILE`) and `loops` event loops:
+    /// connections leave the reserve free, so that a flood of clients can never keep the journal from opening a
+    /// segment or a snapshot from being written; held polls leave a twentieth of the connections (at least 16) for
+    /// other requests, `/healthz` among them, unless `--max-held-polls` was given. Returns the fitted
+    /// configuration and a line for the log when a limit was lowered.
     func fitted(toOpenFiles openFiles: Int, loops: Int) -> (config: Config, note: String?) {
-        let available = max(loops, openFiles - Self.reservedDescriptors(threads: loops))
-        guard maxConnections > available else { return (self, nil) }
         var fitted = self
-        fitted.maxConnections = available
-        fitted.maxHeldPolls = min(maxHeldPolls, max(0, available - max(16, available / 20)))
+        let available = max(loops, openFiles - Self.reservedDescriptors(threads: loops))
+        fitted.maxConnections = min(maxConnections, available)
+        let forOthers = maxHeldPollsIsExplicit ? 0 : max(16, fitted.maxConnections / 20)
+        fitted.maxHeldPolls = min(maxHeldPolls, max(0, fitted.maxConnections - forOthers))
+        guard fitted.maxConnections != maxConnections || fitted.maxHeldPolls != maxHeldPolls else {
+            return (fitted, nil)
+        }
         return (
             fitted,
             "the open-files limit is \(openFiles): at most \(fitted.maxConnections) connections "

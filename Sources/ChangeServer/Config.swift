@@ -25,6 +25,9 @@ struct Config: Sendable {
     var corsOrigins: [String] = []
     var snapshotBytes = 64 << 20
     var maxHeldPolls = 20_000
+    /// Whether `--max-held-polls` was given: then it is kept as given (up to `--max-connections`), without the
+    /// reserve of connections for other requests that the default leaves (`fitted`).
+    var maxHeldPollsIsExplicit = false
     var maxConnections = 30_000
     var connectionMemory = 8192
     var maxConnectionsPerAddress = 0
@@ -150,7 +153,9 @@ struct Config: Sendable {
         case "write-token": writeToken = try nonEmpty()
         case "read-token": readToken = try nonEmpty()
         case "cors-origin": corsOrigins.append(try nonEmpty())
-        case "max-held-polls": maxHeldPolls = try integer(0...1_000_000)
+        case "max-held-polls":
+            maxHeldPolls = try integer(0...1_000_000)
+            maxHeldPollsIsExplicit = true
         case "max-connections": maxConnections = try integer(1...1_000_000)
         case "connection-memory": connectionMemory = try integer(1024...(1 << 20))
         case "max-connections-per-address": maxConnectionsPerAddress = try integer(0...1_000_000)

@@ -18,8 +18,8 @@ final class ExchangeConnection: Connection, @unchecked Sendable {
         worker.post { [worker] in worker.server.answer(held.value, with: response) }
     }
 
-    func hold(on subject: FeedSubject, since: Version, timeout: Int) {
+    func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
         exchange.watchesHangUp = true
-        worker.feed.hold(exchange, on: subject, since: since, timeout: timeout)
+        worker.feed.hold(exchange, on: subject, since: since, timeout: timeout, cursor: cursor)
     }
 }

@@ -12,6 +12,8 @@ final class Metrics: Sendable {
         var requests: [RequestKey: Int] = [:]
         var mutations = 0
         var heldPolls = 0
+        var openStreams = 0
+        var streamsCut = 0
         var changesetsDelivered = 0
         var pollTimeouts = 0
         var journalBytes = 0
@@ -40,6 +42,12 @@ final class Metrics: Sendable {
     /// Polls held right now by all workers together: the gauge, and what `--max-held-polls` is checked against.
     var heldPolls: Int { state.withLock { $0.heldPolls } }
     func adjustHeldPolls(by change: Int) { state.withLock { $0.heldPolls += change } }
+    /// Event streams open right now; with the held polls, what `--max-held-polls` is checked against.
+    var openStreams: Int { state.withLock { $0.openStreams } }
+    func adjustOpenStreams(by change: Int) { state.withLock { $0.openStreams += change } }
+    func streamCut() { state.withLock { $0.streamsCut += 1 } }
+    /// Held polls and open streams together: each holds a connection until something commits.
+    var heldConnections: Int { state.withLock { $0.heldPolls + $0.openStreams } }
     func changesetsDelivered(_ count: Int) { state.withLock { $0.changesetsDelivered += count } }
     func pollsTimedOut(_ count: Int) { state.withLock { $0.pollTimeouts += count } }
     func setJournalBytes(_ bytes: Int) { state.withLock { $0.journalBytes = bytes } }
@@ -84,6 +92,10 @@ final class Metrics: Sendable {
         lines.append("changeserver_mutations_total \(snapshot.mutations)")
         metric("changeserver_held_polls", "gauge", "Long polls held right now.")
         lines.append("changeserver_held_polls \(snapshot.heldPolls)")
+        metric("changeserver_streams_open", "gauge", "Event streams (text/event-stream) of the feed open right now.")
+        lines.append("changeserver_streams_open \(snapshot.openStreams)")
+        metric("changeserver_streams_cut_total", "counter", "Event streams closed because their reader fell behind.")
+        lines.append("changeserver_streams_cut_total \(snapshot.streamsCut)")
         metric(
             "changeserver_changesets_delivered_total", "counter", "Non-empty changesets answered on the change feed.")
         lines.append("changeserver_changesets_delivered_total \(snapshot.changesetsDelivered)")

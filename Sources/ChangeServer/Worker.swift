@@ -9,6 +9,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     unowned let app: App
     let server: HTTPServer
     let feed: Feed
+    let streams: StreamHub
     /// Request lines of the current loop turn, formatted straight into bytes.
     private var requestLog: [UInt8] = []
     private var requestLogLines = 0
@@ -18,9 +19,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     init(app: App, server: HTTPServer) {
         self.app = app
         self.server = server
-        feed = Feed(metrics: app.metrics) { [unowned server] exchange, response in
+        feed = Feed(metrics: app.metrics, caching: app.feedCaching) { [unowned server] exchange, response in
             server.answer(exchange, with: response)
         }
+        streams = StreamHub(metrics: app.metrics)
     }
 
     /// Runs `task` on this worker's loop thread.
@@ -60,6 +62,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         switch result {
         case .respond(let response): return .respond(response)
         case .later: return .hold
+        case .stream(let start):
+            let stream = EventStream(connection: exchange.connection) { [unowned server] in server.resumeStream($0) }
+            streams.open(stream, start)
+            return .stream(stream, headers: ServerSentEvents.headers)
         }
     }
 
@@ -90,9 +96,17 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         requestLogLines += 1
     }
 
-    var nextDeadline: Int64? { feed.nextDeadline }
+    var nextDeadline: Int64? {
+        switch (feed.nextDeadline, streams.nextDeadline) {
+        case (let polls?, let heartbeat?): min(polls, heartbeat)
+        case (let polls, let heartbeat): polls ?? heartbeat
+        }
+    }
 
-    func tick(now: Int64) { feed.expire(now: now) }
+    func tick(now: Int64) {
+        feed.expire(now: now)
+        streams.tick(now: now)
+    }
 
     /// Request lines of one loop turn go to the log's writer thread in one batch: a change fanned out to 10,000
     /// polls logs 10,000 lines without 10,000 system calls, and the loop never waits for stderr.

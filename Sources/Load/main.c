@@ -7,6 +7,11 @@
  *            them held, one mutation is sent and, for every subscriber, the time from the mutation's send to
  *            its complete response is recorded (p50/p99/max). --sustained K repeats it K times, each mutation
  *            sent once every subscriber has its changeset and has polled again: deliveries per second.
+ *            --front PORT: the subscribers go through a cache on PORT (scripts/nginx-front.sh,
+ *            scripts/varnish-front.sh) while mutations and /metrics go to the server; it also reports the
+ *            origin's feed requests per mutation. --sse 1: the subscribers hold Server-Sent Events streams
+ *            instead of polls (no re-poll between rounds). --server-pid PID: the server's resident memory per
+ *            subscriber.
  *   churn    polls that time out or whose clients vanish, by the hundred thousand; the server's resident
  *            memory and open descriptors before and after (--server-pid).
  *   writes   durable mutations per second (small item upserts) from 1, 16 and 64 concurrent keep-alive clients;
@@ -16,6 +21,11 @@
  *            throughput in both phases, and their ratio.
  *   restart  builds a data directory of 1,000,000 items with a server it starts (--server), then times
  *            restarts: journal only, and snapshot + journal.
+ *   relay    servers sharing one PostgreSQL (--ports A,B): a poll held on B, an upsert sent to A; the time from
+ *            A's answer to B's delivery (p50/p99 over --count mutations), next to the same measure with the poll
+ *            held on A itself (the baseline, same run).
+ *
+ * --ports A,B,C (writes, relay): several servers on one database; client i of `writes` goes to port i mod N.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -45,10 +55,16 @@ typedef struct {
 
 static const char *host = "127.0.0.1";
 static int port = 8080;
+/* --ports: servers sharing one database (writes spreads its clients over them; relay uses the first two). */
+static int ports[16];
+static int port_count = 0;
 static const char *collection = "fanout";
 /* Whether the server under test is nginx with the nchan module (the baseline of `fanout --nchan`). */
 static int nchan = 0;
 static char version[128];
+/* fanout: the port of a cache the subscribers go through (0: straight to the server), and SSE streams. */
+static int front_port = 0;
+static int sse = 0;
 
 static double now_ms(void) {
     struct timespec spec;
@@ -56,12 +72,12 @@ static double now_ms(void) {
     return spec.tv_sec * 1e3 + spec.tv_nsec / 1e6;
 }
 
-static int open_connection(int blocking) {
+static int connect_to(int target_port, int blocking) {
     int fd = socket(AF_INET, SOCK_STREAM | (blocking ? 0 : SOCK_NONBLOCK), 0);
     if (fd < 0) return -1;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(port)};
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(target_port)};
     inet_pton(AF_INET, host, &address.sin_addr);
     if (connect(fd, (struct sockaddr *)&address, sizeof address) < 0 && errno != EINPROGRESS) {
         close(fd);
@@ -69,6 +85,8 @@ static int open_connection(int blocking) {
     }
     return fd;
 }
+
+static int open_connection(int blocking) { return connect_to(port, blocking); }
 
 /* One blocking request on a fresh connection; returns the status, the body copied into `body`. */
 static int request(const char *method, const char *path, const char *json, char *body, size_t capacity) {
@@ -127,14 +145,37 @@ static long held_polls(void) {
         return status == 200 && field ? strtol(field + strlen("subscribers: "), NULL, 10) : (status == 404 ? 0 : -1);
     }
     if (request("GET", "/metrics", NULL, body, sizeof body) != 200) return -1;
-    const char *line = strstr(body, "\nchangeserver_held_polls ");
-    return line ? strtol(line + strlen("\nchangeserver_held_polls "), NULL, 10) : -1;
+    const char *name = sse ? "\nchangeserver_streams_open " : "\nchangeserver_held_polls ";
+    const char *line = strstr(body, name);
+    return line ? strtol(line + strlen(name), NULL, 10) : -1;
+}
+
+/* The feed requests the server has answered so far (what a cache in front lets through). */
+static long feed_requests(void) {
+    static char body[1 << 20];
+    if (request("GET", "/metrics", NULL, body, sizeof body) != 200) return -1;
+    long total = 0;
+    for (const char *line = strstr(body, "\nchangeserver_requests_total{"); line;
+         line = strstr(line + 1, "\nchangeserver_requests_total{")) {
+        const char *end = strchr(line + 1, '\n');
+        const char *route = strstr(line, "route=\"/v1/collections/{name}/changes\"");
+        /* The label set ends with `"} ` (the route's own `{name}` has a brace too). */
+        const char *close = route ? strstr(route, "\"} ") : NULL;
+        if (close && (!end || close < end)) total += strtol(close + 2, NULL, 10);
+    }
+    return total;
 }
 
 static int wait_for_held(long count, double timeout_ms) {
     double deadline = now_ms() + timeout_ms;
+    /* Through a cache polls are collapsed: the server holds one, and the others wait in the cache. */
+    int collapsed = front_port && !sse;
     while (now_ms() < deadline) {
-        if (held_polls() >= count) return 1;
+        if (collapsed && held_polls() >= 1) {
+            usleep(2000000);
+            return 1;
+        }
+        if (!collapsed && held_polls() >= count) return 1;
         usleep(20000);
     }
     return 0;
@@ -143,6 +184,10 @@ static int wait_for_held(long count, double timeout_ms) {
 static void send_poll(Subscriber *subscriber) {
     char head[512];
     int length = nchan ? snprintf(head, sizeof head, "GET /sub/%s HTTP/1.1\r\nHost: %s\r\n\r\n", collection, host)
+                 : sse ? snprintf(head, sizeof head,
+                                  "GET /v1/collections/%s/changes?since=%s HTTP/1.1\r\nHost: %s\r\n"
+                                  "Accept: text/event-stream\r\n\r\n",
+                                  collection, version, host)
                        : snprintf(head, sizeof head,
                                   "GET /v1/collections/%s/changes?since=%s&timeout=120 HTTP/1.1\r\nHost: %s\r\n\r\n",
                                   collection, version, host);
@@ -154,6 +199,11 @@ static void send_poll(Subscriber *subscriber) {
 /* Whether the subscriber's buffer holds one whole response (headers and Content-Length body). */
 static int complete(Subscriber *subscriber) {
     subscriber->buffer[subscriber->used] = 0;
+    /* A stream: this round's event has arrived (the buffer is emptied between rounds). */
+    if (sse) {
+        const char *event = strstr(subscriber->buffer, "event: changes\n");
+        return event && strstr(event, "\n\n");
+    }
     char *end = strstr(subscriber->buffer, "\r\n\r\n");
     if (!end) return 0;
     char *field = strcasestr(subscriber->buffer, "\r\nContent-Length:");
@@ -191,6 +241,10 @@ static int round_trip(Subscriber *subscribers, int count, int epoll_fd, int sequ
             while ((got = read(subscriber->fd, subscriber->buffer + subscriber->used,
                                sizeof subscriber->buffer - 1 - subscriber->used)) > 0) {
                 subscriber->used += got;
+                /* A stream's bytes before this round's event (headers, comments) are of no interest. */
+                if (sse && subscriber->used > sizeof subscriber->buffer / 2 && !strstr(subscriber->buffer, "event: changes")) {
+                    subscriber->used = 0;
+                }
             }
             if (!subscriber->done && complete(subscriber)) {
                 subscriber->done = 1;
@@ -248,7 +302,7 @@ static int create_collection(const char *sections_json) {
     return 1;
 }
 
-static int fanout(const char *sizes, int sustained) {
+static int fanout(const char *sizes, int sustained, int server_pid) {
     char list[256];
     snprintf(list, sizeof list, "%s", sizes);
     printf("%-12s %10s %10s %10s %10s %12s\n", "subscribers", "p50_ms", "p99_ms", "max_ms", "arrived",
@@ -265,9 +319,11 @@ static int fanout(const char *sizes, int sustained) {
             return 1;
         }
         int epoll_fd = epoll_create1(0);
+        long rss_before = -1, rss_after = -1, descriptors;
+        if (server_pid > 0) process_usage(server_pid, &rss_before, &descriptors);
         Subscriber *subscribers = calloc(count, sizeof *subscribers);
         for (int index = 0; index < count; index++) {
-            subscribers[index].fd = open_connection(1);
+            subscribers[index].fd = connect_to(front_port ? front_port : port, 1);
             if (subscribers[index].fd < 0) {
                 fprintf(stderr, "connection %d failed: %s\n", index, strerror(errno));
                 return 1;
@@ -281,6 +337,12 @@ static int fanout(const char *sizes, int sustained) {
             fprintf(stderr, "the server never held %d polls (it holds %ld)\n", count, held_polls());
             return 1;
         }
+        if (server_pid > 0) {
+            usleep(500000);
+            process_usage(server_pid, &rss_after, &descriptors);
+        }
+        for (int index = 0; index < count; index++) subscribers[index].used = subscribers[index].done = 0;
+        long requests_before = feed_requests();
         int rounds = sustained > 0 ? sustained : 1;
         double *latencies = malloc(sizeof(double) * count * rounds);
         int total = 0;
@@ -296,7 +358,9 @@ static int fanout(const char *sizes, int sustained) {
                 fprintf(stderr, "round %d: only %d of %d responses arrived\n", round, arrived, count);
                 break;
             }
-            if (round + 1 < rounds) {
+            if (round + 1 < rounds && sse) {
+                for (int index = 0; index < count; index++) subscribers[index].used = subscribers[index].done = 0;
+            } else if (round + 1 < rounds) {
                 for (int index = 0; index < count; index++) send_poll(&subscribers[index]);
                 if (!wait_for_held(count, 30000)) {
                     fprintf(stderr, "round %d: the polls were not held again\n", round);
@@ -310,6 +374,14 @@ static int fanout(const char *sizes, int sustained) {
         double max = total ? latencies[total - 1] : 0;
         printf("%-12d %10.2f %10.2f %10.2f %10d %12.0f\n", count, p50, p99, max, total,
                sustained ? total / (delivering_ms / 1000) : delivering_ms);
+        if (front_port) {
+            printf("  through the cache on port %d: %.2f origin feed requests per mutation\n", front_port,
+                   (double)(feed_requests() - requests_before) / rounds);
+        }
+        if (server_pid > 0 && rss_before >= 0 && rss_after >= 0) {
+            printf("  server memory: %.1f KiB per %s held\n", (double)(rss_after - rss_before) / count,
+                   sse ? "stream" : "poll");
+        }
         if (sustained) {
             printf("  %d rounds: %.0f deliveries/s counting only mutation-to-last-delivery time, %.0f/s over the "
                    "whole run (re-polls and /metrics checks included)\n",
@@ -415,6 +487,7 @@ static int measure_writes(int count, double seconds, WriteResult *result) {
     double *latencies = malloc(sizeof(double) * capacity);
     long errors = 0;
     for (int index = 0; index < count; index++) {
+        if (port_count) port = ports[index % port_count];
         writers[index].fd = open_connection(1);
         if (writers[index].fd < 0) return 0;
         fcntl(writers[index].fd, F_SETFL, fcntl(writers[index].fd, F_GETFL) | O_NONBLOCK);
@@ -422,6 +495,7 @@ static int measure_writes(int count, double seconds, WriteResult *result) {
         epoll_ctl(epoll_fd, EPOLL_CTL_ADD, writers[index].fd, &event);
         send_write(&writers[index], index);
     }
+    if (port_count) port = ports[0];
     double started = now_ms(), deadline = started + seconds * 1000;
     long completed = 0;
     struct epoll_event events[256];
@@ -457,6 +531,93 @@ static int measure_writes(int count, double seconds, WriteResult *result) {
     return 1;
 }
 
+/* With --ports: waits (up to 5 s) until every server serves `collection`, which the first one created. */
+static int known_everywhere(void) {
+    int first = port, known = 1;
+    for (int index = 1; index < port_count; index++) {
+        port = ports[index];
+        char path[256];
+        snprintf(path, sizeof path, "/v1/collections/%s", collection);
+        double deadline = now_ms() + 5000;
+        while (request("GET", path, NULL, NULL, 0) != 200 && now_ms() < deadline) usleep(2000);
+        if (request("GET", path, NULL, NULL, 0) != 200) known = 0;
+    }
+    port = first;
+    if (!known) fprintf(stderr, "collection %s did not reach every server\n", collection);
+    return known;
+}
+
+/* Reads one whole response into `reader` (blocking); 0 on a closed connection or a timeout. */
+static int read_response(Subscriber *reader) {
+    reader->used = 0;
+    while (!complete(reader)) {
+        ssize_t got = read(reader->fd, reader->buffer + reader->used, sizeof reader->buffer - 1 - reader->used);
+        if (got <= 0) return 0;
+        reader->used += got;
+    }
+    return 1;
+}
+
+/* `count` rounds: a poll held on `poll_port`, an upsert sent to `write_port`; the time from the upsert's answer to
+   the poll's (0 when the poll answered first). Prints p50/p99/max under `label`. */
+static int relay_between(int write_port, int poll_port, int count, const char *label) {
+    Subscriber poll = {0}, writer = {0};
+    struct timeval timeout = {.tv_sec = 10};
+    port = poll_port;
+    poll.fd = open_connection(1);
+    port = write_port;
+    writer.fd = open_connection(1);
+    if (poll.fd < 0 || writer.fd < 0) return 0;
+    setsockopt(poll.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    setsockopt(writer.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    double *latencies = malloc(sizeof(double) * count), deadline = now_ms() + 120000;
+    int done = 0;
+    for (; done < count && now_ms() < deadline; done++) {
+        send_poll(&poll);
+        usleep(2000); /* the poll is held before the write is sent; not part of the measure */
+        /* A new item every round, in every phase: an upsert that changed nothing would wake no poll. */
+        static int item = 0;
+        item++;
+        char request_text[512], json[64];
+        int json_length = snprintf(json, sizeof json, "{\"data\":%d}", item);
+        int length = snprintf(request_text, sizeof request_text,
+                              "PUT /v1/collections/%s/items/relay-%d HTTP/1.1\r\nHost: %s\r\n"
+                              "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                              collection, item, host, json_length, json);
+        if (write(writer.fd, request_text, length) != length || !read_response(&writer)) break;
+        double answered = now_ms();
+        if (!read_response(&poll)) break;
+        double delivered = now_ms();
+        char *body = strstr(poll.buffer, "\r\n\r\n");
+        if (!body || !extract(body, "to", version, sizeof version)) break;
+        latencies[done] = delivered > answered ? delivered - answered : 0;
+    }
+    close(poll.fd);
+    close(writer.fd);
+    if (done < count) {
+        fprintf(stderr, "%s: only %d of %d rounds completed\n", label, done, count);
+        free(latencies);
+        return 0;
+    }
+    qsort(latencies, done, sizeof(double), compare);
+    printf("%-34s p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms  (%d mutations)\n", label, latencies[done / 2],
+           latencies[(int)(done * 0.99)], latencies[done - 1], done);
+    free(latencies);
+    return 1;
+}
+
+static int relay(int count) {
+    if (port_count < 2) {
+        fprintf(stderr, "relay needs --ports A,B\n");
+        return 2;
+    }
+    port = ports[0];
+    if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}") || !known_everywhere()) return 1;
+    if (!relay_between(ports[0], ports[0], count, "same server (baseline):")) return 1;
+    if (!relay_between(ports[0], ports[1], count, "answer on A to delivery on B:")) return 1;
+    return 0;
+}
+
 /* Creates the collections the writers of `count` clients use. */
 static int create_write_collections(void) {
     const char *base = collection;
@@ -464,7 +625,7 @@ static int create_write_collections(void) {
     for (int index = 0; index < (spread > 1 ? spread : 1); index++) {
         collection_of(index, name, sizeof name);
         collection = name;
-        int created = create_collection("{\"sections\":[{\"id\":\"s\"}]}");
+        int created = create_collection("{\"sections\":[{\"id\":\"s\"}]}") && known_everywhere();
         collection = base;
         if (!created) return 0;
     }
@@ -654,10 +815,13 @@ static void usage(void) {
     fprintf(stderr,
             "usage: Load MODE [--host 127.0.0.1] [--port 8080] [--collection NAME] [options]\n"
             "  fanout  [--subscribers 100,1000,10000] [--sustained K] [--nchan 1: the server is nginx + nchan]\n"
+            "          [--front PORT: through a cache] [--sse 1: event streams] [--server-pid PID: memory]\n"
             "  churn   --server-pid PID [--polls 100000] [--batch 5000]\n"
             "  writes  [--connections 1,16,64] [--seconds 5] [--spread N: over N collections]\n"
             "  isolation [--items 300000] [--seconds 5]\n"
-            "  restart --server PATH/TO/ChangeServer [--items 1000000]   (starts its own server on --port)\n");
+            "  restart --server PATH/TO/ChangeServer [--items 1000000]   (starts its own server on --port)\n"
+            "  relay   --ports A,B [--count 1000]   (servers on one PostgreSQL)\n"
+            "  --ports A,B,C   writes: client i goes to port i mod N\n");
     exit(2);
 }
 
@@ -665,7 +829,7 @@ int main(int argc, char **argv) {
     if (argc < 2) usage();
     const char *mode = argv[1];
     const char *sizes = NULL, *server = NULL;
-    int sustained = 0, polls = 100000, batch = 5000, server_pid = 0, items = 0;
+    int sustained = 0, polls = 100000, batch = 5000, server_pid = 0, items = 0, count = 1000;
     double seconds = 5;
     for (int index = 2; index < argc; index++) {
         const char *option = argv[index], *value = index + 1 < argc ? argv[index + 1] : NULL;
@@ -677,6 +841,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--subscribers") || !strcmp(option, "--connections")) sizes = value;
         else if (!strcmp(option, "--sustained")) sustained = atoi(value);
         else if (!strcmp(option, "--nchan")) nchan = atoi(value);
+        else if (!strcmp(option, "--front")) front_port = atoi(value);
+        else if (!strcmp(option, "--sse")) sse = atoi(value);
         else if (!strcmp(option, "--polls")) polls = atoi(value);
         else if (!strcmp(option, "--batch")) batch = atoi(value);
         else if (!strcmp(option, "--server-pid")) server_pid = atoi(value);
@@ -684,6 +850,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--server")) server = value;
         else if (!strcmp(option, "--items")) items = atoi(value);
         else if (!strcmp(option, "--spread")) spread = atoi(value);
+        else if (!strcmp(option, "--count")) count = atoi(value);
+        else if (!strcmp(option, "--ports")) {
+            char list[256];
+            snprintf(list, sizeof list, "%s", value);
+            for (char *token = strtok(list, ","); token && port_count < 16; token = strtok(NULL, ","))
+                ports[port_count++] = atoi(token);
+            if (port_count) port = ports[0];
+        }
         else usage();
     }
     if (strncmp(host, "127.", 4)) {
@@ -695,9 +869,10 @@ int main(int argc, char **argv) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
     signal(SIGPIPE, SIG_IGN);
-    if (!strcmp(mode, "fanout")) return fanout(sizes ? sizes : "100,1000,10000", sustained);
+    if (!strcmp(mode, "fanout")) return fanout(sizes ? sizes : "100,1000,10000", sustained, server_pid);
     if (!strcmp(mode, "churn") && server_pid > 0 && batch > 0) return churn(polls, batch, server_pid);
     if (!strcmp(mode, "writes")) return writes(sizes ? sizes : "1,16,64", seconds);
+    if (!strcmp(mode, "relay") && count > 0 && count <= 100000) return relay(count);
     if (!strcmp(mode, "restart") && server && (items == 0 || items >= 1000)) return restart(server, items ? items : 1000000);
     if (!strcmp(mode, "isolation") && items >= 0) return isolation(items ? items : 300000, seconds);
     usage();

@@ -20,5 +20,6 @@ public struct JSONData: Hashable, Sendable {
 }
 
 extension JSONData: CustomStringConvertible {
+    /// The canonical text.
     public var description: String { String(decoding: bytes, as: UTF8.self) }
 }

@@ -1,5 +1,6 @@
 /// Why a mutation was rejected. A rejected mutation leaves the collection untouched.
 public struct ModelError: Error, Hashable, Sendable {
+    /// The error codes Model reports; the server maps each to a status.
     public enum Code: String, Sendable {
         /// An id that is empty or longer than `maximumIDByteCount` bytes (HTTP 400).
         case invalidID = "invalid_id"
@@ -15,12 +16,14 @@ public struct ModelError: Error, Hashable, Sendable {
         case indexOutOfRange = "index_out_of_range"
     }
 
+    /// What went wrong, as a code.
     public var code: Code
     /// A sentence for people.
     public var message: String
     /// The index of the rejected op in the mutation's list, when the mutation was a list of ops.
     public var opIndex: Int?
 
+    /// An error with its code, a message for people, and the index of the op that failed, if any.
     public init(_ code: Code, _ message: String, opIndex: Int? = nil) {
         self.code = code
         self.message = message

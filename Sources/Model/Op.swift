@@ -1,20 +1,27 @@
 /// A reference to a section in a request: its index or its id.
 public enum SectionRef: Hashable, Sendable {
+    /// The section at this index.
     case index(Int)
+    /// The section with this id.
     case id(String)
 }
 
 /// A reference to an item in a request: its id, or an index path whose section is itself a reference.
 public enum ItemRef: Hashable, Sendable {
+    /// The item with this id.
     case id(String)
+    /// The item at this index of the referenced section.
     case path(SectionRef, Int)
 }
 
 /// A place for items, `[sectionRef, index]`: where `insertItems` inserts and where `moveItem` puts an item.
 public struct ItemPosition: Hashable, Sendable {
+    /// The section, by index or id.
     public var section: SectionRef
+    /// The index within the section.
     public var index: Int
 
+    /// The position `index` in `section`.
     public init(section: SectionRef, index: Int) {
         self.section = section
         self.index = index

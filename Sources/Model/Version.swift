@@ -1,7 +1,9 @@
 /// A collection's version, `"<epoch>.<seq>"`: the epoch is chosen at random when the collection is created,
 /// the sequence number counts committed mutations (0 is the empty collection before creation, 1 the created one).
 public struct Version: Hashable, Sendable {
+    /// Chosen at random when the collection is created: `[A-Za-z0-9_-]{1,32}`.
     public var epoch: String
+    /// One for the created collection, growing by one per committed mutation.
     public var seq: UInt64
 
     /// - Precondition: `epoch` is a valid epoch (see `Version.isValidEpoch`).
@@ -40,7 +42,7 @@ public struct Version: Hashable, Sendable {
     }
 
     /// A random epoch of 12 characters from the epoch alphabet.
-    public static func randomEpoch(using generator: inout some RandomNumberGenerator) -> String {
+    package static func randomEpoch(using generator: inout some RandomNumberGenerator) -> String {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
         return String((0..<12).map { _ in alphabet.randomElement(using: &generator)! })
     }
@@ -50,5 +52,6 @@ public struct Version: Hashable, Sendable {
 }
 
 extension Version: CustomStringConvertible {
+    /// `<epoch>.<seq>`, as on the wire.
     public var description: String { "\(epoch).\(seq)" }
 }

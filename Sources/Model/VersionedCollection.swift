@@ -33,7 +33,9 @@ public struct VersionedCollection: Sendable {
         self.limits = limits
     }
 
+    /// The number of sections.
     public var sectionCount: Int { store.sectionCount }
+    /// The number of items in all sections.
     public var itemCount: Int { store.itemCount }
 
     /// The whole content.
@@ -42,7 +44,7 @@ public struct VersionedCollection: Sendable {
 
     /// The item with this id and its current index path.
     /// - Complexity: O(log n).
-    public func item(id: String) -> (item: Item, at: IndexPath)? {
+    public func item(id: String) -> (item: Item, at: ItemPath)? {
         guard let path = store.location(ofItem: id) else { return nil }
         return (store.item(at: path), path)
     }

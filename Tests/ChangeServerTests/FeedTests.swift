@@ -11,10 +11,11 @@ import Testing
         #expect(mutation.status == 200)
         let response = try poll.readResponse()
         #expect(response.status == 200)
-        #expect(response.header("Cache-Control") == "no-store")
+        #expect(response.header("Cache-Control") == "public, max-age=60")
         #expect(response.object["collection"] as? String == "c")
         #expect(response.object["from"] as? String == version)
         #expect(response.object["to"] as? String == mutation.object["version"] as? String)
+        #expect(response.object["next"] as? String == "since=\(mutation.object["version"] as? String ?? "")&timeout=30")
         let fromFeed = try JSONSerialization.data(
             withJSONObject: response.object["changes"] ?? [:], options: .sortedKeys)
         let fromMutation = try JSONSerialization.data(
@@ -30,6 +31,9 @@ import Testing
         #expect(response.status == 200)
         #expect(elapsed >= 0.9 && elapsed < 3.5)
         #expect(response.object["from"] as? String == version && response.object["to"] as? String == version)
+        let next = try #require(response.object["next"] as? String)
+        #expect(next.hasPrefix("since=\(version)&timeout=1&cursor="))
+        #expect(response.header("Cache-Control") == "public, max-age=2")
         let changes = try #require(response.object["changes"] as? [String: Any])
         for kind in ["sections", "items"] {
             let group = try #require(changes[kind] as? [String: [Any]])
@@ -79,7 +83,7 @@ import Testing
             #expect(response.status == 410, "\(since)")
             #expect(response.errorCode == "cursor_expired")
             #expect(response.object["current"] as? String == current)
-            #expect(response.header("Cache-Control") == "no-store")
+            #expect(response.header("Cache-Control") == "public, max-age=2")
         }
     }
 

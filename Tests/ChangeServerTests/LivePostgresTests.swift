@@ -155,6 +155,55 @@ import Testing
         }
     }
 
+    /// With `--snapshot-bytes 4096`, a collection is snapshotted into PostgreSQL as it grows and the records
+    /// before the snapshot (but the last 1,000) are deleted; a server started afterwards starts from the snapshot
+    /// and the records after it, and serves the same content, version and feed history as the running one.
+    @Test func snapshotsCompactTheRecords() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("snapshots")
+        let server = try ServerProcess(["--postgres", url, "--snapshot-bytes", "4096"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        let port = server.port
+        let accepted = Atomic<Int>(0)
+        let threads = (0..<8).map { writer in
+            Thread {
+                for step in 0..<200 {
+                    let response = try? Client(port: port).put(
+                        "/v1/collections/c/items/w\(writer)-\(step % 50)", ["data": step])
+                    if response.map({ (200..<300).contains($0.status) }) == true {
+                        accepted.add(1, ordering: .relaxed)
+                    }
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        while threads.contains(where: { !$0.isFinished }) { usleep(10_000) }
+        #expect(accepted.load(ordering: .relaxed) == 1600)
+        let query =
+            "SELECT (SELECT seq FROM changeserver_snapshots WHERE collection = 'c') || ' ' || "
+            + "(SELECT count(*) FROM changeserver_records WHERE collection = 'c')"
+        var snapshotSeq = 0
+        var remaining = 0
+        let deadline = Date().addingTimeInterval(10)
+        repeat {
+            let fields = try cluster.sql(query, database: "snapshots").split(whereSeparator: \.isWhitespace)
+            snapshotSeq = fields.first.flatMap { Int($0) } ?? 0
+            remaining = fields.dropFirst().first.flatMap { Int($0) } ?? 0
+            if snapshotSeq > 1000 && remaining < 1601 { break }
+            usleep(50_000)
+        } while Date() < deadline
+        #expect(snapshotSeq > 1000, "no snapshot past the kept records")
+        #expect(remaining == 1601 - (snapshotSeq - 1000), "records before the snapshot (but 1,000) deleted")
+        let running = try server.client.get("/v1/collections/c")
+        let fresh = try ServerProcess(["--postgres", url])
+        #expect(fresh.log.contains("1 from snapshots"))
+        let started = try fresh.client.get("/v1/collections/c")
+        #expect(ItemMirror(snapshot: started.object) == ItemMirror(snapshot: running.object))
+        let epoch = ItemMirror(snapshot: running.object).version.split(separator: ".").first.map(String.init) ?? ""
+        let feed = "/v1/collections/c/changes?since=\(epoch).1500&timeout=0"
+        #expect(try fresh.client.get(feed).text == server.client.get(feed).text)
+    }
+
     /// Waits up to 5 s for `condition`.
     private func eventually(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(5)

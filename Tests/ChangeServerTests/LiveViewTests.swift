@@ -59,6 +59,8 @@ import Testing
             let data: [String: Any] = ["status": ["open", "doing", "blocked"][index % 3], "priority": index % 11]
             #expect(try server.client.put("/v1/collections/tasks/items/t\(index)", ["data": data]).status == 200)
         }
+        // Snapshots are written in the background: wait for one (every 4 KiB of journal) before stopping.
+        #expect(waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: directory + "/snapshot.bin") })
         let before = try server.client.get("/v1/views/board")
         let caughtUp = try server.client.get("/v1/views/board/changes?since=\(cursor)")
         if kill {

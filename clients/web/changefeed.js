@@ -2,7 +2,8 @@
 //
 //   import { subscribe, applyChangeset, mapIndexPath, renderList } from "/v1/client/changefeed.js";
 //
-// - subscribe(baseURL, name, handlers, options) runs the client loop: snapshot, long-poll with the last `to`,
+// - subscribe(baseURL, name, handlers, options) runs the client loop: snapshot, long-poll with the server's `next`
+//   (or, with {transport: "sse"}, one Server-Sent Events stream, falling back to long-poll),
 //   apply, poll again; 410 starts over; network errors, 429 and 5xx back off (full jitter, capped, Retry-After).
 // - applyChangeset(sections, changeset) is a pure function with UIKit's batch semantics.
 // - mapIndexPath(changeset, [s, i]) tells where the item that was at [s, i] went (or null).
@@ -307,6 +308,22 @@ export function backoffDelay(attempt, { baseMs = 250, capMs = 15000, retryAfter 
     return retryAfter == null ? jittered : Math.max(jittered, retryAfter * 1000);
 }
 
+/** The query string of a poll from `since`, when the server gave no `next`. */
+function pollQuery(since, timeout) {
+    return `since=${encodeURIComponent(since)}&timeout=${timeout}`;
+}
+
+/**
+ * The query string to poll with after an answer that reached `body.to`: the server's `next` (API.md: it may carry
+ * a cache-busting `cursor`, and following it is what lets a shared cache collapse polls) when it starts from
+ * `body.to`, else one made here.
+ */
+export function nextQuery(body, timeout) {
+    const next = body?.next;
+    if (typeof next === "string" && new URLSearchParams(next).get("since") === body.to) return next;
+    return pollQuery(body.to, timeout);
+}
+
 /**
  * Follows a collection: `handlers.onSnapshot({sections, version, collection})` whenever the client (re)starts
  * from a snapshot, `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty
@@ -315,7 +332,9 @@ export function backoffDelay(attempt, { baseMs = 250, capMs = 15000, retryAfter 
  * `handlers.onError(error)` for errors it retries after.
  *
  * options: `token` (bearer), `timeout` (seconds a poll is held, default 25), `baseMs`/`capMs` (backoff),
- * `missingRetryMs` (how often a missing collection is looked for again, default 2000), `fetch`, `signal`.
+ * `missingRetryMs` (how often a missing collection is looked for again, default 2000), `fetch`, `signal`,
+ * `transport` ("poll", the default, or "sse": Server-Sent Events, falling back to long-polling when no stream
+ * can be opened, e.g. with a `token`, which EventSource cannot send) and `EventSource` (the class to use).
  *
  * Returns {unsubscribe(), done, version, sections}: `unsubscribe` aborts the request in flight and `done`
  * resolves when the loop has stopped.
@@ -331,7 +350,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     const pollTimeout = options.timeout ?? 25;
     const base = String(baseURL ?? "").replace(/\/+$/, "");
     const collectionURL = `${base}/v1/collections/${encodeURIComponent(name)}`;
-    const state = { version: null, sections: null };
+    const state = { version: null, sections: null, next: null };
     const call = (handler, ...args) => {
         try {
             handlers[handler]?.(...args);
@@ -366,6 +385,84 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         }
     }
 
+    /**
+     * Follows the collection over Server-Sent Events until `signal` aborts (resolves true). Resolves false when no
+     * stream can be had: no EventSource, a token to send (EventSource sends no headers), or a stream the browser
+     * gave up on (an HTTP error such as 404 or 429, which EventSource does not retry); the caller then long-polls
+     * from where the client is. A dropped stream is reopened by EventSource itself, with Last-Event-ID.
+     */
+    function stream(setStatus) {
+        const EventSourceClass = options.EventSource ?? globalThis.EventSource;
+        if (!EventSourceClass || options.token || signal.aborted) return Promise.resolve(signal.aborted);
+        return new Promise((resolve) => {
+            let source = null;
+            const parse = (event) => {
+                try {
+                    return JSON.parse(event.data);
+                } catch {
+                    return null;
+                }
+            };
+            const finish = (result) => {
+                source?.close();
+                signal.removeEventListener("abort", onAbort);
+                resolve(result);
+            };
+            const onAbort = () => finish(true);
+            const startOver = (reason) => {
+                source.close();
+                state.version = null;
+                setStatus("reset", { reason });
+                open();
+            };
+            const open = () => {
+                const query = state.version === null ? "" : `?since=${encodeURIComponent(state.version)}`;
+                source = new EventSourceClass(`${collectionURL}/changes${query}`);
+                source.addEventListener("reset", (event) => {
+                    const body = parse(event);
+                    if (typeof body?.to !== "string" || !Array.isArray(body?.snapshot?.sections)) {
+                        call("onError", new FeedError(200, body, "the reset event has no snapshot"));
+                        return finish(false);
+                    }
+                    state.version = body.to;
+                    state.sections = body.snapshot.sections;
+                    call("onSnapshot", { sections: state.sections, version: state.version, collection: name });
+                    setStatus("live");
+                });
+                source.addEventListener("changes", (event) => {
+                    const body = parse(event);
+                    const since = state.version;
+                    if (body?.from !== since || typeof body?.to !== "string") {
+                        call("onError", new FeedError(200, body, `a changeset from ${body?.from} while at ${since}`));
+                        return startOver("mismatch");
+                    }
+                    let next;
+                    try {
+                        next = applyChangeset(state.sections, body.changes);
+                    } catch (error) {
+                        call("onError", error);
+                        return startOver("inconsistent");
+                    }
+                    const previous = state.sections;
+                    state.sections = next;
+                    state.version = body.to;
+                    setStatus("live");
+                    call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
+                });
+                source.addEventListener("gone", (event) => startOver(parse(event)?.error?.code ?? "gone"));
+                source.addEventListener("open", () => {
+                    if (state.version !== null) setStatus("live");
+                });
+                source.addEventListener("error", () => {
+                    if (source.readyState === (EventSourceClass.CLOSED ?? 2)) finish(false);
+                    else setStatus("retrying", { reason: "stream" });
+                });
+            };
+            signal.addEventListener("abort", onAbort, { once: true });
+            open();
+        });
+    }
+
     async function run() {
         let failures = 0;
         let status = null;
@@ -381,14 +478,18 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             await sleep(delay, signal);
         };
         setStatus("connecting");
+        if (options.transport === "sse" && (await stream(setStatus))) {
+            setStatus("stopped");
+            return;
+        }
         while (!signal.aborted) {
             let answer;
             const since = state.version;
             try {
                 const url =
                     since === null
-                        ? `${collectionURL}/changes`
-                        : `${collectionURL}/changes?since=${encodeURIComponent(since)}&timeout=${pollTimeout}`;
+                        ? `${collectionURL}/changes?timeout=${pollTimeout}`
+                        : `${collectionURL}/changes?${state.next ?? pollQuery(since, pollTimeout)}`;
                 answer = await request(url, since === null ? 0 : pollTimeout);
             } catch (error) {
                 if (signal.aborted) break;
@@ -407,6 +508,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 }
                 failures = 0;
                 state.version = body.to;
+                state.next = nextQuery(body, pollTimeout);
                 state.sections = snapshot.sections;
                 call("onSnapshot", { sections: state.sections, version: state.version, collection: name });
                 setStatus("live");
@@ -420,7 +522,10 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 }
                 failures = 0;
                 setStatus("live");
-                if (body.to === since) continue;
+                if (body.to === since) {
+                    state.next = nextQuery(body, pollTimeout);
+                    continue;
+                }
                 let next;
                 try {
                     next = applyChangeset(state.sections, body.changes);
@@ -433,6 +538,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 const previous = state.sections;
                 state.sections = next;
                 state.version = body.to;
+                state.next = nextQuery(body, pollTimeout);
                 call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
             } else if (code === 410) {
                 failures = 0;

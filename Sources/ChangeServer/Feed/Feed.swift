@@ -11,6 +11,9 @@ final class Feed {
         let exchange: Exchange
         let subject: FeedSubject
         let since: Version
+        let timeout: Int
+        /// The request's `cursor`, from which an empty answer's `next` is made.
+        let cursor: Int64?
         let bucket: Int64
 
         /// A cursor from a server sharing this one's database that has applied more records than this one yet
@@ -38,23 +41,26 @@ final class Feed {
     /// Jitter needs no cryptographic randomness: a seeded generator spares a system call per held poll.
     private var jitterSource = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
     private let metrics: Metrics
+    private let caching: FeedCaching
     private let respond: (Exchange, SharedResponse) -> Void
 
     /// `respond` answers a held exchange (`HTTPServer.answer`).
-    init(metrics: Metrics, respond: @escaping (Exchange, SharedResponse) -> Void) {
+    init(metrics: Metrics, caching: FeedCaching, respond: @escaping (Exchange, SharedResponse) -> Void) {
         self.metrics = metrics
+        self.caching = caching
         self.respond = respond
     }
 
     /// Holds `exchange` until `subject` moves past `since` or `timeout` seconds pass, plus a little random extra
     /// time (up to a tenth, at most a second) so that polls held with the same timeout do not all end together.
-    func hold(_ exchange: Exchange, on subject: FeedSubject, since: Version, timeout: Int) {
+    func hold(_ exchange: Exchange, on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
         let milliseconds = Int64(timeout) * 1000
         let jitter = Int64.random(in: 0...min(1000, milliseconds / 10), using: &jitterSource)
         let deadline = MonotonicClock.now() + milliseconds + jitter
         let bucket = (deadline + Self.bucketMilliseconds - 1) / Self.bucketMilliseconds
         let id = ObjectIdentifier(exchange)
-        waiters[id] = Waiter(exchange: exchange, subject: subject, since: since, bucket: bucket)
+        waiters[id] = Waiter(
+            exchange: exchange, subject: subject, since: since, timeout: timeout, cursor: cursor, bucket: bucket)
         bySubject[ObjectIdentifier(subject), default: []].insert(id)
         if buckets[bucket] == nil {
             let position = bucketOrder.partitioningIndex { $0 >= bucket }
@@ -142,27 +148,67 @@ final class Feed {
         }
     }
 
-    /// Answers waiters that share an outcome: one encoding, one response per distinct set of CORS headers.
+    /// Answers waiters that share an outcome: one encoding per distinct `next` (the waiters' timeouts, and for an
+    /// empty answer their cursors), one response per distinct set of CORS headers.
     private func answer(_ group: [Waiter], with outcome: Outcome) {
         guard let first = group.first else { return }
-        var body: Response
         switch outcome {
-        case .changes(let changeset):
-            body = Response.json(.ok) {
-                $0.feedChanges(first.subject.kind, name: first.subject.name, changeset: changeset)
-            }
-            if changeset.isEmpty {
-                metrics.pollsTimedOut(group.count)
-            } else {
-                metrics.changesetsDelivered(group.count)
-            }
-        case .encoded(let changes):
-            body = Response.json(.ok) { $0.feedChanges(first.subject.kind, name: first.subject.name, changes: changes) }
-            metrics.changesetsDelivered(group.count)
-        case .error(let error):
-            body = Response.error(error)
+        case .changes(let changeset) where changeset.isEmpty: metrics.pollsTimedOut(group.count)
+        case .changes, .encoded: metrics.changesetsDelivered(group.count)
+        case .error: break
         }
-        body.headers.append(("Cache-Control", "no-store"))
+        // Read once, so that the waiters answered together are sent to one next URL.
+        let now = FeedCaching.wallClockSeconds()
+        var byNext: [String: [Waiter]] = [:]
+        for waiter in group { byNext[next(for: waiter, outcome, now: now), default: []].append(waiter) }
+        let (kind, name) = (first.subject.kind, first.subject.name)
+        for (next, waiters) in byNext {
+            var body: Response
+            switch outcome {
+            case .changes(let changeset):
+                let cursor = changeset.isEmpty ? waiters.first.map { nextCursor(for: $0, now: now) } : nil
+                body = Response.json(
+                    .ok,
+                    headers: [
+                        ("Cache-Control", caching.cacheControl(changeset.isEmpty ? .empty : .changes)),
+                        ("ETag", FeedCaching.entityTag(from: changeset.from, to: changeset.to, cursor: cursor)),
+                    ]
+                ) { $0.feedChanges(kind, name: name, changeset: changeset, next: next) }
+            case .encoded(let changes):
+                body = Response.json(
+                    .ok,
+                    headers: [
+                        ("Cache-Control", caching.cacheControl(.changes)),
+                        ("ETag", FeedCaching.entityTag(from: changes.changeset.from, to: changes.changeset.to)),
+                    ]
+                ) { $0.feedChanges(kind, name: name, changes: changes, next: next) }
+            case .error(let error):
+                body = Response.error(error)
+                body.headers.append(
+                    ("Cache-Control", error.status == .gone ? caching.cacheControl(.gone) : "no-store"))
+            }
+            send(body, to: waiters)
+        }
+        metrics.adjustHeldPolls(by: -group.count)
+    }
+
+    /// The `next` of a waiter's answer (empty for an error: errors carry none).
+    private func next(for waiter: Waiter, _ outcome: Outcome, now: Int64) -> String {
+        switch outcome {
+        case .changes(let changeset) where changeset.isEmpty:
+            FeedCaching.next(at: changeset.to, timeout: waiter.timeout, cursor: nextCursor(for: waiter, now: now))
+        case .changes(let changeset): FeedCaching.next(to: changeset.to, timeout: waiter.timeout)
+        case .encoded(let changes): FeedCaching.next(to: changes.changeset.to, timeout: waiter.timeout)
+        case .error: ""
+        }
+    }
+
+    private func nextCursor(for waiter: Waiter, now: Int64) -> Int64 {
+        FeedCaching.nextCursor(after: waiter.cursor, timeout: waiter.timeout, now: now)
+    }
+
+    /// One response for the waiters without CORS headers, one per distinct set of CORS headers for the others.
+    private func send(_ body: Response, to group: [Waiter]) {
         let plain = SharedResponse(body)
         var withCORS: [String: SharedResponse] = [:]
         for waiter in group {
@@ -180,7 +226,6 @@ final class Feed {
             }
             respond(waiter.exchange, withCORS[key] ?? plain)
         }
-        metrics.adjustHeldPolls(by: -group.count)
     }
 
     private func remove(_ waiter: Waiter) {

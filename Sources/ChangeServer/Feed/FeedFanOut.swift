@@ -9,12 +9,21 @@ final class FeedFanOut: Sendable {
         self.app.withLock { $0 = app }
     }
 
-    /// Posts the publication to every worker's loop, where its feed answers the polls it concerns.
+    /// Posts the publication to every worker's loop, where its feed answers the polls and its stream hub feeds the
+    /// streams it concerns.
     @Sendable func publish(_ publication: Committer.Publication) {
         guard let app = app.withLock({ $0 }) else { return }
         switch publication {
-        case .committed(let subject, let changes): app.onEveryWorker { $0.feed.committed(subject, changes) }
-        case .deleted(let subject): app.onEveryWorker { $0.feed.deleted(subject) }
+        case .committed(let subject, let changes):
+            app.onEveryWorker { worker in
+                worker.feed.committed(subject, changes)
+                worker.streams.committed(subject, changes)
+            }
+        case .deleted(let subject):
+            app.onEveryWorker { worker in
+                worker.feed.deleted(subject)
+                worker.streams.deleted(subject)
+            }
         }
     }
 }

@@ -6,6 +6,6 @@ protocol Connection: AnyObject, Sendable {
     /// Answers the request; callable from any thread, once.
     func answer(_ response: Response)
     /// Hands the request to the feed of its event loop, which answers it when `subject` moves past `since` or after
-    /// `timeout` seconds (loop thread only).
-    func hold(on subject: FeedSubject, since: Version, timeout: Int)
+    /// `timeout` seconds (loop thread only); `cursor` is the request's own (`FeedCaching.nextCursor`).
+    func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?)
 }

@@ -8,6 +8,8 @@ enum HandlerResult {
     case respond(Response)
     /// Keep the request open: the handler has taken the exchange and answers it later with `HTTPServer.answer`.
     case hold
+    /// Answer with an event stream (`EventStream`) and these headers; the handler keeps feeding the stream.
+    case stream(EventStream, headers: [(name: String, value: String)])
 }
 
 /// Why the server answers a request itself, without handing it to the handler.
@@ -211,6 +213,12 @@ final class HTTPServer: @unchecked Sendable {
         answer(exchange, with: handler.response(to: .clientLeft))
     }
 
+    /// Resumes a connection an event stream suspended in its content reader (loop thread only).
+    func resumeStream(_ connection: OpaquePointer) {
+        MHD_resume_connection(connection)
+        runAgain = true
+    }
+
     /// The grace period is over and requests are still held (mutations whose sync has not come back): they get
     /// `503` with `Retry-After`, so that no client is left with a reset connection.
     private func answerSuspendedOnStop() {
@@ -263,6 +271,12 @@ final class HTTPServer: @unchecked Sendable {
             suspended[ObjectIdentifier(exchange)] = exchange
             MHD_suspend_connection(connection)
             if exchange.watchesHangUp { watch(held: exchange) }
+            return .YES
+        case .stream(let stream, let headers):
+            guard stream.queueResponse(status: .ok, headers: headers + exchange.extraHeaders) else {
+                return .NO
+            }
+            handler.didRespond(exchange, status: .ok)
             return .YES
         }
     }

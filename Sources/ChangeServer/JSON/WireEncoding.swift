@@ -40,22 +40,24 @@ extension JSONWriter {
         }
     }
 
-    /// `{"collection"|"view", "from", "to", "changes"}`: the change feed's answer.
-    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changeset: Changeset) {
+    /// `{"collection"|"view", "from", "to", "next", "changes"}`: the change feed's answer.
+    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changeset: Changeset, next: String) {
         object { writer in
             writer.field(kind.key, name)
             writer.field("from", changeset.from.description)
             writer.field("to", changeset.to.description)
+            writer.field("next", next)
             writer.field("changes") { $0.changeset(changeset) }
         }
     }
 
-    /// `{"collection"|"view", "from", "to", "changes"}` around a changeset encoded already.
-    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changes: EncodedChangeset) {
+    /// `{"collection"|"view", "from", "to", "next", "changes"}` around a changeset encoded already.
+    mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changes: EncodedChangeset, next: String) {
         object { writer in
             writer.field(kind.key, name)
             writer.field("from", changes.changeset.from.description)
             writer.field("to", changes.changeset.to.description)
+            writer.field("next", next)
             writer.field("changes") { $0.raw(changes.json) }
         }
     }
@@ -76,7 +78,7 @@ extension JSONWriter {
     }
 
     /// `{"id", "data", "at"}`: an item with its index path.
-    mutating func placedItem(_ item: Item, at path: IndexPath) {
+    mutating func placedItem(_ item: Item, at path: ItemPath) {
         object { writer in
             writer.field("id", item.id)
             writer.field("data", json: item.data.bytes)
@@ -84,7 +86,7 @@ extension JSONWriter {
         }
     }
 
-    mutating func indexPath(_ path: IndexPath) {
+    mutating func indexPath(_ path: ItemPath) {
         array([path.section, path.item]) { $0.integer($1) }
     }
 
@@ -154,7 +156,7 @@ extension JSONWriter {
     }
 
     /// `{"at": [s, i], "id", "data"}`: an inserted or updated item in a changeset.
-    private mutating func itemAt(_ at: IndexPath, _ item: Item) {
+    private mutating func itemAt(_ at: ItemPath, _ item: Item) {
         object { writer in
             writer.field("at") { $0.indexPath(at) }
             writer.field("id", item.id)

@@ -1,7 +1,8 @@
 import Model
 
-/// `GET /v1/collections/{name}/changes` and `GET /v1/views/{name}/changes` (`?since=<version>&timeout=<seconds>`):
-/// the long-poll change feed, the same for a collection and a view.
+/// `GET /v1/collections/{name}/changes` and `GET /v1/views/{name}/changes`
+/// (`?since=<version>&timeout=<seconds>&cursor=<n>`): the long-poll change feed, or with
+/// `Accept: text/event-stream` the event stream, the same for a collection and a view.
 extension App {
     static let defaultPollTimeout = 25
     static let maximumPollTimeout = 300
@@ -9,6 +10,7 @@ extension App {
     func changes(_ request: Request, _ subject: () throws(HTTPError) -> FeedSubject, _ connection: Connection)
         throws(HTTPError) -> RouteResult
     {
+        if Self.acceptsEventStream(request) { return try stream(request, try subject()) }
         let timeout = try pollTimeout(request)
         var since: Version?
         /// A cursor of the right form whose sequence number does not even fit in 64 bits: ahead of any version.
@@ -23,17 +25,26 @@ extension App {
                 throw Self.badSince(raw)
             }
         }
+        let cursor = try pollCursor(request)
         let subject = try subject()
         if sinceIsBeyondAnyVersion { throw .cursorExpired(request.rawQuery("since") ?? "", current: subject.version) }
+        let caching = feedCaching
+        let ifNoneMatch = request.header("If-None-Match")
         guard let since else {
             let snapshot = subject.snapshotJSON()
             let version = snapshot.version
+            let tag = FeedCaching.resetEntityTag(version)
+            let headers = [("Cache-Control", caching.cacheControl(.reset)), ("ETag", tag)]
+            if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {
+                return .respond(Response(.notModified, headers: headers))
+            }
             return .respond(
-                feedResponse { writer in
+                .json(.ok, headers: headers) { writer in
                     writer.object { writer in
                         writer.field(subject.kind.key, subject.name)
                         writer.field("reset") { $0.raw("true") }
                         writer.field("to", version.description)
+                        writer.field("next", FeedCaching.next(to: version, timeout: timeout))
                         writer.field("snapshot") { $0.raw(snapshot.json) }
                     }
                 })
@@ -45,37 +56,63 @@ extension App {
             guard committer.storeState != nil, since.epoch == current.epoch, since.seq > current.seq else {
                 throw .cursorExpired(since.description, current: current)
             }
-            guard timeout > 0 else {
-                let empty = Changeset(from: since, to: since)
-                return .respond(feedResponse { $0.feedChanges(subject.kind, name: subject.name, changeset: empty) })
-            }
-            guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
-            connection.hold(on: subject, since: since, timeout: timeout)
+            guard timeout > 0 else { return .respond(emptyAnswer(subject, since, timeout, cursor, caching)) }
+            guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
+            connection.hold(on: subject, since: since, timeout: timeout, cursor: cursor)
             return .later
         }
-        if !changeset.isEmpty || timeout == 0 {
-            if !changeset.isEmpty { metrics.changesetsDelivered(1) }
+        if !changeset.isEmpty {
+            let tag = FeedCaching.entityTag(from: since, to: current)
+            let headers = [("Cache-Control", caching.cacheControl(.changes)), ("ETag", tag)]
+            if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {
+                return .respond(Response(.notModified, headers: headers))
+            }
+            metrics.changesetsDelivered(1)
+            let next = FeedCaching.next(to: current, timeout: timeout)
             return .respond(
-                feedResponse { $0.feedChanges(subject.kind, name: subject.name, changeset: changeset) })
+                .json(.ok, headers: headers) {
+                    $0.feedChanges(subject.kind, name: subject.name, changeset: changeset, next: next)
+                })
         }
-        guard metrics.heldPolls < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
-        connection.hold(on: subject, since: since, timeout: timeout)
+        if timeout == 0 { return .respond(emptyAnswer(subject, since, timeout, cursor, caching)) }
+        guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
+        connection.hold(on: subject, since: since, timeout: timeout, cursor: cursor)
         return .later
     }
 
-    private static func badSince(_ raw: String) -> HTTPError {
+    /// The empty answer of a poll that does not wait: at `since`, with the next cursor so that the URL it names
+    /// was never answered before.
+    private func emptyAnswer(
+        _ subject: FeedSubject, _ since: Version, _ timeout: Int, _ cursor: Int64?, _ caching: FeedCaching
+    ) -> Response {
+        let nextCursor = FeedCaching.nextCursor(after: cursor, timeout: timeout)
+        let headers = [
+            ("Cache-Control", caching.cacheControl(.empty)),
+            ("ETag", FeedCaching.entityTag(from: since, to: since, cursor: nextCursor)),
+        ]
+        let next = FeedCaching.next(at: since, timeout: timeout, cursor: nextCursor)
+        let empty = Changeset(from: since, to: since)
+        return .json(.ok, headers: headers) {
+            $0.feedChanges(subject.kind, name: subject.name, changeset: empty, next: next)
+        }
+    }
+
+    /// How feed answers are marked for caches: shared unless reads need a token.
+    var feedCaching: FeedCaching { FeedCaching(isShared: config.readToken == nil) }
+
+    static func badSince(_ raw: String) -> HTTPError {
         .badRequest("since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
     }
 
     /// `<epoch>.<digits>`, whatever the number of digits.
-    private static func hasVersionForm(_ text: String) -> Bool {
+    static func hasVersionForm(_ text: String) -> Bool {
         guard let dot = text.lastIndex(of: ".") else { return false }
         let digits = text[text.index(after: dot)...]
         return Version.isValidEpoch(String(text[..<dot])) && !digits.isEmpty
             && digits.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
-    private func pollTimeout(_ request: Request) throws(HTTPError) -> Int {
+    func pollTimeout(_ request: Request) throws(HTTPError) -> Int {
         guard let raw = request.rawQuery("timeout") else { return Self.defaultPollTimeout }
         guard !raw.isEmpty, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
             throw .badRequest(
@@ -84,7 +121,14 @@ extension App {
         return Int(raw).map { min($0, Self.maximumPollTimeout) } ?? Self.maximumPollTimeout
     }
 
-    private func feedResponse(_ write: (inout JSONWriter) -> Void) -> Response {
-        .json(.ok, headers: [("Cache-Control", "no-store")], write)
+    /// The optional `cursor` of a `next` query string: a non-negative integer up to `FeedCaching.maximumCursor`.
+    private func pollCursor(_ request: Request) throws(HTTPError) -> Int64? {
+        guard let raw = request.rawQuery("cursor") else { return nil }
+        guard !raw.isEmpty, raw.utf8.count <= 16, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            let value = Int64(raw), value <= FeedCaching.maximumCursor
+        else {
+            throw .badRequest("cursor must be an integer from 0 to \(FeedCaching.maximumCursor), not '\(raw)'.")
+        }
+        return value
     }
 }

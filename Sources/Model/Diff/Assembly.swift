@@ -168,13 +168,13 @@ private struct Assembly<Source: SectionSource> {
             guard let old = entry.old, let new = entry.new else { continue }
             items.moved.append(
                 ItemMove(
-                    from: IndexPath(section: oldSection, item: old.index),
-                    to: IndexPath(section: newSection, item: new.index), id: delta.itemIDs[position]))
+                    from: ItemPath(section: oldSection, item: old.index),
+                    to: ItemPath(section: newSection, item: new.index), id: delta.itemIDs[position]))
         }
         for run in diff.movedRuns {
             for offset in 0..<run.count {
-                let to = IndexPath(section: newSection, item: run.new + offset)
-                let from = IndexPath(section: oldSection, item: run.old + offset)
+                let to = ItemPath(section: newSection, item: run.new + offset)
+                let from = ItemPath(section: oldSection, item: run.old + offset)
                 items.moved.append(ItemMove(from: from, to: to, id: new.item(at: to).id))
             }
         }
@@ -188,15 +188,15 @@ private struct Assembly<Source: SectionSource> {
             let toLive = entry.new.map { status[$0.section] == .live } ?? false
             if changesSection {
                 if fromLive, let old = entry.old {
-                    let from = IndexPath(section: oldIndex(of: old.section), item: old.index)
+                    let from = ItemPath(section: oldIndex(of: old.section), item: old.index)
                     if toLive, let new = entry.new {
-                        let to = IndexPath(section: newIndex(of: new.section), item: new.index)
+                        let to = ItemPath(section: newIndex(of: new.section), item: new.index)
                         items.moved.append(ItemMove(from: from, to: to, id: delta.itemIDs[position]))
                     } else {
                         items.deleted.append(ItemDeletion(at: from, id: delta.itemIDs[position]))
                     }
                 } else if toLive, let new = entry.new {
-                    let at = IndexPath(section: newIndex(of: new.section), item: new.index)
+                    let at = ItemPath(section: newIndex(of: new.section), item: new.index)
                     items.inserted.append(ItemInsertion(at: at, item: self.new.item(at: at)))
                 }
             }
@@ -204,7 +204,7 @@ private struct Assembly<Source: SectionSource> {
             guard status[new.section] == .live || status[new.section] == .moved, !(changesSection && !fromLive) else {
                 continue
             }
-            let at = IndexPath(section: newIndex(of: new.section), item: new.index)
+            let at = ItemPath(section: newIndex(of: new.section), item: new.index)
             items.updated.append(ItemUpdate(at: at, item: self.new.item(at: at)))
         }
     }

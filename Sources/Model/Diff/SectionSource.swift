@@ -4,7 +4,7 @@ protocol SectionSource {
     func sectionID(at index: Int) -> String
     func sectionData(at index: Int) -> JSONData
     func section(at index: Int) -> Section
-    func item(at path: IndexPath) -> Item
+    func item(at path: ItemPath) -> Item
 }
 
 extension Store: SectionSource {}
@@ -17,5 +17,5 @@ struct SnapshotSource: SectionSource {
     func sectionID(at index: Int) -> String { sections[index].id }
     func sectionData(at index: Int) -> JSONData { sections[index].data }
     func section(at index: Int) -> Section { sections[index] }
-    func item(at path: IndexPath) -> Item { sections[path.section].items[path.item] }
+    func item(at path: ItemPath) -> Item { sections[path.section].items[path.item] }
 }

@@ -6,6 +6,7 @@ public struct HistoryLimits: Hashable, Sendable {
     /// An approximate budget, in bytes, for what the kept mutations record; the oldest are dropped beyond it.
     public var bytes: Int
 
+    /// Limits of `versions` past mutations within about `bytes` bytes.
     public init(versions: Int = 1000, bytes: Int = 64 << 20) {
         self.versions = versions
         self.bytes = bytes

@@ -23,7 +23,7 @@ struct Editor {
     mutating func removeSection(at index: Int) {
         let id = store.sectionID(at: index)
         for i in stride(from: store.itemCount(inSection: index) - 1, through: 0, by: -1) {
-            removeItem(at: IndexPath(section: index, item: i))
+            removeItem(at: ItemPath(section: index, item: i))
         }
         log.append(.sectionRemoved(id: id, data: store.sectionData(at: index), at: index))
         store.removeSection(at: index)
@@ -42,18 +42,18 @@ struct Editor {
         store.setSectionData(data, at: index)
     }
 
-    mutating func insertItem(_ item: Item, at path: IndexPath) {
+    mutating func insertItem(_ item: Item, at path: ItemPath) {
         store.insertItem(item, at: path)
         log.append(.itemInserted(id: item.id, section: store.sectionID(at: path.section), at: path.item))
     }
 
-    mutating func removeItem(at path: IndexPath) {
+    mutating func removeItem(at path: ItemPath) {
         let item = store.removeItem(at: path)
         log.append(.itemRemoved(item, section: store.sectionID(at: path.section), at: path.item))
     }
 
     /// Removes the item at `from`, then inserts it at `to` in the state after the removal.
-    mutating func moveItem(from: IndexPath, to: IndexPath) {
+    mutating func moveItem(from: ItemPath, to: ItemPath) {
         guard from != to else { return }
         let id = store.item(at: from).id
         store.moveItem(from: from, to: to)
@@ -63,7 +63,7 @@ struct Editor {
                 to: store.sectionID(at: to.section), toIndex: to.item))
     }
 
-    mutating func setItemData(_ data: JSONData, at path: IndexPath) {
+    mutating func setItemData(_ data: JSONData, at path: ItemPath) {
         let old = store.item(at: path).data
         guard old != data else { return }
         log.append(.itemDataSet(id: store.item(at: path).id, old: old))

@@ -11,7 +11,7 @@ extension Editor {
             for (offset, section) in sections.enumerated() {
                 insertSection(id: section.id, data: section.data, at: at + offset)
                 for (i, item) in section.items.enumerated() {
-                    insertItem(item, at: IndexPath(section: at + offset, item: i))
+                    insertItem(item, at: ItemPath(section: at + offset, item: i))
                 }
             }
         case .deleteSections(let refs):
@@ -34,10 +34,10 @@ extension Editor {
                 index: at.index, upTo: store.itemCount(inSection: section), closed: true, what: "item index")
             try store.checkNew(itemIDs: items.lazy.map(\.id))
             for (offset, item) in items.enumerated() {
-                insertItem(item, at: IndexPath(section: section, item: at.index + offset))
+                insertItem(item, at: ItemPath(section: section, item: at.index + offset))
             }
         case .deleteItems(let refs):
-            var paths = Set<IndexPath>()
+            var paths = Set<ItemPath>()
             for ref in refs {
                 guard paths.insert(try store.resolve(ref)).inserted else {
                     throw ModelError(.duplicateReference, "item \(ref) is named twice")
@@ -49,9 +49,9 @@ extension Editor {
             let section = try store.resolve(to.section)
             let count = store.itemCount(inSection: section)
             try Store.check(index: to.index, upTo: count, closed: section != from.section, what: "item index")
-            moveItem(from: from, to: IndexPath(section: section, item: to.index))
+            moveItem(from: from, to: ItemPath(section: section, item: to.index))
         case .updateItems(let items):
-            var paths: [IndexPath] = []
+            var paths: [ItemPath] = []
             var seen = Set<String>()
             for item in items {
                 paths.append(try store.resolve(.id(item.id)))

@@ -18,7 +18,7 @@ extension Store {
     }
 
     /// - Complexity: a lookup by id, or a section resolution.
-    func resolve(_ ref: ItemRef) throws(ModelError) -> IndexPath {
+    func resolve(_ ref: ItemRef) throws(ModelError) -> ItemPath {
         switch ref {
         case .id(let id):
             try ModelError.check(id: id, what: "item")
@@ -32,7 +32,7 @@ extension Store {
             guard index >= 0, index < count else {
                 throw ModelError(.indexOutOfRange, "item index \(index) is outside 0..<\(count) in section \(section)")
             }
-            return IndexPath(section: section, item: index)
+            return ItemPath(section: section, item: index)
         }
     }
 

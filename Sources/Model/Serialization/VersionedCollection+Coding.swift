@@ -2,7 +2,7 @@
 /// and, after a restart, keep answering the change feed from versions its clients hold.
 extension VersionedCollection {
     /// - Complexity: O(n + h) for n items and h kept changes.
-    public func encode(into writer: inout BinaryWriter) {
+    package func encode(into writer: inout BinaryWriter) {
         writer.string(version.epoch)
         writer.uint64(version.seq)
         writer.sections(store.snapshot())
@@ -17,7 +17,7 @@ extension VersionedCollection {
 
     /// Reads what `encode(into:)` wrote, keeping at most what `limits` allow of its history.
     /// - Complexity: O(n + h).
-    public init(decoding reader: inout BinaryReader, limits: HistoryLimits) throws(BinaryReader.Malformed) {
+    package init(decoding reader: inout BinaryReader, limits: HistoryLimits) throws(BinaryReader.Malformed) {
         let epoch = try reader.string()
         guard Version.isValidEpoch(epoch) else { throw BinaryReader.Malformed() }
         let version = Version(epoch: epoch, seq: try reader.uint64())

@@ -12,13 +12,13 @@ extension Store {
         case .sectionDataSet(let id, let old):
             setSectionData(old, at: sectionIndex(of: id)!)
         case .itemInserted(_, let section, let at):
-            _ = removeItem(at: IndexPath(section: sectionIndex(of: section)!, item: at))
+            _ = removeItem(at: ItemPath(section: sectionIndex(of: section)!, item: at))
         case .itemRemoved(let item, let section, let at):
-            insertItem(item, at: IndexPath(section: sectionIndex(of: section)!, item: at))
+            insertItem(item, at: ItemPath(section: sectionIndex(of: section)!, item: at))
         case .itemMoved(_, let from, let fromIndex, let to, let toIndex):
             moveItem(
-                from: IndexPath(section: sectionIndex(of: to)!, item: toIndex),
-                to: IndexPath(section: sectionIndex(of: from)!, item: fromIndex))
+                from: ItemPath(section: sectionIndex(of: to)!, item: toIndex),
+                to: ItemPath(section: sectionIndex(of: from)!, item: fromIndex))
         case .itemDataSet(let id, let old):
             setItemData(old, at: location(ofItem: id)!)
         case .replaced(let old):

@@ -79,15 +79,15 @@ struct Store: Sendable {
 
     private func item(handle: Int32) -> Item { Item(id: itemIDs[Int(handle)], data: items[Int(handle)].data) }
 
-    func item(at path: IndexPath) -> Item { item(handle: section(path.section).items[path.item]) }
+    func item(at path: ItemPath) -> Item { item(handle: section(path.section).items[path.item]) }
 
     /// - Complexity: O(1) hashing plus O(log n + chunk).
-    func location(ofItem id: String) -> IndexPath? {
+    func location(ofItem id: String) -> ItemPath? {
         guard let position = itemHandles.find(id, in: itemIDs) else { return nil }
         let handle = Int32(position)
         let slot = items[Int(handle)]
         let section = sections[Int(slot.section)]
-        return IndexPath(
+        return ItemPath(
             section: order.index(of: slot.section, inChunk: section.chunk),
             item: section.items.index(of: handle, inChunk: slot.chunk))
     }
@@ -132,7 +132,7 @@ struct Store: Sendable {
 
     mutating func setSectionData(_ data: JSONData, at index: Int) { sections[Int(order[index])].data = data }
 
-    mutating func insertItem(_ item: Item, at path: IndexPath) {
+    mutating func insertItem(_ item: Item, at path: ItemPath) {
         let section = order[path.section]
         let slot = ItemSlot(data: item.data, section: section, chunk: 0)
         let handle: Int32
@@ -149,7 +149,7 @@ struct Store: Sendable {
         place(handle, in: section, at: path.item)
     }
 
-    mutating func removeItem(at path: IndexPath) -> Item {
+    mutating func removeItem(at path: ItemPath) -> Item {
         let handle = unplace(from: order[path.section], at: path.item)
         let removed = item(handle: handle)
         itemHandles.remove(removed.id, in: itemIDs)
@@ -160,14 +160,14 @@ struct Store: Sendable {
     }
 
     /// Removes the item at `from`, then inserts it at `to` in the state after the removal.
-    mutating func moveItem(from: IndexPath, to: IndexPath) {
+    mutating func moveItem(from: ItemPath, to: ItemPath) {
         let handle = unplace(from: order[from.section], at: from.item)
         let section = order[to.section]
         items[Int(handle)].section = section
         place(handle, in: section, at: to.item)
     }
 
-    mutating func setItemData(_ data: JSONData, at path: IndexPath) {
+    mutating func setItemData(_ data: JSONData, at path: ItemPath) {
         items[Int(sections[Int(order[path.section])].items[path.item])].data = data
     }
 

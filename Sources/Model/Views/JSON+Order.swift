@@ -3,6 +3,7 @@
 /// Numbers of equal value but different text (`1`, `1.0`) are ordered by their text, so that the order is total
 /// on distinct values, as data equality sees them.
 extension JSON: Comparable {
+    /// The order of JSON values of the contract: null < false < true < numbers < strings < arrays < objects.
     public static func < (lhs: JSON, rhs: JSON) -> Bool {
         let (left, right) = (lhs.typeRank, rhs.typeRank)
         guard left == right else { return left < right }

@@ -1,7 +1,9 @@
 extension JSON {
     /// Why a text is not JSON: what was expected at which byte offset.
     public struct ParseError: Error, Hashable, Sendable {
+        /// The byte offset where parsing stopped.
         public var offset: Int
+        /// What was expected there.
         public var reason: String
     }
 

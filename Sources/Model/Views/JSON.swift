@@ -1,11 +1,15 @@
 /// A JSON value, for what Model must read inside JSON: view definitions and the operands of their filters.
 /// Item data stays canonical text (`JSONData`); views read it in place (`CanonicalScanner`) rather than as trees.
 public enum JSON: Hashable, Sendable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// A number, kept as its text so that `1` and `1.0` stay distinct values, as data equality requires.
     case number(String)
+    /// A string, unescaped.
     case string(String)
+    /// Elements in order.
     case array([JSON])
     /// Members by key; the canonical text lists them sorted by the keys' UTF-8 bytes.
     case object([String: JSON])
@@ -73,5 +77,6 @@ public enum JSON: Hashable, Sendable {
 }
 
 extension JSON: CustomStringConvertible {
+    /// The canonical text.
     public var description: String { String(decoding: canonicalText, as: UTF8.self) }
 }

@@ -42,9 +42,12 @@ public struct JSONPointer: Hashable, Sendable, CustomStringConvertible {
         self.indices = self.tokens.map(JSONPointer.arrayIndex)
     }
 
+    /// The pointer's text, as written.
     public var description: String { text }
 
+    /// Pointers are equal when their texts are.
     public static func == (lhs: JSONPointer, rhs: JSONPointer) -> Bool { lhs.text == rhs.text }
+    /// Hashes the text.
     public func hash(into hasher: inout Hasher) { hasher.combine(text) }
 
     /// `0`, or digits without a leading zero, that fit an `Int`.

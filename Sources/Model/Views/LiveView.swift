@@ -18,6 +18,7 @@ public struct LiveView: Sendable {
         var data: JSONData
     }
 
+    /// The view's definition.
     public private(set) var definition: ViewDefinition
     /// The content, with its version and kept history.
     public private(set) var collection: VersionedCollection

@@ -70,9 +70,12 @@ public struct ViewDefinition: Sendable, Equatable {
 
 /// A field to group or sort by, and its direction.
 public struct ViewKey: Sendable, Equatable {
+    /// Where the key is in an item's data.
     public var field: JSONPointer
+    /// Whether the order is descending.
     public var descending: Bool
 
+    /// A key at `field`, ascending unless `descending`.
     public init(field: JSONPointer, descending: Bool = false) {
         self.field = field
         self.descending = descending
@@ -81,9 +84,13 @@ public struct ViewKey: Sendable, Equatable {
 
 /// A predicate on an item's data: leaves test one field; `all`, `any` and `not` combine them.
 public indirect enum ViewFilter: Sendable, Equatable {
+    /// Holds when every filter holds (and for none).
     case all([ViewFilter])
+    /// Holds when some filter holds.
     case any([ViewFilter])
+    /// Holds when the filter does not.
     case not(ViewFilter)
+    /// Tests the value at `field`.
     case leaf(field: JSONPointer, ViewTest)
 
     var leafCount: Int {
@@ -120,14 +127,23 @@ public indirect enum ViewFilter: Sendable, Equatable {
 /// `null`); `lt`, `le`, `gt`, `ge` hold only when both sides are numbers (by value) or both strings (bytewise);
 /// `prefix` only for strings; a missing field fails every test but `eq`, `ne`, `in` and `exists: false`.
 public enum ViewTest: Sendable, Equatable {
+    /// Equal to the value.
     case eq(JSON)
+    /// Not equal to the value.
     case ne(JSON)
+    /// Less than the value.
     case lt(JSON)
+    /// Less than or equal to the value.
     case le(JSON)
+    /// Greater than the value.
     case gt(JSON)
+    /// Greater than or equal to the value.
     case ge(JSON)
+    /// Equal to one of the values.
     case `in`([JSON])
+    /// The field is there (`true`) or missing (`false`).
     case exists(Bool)
+    /// A string starting with this one.
     case prefix(String)
 
     /// The op's name in the wire form.
@@ -162,9 +178,12 @@ public struct ViewDefinitionError: Error, Hashable, Sendable, CustomStringConver
     /// The error code of the HTTP answer.
     public static let code = "invalid_view"
 
+    /// The part of the definition that is wrong.
     public var part: String
+    /// Why it is wrong.
     public var reason: String
 
+    /// An error naming `part` and why.
     public init(part: String, reason: String) {
         self.part = part
         self.reason = reason
@@ -172,5 +191,6 @@ public struct ViewDefinitionError: Error, Hashable, Sendable, CustomStringConver
 
     /// `"<part>: <reason>"`, or the reason alone for the whole definition.
     public var message: String { part.isEmpty ? reason : "\(part): \(reason)" }
+    /// The message for people.
     public var description: String { message }
 }

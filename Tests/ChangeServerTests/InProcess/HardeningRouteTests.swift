@@ -117,9 +117,5 @@ import Testing
         #expect(large.config.maxConnections == config.maxConnections)
         #expect(large.config.maxHeldPolls == config.maxHeldPolls)
         #expect(large.note == nil)
-        config.maxConnections = 8
-        let explicit = config.fitted(toOpenFiles: 1024, loops: 2)
-        #expect(explicit.config.maxConnections == 8 && explicit.config.maxHeldPolls == config.maxHeldPolls)
-        #expect(explicit.note == nil)
     }
 }

@@ -26,7 +26,8 @@ final class InProcessServer {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Sends a request and waits (at most 10 s) for its answer. A poll the feed would hold comes back as `held`.
+    /// Sends a request and waits (at most 10 s) for its answer. A poll the feed would hold comes back as `held`; an
+    /// event stream as a `200` with the bytes it starts with.
     func send(
         _ method: String, _ target: String, body: String? = nil, headers: [(String, String)] = []
     ) -> Answer {
@@ -39,6 +40,7 @@ final class InProcessServer {
         switch app.handle(request, on: connection).result {
         case .respond(let response): return Answer(response)
         case .later: return connection.wait()
+        case .stream(let start): return Answer(Response(.ok, headers: ServerSentEvents.headers, body: start.initial))
         }
     }
 
@@ -94,7 +96,7 @@ private final class RecordingConnection: Connection, @unchecked Sendable {
         finish(Answer(response))
     }
 
-    func hold(on subject: FeedSubject, since: Version, timeout: Int) {
+    func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
         finish(Answer(held: since, timeout: timeout))
     }
 

@@ -9,7 +9,7 @@ func sections(_ lines: String...) -> [Section] {
     }
 }
 
-func path(_ section: Int, _ item: Int) -> IndexPath { IndexPath(section: section, item: item) }
+func path(_ section: Int, _ item: Int) -> ItemPath { ItemPath(section: section, item: item) }
 
 func json(_ text: String) -> JSONData { JSONData(canonical: text) }
 

@@ -71,19 +71,19 @@ enum UIKitBatch {
         var result = slots.map { $0! }
 
         // Items: sources in live old sections, destinations in live new sections.
-        func checkSource(_ path: IndexPath, _ id: String) throws(Rejection) {
+        func checkSource(_ path: ItemPath, _ id: String) throws(Rejection) {
             guard old.indices.contains(path.section), !deletedSections.contains(path.section),
                 movedSources[path.section] == nil
             else { try reject("item source \(path) in a deleted or moved section") }
             guard old[path.section].items.indices.contains(path.item), old[path.section].items[path.item].id == id
             else { try reject("bad item source \(path) for \(id)") }
         }
-        func checkDestination(_ path: IndexPath) throws(Rejection) {
+        func checkDestination(_ path: ItemPath) throws(Rejection) {
             guard result.indices.contains(path.section), !insertedSections.contains(path.section),
                 !movedDestinations.contains(path.section)
             else { try reject("item destination \(path) in an inserted or moved section") }
         }
-        var removed = Set<IndexPath>()
+        var removed = Set<ItemPath>()
         for entry in c.items.deleted {
             try checkSource(entry.at, entry.id)
             guard removed.insert(entry.at).inserted else { try reject("item \(entry.at) deleted twice") }
@@ -92,7 +92,7 @@ enum UIKitBatch {
             try checkSource(move.from, move.id)
             guard removed.insert(move.from).inserted else { try reject("item \(move.from) deleted and moved") }
         }
-        var placed = [IndexPath: Item]()
+        var placed = [ItemPath: Item]()
         for entry in c.items.inserted {
             try checkDestination(entry.at)
             guard placed.updateValue(entry.item, forKey: entry.at) == nil else {
@@ -107,7 +107,7 @@ enum UIKitBatch {
         let touchedNew = Set(placed.keys.map(\.section))
         let touchedOld = Set(removed.map(\.section))
         for (oldIndex, newIndex) in newIndexOfOld where touchedOld.contains(oldIndex) || touchedNew.contains(newIndex) {
-            let kept = old[oldIndex].items.indices.filter { !removed.contains(IndexPath(section: oldIndex, item: $0)) }
+            let kept = old[oldIndex].items.indices.filter { !removed.contains(ItemPath(section: oldIndex, item: $0)) }
             let arrivals = placed.filter { $0.key.section == newIndex }
             var items = [Item?](repeating: nil, count: kept.count + arrivals.count)
             for (path, item) in arrivals {

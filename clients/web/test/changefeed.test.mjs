@@ -145,10 +145,115 @@ describe("backoff", () => {
         assert.equal(times[2] - times[1] >= 950, true, "Retry-After: 1 was honoured");
         assert.deepEqual(snapshots, ["e.1", "e.1"]);
         assert.equal(requests[3], "http://test/v1/collections/c/changes?since=e.1&timeout=25");
-        assert.equal(requests[4], "http://test/v1/collections/c/changes", "a changeset of another version starts over");
+        assert.equal(requests[4], "http://test/v1/collections/c/changes?timeout=25", "a changeset of another version starts over");
         await subscription.unsubscribe();
         assert.equal(statuses.at(-1), "stopped");
         assert.deepEqual(statuses.slice(0, 3), ["connecting", "retrying", "retrying"]);
+    });
+
+    test("transport sse: follows reset, changes and gone events, and falls back to polling when no stream opens", async () => {
+        class FakeEventSource {
+            static CLOSED = 2;
+            static instances = [];
+            constructor(url) {
+                this.url = url;
+                this.readyState = 0;
+                this.listeners = {};
+                FakeEventSource.instances.push(this);
+            }
+            addEventListener(type, listener) {
+                (this.listeners[type] ??= []).push(listener);
+            }
+            emit(type, data) {
+                if (type === "open") this.readyState = 1;
+                for (const listener of this.listeners[type] ?? []) listener({ data: JSON.stringify(data) });
+            }
+            close() {
+                this.readyState = 2;
+            }
+        }
+        const requests = [];
+        const fakeFetch = (url, init) => {
+            requests.push(url);
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const changesets = [];
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onChangeset: ({ from, to }) => changesets.push(`${from}>${to}`),
+            onStatus: (status, detail) => statuses.push(detail?.reason ? `${status}:${detail.reason}` : status),
+        }, { transport: "sse", EventSource: FakeEventSource, fetch: fakeFetch });
+        const [first] = FakeEventSource.instances;
+        assert.equal(first.url, "http://test/v1/collections/c/changes");
+        first.emit("open");
+        first.emit("reset", { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } });
+        first.emit("changes", { collection: "c", from: "e.1", to: "e.2", changes: changeset({ items: { inserted: [{ at: [0, 1], id: "y", data: null }] } }) });
+        assert.equal(ids(subscription.sections), "a:x,y");
+        assert.equal(subscription.version, "e.2");
+        first.emit("changes", { collection: "c", from: "e.7", to: "e.8", changes: empty() }); // not from e.2: start over
+        assert.equal(first.readyState, 2);
+        const second = FakeEventSource.instances[1];
+        assert.equal(second.url, "http://test/v1/collections/c/changes");
+        second.readyState = 2;
+        second.emit("error", {}); // closed before it opened: no stream to be had, poll instead
+        const deadline = Date.now() + 2000;
+        while (requests.length < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        assert.deepEqual(requests, ["http://test/v1/collections/c/changes?timeout=25"]);
+        await subscription.unsubscribe();
+        assert.deepEqual(changesets, ["e.1>e.2"]);
+        assert.deepEqual(statuses, ["connecting", "live", "reset:mismatch", "stopped"]);
+    });
+
+    test("transport sse with a token long-polls (EventSource sends no Authorization)", async () => {
+        const requests = [];
+        const fakeFetch = (url, init) => {
+            requests.push([url, init.headers.Authorization]);
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const subscription = subscribe("http://test", "c", {}, {
+            transport: "sse", token: "t", fetch: fakeFetch,
+            EventSource: class {
+                constructor() {
+                    assert.fail("no EventSource with a token");
+                }
+            },
+        });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        await subscription.unsubscribe();
+        assert.deepEqual(requests, [["http://test/v1/collections/c/changes?timeout=25", "Bearer t"]]);
+    });
+
+    test("the loop polls with the server's next: its cursor after an empty answer, its since after changes", async () => {
+        const snapshot = { collection: "c", reset: true, to: "e.1", next: "since=e.1&timeout=7", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } };
+        const inserted = changeset({ items: { inserted: [{ at: [0, 1], id: "y", data: null }] } });
+        const answers = [
+            { ...snapshot },
+            { collection: "c", from: "e.1", to: "e.1", next: "since=e.1&timeout=7&cursor=41", changes: empty() },
+            { collection: "c", from: "e.1", to: "e.1", next: "since=e.1&timeout=7&cursor=42", changes: empty() },
+            { collection: "c", from: "e.1", to: "e.2", next: "since=e.2&timeout=7", changes: inserted },
+            { collection: "c", from: "e.2", to: "e.2", next: "since=e.9&timeout=7&cursor=1", changes: empty() }, // not from e.2: ignored
+        ];
+        const requests = [];
+        const fakeFetch = (url, init) => {
+            requests.push(url);
+            const answer = answers.shift();
+            if (answer) return Promise.resolve(new Response(JSON.stringify(answer), { status: 200 }));
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 7 });
+        const deadline = Date.now() + 5000;
+        while (requests.length < 6 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        await subscription.unsubscribe();
+        const base = "http://test/v1/collections/c/changes?";
+        assert.deepEqual(requests, [
+            `${base}timeout=7`,
+            `${base}since=e.1&timeout=7`,
+            `${base}since=e.1&timeout=7&cursor=41`,
+            `${base}since=e.1&timeout=7&cursor=42`,
+            `${base}since=e.2&timeout=7`,
+            `${base}since=e.2&timeout=7`,
+        ]);
+        assert.equal(ids(subscription.sections), "a:x,y");
     });
 });
 

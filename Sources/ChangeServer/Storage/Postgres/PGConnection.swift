@@ -10,10 +10,16 @@ final class PGConnection {
     /// event loop. `url` is anything libpq accepts: `postgresql://user@host:port/db?sslmode=...` or
     /// `host=... port=... dbname=...`.
     init(_ url: String) throws(StorageError) {
-        // Later keywords override earlier ones, so the URL's own settings win over these defaults (notices such as
-        // "relation already exists, skipping" would go to stderr).
-        let keywords = ["connect_timeout", "options", "application_name", "dbname"]
-        let values = ["5", "-c client_min_messages=warning", "changeserver", url]
+        // Later keywords override earlier ones, so the URL's own settings win over these defaults: notices such as
+        // "relation already exists, skipping" kept off stderr, and a database that vanished from the network (no
+        // reset) noticed within about 10 s through keepalives and the TCP user timeout, instead of hanging writes.
+        let defaults = [
+            ("connect_timeout", "5"), ("options", "-c client_min_messages=warning"),
+            ("application_name", "changeserver"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
+            ("keepalives_count", "3"), ("tcp_user_timeout", "10000"),
+        ]
+        let keywords = defaults.map(\.0) + ["dbname"]
+        let values = defaults.map(\.1) + [url]
         let connection = withCStrings(keywords) { keywordPointers in
             withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
         }
@@ -45,7 +51,7 @@ final class PGConnection {
     func execute(_ sql: String, _ parameters: [PGParameter] = []) throws(StorageError) -> PGResult {
         let encoded = parameters.map(\.encoded)
         let types = parameters.map(\.type)
-        let lengths = encoded.map { Int32($0.count) }
+        let lengths = encoded.map { Int32($0?.count ?? 0) }
         let formats = [Int32](repeating: 1, count: parameters.count)
         let result = withBuffers(encoded) { pointers in
             PQexecParams(handle, sql, Int32(parameters.count), types, pointers, lengths, formats, 1)
@@ -87,6 +93,8 @@ enum PGParameter {
     case bytes([UInt8])
     /// A `bytea[]` of one dimension.
     case byteArrays([[UInt8]])
+    /// A `bytea` NULL.
+    case nullBytes
 
     private static let byteaOID: UInt32 = 17
 
@@ -94,13 +102,15 @@ enum PGParameter {
         switch self {
         case .text: 25
         case .int64: 20
-        case .bytes: Self.byteaOID
+        case .bytes, .nullBytes: Self.byteaOID
         case .byteArrays: 1001
         }
     }
 
-    var encoded: [UInt8] {
+    /// The value's bytes; nil for NULL.
+    var encoded: [UInt8]? {
         switch self {
+        case .nullBytes: return nil
         case .text(let text): return Array(text.utf8)
         case .int64(let value): return bigEndian(UInt64(bitPattern: value))
         case .bytes(let bytes): return bytes
@@ -160,15 +170,16 @@ private func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>
     return body(copies.map { UnsafePointer($0) } + [nil])
 }
 
-/// Calls `body` with pointers to each buffer's bytes, valid for the call.
-private func withBuffers<R>(_ buffers: [[UInt8]], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
-    let copies: [UnsafeMutablePointer<CChar>] = buffers.map { buffer in
+/// Calls `body` with pointers to each buffer's bytes (nil for NULL), valid for the call.
+private func withBuffers<R>(_ buffers: [[UInt8]?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    let copies: [UnsafeMutablePointer<CChar>?] = buffers.map { buffer in
+        guard let buffer else { return nil }
         let copy = UnsafeMutablePointer<CChar>.allocate(capacity: max(buffer.count, 1))
         buffer.withUnsafeBytes { raw in
             if let base = raw.baseAddress { UnsafeMutableRawPointer(copy).copyMemory(from: base, byteCount: raw.count) }
         }
         return copy
     }
-    defer { for copy in copies { copy.deallocate() } }
-    return body(copies.map { UnsafePointer($0) })
+    defer { for copy in copies { copy?.deallocate() } }
+    return body(copies.map { $0.map { UnsafePointer($0) } })
 }

@@ -1,13 +1,14 @@
 import Dispatch
 import Glibc
+import Model
 import Synchronization
 
 /// The journal in PostgreSQL, shared by every server on the same database (`--postgres URL`).
 ///
 /// Writing: a writer thread takes every record appended meanwhile and commits them in one transaction (group
 /// commit): per collection, in name order (so two servers never wait on each other's rows in a cycle), one
-/// statement raises the collection's `last_seq` and inserts its records with the sequences it covers; then a
-/// `NOTIFY` wakes the other servers; then `COMMIT`. A record's callback runs only after the commit, through
+/// statement raises the collection's `last_seq` and inserts its records with the sequences it covers; then `COMMIT`;
+/// then a `NOTIFY` (in a transaction of its own) wakes the other servers. A record's callback runs only after the commit, through
 /// `SequencedDelivery`, which also hands on the records of other servers, so every server applies each
 /// collection's records in the same order.
 ///
@@ -40,10 +41,20 @@ final class PostgresJournal: Journal {
     /// A pipe that wakes the follower out of `poll`: written by `close` and by the writer.
     private let followerWake: (read: Int32, write: Int32)
     private let threads = Mutex<[JoinableThread]>([])
+    /// Record bytes this server committed per collection after which it snapshots that collection.
+    private let snapshotBytes: Int
+    /// Copies a collection's content on its lane (nil: it does not exist), handing it to the closure there.
+    private typealias Copier = @Sendable (String, @escaping @Sendable (VersionedCollection?) -> Void) -> Void
+    private let copier = Mutex<Copier?>(nil)
+    /// Collections being snapshotted now.
+    private let snapshotting = Mutex<Set<String>>([])
 
     /// `applied`: the last sequence of each collection that recovery applied.
-    init(url: String, applied: [String: Int64], catchUpInterval: Int64 = 1000, logger: Logger) throws(StartupError) {
+    init(
+        url: String, applied: [String: Int64], snapshotBytes: Int, catchUpInterval: Int64 = 1000, logger: Logger
+    ) throws(StartupError) {
         self.url = url
+        self.snapshotBytes = snapshotBytes
         self.logger = logger
         self.catchUpInterval = catchUpInterval
         delivery = SequencedDelivery(applied: applied, logger: logger)
@@ -63,8 +74,13 @@ final class PostgresJournal: Journal {
         Glibc.close(followerWake.write)
     }
 
-    /// Starts the writer and the follower; records of other servers go to `applyRemote`, in order.
-    func start(applyingRemote applyRemote: @escaping @Sendable (JournalRecord) -> Void) {
+    /// Starts the writer and the follower; records of other servers go to `applyRemote`, in order; `copyOnLane`
+    /// copies a collection on its lane for a snapshot.
+    func start(
+        applyingRemote applyRemote: @escaping @Sendable (JournalRecord) -> Void,
+        copyOnLane: @escaping @Sendable (String, @escaping @Sendable (VersionedCollection?) -> Void) -> Void
+    ) {
+        copier.withLock { $0 = copyOnLane }
         delivery.start(applyingRemote: { [metrics] record in
             metrics.appliedRemote(1)
             applyRemote(record)
@@ -127,6 +143,7 @@ final class PostgresJournal: Journal {
         var connection: PGConnection?
         var backoff = Backoff()
         var unresolved: [Range] = []
+        var bytesSinceSnapshot: [String: Int] = [:]
         defer {
             for range in unresolved {
                 for record in delivery.abandon(range.name, first: range.first, count: range.count) {
@@ -174,7 +191,8 @@ final class PostgresJournal: Journal {
             }
             let (committed, unanswered) = commit(batch, on: current)
             unresolved += unanswered
-            if !committed && current.isBroken {
+            if committed { snapshotIfGrown(batch, &bytesSinceSnapshot) }
+            if current.isBroken {
                 connection = nil
                 if metrics.setUp(false) {
                     logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
@@ -240,7 +258,6 @@ final class PostgresJournal: Journal {
                 delivery.register(name, first: first, records)
                 assigned.append((name, first, records.count))
             }
-            try connection.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text(payload(assigned))])
             do throws(StorageError) {
                 try connection.execute("COMMIT")
             } catch {
@@ -260,6 +277,15 @@ final class PostgresJournal: Journal {
             return (false, [])
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
+        // notifying transaction of the database shares, and inside the records' transaction it would be held
+        // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
+        // others until their next catch-up.
+        do throws(StorageError) {
+            try connection.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text(payload(assigned))])
+        } catch {
+            logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
+        }
         var behind: [String] = []
         for range in assigned where delivery.committed(range.name, first: range.first, count: range.count) {
             behind.append(range.name)
@@ -278,6 +304,54 @@ final class PostgresJournal: Journal {
         let entries = assigned.map { "\($0.name):\($0.first + Int64($0.count) - 1)" }
         let text = ([origin] + entries).joined(separator: " ")
         return text.utf8.count < 7000 ? text : origin + " *"
+    }
+
+    // MARK: Snapshots
+
+    /// Records that stay in the table behind a snapshot, for servers that have not read them yet.
+    static let keptRecords: Int64 = 1000
+
+    /// Counts the committed batch's bytes per collection; a collection that grew by `snapshotBytes` since its last
+    /// snapshot is snapshotted at its latest sequence (views are not: their records stay).
+    private func snapshotIfGrown(
+        _ batch: [(collection: String, local: SequencedDelivery.Local)], _ bytesSince: inout [String: Int]
+    ) {
+        for record in batch { bytesSince[record.collection, default: 0] += record.local.record.count }
+        for (name, bytes) in bytesSince where bytes >= snapshotBytes && !name.hasPrefix(LaneRouter.lane(ofView: "")) {
+            guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
+            bytesSince[name] = 0
+            let seq = delivery.lastCommitted(name)
+            delivery.afterHandingOn(name, seq) { [self] in
+                copier.withLock { $0 }?(name) { [self] content in
+                    startThread { [self] in writeSnapshot(name, seq, content) }
+                }
+            }
+        }
+    }
+
+    /// Stores the snapshot of `name` at `seq` and deletes the records it covers, but the last `keptRecords`.
+    private func writeSnapshot(_ name: String, _ seq: Int64, _ content: VersionedCollection?) {
+        defer { _ = snapshotting.withLock { $0.remove(name) } }
+        let started = MonotonicClock.now()
+        var bytes: [UInt8]?
+        if let content {
+            var writer = BinaryWriter(capacity: 1 << 16)
+            content.encode(into: &writer)
+            bytes = writer.bytes
+        }
+        do throws(StorageError) {
+            let connection = try PGConnection(url)
+            try connection.execute("BEGIN")
+            try connection.execute(
+                PostgresSchema.saveSnapshot, [.text(name), .int64(seq), bytes.map { .bytes($0) } ?? .nullBytes])
+            try connection.execute(PostgresSchema.compact, [.text(name), .int64(seq - Self.keptRecords)])
+            try connection.execute("COMMIT")
+            logger.info(
+                "snapshot of \(name) at record \(seq) (\(bytes?.count ?? 0) bytes) written in "
+                    + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
+        } catch {
+            logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")
+        }
     }
 
     // MARK: Following

@@ -27,6 +27,8 @@ final class SequencedDelivery: Sendable {
         /// The sequence of the last record handed on, per collection.
         var applied: [String: Int64] = [:]
         var held: [String: [Int64: Held]] = [:]
+        /// Work to run right after a record is handed on (a snapshot's copy, queued on the lane behind it).
+        var afterHandingOn: [String: [Int64: [@Sendable () -> Void]]] = [:]
         var applyRemote: (@Sendable (JournalRecord) -> Void)?
     }
 
@@ -41,6 +43,18 @@ final class SequencedDelivery: Sendable {
     /// Where records of other servers go (the committer applies them on their lanes); set before any arrives.
     func start(applyingRemote apply: @escaping @Sendable (JournalRecord) -> Void) {
         state.withLock { $0.applyRemote = apply }
+    }
+
+    /// The highest sequence of `name` known committed: the last handed on, or a committed record of this server
+    /// still waiting for those before it.
+    func lastCommitted(_ name: String) -> Int64 {
+        state.withLock { state in
+            let waiting = (state.held[name] ?? [:]).compactMap { seq, held -> Int64? in
+                if case .local(_, true) = held { return seq }
+                return nil
+            }
+            return max(state.applied[name] ?? 0, waiting.max() ?? 0)
+        }
     }
 
     /// The sequence of the last record of `name` handed on.
@@ -122,6 +136,15 @@ final class SequencedDelivery: Sendable {
         }
     }
 
+    /// Runs `action` right after record `seq` of `name` is handed on, under this object's lock (so that work it
+    /// queues on the collection's lane comes after that record and before the next); at once if it was.
+    func afterHandingOn(_ name: String, _ seq: Int64, _ action: @escaping @Sendable () -> Void) {
+        state.withLock { state in
+            guard seq > state.applied[name] ?? 0 else { return action() }
+            state.afterHandingOn[name, default: [:]][seq, default: []].append(action)
+        }
+    }
+
     /// Starts `name` anew at `seq` (from a snapshot installed by the caller): held records up to it are dropped.
     func restart(_ name: String, at seq: Int64) -> [Local] {
         state.withLock { state in
@@ -149,6 +172,10 @@ final class SequencedDelivery: Sendable {
             }
             state.held[name]?[next] = nil
             state.applied[name] = next
+            if let actions = state.afterHandingOn[name]?.removeValue(forKey: next) {
+                for action in actions { action() }
+                if state.afterHandingOn[name]?.isEmpty == true { state.afterHandingOn[name] = nil }
+            }
             next += 1
         }
         if state.held[name]?.isEmpty == true { state.held[name] = nil }

@@ -1,0 +1,83 @@
+import Foundation
+import Model
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Follows one collection or view of a ChangeServer over its long-poll change feed.
+///
+/// `events()` runs the client loop of the contract: a reset (the snapshot) first, or a poll from a saved cursor;
+/// then each poll with the answer's `next` query (or `since=<to>` where the server sent none); a `410` starts
+/// over from a reset; network errors, `5xx`, `429` and `404` (the collection may be deleted and made again)
+/// wait and retry with jittered exponential backoff, at least as long as `Retry-After` says. Nothing loops
+/// without waiting: the loop waits on the network, or sleeps.
+public struct FeedClient: Sendable {
+    /// What is followed: a collection, or a view (a live query the server keeps).
+    public enum Kind: String, Hashable, Sendable, Codable {
+        case collection
+        case view
+
+        var pathSegment: String { self == .collection ? "collections" : "views" }
+        /// The member naming the collection or view in answers.
+        var bodyKey: String { rawValue }
+    }
+
+    /// The server, for example `http://127.0.0.1:8080`.
+    public let baseURL: URL
+    /// The collection's or view's name.
+    public let name: String
+    /// Whether `name` is a collection or a view.
+    public let kind: Kind
+    let token: String?
+    /// How long the server may hold each poll (the `timeout` parameter).
+    public var pollTimeout: Duration
+    /// The wait before retrying after a failure.
+    public var backoff: Backoff
+    let transport: Transport
+
+    /// A client of `name` on the server at `baseURL` (for example `http://127.0.0.1:8080`).
+    /// - Parameters:
+    ///   - token: sent as `Authorization: Bearer <token>` when the server has a read token.
+    ///   - session: the session to send requests with; its own timeouts are raised by each request's.
+    public init(
+        baseURL: URL, name: String, kind: Kind = .collection, token: String? = nil,
+        pollTimeout: Duration = .seconds(25), backoff: Backoff = Backoff(), session: URLSession = .shared
+    ) {
+        self.baseURL = baseURL
+        self.name = name
+        self.kind = kind
+        self.token = token
+        self.pollTimeout = pollTimeout
+        self.backoff = backoff
+        self.transport = Transport(session: session)
+    }
+
+    /// The events of the feed, from a reset, or from `cursor` (a version the app saved with its mirror: the
+    /// first event is then the changeset from it, or a reset when the server no longer keeps it).
+    ///
+    /// Iterate it in a task; cancelling the task ends the held request at once and the sequence then ends.
+    /// - Throws (from the iterator): `FeedError` for what retrying cannot fix.
+    public func events(resumingFrom cursor: Version? = nil) -> FeedEvents {
+        FeedEvents(client: self, cursor: cursor)
+    }
+
+    /// The feed URL for a poll: `next` as given by the last answer, else `since` (none asks for a reset).
+    func feedURL(next: String?, since: Version?) throws(FeedError) -> URL {
+        let seconds = pollTimeout.components.seconds
+        let query = next ?? since.map { "since=\($0)&timeout=\(seconds)" } ?? "timeout=\(seconds)"
+        guard
+            let escapedName = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed),
+            let url = URL(
+                string: baseURL.absoluteString.trimmingSuffix("/")
+                    + "/v1/\(kind.pathSegment)/\(escapedName)/changes?\(query)")
+        else { throw FeedError.invalidURL("\(baseURL) \(name) \(query)") }
+        return url
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+}

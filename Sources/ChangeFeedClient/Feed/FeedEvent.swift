@@ -1,0 +1,42 @@
+import Model
+
+/// What a feed hands over: a whole snapshot to start from (at the start, and again after the cursor expired),
+/// or one changeset from the last version to the next.
+public enum FeedEvent: Hashable, Sendable {
+    /// The whole content at a version: replace everything shown (`reloadData`, or a diffable snapshot).
+    case reset(Snapshot)
+    /// One changeset from the version of the event before to `changes.to`, already checked against the
+    /// changeset rules that need no content (sorting, distinct coordinates, ids).
+    case changes(Changeset)
+}
+
+/// A collection's or view's whole content at one version.
+public struct Snapshot: Hashable, Sendable {
+    /// The collection's or view's name.
+    public var name: String
+    /// The version this content is at.
+    public var version: Version
+    /// The sections in order, each with its items in order.
+    public var sections: [Section]
+
+    /// A snapshot of `sections` at `version`.
+    public init(name: String, version: Version, sections: [Section]) {
+        self.name = name
+        self.version = version
+        self.sections = sections
+    }
+}
+
+extension FeedEvent {
+    /// Decodes the body of a `200` feed answer received by other means than `FeedClient` (a stream, a cache, a
+    /// test): a reset, or a changeset checked as `FeedClient` checks it. An empty poll answer is an empty
+    /// changeset from a version to itself.
+    /// - Throws: `FeedError.invalidAnswer` or `FeedError.invalidChangeset`.
+    /// - Complexity: O(n log n) for n bytes.
+    public init(decoding body: [UInt8], kind: FeedClient.Kind = .collection) throws(FeedError) {
+        switch try WireDecoding.feedAnswer(body, kind: kind) {
+        case .reset(let snapshot, _): self = .reset(snapshot)
+        case .changes(let changeset, _): self = .changes(changeset)
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import Model
+
+/// The events of one feed, as `FeedClient.events()` describes. Each `next()` polls until it has an event, so an
+/// event is fetched only when the consumer asks for it.
+public struct FeedEvents: AsyncSequence, Sendable {
+    public typealias Element = FeedEvent
+
+    let client: FeedClient
+    let cursor: Version?
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(client: client, since: cursor)
+    }
+
+    /// Runs the client loop; one iterator follows the feed once.
+    public struct Iterator: AsyncIteratorProtocol, Sendable {
+        let client: FeedClient
+        /// The version of the last event; nil until the first reset.
+        var since: Version?
+        /// The query the last answer said to poll with.
+        var next: String?
+        /// Failures in a row (network, `5xx`, `429`, `404`), for the backoff.
+        var failures = 0
+        /// Answers in a row that brought nothing new without being held, or resets after a `410`: waited out
+        /// like failures, so that a misbehaving server or cache cannot make the loop spin.
+        var quickRepeats = 0
+
+        init(client: FeedClient, since: Version?) {
+            self.client = client
+            self.since = since
+        }
+
+        /// The next event; nil once the task is cancelled.
+        /// - Throws: `FeedError` for an answer or changeset that breaks the contract, or a refusal that retrying
+        ///   cannot fix.
+        public mutating func next() async throws -> FeedEvent? {
+            do {
+                while true {
+                    if let event = try await step() { return event }
+                }
+            } catch is CancellationError {
+                return nil
+            }
+        }
+
+        /// One request; an event, or nil after a wait (empty poll, retry, reset to come).
+        private mutating func step() async throws -> FeedEvent? {
+            try Task.checkCancellation()
+            let url = try client.feedURL(next: since == nil ? nil : next, since: since)
+            let started = ContinuousClock.now
+            let answer: HTTPAnswer
+            do {
+                answer = try await client.transport.get(
+                    url, token: client.token, timeout: client.pollTimeout + .seconds(15))
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                try await wait(after: .failure, retryAfter: nil)
+                return nil
+            }
+            switch answer.status {
+            case 200:
+                failures = 0
+                return try await accept(answer.body, heldFor: ContinuousClock.now - started)
+            case 410:
+                failures = 0
+                since = nil
+                next = nil
+                if quickRepeats > 0 { try await wait(after: .quickRepeat, retryAfter: answer.retryAfter) }
+                quickRepeats += 1
+                return nil
+            case 404, 429, 500...599:
+                try await wait(after: .failure, retryAfter: answer.retryAfter)
+                return nil
+            default:
+                let error = WireDecoding.error(Array(answer.body))
+                throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
+            }
+        }
+
+        private mutating func accept(_ body: Data, heldFor held: Duration) async throws -> FeedEvent? {
+            switch try WireDecoding.feedAnswer(Array(body), kind: client.kind) {
+            case .reset(let snapshot, let next):
+                since = snapshot.version
+                self.next = next
+                return .reset(snapshot)
+            case .changes(let changeset, let next):
+                guard changeset.from == since else {
+                    throw FeedError.invalidAnswer(
+                        "a changeset from \(changeset.from), polled since \(since.map { "\($0)" } ?? "-")")
+                }
+                since = changeset.to
+                self.next = next
+                if changeset.isEmpty && changeset.from == changeset.to {
+                    if held < client.pollTimeout / 2 {
+                        quickRepeats += 1
+                        try await wait(after: .quickRepeat, retryAfter: nil)
+                    } else {
+                        quickRepeats = 0
+                    }
+                    return nil
+                }
+                quickRepeats = 0
+                return .changes(changeset)
+            }
+        }
+
+        private enum Cause { case failure, quickRepeat }
+
+        private mutating func wait(after cause: Cause, retryAfter: Duration?) async throws {
+            let attempt: Int
+            switch cause {
+            case .failure:
+                failures += 1
+                attempt = failures
+            case .quickRepeat:
+                attempt = quickRepeats
+            }
+            try await Task.sleep(for: client.backoff.delay(attempt: attempt, atLeast: retryAfter ?? .zero))
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One HTTP answer: status, the headers the loop reads, and the body.
+struct HTTPAnswer: Sendable {
+    var status: Int
+    var retryAfter: Duration?
+    var body: Data
+}
+
+/// GET requests through `URLSession`, each cancelled at once when the task awaiting it is cancelled (a held poll
+/// is a request the server may keep for minutes).
+struct Transport: Sendable {
+    let session: URLSession
+
+    /// - Throws: `CancellationError` when the calling task is cancelled, or the session's error.
+    func get(_ url: URL, token: String?, timeout: Duration) async throws -> HTTPAnswer {
+        var request = URLRequest(url: url)
+        request.httpMethod = "GET"
+        request.timeoutInterval = Double(timeout.components.seconds) + 1
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        let pending = PendingRequest()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPAnswer, Error>) in
+                let task = session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        continuation.resume(throwing: pending.isCancelled ? CancellationError() : error)
+                        return
+                    }
+                    guard let response = response as? HTTPURLResponse else {
+                        continuation.resume(throwing: URLError(.badServerResponse))
+                        return
+                    }
+                    continuation.resume(returning: HTTPAnswer(response: response, body: data ?? Data()))
+                }
+                pending.start(task)
+            }
+        } onCancel: {
+            pending.cancel()
+        }
+    }
+}
+
+extension HTTPAnswer {
+    init(response: HTTPURLResponse, body: Data) {
+        status = response.statusCode
+        let header = response.value(forHTTPHeaderField: "Retry-After")
+        retryAfter = header.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { .seconds(max($0, 0)) }
+        self.body = body
+    }
+}
+
+/// The task of one request, and whether it was cancelled, which may happen before the task exists.
+private final class PendingRequest: @unchecked Sendable {
+    // @unchecked: both fields are read and written only under `lock`.
+    private let lock = NSLock()
+    private var task: URLSessionDataTask?
+    private var cancelled = false
+
+    var isCancelled: Bool { lock.withLock { cancelled } }
+
+    /// Resumes `task`, or cancels it at once when the request was cancelled first.
+    func start(_ task: URLSessionDataTask) {
+        let cancelledFirst = lock.withLock {
+            self.task = task
+            return cancelled
+        }
+        task.resume()
+        if cancelledFirst { task.cancel() }
+    }
+
+    func cancel() {
+        let task = lock.withLock {
+            cancelled = true
+            return self.task
+        }
+        task?.cancel()
+    }
+}

@@ -1,0 +1,95 @@
+import Glibc
+import Model
+
+/// How feed answers are marked for HTTP caches, and the `next` query string every `200` feed answer carries
+/// (API.md, "The feed through HTTP caches").
+///
+/// Without `--read-token` every client at version `since` asks the same URL, and any changeset from `since` to a
+/// later version is a valid answer for all of them: a shared cache may store answers and collapse identical
+/// concurrent polls into one request to the server. The invariant that makes this safe is that **no client asks
+/// the same URL twice in a row after an empty answer**: an empty answer's `next` holds a `cursor` greater than
+/// the request's, so a client never gets the cached empty answer it just had, and never re-polls at once.
+///
+/// - Answers with changes: `public, max-age=60`: long enough to collapse a burst of clients arriving at a
+///   version; any later client at `since` may be served them too, and then polls from their `to`.
+/// - Empty answers (the poll's timeout), resets and `410`s: `public, max-age=2`: long enough for a cache's
+///   waiting requests to be served the answer that just landed (nginx re-checks every 500 ms), short enough that
+///   a late client is not kept on an old version.
+/// - With `--read-token`: `private, no-store`, and nothing else changes.
+struct FeedCaching: Sendable {
+    /// What a feed answer is, as far as caches are concerned.
+    enum Kind {
+        case changes
+        case empty
+        case reset
+        case gone
+    }
+
+    static let changesMaxAge = 60
+    /// The largest cursor a request may carry (2^53, exact in every JSON number), so that its successor fits.
+    static let maximumCursor: Int64 = 1 << 53
+    static let briefMaxAge = 2
+
+    /// Whether answers may be stored by shared caches: only when reads need no token.
+    let isShared: Bool
+
+    /// The `Cache-Control` value of a feed answer of that kind.
+    func cacheControl(_ kind: Kind) -> String {
+        guard isShared else { return "private, no-store" }
+        switch kind {
+        case .changes: return "public, max-age=\(Self.changesMaxAge)"
+        case .empty, .reset, .gone: return "public, max-age=\(Self.briefMaxAge)"
+        }
+    }
+
+    /// `since=<to>&timeout=<timeout>`: where a client goes after an answer that reached `to` (changes or a reset).
+    /// Every client that reaches `to` is sent to the same URL, so that a cache collapses their polls.
+    static func next(to: Version, timeout: Int) -> String {
+        "since=\(to)&timeout=\(timeout)"
+    }
+
+    /// `since=<version>&timeout=<timeout>&cursor=<n>`: where a client goes after an empty answer.
+    static func next(at version: Version, timeout: Int, cursor: Int64) -> String {
+        "since=\(version)&timeout=\(timeout)&cursor=\(cursor)"
+    }
+
+    /// The cursor of an empty answer's `next`: the number of the `timeout`-long interval of wall-clock time the
+    /// answer is made in, and always greater than the request's own cursor.
+    ///
+    /// Counting intervals of the poll's own length makes clients at the same version that were answered within
+    /// one interval ask the same next URL, so their groups merge in the cache instead of multiplying; and since
+    /// such a URL is first asked in its interval and held for a whole timeout, it is still held (not yet cached
+    /// empty) whenever a client asks it within that interval. Being greater than the request's cursor keeps a
+    /// client from ever asking the same URL twice in a row, whatever the clock does.
+    static func nextCursor(after requestCursor: Int64?, timeout: Int, now: Int64 = wallClockSeconds()) -> Int64 {
+        let interval = now / Int64(max(timeout, 1))
+        guard let requestCursor else { return interval }
+        return max(requestCursor + 1, interval)
+    }
+
+    /// Seconds since the Unix epoch.
+    static func wallClockSeconds() -> Int64 {
+        Int64(time(nil))
+    }
+
+    /// The entity tag of a feed answer: its versions (and cursor), which decide its body for a given URL.
+    static func entityTag(from: Version, to: Version, cursor: Int64? = nil) -> String {
+        cursor.map { "\"\(from)-\(to)-\($0)\"" } ?? "\"\(from)-\(to)\""
+    }
+
+    /// The entity tag of a reset answer.
+    static func resetEntityTag(_ version: Version) -> String {
+        "\"reset-\(version)\""
+    }
+}
+
+extension FeedCaching {
+    /// Whether an `If-None-Match` header names `tag` (compared weakly, as RFC 9110 §13.1.2 says).
+    static func matches(ifNoneMatch header: String?, _ tag: String) -> Bool {
+        guard let header else { return false }
+        return header.split(separator: ",").contains { raw in
+            let candidate = String(raw).trimmingSpaces()
+            return candidate == "*" || candidate == tag || candidate == "W/" + tag
+        }
+    }
+}

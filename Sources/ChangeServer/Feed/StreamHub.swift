@@ -1,0 +1,131 @@
+import Model
+
+/// The event streams one worker holds, and their fan-out: the streaming counterpart of `Feed`. Everything here
+/// runs on that worker's loop thread.
+///
+/// When a collection commits, the streams at the changeset's `from` get one event encoded once and shared by all
+/// of them (its bytes are not copied per stream); a stream at another version behind (it opened between two
+/// commits) gets its own coalesced changeset, encoded once per version. A stream whose cursor left the kept
+/// history, or whose collection is deleted, gets `event: gone` and ends.
+final class StreamHub {
+    private struct Member {
+        let stream: EventStream
+        let subject: FeedSubject
+        var version: Version
+    }
+
+    private var members: [ObjectIdentifier: Member] = [:]
+    private var bySubject: [ObjectIdentifier: Set<ObjectIdentifier>] = [:]
+    private var nextHeartbeat: Int64?
+    private let metrics: Metrics
+
+    init(metrics: Metrics) {
+        self.metrics = metrics
+    }
+
+    var count: Int { members.count }
+
+    /// Starts a stream: sends `start.initial`, and either ends it (`start.ends`) or follows `start.subject` from
+    /// `start.version`.
+    func open(_ stream: EventStream, _ start: StreamStart) {
+        stream.send(start.initial)
+        if start.ends {
+            stream.end()
+            return
+        }
+        let id = ObjectIdentifier(stream)
+        members[id] = Member(stream: stream, subject: start.subject, version: start.version)
+        bySubject[ObjectIdentifier(start.subject), default: []].insert(id)
+        metrics.adjustOpenStreams(by: 1)
+        if nextHeartbeat == nil { nextHeartbeat = MonotonicClock.now() + ServerSentEvents.heartbeatMilliseconds }
+        stream.onClose = { [unowned self] stream in self.remove(ObjectIdentifier(stream)) }
+    }
+
+    /// `subject` committed `changes`: every stream behind it gets its event.
+    func committed(_ subject: FeedSubject, _ changes: EncodedChangeset) {
+        guard let ids = bySubject[ObjectIdentifier(subject)] else { return }
+        let (current, kind, name) = (subject.version, subject.kind, subject.name)
+        var shared: [UInt8]?
+        var byVersion: [Version: [ObjectIdentifier]] = [:]
+        for id in ids {
+            guard let member = members[id], member.version != current else { continue }
+            if member.version == changes.changeset.from && changes.changeset.to == current {
+                let event = shared ?? ServerSentEvents.changes(kind, name: name, encoded: changes)
+                shared = event
+                deliver(event, to: id, at: current)
+            } else {
+                byVersion[member.version, default: []].append(id)
+            }
+        }
+        for (version, group) in byVersion {
+            let changeset = subject.changes(since: version).changeset
+            guard let changeset else {
+                let event = ServerSentEvents.gone(.cursorExpired(version.description, current: current))
+                for id in group { end(id, with: event) }
+                continue
+            }
+            let event = ServerSentEvents.changes(kind, name: name, changeset: changeset)
+            for id in group { deliver(event, to: id, at: changeset.to) }
+        }
+    }
+
+    /// `subject` was deleted: its streams get `event: gone` (`collection_deleted`) and end.
+    func deleted(_ subject: FeedSubject) {
+        guard let ids = bySubject[ObjectIdentifier(subject)] else { return }
+        let event = ServerSentEvents.gone(.deleted(subject.kind, subject.name))
+        for id in ids { end(id, with: event) }
+    }
+
+    /// The server is shutting down: every stream sends what it has queued and ends cleanly; clients reconnect
+    /// (to another server) with their `Last-Event-ID`.
+    func shutDown() {
+        for id in Array(members.keys) { end(id, with: nil) }
+        nextHeartbeat = nil
+    }
+
+    /// When the next heartbeat is due, while streams are open.
+    var nextDeadline: Int64? { members.isEmpty ? nil : nextHeartbeat }
+
+    /// Sends the heartbeat comment on every stream when it is due.
+    func tick(now: Int64) {
+        guard let due = nextHeartbeat, now >= due else { return }
+        nextHeartbeat = members.isEmpty ? nil : now + ServerSentEvents.heartbeatMilliseconds
+        for (id, member) in members where !member.stream.send(ServerSentEvents.heartbeat) { cutOff(id) }
+    }
+
+    // MARK: Members
+
+    private func deliver(_ event: [UInt8], to id: ObjectIdentifier, at version: Version) {
+        guard let stream = members[id]?.stream else { return }
+        if stream.send(event) {
+            members[id]?.version = version
+            metrics.changesetsDelivered(1)
+        } else {
+            cutOff(id)
+        }
+    }
+
+    /// A stream that took no more (its reader fell behind past the bound): it is closed and forgotten.
+    private func cutOff(_ id: ObjectIdentifier) {
+        guard let member = members[id] else { return }
+        member.stream.cut()
+        metrics.streamCut()
+        remove(id)
+    }
+
+    private func end(_ id: ObjectIdentifier, with event: [UInt8]?) {
+        guard let member = members[id] else { return }
+        if let event { member.stream.send(event) }
+        member.stream.end()
+        remove(id)
+    }
+
+    private func remove(_ id: ObjectIdentifier) {
+        guard let member = members.removeValue(forKey: id) else { return }
+        member.stream.onClose = nil
+        let collection = ObjectIdentifier(member.subject)
+        bySubject[collection]?.remove(id)
+        if bySubject[collection]?.isEmpty == true { bySubject[collection] = nil }
+        metrics.adjustOpenStreams(by: -1)
+    }
+}

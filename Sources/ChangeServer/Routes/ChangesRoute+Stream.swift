@@ -1,0 +1,63 @@
+import Model
+
+/// `GET /v1/collections/{name}/changes?since=<version>` (or a view's) with `Accept: text/event-stream`: the change feed as
+/// Server-Sent Events (API.md, "Stream"). Errors found before the stream starts (a malformed `since`, an unknown
+/// collection, too many held connections) are plain JSON answers; once it has started, an expired cursor or a
+/// deleted collection is `event: gone`, and the stream ends.
+extension App {
+    static func acceptsEventStream(_ request: Request) -> Bool {
+        request.header("Accept")?.lowercased().contains("text/event-stream") == true
+    }
+
+    func stream(_ request: Request, _ subject: FeedSubject) throws(HTTPError) -> RouteResult {
+        _ = try pollTimeout(request)
+        // `Last-Event-ID` (what a browser's EventSource sends when it reconnects) stands for an absent `since`.
+        var raw = request.rawQuery("since")
+        var text = try raw.map { (raw) throws(HTTPError) -> String in
+            guard let text = percentDecoded(Substring(raw)) else { throw Self.badSince(raw) }
+            return text
+        }
+        if raw == nil, let lastEventID = request.header("Last-Event-ID")?.trimmingSpaces(), !lastEventID.isEmpty {
+            raw = lastEventID
+            text = lastEventID
+        }
+        let since = try text.map { (text) throws(HTTPError) -> Version? in
+            if let version = Version(text) { return version }
+            if Self.hasVersionForm(text) { return nil }
+            throw Self.badSince(raw ?? text)
+        }
+        guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
+        let opening = ServerSentEvents.opening
+        guard let since else {
+            let snapshot = subject.snapshotJSON()
+            let version = snapshot.version
+            var writer = JSONWriter()
+            writer.object { writer in
+                writer.field(subject.kind.key, subject.name)
+                writer.field("reset") { $0.raw("true") }
+                writer.field("to", version.description)
+                writer.field("next", FeedCaching.next(to: version, timeout: Self.defaultPollTimeout))
+                writer.field("snapshot") { $0.raw(snapshot.json) }
+            }
+            let reset = ServerSentEvents.event("reset", id: version.description, json: writer.bytes)
+            return .stream(StreamStart(subject: subject, version: version, initial: opening + reset, ends: false))
+        }
+        let current: Version
+        let changeset: Changeset?
+        if let since {
+            (current, changeset) = subject.changes(since: since)
+        } else {
+            (current, changeset) = (subject.version, nil)
+        }
+        guard let since, let changeset else {
+            let gone = ServerSentEvents.gone(.cursorExpired(raw ?? "", current: current))
+            return .stream(StreamStart(subject: subject, version: current, initial: opening + gone, ends: true))
+        }
+        if changeset.isEmpty {
+            return .stream(StreamStart(subject: subject, version: since, initial: opening, ends: false))
+        }
+        metrics.changesetsDelivered(1)
+        let changes = ServerSentEvents.changes(subject.kind, name: subject.name, changeset: changeset)
+        return .stream(StreamStart(subject: subject, version: current, initial: opening + changes, ends: false))
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+import Testing
+
+/// The example follower (`Examples/FeedFollower`) against a live server: it prints each event and finds its
+/// mirror equal to the snapshot.
+@Suite("LiveExampleTests", .tags(.liveServer))
+struct LiveExampleTests {
+    @Test func theFollowerPrintsEventsAndChecksItsMirror() async throws {
+        let server = try ServerProcess()
+        let http = TestHTTP(baseURL: server.baseURL)
+        try await http.mutate("PUT", "/v1/collections/inbox", #"{"sections":[{"id":"s","items":[{"id":"a"}]}]}"#)
+        let follower = Process()
+        follower.executableURL = ServerProcess.binary.deletingLastPathComponent().appendingPathComponent("FeedFollower")
+        follower.arguments = [server.baseURL.absoluteString, "inbox", "--count", "3"]
+        let output = Pipe()
+        follower.standardOutput = output
+        try follower.run()
+        for id in ["b", "c"] {
+            try await Task.sleep(for: .milliseconds(300))
+            try await http.mutate("PUT", "/v1/collections/inbox/items/\(id)", #"{"data":1}"#)
+        }
+        #expect(waitForExit(of: follower, timeout: 20))
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(follower.terminationStatus == 0, "\(text)")
+        #expect(text.contains("reset to "))
+        #expect(text.components(separatedBy: "items -0 +1 ~0").count == 3, "\(text)")
+        #expect(!text.contains("MISMATCH"))
+        #expect(text.components(separatedBy: "mirror matches").count >= 2, "\(text)")
+        server.stop()
+    }
+}

@@ -1,0 +1,165 @@
+import ChangeFeedClient
+import Foundation
+import Model
+import Testing
+
+/// The client against a fake server (a local responder) for what a real server never answers: malformed or
+/// rule-breaking changesets, retry signals, refusals.
+@Suite("LiveFakeServerTests", .tags(.liveServer), .serialized)
+struct LiveFakeServerTests {
+    static let reset =
+        #"{"collection":"c","reset":true,"to":"e.1","snapshot":{"collection":"c","version":"e.1","#
+        + #""sections":[{"id":"s","data":null,"items":[{"id":"a","data":null},{"id":"b","data":1}]}]}}"#
+
+    static func changes(_ items: String, from: String = "e.1", to: String = "e.2") -> String {
+        #"{"collection":"c","from":"\#(from)","to":"\#(to)","changes":{"from":"\#(from)","to":"\#(to)","#
+            + #""sections":{"deleted":[],"inserted":[],"moved":[],"updated":[]},"items":\#(items)}}"#
+    }
+
+    static func client(_ server: FakeServer) -> FeedClient {
+        FeedClient(
+            baseURL: server.baseURL, name: "c", pollTimeout: .seconds(5),
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100)))
+    }
+
+    /// The error the second event of a feed whose first answer is a reset and whose second is `second` gives.
+    static func errorAfterReset(_ second: String) async throws -> FeedError? {
+        let server = try FakeServer { index, _ in
+            FakeServer.Answer(status: 200, body: index == 0 ? Self.reset : second)
+        }
+        defer { server.stop() }
+        var events = client(server).events().makeAsyncIterator()
+        var live = LiveCollection()
+        do {
+            guard let first = try await events.next() else { return nil }
+            try live.apply(first)
+            guard let second = try await events.next() else { return nil }
+            try live.apply(second)
+            return nil
+        } catch let error as FeedError {
+            return error
+        }
+    }
+
+    static let malformed: [(String, String)] = [
+        (
+            "unsorted",
+            Self.changes(
+                #"{"deleted":[{"at":[0,1],"id":"b"},{"at":[0,0],"id":"a"}],"inserted":[],"moved":[],"updated":[]}"#)
+        ),
+        (
+            "rule 1",
+            Self.changes(
+                #"{"deleted":[{"at":[0,0],"id":"a"}],"inserted":[],"moved":[{"from":[0,0],"to":[0,1],"id":"a"}],"updated":[]}"#
+            )
+        ),
+        ("wrong id", Self.changes(#"{"deleted":[{"at":[0,0],"id":"b"}],"inserted":[],"moved":[],"updated":[]}"#)),
+        (
+            "out of range",
+            Self.changes(#"{"deleted":[],"inserted":[{"at":[0,5],"id":"x","data":null}],"moved":[],"updated":[]}"#)
+        ),
+        (
+            "duplicate id",
+            Self.changes(#"{"deleted":[],"inserted":[{"at":[0,0],"id":"b","data":null}],"moved":[],"updated":[]}"#)
+        ),
+        (
+            "no section",
+            Self.changes(#"{"deleted":[],"inserted":[{"at":[3,0],"id":"x","data":null}],"moved":[],"updated":[]}"#)
+        ),
+        (
+            "update of another",
+            Self.changes(#"{"deleted":[],"inserted":[],"moved":[],"updated":[{"at":[0,0],"id":"b","data":2}]}"#)
+        ),
+        (
+            "from another version",
+            Self.changes(#"{"deleted":[],"inserted":[],"moved":[],"updated":[]}"#, from: "e.7", to: "e.8")
+        ),
+    ]
+
+    @Test(arguments: malformed)
+    func aChangesetBreakingTheRulesIsATypedError(name: String, body: String) async throws {
+        let error = try await Self.errorAfterReset(body)
+        switch error {
+        case .invalidChangeset, .invalidAnswer: break
+        default: Issue.record("\(name): \(String(describing: error))")
+        }
+    }
+
+    @Test(arguments: [
+        "not json", "{}", #"{"collection":"c","from":"e.1","to":"e.2"}"#,
+        LiveFakeServerTests.changes(#"{"deleted":[{"at":[0,-1],"id":"a"}],"inserted":[],"moved":[],"updated":[]}"#),
+        LiveFakeServerTests.changes(#"{"deleted":[{"at":[0,0],"id":""}],"inserted":[],"moved":[],"updated":[]}"#),
+        LiveFakeServerTests.changes(#"{"deleted":[{"at":[0],"id":"a"}],"inserted":[],"moved":[],"updated":[]}"#),
+    ])
+    func aMalformedAnswerIsATypedError(body: String) async throws {
+        let error = try await Self.errorAfterReset(body)
+        guard case .invalidAnswer = error else {
+            Issue.record("\(body): \(String(describing: error))")
+            return
+        }
+    }
+
+    @Test func retryAfterIsHonouredOn503And429() async throws {
+        let server = try FakeServer { index, _ in
+            switch index {
+            case 0:
+                FakeServer.Answer(
+                    status: 503, headers: ["Retry-After": "1"], body: #"{"error":{"code":"x","message":""}}"#)
+            case 1: FakeServer.Answer(status: 429, body: #"{"error":{"code":"too_many_polls","message":""}}"#)
+            default: FakeServer.Answer(status: 200, body: Self.reset)
+            }
+        }
+        defer { server.stop() }
+        var events = Self.client(server).events().makeAsyncIterator()
+        guard case .reset(let snapshot) = try await events.next() else { throw TestFailure("no reset") }
+        #expect(snapshot.sections.map(\.id) == ["s"])
+        let times = server.received.map { $0.at }
+        #expect(times.count == 3)
+        #expect(times[1] - times[0] >= .seconds(1))
+        #expect(times[2] - times[1] >= .milliseconds(10))
+    }
+
+    @Test func aRefusalIsATypedErrorAndPollsFollowNext() async throws {
+        let server = try FakeServer { index, _ in
+            switch index {
+            case 0:
+                FakeServer.Answer(
+                    status: 200, body: String(Self.reset.dropLast()) + #","next":"since=e.1&timeout=5&cursor=abc"}"#)
+            default: FakeServer.Answer(status: 401, body: #"{"error":{"code":"unauthorized","message":"no"}}"#)
+            }
+        }
+        defer { server.stop() }
+        var events = Self.client(server).events().makeAsyncIterator()
+        _ = try await events.next()
+        await #expect(throws: FeedError.refused(status: 401, code: "unauthorized", message: "no")) {
+            _ = try await events.next()
+        }
+        #expect(
+            server.received.map { $0.target } == [
+                "/v1/collections/c/changes?timeout=5", "/v1/collections/c/changes?since=e.1&timeout=5&cursor=abc",
+            ])
+    }
+
+    @Test func quickEmptyAnswersDoNotSpin() async throws {
+        let server = try FakeServer { index, _ in
+            FakeServer.Answer(
+                status: 200,
+                body: index == 0
+                    ? Self.reset
+                    : Self.changes(#"{"deleted":[],"inserted":[],"moved":[],"updated":[]}"#, from: "e.1", to: "e.1"))
+        }
+        defer { server.stop() }
+        let client = Self.client(server)
+        let task = Task {
+            var events = client.events().makeAsyncIterator()
+            _ = try await events.next()
+            return try await events.next()
+        }
+        try await Task.sleep(for: .seconds(1))
+        task.cancel()
+        _ = try await task.value
+        // The backoff (20 ms doubling to 100 ms, each wait at least half its step) allows at most about 22 polls
+        // in a second; a loop that spun would make thousands.
+        #expect(server.received.count < 40)
+    }
+}

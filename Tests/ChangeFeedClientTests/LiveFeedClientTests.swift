@@ -1,0 +1,178 @@
+import ChangeFeedClient
+import Foundation
+import Model
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The client loop against a live server: cancellation, restarts, expiry, saved mirrors, views.
+@Suite("LiveFeedClientTests", .tags(.liveServer), .serialized)
+struct LiveFeedClientTests {
+    static let fastBackoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(200))
+
+    static func client(_ server: ServerProcess, _ name: String, kind: FeedClient.Kind = .collection) -> FeedClient {
+        FeedClient(baseURL: server.baseURL, name: name, kind: kind, pollTimeout: .seconds(30), backoff: fastBackoff)
+    }
+
+    static let items = #"{"sections":[{"id":"s","items":[{"id":"a"},{"id":"b","data":{"n":1}}]}]}"#
+
+    @Test func cancellationEndsAHeldPollAtOnce() async throws {
+        let server = try ServerProcess()
+        let http = TestHTTP(baseURL: server.baseURL)
+        try await http.mutate("PUT", "/v1/collections/c", Self.items)
+        let client = Self.client(server, "c")
+        let task = Task {
+            var events = client.events().makeAsyncIterator()
+            _ = try await events.next()  // the reset
+            return try await events.next()  // held: nothing changes
+        }
+        // Wait until the poll is held by the server.
+        #expect(waitUntil(timeout: 10) { server.heldPolls() == 1 })
+        let start = ContinuousClock.now
+        task.cancel()
+        let last = try await task.value
+        let elapsed = ContinuousClock.now - start
+        #expect(last == nil)
+        #expect(elapsed < .milliseconds(100), "cancellation took \(elapsed)")
+        #expect(waitUntil(timeout: 5) { server.heldPolls() == 0 })
+        server.stop()
+    }
+
+    @Test func aRestartMidStreamResumesWithoutAReset() async throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try ServerProcess(["--fsync", "always"], dataDirectory: directory)
+        let port = first.port
+        let http = TestHTTP(baseURL: first.baseURL)
+        try await http.mutate("PUT", "/v1/collections/c", Self.items)
+        var follower = Follower(Self.client(first, "c"))
+        try await follower.catchUp(to: try await http.snapshot("/v1/collections/c").version)
+        try await http.mutate("POST", "/v1/collections/c/mutations", #"{"ops":[{"op":"deleteItems","items":["a"]}]}"#)
+        try await follower.catchUp(to: try await http.snapshot("/v1/collections/c").version)
+        // Stop the server while the follower's next poll is held, then start it again on the same port.
+        let pulling = Task { [follower] in
+            var follower = follower
+            let event = try await follower.events.next()
+            return (event, follower)
+        }
+        #expect(waitUntil(timeout: 10) { first.heldPolls() == 1 })
+        #expect(first.stop() == 0)
+        let second = try ServerProcess(["--fsync", "always", "--port", "\(port)"], dataDirectory: directory)
+        try await http.mutate(
+            "POST", "/v1/collections/c/mutations", #"{"ops":[{"op":"updateItems","items":[{"id":"b","data":2}]}]}"#)
+        let (event, resumed) = try await pulling.value
+        follower = resumed
+        guard let event else { throw TestFailure("the feed ended") }
+        guard case .changes = event else { throw TestFailure("a reset after the restart: \(event)") }
+        try follower.apply(event)
+        let snapshot = try await http.snapshot("/v1/collections/c")
+        #expect(follower.live.version.map { "\($0)" } == snapshot.version)
+        #expect(follower.live.sections == snapshot.sections)
+        #expect(follower.resets == 1)
+        second.stop()
+    }
+
+    @Test func anExpiredCursorGivesOneReset() async throws {
+        let server = try ServerProcess(["--history", "2"])
+        let http = TestHTTP(baseURL: server.baseURL)
+        try await http.mutate("PUT", "/v1/collections/c", Self.items)
+        var follower = Follower(Self.client(server, "c"))
+        try await follower.catchUp(to: try await http.snapshot("/v1/collections/c").version)
+        for n in 0..<5 {
+            try await http.mutate(
+                "POST", "/v1/collections/c/mutations",
+                #"{"ops":[{"op":"insertItems","at":[0,0],"items":[{"id":"x\#(n)"}]}]}"#)
+        }
+        try await follower.catchUp(to: try await http.snapshot("/v1/collections/c").version)
+        #expect(follower.resets == 2)
+        try await http.mutate("POST", "/v1/collections/c/mutations", #"{"ops":[{"op":"deleteItems","items":["x0"]}]}"#)
+        try await follower.catchUp(to: try await http.snapshot("/v1/collections/c").version)
+        #expect(follower.resets == 2)
+        #expect(follower.changesets == 1)
+        #expect(follower.live.sections == (try await http.snapshot("/v1/collections/c")).sections)
+        server.stop()
+    }
+
+    @Test func aSavedMirrorResumesFromItsCursor() async throws {
+        let server = try ServerProcess(["--history", "3"])
+        let http = TestHTTP(baseURL: server.baseURL)
+        try await http.mutate("PUT", "/v1/collections/c", Self.items)
+        var follower = Follower(Self.client(server, "c"))
+        try await follower.catchUp(to: try await http.snapshot("/v1/collections/c").version)
+        let saved = try JSONEncoder().encode(follower.live)
+        try await http.mutate(
+            "POST", "/v1/collections/c/mutations", #"{"ops":[{"op":"moveItem","item":"b","to":[0,0]}]}"#)
+
+        // Relaunch: restore and resume from the saved version; the changes since come, no reset.
+        let restored = try JSONDecoder().decode(LiveCollection.self, from: saved)
+        #expect(restored.sections == follower.live.sections)
+        var relaunched = Follower(Self.client(server, "c"), resumingFrom: restored.version, live: restored)
+        try await relaunched.catchUp(to: try await http.snapshot("/v1/collections/c").version)
+        #expect(relaunched.resets == 0)
+        #expect(relaunched.changesets == 1)
+        #expect(relaunched.live.sections == (try await http.snapshot("/v1/collections/c")).sections)
+
+        // A saved cursor the server no longer keeps falls back to a reset.
+        for n in 0..<5 {
+            try await http.mutate("PUT", "/v1/collections/c/items/n\(n)", #"{"data":\#(n)}"#)
+        }
+        var stale = Follower(
+            Self.client(server, "c"), resumingFrom: restored.version,
+            live: try JSONDecoder().decode(LiveCollection.self, from: saved))
+        try await stale.catchUp(to: try await http.snapshot("/v1/collections/c").version)
+        #expect(stale.resets == 1)
+        #expect(stale.live.sections == (try await http.snapshot("/v1/collections/c")).sections)
+        server.stop()
+    }
+
+    @Test func followingAViewMirrorsItsSnapshot() async throws {
+        let server = try ServerProcess()
+        let http = TestHTTP(baseURL: server.baseURL)
+        try await http.mutate(
+            "PUT", "/v1/collections/tasks",
+            #"{"sections":[{"id":"s","items":[{"id":"t1","data":{"status":"open","priority":3}},"#
+                + #"{"id":"t2","data":{"status":"open","priority":1}},{"id":"t3","data":{"status":"doing","priority":2}}]}]}"#
+        )
+        try await http.mutate(
+            "PUT", "/v1/views/board",
+            #"{"source":"tasks","sectionBy":{"field":"/status"},"sortBy":[{"field":"/priority","order":"desc"}]}"#)
+        var follower = Follower(Self.client(server, "board", kind: .view))
+        try await follower.catchUp(to: try await http.snapshot("/v1/views/board").version)
+        var random = RandomHistory(seed: 42)
+        for step in 0..<30 {
+            let id = "t\(random.int(1...8))"
+            let status = ["open", "doing", "done"][random.int(0...2)]
+            if random.chance(20) {
+                try await http.mutate("DELETE", "/v1/collections/tasks/items/\(id)", expect: [200, 404])
+            } else {
+                try await http.mutate(
+                    "PUT", "/v1/collections/tasks/items/\(id)",
+                    #"{"data":{"status":"\#(status)","priority":\#(random.int(0...5)),"step":\#(step)}}"#)
+            }
+            let snapshot = try await http.snapshot("/v1/views/board")
+            try await follower.catchUp(to: snapshot.version)
+            #expect(follower.live.sections == snapshot.sections)
+        }
+        #expect(follower.resets == 1)
+        #expect(follower.changesets >= 20)
+        server.stop()
+    }
+}
+
+extension ServerProcess {
+    /// The server's held polls now, from `/metrics`.
+    func heldPolls() -> Int {
+        let semaphore = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var text = ""
+        let task = URLSession.shared.dataTask(with: URL(string: "http://127.0.0.1:\(port)/metrics")!) { data, _, _ in
+            text = String(decoding: data ?? Data(), as: UTF8.self)
+            semaphore.signal()
+        }
+        task.resume()
+        semaphore.wait()
+        let line = text.split(separator: "\n").first { $0.hasPrefix("changeserver_held_polls") }
+        return line.flatMap { $0.split(separator: " ").last }.flatMap { Int($0) } ?? -1
+    }
+}

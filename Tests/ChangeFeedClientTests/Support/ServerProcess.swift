@@ -1,0 +1,135 @@
+import Foundation
+
+/// (A copy of `Tests/ChangeServerTests/Support/ServerProcess.swift`, which this target cannot import.)
+/// A real ChangeServer process on a free loopback port, started from the binary this test run built, and
+/// stopped by its PID when the test is done.
+final class ServerProcess: @unchecked Sendable {
+    // @unchecked: the log text is guarded by logLock; everything else is set once in init.
+    let process = Process()
+    let port: Int
+    private let errorPipe = Pipe()
+    /// Signalled once, when the process exits.
+    private let exited = DispatchSemaphore(value: 0)
+    private let logLock = NSLock()
+    private var logText = ""
+
+    /// The built `ChangeServer` next to the test bundle.
+    static var binary: URL {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent().appendingPathComponent("ChangeServer")
+    }
+
+    /// The server's `--data-dir`.
+    let dataDirectory: String
+    private let ownsDataDirectory: Bool
+
+    /// Starts a server; without `dataDirectory` it gets a fresh temporary one, removed when the test is done.
+    /// `--fsync never` unless the arguments say otherwise (they come later and win).
+    /// `launcher` runs the server through another program (`prlimit ...`) that execs it, keeping its PID.
+    init(
+        _ arguments: [String] = [], environment: [String: String] = [:], dataDirectory: String? = nil,
+        launcher: [String] = []
+    ) throws {
+        let directory = try dataDirectory ?? Self.temporaryDirectory()
+        self.dataDirectory = directory
+        ownsDataDirectory = dataDirectory == nil
+        let serverArguments =
+            ["--host", "127.0.0.1", "--port", "0", "--fsync", "never", "--data-dir", directory] + arguments
+        if let program = launcher.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = launcher.dropFirst() + [Self.binary.path] + serverArguments
+        } else {
+            process.executableURL = Self.binary
+            process.arguments = serverArguments
+        }
+        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
+        variables.merge(environment) { $1 }
+        process.environment = variables
+        process.standardError = errorPipe
+        process.standardOutput = FileHandle.nullDevice
+        process.terminationHandler = { [exited] _ in exited.signal() }
+        try process.run()
+        let (found, pending) = Self.readListeningPort(errorPipe.fileHandleForReading, within: Self.startTimeout)
+        logText = pending
+        guard let port = found else {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if dataDirectory == nil { try? FileManager.default.removeItem(atPath: directory) }
+            throw TestFailure("the server did not listen within \(Self.startTimeout) s: \(pending)")
+        }
+        self.port = port
+        errorPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self, !data.isEmpty else { return }
+            self.logLock.withLock { self.logText += String(decoding: data, as: UTF8.self) }
+        }
+    }
+
+    /// The server's base URL.
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    /// How long a server may take to print its `listening on` line.
+    static let startTimeout = 20.0
+
+    /// Reads `stderr` until the `listening on <host>:<port>` line, its end, or `timeout` seconds, whichever comes
+    /// first: each read waits (poll) only for what is left of the time, so a server that prints nothing cannot
+    /// hold the test. The port (nil when none was printed in time) and everything read.
+    static func readListeningPort(_ stderr: FileHandle, within timeout: Double) -> (port: Int?, text: String) {
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < deadline {
+            let left = deadline - ContinuousClock.now
+            let milliseconds = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
+            var request = pollfd(fd: stderr.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&request, 1, Int32(clamping: milliseconds + 1))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { break }
+            let count = read(stderr.fileDescriptor, &buffer, buffer.count)
+            guard count > 0 else { break }
+            text += String(decoding: buffer[..<count], as: UTF8.self)
+            if let range = text.range(of: #"listening on [^ ]+:(\d+)"#, options: .regularExpression) {
+                return (Int(text[range].split(separator: ":").last ?? ""), text)
+            }
+        }
+        return (nil, text)
+    }
+
+    /// Everything the server wrote to stderr so far.
+    var log: String { logLock.withLock { logText } }
+
+    /// Sends a signal and waits up to `timeout` seconds for the exit status.
+    @discardableResult
+    func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
+        guard process.isRunning else { return process.terminationStatus }
+        kill(process.processIdentifier, signal)
+        return waitForExit(timeout: timeout)
+    }
+
+    /// Waits up to `timeout` seconds for the process to exit by itself; killed and nil if it does not.
+    func waitForExit(timeout: Double) -> Int32? {
+        if process.isRunning && exited.wait(timeout: .now() + timeout) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        errorPipe.fileHandleForReading.readabilityHandler = nil
+        if ownsDataDirectory { try? FileManager.default.removeItem(atPath: dataDirectory) }
+    }
+
+    /// A new empty directory under the system's temporary directory.
+    static func temporaryDirectory() throws -> String {
+        var template = Array((NSTemporaryDirectory() + "/changeserver-test-XXXXXX").utf8CString)
+        guard let path = mkdtemp(&template) else { throw TestFailure("mkdtemp failed") }
+        return String(cString: path)
+    }
+}

@@ -1,0 +1,21 @@
+import Foundation
+
+/// Checks `condition` every 10 ms until it holds or `timeout` seconds have passed; whether it held. For states a
+/// test can observe but is not told about (a metric, a log line, open descriptors), in place of a fixed sleep.
+func waitUntil(timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = ContinuousClock.now + .seconds(timeout)
+    while true {
+        if try condition() { return true }
+        if ContinuousClock.now >= deadline { return false }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+}
+
+/// Waits up to `timeout` seconds for `process` to exit by itself, and kills it (SIGKILL, by its PID) if it does
+/// not, so that a server which should have refused to start cannot hold the test; whether it exited by itself.
+func waitForExit(of process: Process, timeout: Double) -> Bool {
+    let exited = waitUntil(timeout: timeout) { !process.isRunning }
+    if !exited { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+    return exited
+}

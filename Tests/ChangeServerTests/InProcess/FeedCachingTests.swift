@@ -1,0 +1,120 @@
+import Foundation
+import Model
+import Testing
+
+@testable import ChangeServer
+
+/// The feed's answers as HTTP caches see them (API.md, "The feed through HTTP caches"): `next` on every `200`,
+/// `Cache-Control` with and without `--read-token`, entity tags and `304`, and the cursor of empty answers.
+@Suite struct InProcessFeedCachingTests {
+    private static let inbox = #"{"sections": [{"id": "s", "items": [{"id": "a", "data": 1}]}]}"#
+
+    private func server(_ arguments: [String] = [], token: String? = nil) throws -> (InProcessServer, String) {
+        let server = try InProcessServer(arguments)
+        let auth = token.map { [("Authorization", "Bearer \($0)")] } ?? []
+        let created = server.send("PUT", "/v1/collections/inbox", body: Self.inbox, headers: auth)
+        #expect(created.status == 201)
+        return (server, try #require(created.json["version"] as? String))
+    }
+
+    @Test func everyOKAnswerCarriesNextAndIsSharedBriefly() throws {
+        let (server, first) = try server()
+        let reset = server.send("GET", "/v1/collections/inbox/changes?timeout=9")
+        #expect(reset.json["next"] as? String == "since=\(first)&timeout=9")
+        #expect(reset.header("Cache-Control") == "public, max-age=2")
+        #expect(reset.header("ETag") == "\"reset-\(first)\"")
+        let defaulted = server.send("GET", "/v1/collections/inbox/changes")
+        #expect(defaulted.json["next"] as? String == "since=\(first)&timeout=25")
+
+        let mutation = server.send("PUT", "/v1/collections/inbox/items/b", body: #"{"data": 2}"#)
+        let second = try #require(mutation.json["version"] as? String)
+        let changes = server.send("GET", "/v1/collections/inbox/changes?since=\(first)&timeout=500&cursor=4")
+        #expect(changes.status == 200)
+        #expect(changes.json["next"] as? String == "since=\(second)&timeout=300", "no cursor; timeout clamped")
+        #expect(changes.header("Cache-Control") == "public, max-age=60")
+        #expect(changes.header("ETag") == "\"\(first)-\(second)\"")
+
+        let empty = server.send("GET", "/v1/collections/inbox/changes?since=\(second)&timeout=0&cursor=41")
+        let next = try #require(empty.json["next"] as? String)
+        let cursor = try #require(next.split(separator: "=").last.flatMap { Int64($0) })
+        #expect(next == "since=\(second)&timeout=0&cursor=\(cursor)")
+        #expect(cursor > 41)
+        #expect(empty.header("Cache-Control") == "public, max-age=2")
+        #expect(empty.header("ETag") == "\"\(second)-\(second)-\(cursor)\"")
+    }
+
+    @Test func followingNextNeverAsksTheSameURLTwice() throws {
+        let (server, version) = try server()
+        var query = "since=\(version)&timeout=0"
+        var seen: Set<String> = [query]
+        for _ in 0..<20 {
+            let answer = server.send("GET", "/v1/collections/inbox/changes?\(query)")
+            #expect(answer.status == 200)
+            query = try #require(answer.json["next"] as? String)
+            #expect(seen.insert(query).inserted, "\(query) asked again")
+        }
+        #expect(seen.count == 21)
+    }
+
+    @Test func goneIsSharedBrieflyOtherErrorsAreNotStored() throws {
+        let (server, _) = try server()
+        let gone = server.send("GET", "/v1/collections/inbox/changes?since=other.1")
+        #expect(gone.status == 410)
+        #expect(gone.header("Cache-Control") == "public, max-age=2")
+        let bad = server.send("GET", "/v1/collections/inbox/changes?since=other.1&cursor=x")
+        #expect(bad.status == 400)
+        #expect(bad.header("Cache-Control") == "no-store")
+        for cursor in ["-1", "1.5", "", "9007199254740993", "99999999999999999999"] {
+            let answer = server.send("GET", "/v1/collections/inbox/changes?since=other.1&cursor=\(cursor)")
+            #expect(answer.errorCode == "bad_request", "\(cursor)")
+        }
+        #expect(server.send("GET", "/v1/collections/inbox/changes?since=other.1&cursor=9007199254740992").status == 410)
+        #expect(server.send("GET", "/v1/collections/ghost/changes").header("Cache-Control") == "no-store")
+    }
+
+    @Test func withReadTokenEveryFeedAnswerIsPrivate() throws {
+        let (server, first) = try server(["--read-token", "r"], token: "r")
+        let auth = [("Authorization", "Bearer r")]
+        _ = server.send("PUT", "/v1/collections/inbox/items/b", body: #"{"data": 2}"#, headers: auth)
+        for query in ["", "?since=\(first)", "?since=other.1"] {
+            let answer = server.send("GET", "/v1/collections/inbox/changes\(query)", headers: auth)
+            #expect(answer.header("Cache-Control") == "private, no-store", "\(query)")
+        }
+        let changes = server.send("GET", "/v1/collections/inbox/changes?since=\(first)", headers: auth)
+        #expect(changes.json["next"] is String)
+    }
+
+    @Test func ifNoneMatchOnTheSameAnswerIs304() throws {
+        let (server, first) = try server()
+        let mutation = server.send("PUT", "/v1/collections/inbox/items/b", body: #"{"data": 2}"#)
+        let second = try #require(mutation.json["version"] as? String)
+        let changes = server.send("GET", "/v1/collections/inbox/changes?since=\(first)")
+        let tag = try #require(changes.header("ETag"))
+        let revalidated = server.send(
+            "GET", "/v1/collections/inbox/changes?since=\(first)", headers: [("If-None-Match", "W/\(tag)")])
+        #expect(revalidated.status == 304)
+        #expect(revalidated.header("ETag") == tag)
+        _ = server.send("PUT", "/v1/collections/inbox/items/c", body: #"{"data": 3}"#)
+        let moved = server.send(
+            "GET", "/v1/collections/inbox/changes?since=\(first)", headers: [("If-None-Match", tag)])
+        #expect(moved.status == 200, "the collection moved on: a new answer")
+        #expect(moved.json["from"] as? String == first && moved.json["to"] as? String != second)
+        let reset = server.send("GET", "/v1/collections/inbox/changes")
+        let resetTag = try #require(reset.header("ETag"))
+        #expect(
+            server.send("GET", "/v1/collections/inbox/changes", headers: [("If-None-Match", resetTag)]).status == 304)
+    }
+
+    @Test(arguments: [0, 1, 25, 300])
+    func nextCursorGrowsAndCountsIntervals(timeout: Int) {
+        let now: Int64 = 1_800_000_000
+        let interval = now / Int64(max(timeout, 1))
+        #expect(FeedCaching.nextCursor(after: nil, timeout: timeout, now: now) == interval)
+        #expect(FeedCaching.nextCursor(after: interval - 5, timeout: timeout, now: now) == interval)
+        #expect(FeedCaching.nextCursor(after: interval, timeout: timeout, now: now) == interval + 1)
+        #expect(FeedCaching.nextCursor(after: interval + 7, timeout: timeout, now: now) == interval + 8)
+        #expect(
+            FeedCaching.nextCursor(after: FeedCaching.maximumCursor, timeout: timeout, now: now)
+                == FeedCaching.maximumCursor + 1)
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+
+/// The change feed as Server-Sent Events against a live server (API.md, "Stream"): events in order, resuming with
+/// `Last-Event-ID`, `gone`, heartbeats, the bound on a slow reader, `--max-held-polls`, and shutdown.
+@Suite(.tags(.liveServer)) struct LiveStreamTests {
+    private static func collection(_ server: ServerProcess, _ name: String = "c") throws -> String {
+        let created = try server.client.put("/v1/collections/\(name)", ["sections": [["id": "s"]]])
+        return try #require(created.object["version"] as? String)
+    }
+
+    private static func insert(_ server: ServerProcess, _ id: String, data: Any = 1, name: String = "c") throws
+        -> String
+    {
+        let answer = try server.client.mutate(
+            name, [["op": "insertItems", "at": [0, 0], "items": [["id": id, "data": data]]]])
+        return try #require(answer.object["version"] as? String)
+    }
+
+    private static func metric(_ server: ServerProcess, _ name: String) throws -> Int? {
+        let text = try server.client.get("/metrics").text
+        let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { Int($0.split(separator: " ").last ?? "") }
+    }
+
+    private static func waitForMetric(_ server: ServerProcess, _ name: String, _ value: Int) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if try metric(server, name) == value { return }
+            usleep(10_000)
+        }
+        Issue.record("\(name) never became \(value)")
+    }
+
+    @Test func eventsArriveInOrderAcrossAThousandRandomMutations() throws {
+        let server = try ServerProcess()
+        let first = try Self.collection(server)
+        let stream = try EventStreamReader(port: server.port, path: "/v1/collections/c/changes?since=\(first)")
+        #expect(stream.status == 200)
+        #expect(stream.headers["content-type"] == "text/event-stream; charset=utf-8")
+        #expect(stream.headers["cache-control"] == "no-store")
+        #expect(stream.headers["x-accel-buffering"] == "no")
+        var generator = SystemRandomNumberGenerator()
+        var ids: [String] = []
+        var last = first
+        for index in 0..<1000 {
+            let ops: [[String: Any]]
+            switch (ids.isEmpty, Int.random(in: 0..<4, using: &generator)) {
+            case (true, _), (_, 0):
+                ops = [
+                    ["op": "insertItems", "at": [0, Int.random(in: 0...ids.count)], "items": [["id": "i\(index)"]]]
+                ]
+                ids.append("i\(index)")
+            case (_, 1):
+                let id = ids.remove(at: Int.random(in: 0..<ids.count))
+                ops = [["op": "deleteItems", "items": [id]]]
+            case (_, 2):
+                ops = [
+                    ["op": "moveItem", "item": ids.randomElement() ?? "", "to": [0, Int.random(in: 0..<ids.count)]]
+                ]
+            default:
+                ops = [["op": "updateItems", "items": [["id": ids.randomElement() ?? "", "data": index]]]]
+            }
+            let answer = try server.client.mutate("c", ops)
+            #expect(answer.status == 200)
+            last = answer.object["version"] as? String ?? last
+        }
+        var at = first
+        var events = 0
+        while at != last {
+            let event = try #require(try stream.nextEvent())
+            #expect(event.name == "changes")
+            #expect(event.object["from"] as? String == at, "event \(events) does not start where the last ended")
+            let to = try #require(event.object["to"] as? String)
+            #expect(event.id == to)
+            #expect(event.object["next"] as? String == "since=\(to)&timeout=25")
+            at = to
+            events += 1
+        }
+        #expect(events >= 1 && events <= 1000)
+        #expect(try Self.metric(server, "changeserver_streams_open") == 1)
+        let snapshot = try server.client.get("/v1/collections/c").object
+        let items = ((snapshot["sections"] as? [[String: Any]])?.first?["items"] as? [[String: Any]])?.count
+        #expect(items == ids.count)
+    }
+
+    @Test func resumesFromLastEventIDAfterTheConnectionIsCut() throws {
+        let server = try ServerProcess()
+        _ = try Self.collection(server)
+        let stream = try EventStreamReader(port: server.port, path: "/v1/collections/c/changes")
+        let reset = try #require(try stream.nextEvent())
+        #expect(reset.name == "reset")
+        #expect(reset.object["reset"] as? Bool == true)
+        let start = try #require(reset.id)
+        #expect(reset.object["to"] as? String == start)
+        let second = try Self.insert(server, "a")
+        #expect(try stream.nextEvent()?.id == second)
+        stream.connection.close()
+        try Self.waitForMetric(server, "changeserver_streams_open", 1)
+        _ = try Self.insert(server, "b")
+        let fourth = try Self.insert(server, "c")
+        let resumed = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes", headers: ["Last-Event-ID": second])
+        let caughtUp = try #require(try resumed.nextEvent())
+        #expect(caughtUp.name == "changes")
+        #expect(caughtUp.object["from"] as? String == second && caughtUp.id == fourth)
+        // The cut connection is noticed at the latest at the next write to it.
+        try Self.waitForMetric(server, "changeserver_streams_open", 1)
+        let explicit = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes?since=\(fourth)", headers: ["Last-Event-ID": start])
+        let fifth = try Self.insert(server, "d")
+        #expect(try explicit.nextEvent()?.object["from"] as? String == fourth, "since wins over Last-Event-ID")
+        #expect(try resumed.nextEvent()?.id == fifth)
+    }
+
+    @Test func goneOnExpiryAndOnDeletionThenTheStreamEnds() throws {
+        let server = try ServerProcess(["--history", "2"])
+        let first = try Self.collection(server)
+        for index in 0..<4 { _ = try Self.insert(server, "i\(index)") }
+        let expired = try EventStreamReader(port: server.port, path: "/v1/collections/c/changes?since=\(first)")
+        #expect(expired.status == 200)
+        let gone = try #require(try expired.nextEvent())
+        #expect(gone.name == "gone")
+        #expect((gone.object["error"] as? [String: Any])?["code"] as? String == "cursor_expired")
+        #expect(gone.object["current"] is String)
+        #expect(try expired.nextEvent() == nil && expired.ended)
+
+        let current = try #require(try server.client.get("/v1/collections/c").object["version"] as? String)
+        let following = try EventStreamReader(port: server.port, path: "/v1/collections/c/changes?since=\(current)")
+        try Self.waitForMetric(server, "changeserver_streams_open", 1)
+        #expect(try server.client.request("DELETE", "/v1/collections/c").status == 204)
+        let deleted = try #require(try following.nextEvent())
+        #expect(deleted.name == "gone")
+        #expect((deleted.object["error"] as? [String: Any])?["code"] as? String == "collection_deleted")
+        #expect(try following.nextEvent() == nil && following.ended)
+        try Self.waitForMetric(server, "changeserver_streams_open", 0)
+    }
+
+    @Test func errorsBeforeTheStreamAreJSONAndStreamsCountTowardMaxHeldPolls() throws {
+        let server = try ServerProcess(["--max-held-polls", "1"])
+        let first = try Self.collection(server)
+        let headers = ["Accept": "text/event-stream"]
+        #expect(try server.client.get("/v1/collections/c/changes?since=nope", headers: headers).status == 400)
+        #expect(
+            try server.client.get("/v1/collections/c/changes", headers: headers.merging(["Last-Event-ID": "x"]) { $1 })
+                .status == 400)
+        #expect(try server.client.get("/v1/collections/ghost/changes", headers: headers).status == 404)
+        let stream = try EventStreamReader(port: server.port, path: "/v1/collections/c/changes?since=\(first)")
+        #expect(stream.status == 200)
+        try Self.waitForMetric(server, "changeserver_streams_open", 1)
+        let refused = try server.client.get("/v1/collections/c/changes?since=\(first)", headers: headers)
+        #expect(refused.status == 429)
+        #expect(refused.errorCode == "too_many_polls")
+        #expect(try server.client.get("/v1/collections/c/changes?since=\(first)&timeout=5").status == 429)
+    }
+
+    @Test func heartbeatEveryFifteenSeconds() throws {
+        let server = try ServerProcess()
+        let first = try Self.collection(server)
+        let stream = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes?since=\(first)", receiveTimeout: 25)
+        let opening = try #require(try stream.next())
+        #expect(opening.isComment)
+        let started = Date()
+        let heartbeat = try #require(try stream.next())
+        let waited = Date().timeIntervalSince(started)
+        #expect(heartbeat.isComment)
+        #expect(waited > 5 && waited < 16.5, "heartbeat after \(waited) s")
+    }
+
+    @Test func aSlowReaderIsCutOffAndResumes() throws {
+        let server = try ServerProcess()
+        let first = try Self.collection(server)
+        let slow = try EventStreamReader(port: server.port, path: "/v1/collections/c/changes?since=\(first)")
+        try Self.waitForMetric(server, "changeserver_streams_open", 1)
+        // 64 events of 512 KiB: far more than the socket buffers and the server's bound of 1 MiB together.
+        let big = String(repeating: "x", count: 512 * 1024)
+        var last = first
+        for index in 0..<64 {
+            last = try Self.insert(server, "big\(index)", data: big)
+            if try Self.metric(server, "changeserver_streams_cut_total") == 1 { break }
+        }
+        try Self.waitForMetric(server, "changeserver_streams_cut_total", 1)
+        try Self.waitForMetric(server, "changeserver_streams_open", 0)
+        var lastID = first
+        var cut = false
+        do {
+            while let event = try slow.nextEvent() { lastID = event.id ?? lastID }
+        } catch EventStreamReader.Failure.cut {
+            cut = true
+        }
+        #expect(cut, "the stream was closed without its last chunk")
+        #expect(lastID != last, "the slow reader did not get every event before it was cut")
+        let resumed = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes", headers: ["Last-Event-ID": lastID])
+        let caughtUp = try #require(try resumed.nextEvent())
+        #expect(caughtUp.object["from"] as? String == lastID && caughtUp.id == last)
+    }
+
+    @Test func shutdownEndsStreamsCleanly() throws {
+        let server = try ServerProcess()
+        let first = try Self.collection(server)
+        let streams = try (0..<3).map { _ in
+            try EventStreamReader(port: server.port, path: "/v1/collections/c/changes?since=\(first)")
+        }
+        try Self.waitForMetric(server, "changeserver_streams_open", 3)
+        #expect(server.stop() == 0)
+        for stream in streams {
+            while try stream.next() != nil {}
+            #expect(stream.ended)
+        }
+    }
+}

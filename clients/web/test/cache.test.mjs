@@ -1,0 +1,201 @@
+// node --test clients/web/test/cache.test.mjs: the feed through the shipped caches (README, "The feed through
+// HTTP caches"): thousands of web clients (changefeed.js's subscribe) behind one cache in front of one server.
+import assert from "node:assert/strict";
+import http from "node:http";
+import { availableParallelism } from "node:os";
+import { after, before, describe, test } from "node:test";
+import { subscribe } from "../changefeed.js";
+import { hasProgram, originFeedRequests, startNginx, startVarnish } from "./front.mjs";
+import { call, normalized, random, randomMutation, seed, serverBinary, startServer } from "./support.mjs";
+
+const binary = serverBinary();
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until `done()` holds, checking every 20 ms, at most `seconds`. */
+async function until(done, seconds, what) {
+    const deadline = Date.now() + seconds * 1000;
+    while (!done()) {
+        if (Date.now() > deadline) assert.fail(`not within ${seconds} s: ${what}`);
+        await sleep(20);
+    }
+}
+
+/** `count` web clients following `name` through `url`, each recording what it applied and when it asked. */
+function subscribers(url, name, count, timeout) {
+    return Array.from({ length: count }, () => {
+        const client = { versions: [], snapshots: 0, errors: [], requests: [] };
+        const recordingFetch = (target, init) => {
+            client.requests.push({ at: Date.now(), target });
+            return fetch(target, init);
+        };
+        client.subscription = subscribe(url, name, {
+            onSnapshot: () => (client.snapshots += 1),
+            onChangeset: ({ from, to }) => client.versions.push([from, to]),
+            onError: (error) => client.errors.push(String(error)),
+        }, { timeout, fetch: recordingFetch, baseMs: 100, capMs: 1000 });
+        return client;
+    });
+}
+
+const skip = (program) =>
+    !binary ? "no ChangeServer binary (set CF_SERVER_BINARY)" : !hasProgram(program) ? `no ${program} (scripts/install-deps.sh)` : false;
+const missing = skip("nginx");
+
+/**
+ * `count` subscribers through a cache (`startFront`) whose collapsing is shared by `workers` processes: each
+ * applies every change in order and ends equal to the snapshot; the origin sees at most 2 feed requests per
+ * mutation per worker, and with no mutation for 3 poll timeouts at most 2 per timeout per worker, no client
+ * re-polling faster than its timeout.
+ */
+const collapsing = (title, program, startFront, count, workers) => describe(title, { skip: skip(program) }, () => {
+    let server;
+    let front;
+    before(async () => {
+        server = await startServer({ args: ["--history", "100"] });
+        front = await startFront(server.port);
+    });
+    after(async () => {
+        if (process.env.CF_KEEP_FRONT) console.log(front.directory);
+        else await front?.stop();
+        await server?.stop();
+    });
+
+    test(`${count} subscribers, 50 mutations, then 3 idle timeouts`, { timeout: 400000 }, async () => {
+        const runSeed = seed();
+        const rng = random(runSeed);
+        const counter = { next: 0 };
+        const name = `cached-${runSeed}`;
+        const timeout = 10;
+        await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s", items: [{ id: "a" }] }] });
+        const clients = subscribers(front.url, name, Number(process.env.CF_CACHE_CLIENTS ?? count), timeout);
+        try {
+            let version = (await call(server.url, "GET", `/v1/collections/${name}`)).body.version;
+            await until(() => clients.every((client) => client.subscription.version === version), 120, "every snapshot");
+
+            // 50 mutations, one every 200 ms: clients behind get coalesced changesets, never one out of order.
+            const before = await originFeedRequests(server.url);
+            let mutations = 0;
+            for (let step = 0; step < 50; step += 1) {
+                const sections = (await call(server.url, "GET", `/v1/collections/${name}`)).body.sections;
+                const mutation = randomMutation(rng, name, sections, counter);
+                const answer = await call(server.url, mutation.method, mutation.route, mutation.body);
+                if (answer.status < 300 && answer.body?.version !== version) mutations += 1;
+                version = (await call(server.url, "GET", `/v1/collections/${name}`)).body.version;
+                await sleep(200);
+            }
+            await until(() => clients.every((client) => client.subscription.version === version), 60, "every client at the last version");
+            const perMutation = ((await originFeedRequests(server.url)) - before) / mutations;
+            assert.ok(mutations >= 30, `seed ${runSeed}: only ${mutations} mutations changed something`);
+            assert.ok(perMutation <= 2 * workers, `seed ${runSeed}: ${perMutation} origin feed requests per mutation`);
+
+            const snapshot = normalized((await call(server.url, "GET", `/v1/collections/${name}`)).body.sections);
+            for (const client of clients) {
+                let at = client.versions[0]?.[0];
+                for (const [from, to] of client.versions) {
+                    assert.equal(from, at, `seed ${runSeed}: a changeset that does not start where the last ended`);
+                    at = to;
+                }
+                assert.equal(at, version);
+                assert.equal(normalized(client.subscription.sections), snapshot, `seed ${runSeed}`);
+                assert.equal(client.snapshots, 1);
+                assert.deepEqual(client.errors, []);
+            }
+
+            // Idle for 3 poll timeouts: the polls are collapsed, and each client waits its timeout every time.
+            const idleStart = Date.now();
+            const idleBefore = await originFeedRequests(server.url);
+            await sleep(3 * timeout * 1000);
+            const idleRequests = (await originFeedRequests(server.url)) - idleBefore;
+            assert.ok(idleRequests <= 2 * 3 * workers, `${idleRequests} origin feed requests in 3 idle timeouts`);
+            let shortest = Infinity;
+            for (const client of clients) {
+                const times = client.requests.filter((request) => request.at >= idleStart).map((request) => request.at);
+                for (let index = 1; index < times.length; index += 1) shortest = Math.min(shortest, times[index] - times[index - 1]);
+            }
+            console.log(`${title}: ${perMutation.toFixed(2)} origin requests per mutation, ${idleRequests} idle in ${3 * timeout} s, shortest idle re-poll ${shortest} ms`);
+            assert.ok(shortest >= 0.75 * timeout * 1000, `a client re-polled after ${shortest} ms`);
+        } finally {
+            await Promise.all(clients.map((client) => client.subscription.unsubscribe()));
+        }
+    });
+});
+
+collapsing("through nginx (deploy/nginx/changeserver.conf)", "nginx", startNginx, 2000, availableParallelism());
+// Varnish's waiting list is one per object, whatever its threads.
+collapsing("through Varnish (deploy/varnish/changeserver.vcl)", "varnishd", startVarnish, 500, 1);
+
+/** A text/event-stream read with node's http client: resolves once the headers arrived; `events` fills up. */
+function openStream(url, headers = {}) {
+    return new Promise((resolve, reject) => {
+        const request = http.get(url, { headers: { Accept: "text/event-stream", ...headers } }, (response) => {
+            const stream = { status: response.status ?? response.statusCode, headers: response.headers, events: [], comments: 0, ended: false, request };
+            let pending = "";
+            response.setEncoding("utf8");
+            response.on("data", (text) => {
+                pending += text;
+                let blank;
+                while ((blank = pending.indexOf("\n\n")) >= 0) {
+                    const block = pending.slice(0, blank);
+                    pending = pending.slice(blank + 2);
+                    const fields = {};
+                    for (const line of block.split("\n")) {
+                        if (line.startsWith(":")) continue;
+                        const colon = line.indexOf(":");
+                        fields[line.slice(0, colon)] = line.slice(colon + 1).replace(/^ /, "");
+                    }
+                    if (fields.data === undefined) stream.comments += 1;
+                    else stream.events.push({ name: fields.event, id: fields.id, body: JSON.parse(fields.data) });
+                }
+            });
+            response.on("end", () => (stream.ended = true));
+            response.on("error", () => {});
+            resolve(stream);
+        });
+        request.on("error", reject);
+    });
+}
+
+describe("streams through nginx (deploy/nginx/changeserver.conf)", { skip: missing }, () => {
+    let server;
+    let front;
+    before(async () => {
+        server = await startServer();
+        front = await startNginx(server.port);
+    });
+    after(async () => {
+        await front?.stop();
+        await server?.stop();
+    });
+
+    test("events arrive unbuffered and in order, resume with Last-Event-ID, and end with gone", { timeout: 60000 }, async () => {
+        const name = `streamed-${seed()}`;
+        const first = (await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s" }] })).body.version;
+        const stream = await openStream(`${front.url}/v1/collections/${name}/changes?since=${first}`);
+        assert.equal(stream.status, 200);
+        assert.equal(stream.headers["content-type"], "text/event-stream; charset=utf-8");
+        assert.equal(stream.headers["x-cache-status"], undefined, "a stream never goes through the cache");
+        let version = first;
+        for (let index = 0; index < 20; index += 1) {
+            const answer = await call(server.url, "PUT", `/v1/collections/${name}/items/i${index}`, { data: index });
+            version = answer.body.version;
+            // Unbuffered: each event is through nginx long before the next mutation.
+            await until(() => stream.events.at(-1)?.id === version, 5, `event ${index} through nginx`);
+        }
+        let at = first;
+        for (const event of stream.events) {
+            assert.equal(event.name, "changes");
+            assert.equal(event.body.from, at);
+            at = event.id;
+        }
+        stream.request.destroy();
+        const lastSeen = at;
+        await call(server.url, "PUT", `/v1/collections/${name}/items/late`, { data: 1 });
+        const resumed = await openStream(`${front.url}/v1/collections/${name}/changes`, { "Last-Event-ID": lastSeen });
+        await until(() => resumed.events.length === 1, 5, "the catch-up event");
+        assert.equal(resumed.events[0].body.from, lastSeen);
+        assert.equal((await call(server.url, "DELETE", `/v1/collections/${name}`)).status, 204);
+        await until(() => resumed.ended, 5, "the end of the stream");
+        assert.equal(resumed.events.at(-1).name, "gone");
+        assert.equal(resumed.events.at(-1).body.error.code, "collection_deleted");
+    });
+});

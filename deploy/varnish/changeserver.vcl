@@ -1,0 +1,54 @@
+vcl 4.1;
+
+# ChangeServer behind Varnish: a shared cache in front of the change feed (README, "The feed through HTTP
+# caches"). Replace __HOST__ and __PORT__ with the server's address (scripts/varnish-front.sh does, and runs it).
+#
+# Identical concurrent polls wait on Varnish's waiting list for the one request that goes to the server, and are
+# all woken when its answer lands (nginx's cache lock instead re-checks every 500 ms). Answers are kept as the
+# server marks them (Cache-Control: public, max-age=60 for changes, 2 s for empty answers, resets and 410s);
+# nothing is ever served stale, since a stale empty answer would make a client poll again at once. Requests with
+# Authorization (--read-token: answers are private, no-store) and streams (Accept: text/event-stream) bypass the
+# cache; everything else is passed through.
+
+backend changeserver {
+    .host = "__HOST__";
+    .port = "__PORT__";
+    .connect_timeout = 5s;
+    # A held poll lasts up to 300 s (plus up to 1 s of jitter).
+    .first_byte_timeout = 330s;
+    # Streams send a heartbeat every 15 s.
+    .between_bytes_timeout = 60s;
+}
+
+sub vcl_recv {
+    if (req.url ~ "^/v1/(collections|views)/[^/]+/changes(\?|$)" && (req.method == "GET" || req.method == "HEAD")) {
+        if (req.http.Accept ~ "(?i)text/event-stream") {
+            return (pipe);
+        }
+        if (req.http.Authorization) {
+            return (pass);
+        }
+        return (hash);
+    }
+    return (pass);
+}
+
+sub vcl_pipe {
+    # One stream per backend connection, closed with it.
+    set bereq.http.Connection = "close";
+}
+
+sub vcl_backend_response {
+    if (bereq.url ~ "^/v1/(collections|views)/[^/]+/changes(\?|$)") {
+        set beresp.grace = 0s;
+        set beresp.keep = 0s;
+    }
+}
+
+sub vcl_deliver {
+    if (obj.hits > 0) {
+        set resp.http.X-Cache = "HIT";
+    } else {
+        set resp.http.X-Cache = "MISS";
+    }
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs Debian's nginx in front of a ChangeServer with the shipped configuration (deploy/nginx/changeserver.conf):
+#
+#   scripts/nginx-front.sh --upstream HOST:PORT --listen PORT --dir DIR
+#
+# writes a complete DIR/nginx.conf around that file (cache, temp, log and pid files all in DIR), checks it with
+# `nginx -t`, then becomes nginx in the foreground (exec: the script's PID is nginx's master, SIGTERM stops it,
+# the script exits when nginx does). The tests, the benchmarks and developers all start the cache this way.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+upstream="" listen="" dir=""
+usage() { echo "usage: $0 --upstream HOST:PORT --listen PORT --dir DIR" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --upstream) upstream="${2:-}"; shift 2 ;;
+        --listen) listen="${2:-}"; shift 2 ;;
+        --dir) dir="${2:-}"; shift 2 ;;
+        *) usage ;;
+    esac
+done
+[ -n "$upstream" ] && [ -n "$listen" ] && [ -n "$dir" ] || usage
+[[ "$upstream" =~ ^[^[:space:]/\;]+:[0-9]+$ ]] || { echo "--upstream must be HOST:PORT" >&2; exit 2; }
+[[ "$listen" =~ ^([^[:space:]/\;]+:)?[0-9]+$ ]] || { echo "--listen must be PORT or ADDRESS:PORT" >&2; exit 2; }
+nginx_binary="$(command -v nginx || echo /usr/sbin/nginx)"
+[ -x "$nginx_binary" ] || { echo "nginx is not installed (scripts/install-deps.sh installs it)" >&2; exit 1; }
+
+mkdir -p "$dir/cache" "$dir/temp" "$dir/logs"
+dir="$(cd "$dir" && pwd)"
+# Run as root (CI, the tests), the workers would be `nobody` and could not write DIR: keep them root there.
+user_line=""
+[ "$(id -u)" -eq 0 ] && user_line="user root root;"
+
+sed -e "s|__UPSTREAM__|$upstream|g" -e "s|__LISTEN__|$listen|g" -e "s|__CACHE_DIR__|$dir/cache|g" \
+    "$here/deploy/nginx/changeserver.conf" >"$dir/changeserver.conf"
+cat >"$dir/nginx.conf" <<CONF
+# Written by scripts/nginx-front.sh; the server part is deploy/nginx/changeserver.conf.
+$user_line
+worker_processes auto;
+worker_rlimit_nofile 20000;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+
+events {
+    worker_connections 16000;
+}
+
+http {
+    client_body_temp_path $dir/temp/body;
+    proxy_temp_path $dir/temp/proxy;
+    fastcgi_temp_path $dir/temp/fastcgi;
+    uwsgi_temp_path $dir/temp/uwsgi;
+    scgi_temp_path $dir/temp/scgi;
+    log_format changeserver '\$remote_addr [\$time_local] "\$request" \$status \$body_bytes_sent '
+                            'cache=\$upstream_cache_status time=\$request_time upstream=\$upstream_response_time';
+    access_log $dir/logs/access.log changeserver buffer=64k flush=1s;
+    default_type application/octet-stream;
+    keepalive_timeout 75s;
+    keepalive_requests 100000;
+    include $dir/changeserver.conf;
+}
+CONF
+"$nginx_binary" -t -q -p "$dir" -c "$dir/nginx.conf"
+exec "$nginx_binary" -p "$dir" -c "$dir/nginx.conf" -g "daemon off;"
