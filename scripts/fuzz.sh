@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 out=.build/fuzz
 mkdir -p "$out/corpus"
-flags=(-sanitize=fuzzer,address -parse-as-library -O -g -swift-version 6)
+flags=(-sanitize=fuzzer,address -parse-as-library -O -g -swift-version 6 -package-name ChangeServer)
 mapfile -t model < <(find Sources/Model -name '*.swift' | sort)
 mapfile -t server < <(find Sources/ChangeServer -name '*.swift' ! -name main.swift | sort)
 nice -n 5 swiftc "${flags[@]}" -module-name Model -emit-module -emit-module-path "$out/Model.swiftmodule" \
