@@ -15,7 +15,7 @@ FROM swift:6.3-bookworm AS build
 
 RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
     && apt-get -q update \
-    && apt-get -q install -y --no-install-recommends libmicrohttpd-dev libjansson-dev libpq-dev pkg-config \
+    && apt-get -q install -y --no-install-recommends libmicrohttpd-dev libpq-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /build
@@ -27,7 +27,7 @@ RUN swift package resolve
 
 COPY . .
 
-# --static-swift-stdlib: the Swift runtime and Foundation go into the binary; only libmicrohttpd, jansson and
+# --static-swift-stdlib: the Swift runtime and Foundation go into the binary; only libmicrohttpd, libpq and
 # glibc/libstdc++ stay dynamic.
 RUN --mount=type=cache,target=/build/.build \
     swift build -c release --static-swift-stdlib --product ChangeServer \
@@ -38,11 +38,11 @@ RUN --mount=type=cache,target=/build/.build \
 # ---- run --------------------------------------------------------------------------------------------------
 FROM debian:bookworm-slim
 
-# libmicrohttpd12, libjansson4 and libpq5 are the runtime halves of the -dev packages above. No curl: the health
+# libmicrohttpd12 and libpq5 are the runtime halves of the -dev packages above. No curl: the health
 # check below speaks HTTP through bash's /dev/tcp.
 RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
     && apt-get -q update \
-    && apt-get -q install -y --no-install-recommends libmicrohttpd12 libjansson4 libpq5 \
+    && apt-get -q install -y --no-install-recommends libmicrohttpd12 libpq5 \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system changeserver \

@@ -14,11 +14,10 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-        .systemLibrary(name: "CJansson", pkgConfig: "jansson", providers: [.apt(["libjansson-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "Model"),
         .target(name: "ChangeFeedClient", dependencies: ["Model"]),
-        .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CJansson", "CPostgres"]),
+        .executableTarget(name: "ChangeServer", dependencies: ["Model", "CHTTPD", "CPostgres"]),
         .executableTarget(name: "Bench", dependencies: ["Model"]),
         .executableTarget(name: "Load"),
         .executableTarget(name: "BareHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),

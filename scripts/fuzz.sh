@@ -8,16 +8,18 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 out=.build/fuzz
 mkdir -p "$out/corpus"
-flags=(-sanitize=fuzzer,address -parse-as-library -O -g -swift-version 6)
+flags=(-sanitize=fuzzer,address -parse-as-library -O -g -swift-version 6 -package-name ChangeServer)
 mapfile -t model < <(find Sources/Model -name '*.swift' | sort)
 mapfile -t server < <(find Sources/ChangeServer -name '*.swift' ! -name main.swift | sort)
 nice -n 5 swiftc "${flags[@]}" -module-name Model -emit-module -emit-module-path "$out/Model.swiftmodule" \
     -emit-library -static -o "$out/libModel.a" "${model[@]}"
-nice -n 5 swiftc "${flags[@]}" -module-name ChangeServer -I "$out" -L "$out" -lModel \
-    -Xcc -fmodule-map-file=Sources/CHTTPD/module.modulemap -Xcc -fmodule-map-file=Sources/CJansson/module.modulemap \
-    -Xcc -fmodule-map-file=Sources/CPostgres/module.modulemap \
-    $(pkg-config --cflags-only-I libmicrohttpd jansson libpq | sed 's/-I/-Xcc -I/g') \
-    -lmicrohttpd -ljansson -lpq -o "$out/fuzz-request" "${server[@]}" Fuzz/RequestFuzz.swift
+# The C modules (Sources/C*/module.modulemap) and the system libraries Package.swift names for them.
+modules=()
+for map in Sources/C*/module.modulemap; do modules+=(-Xcc "-fmodule-map-file=$map"); done
+mapfile -t libraries < <(sed -n 's/.*pkgConfig: "\([^"]*\)".*/\1/p' Package.swift)
+nice -n 5 swiftc "${flags[@]}" -module-name ChangeServer -I "$out" -L "$out" -lModel "${modules[@]}" \
+    $(pkg-config --cflags-only-I "${libraries[@]}" | sed 's/-I/-Xcc -I/g') $(pkg-config --libs "${libraries[@]}") \
+    -o "$out/fuzz-request" "${server[@]}" Fuzz/RequestFuzz.swift
 # Leaks are reported by the server's own tests; libFuzzer's leak check would flag the app kept for all inputs.
 data="$(mktemp -d)"
 trap 'rm -rf "$data"' EXIT

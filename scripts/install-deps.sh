@@ -5,7 +5,7 @@ set -euo pipefail
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    libmicrohttpd-dev libjansson-dev libpq-dev postgresql-15 pkg-config curl nodejs chromium chromium-driver nginx \
+    libmicrohttpd-dev libpq-dev postgresql-15 pkg-config curl nodejs chromium chromium-driver nginx \
     varnish >/dev/null
 python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/requirements-test.txt"
 # The web client's tests (Tests/ChangeServerTests/WebClientTests.swift): node runs its unit tests, Debian's

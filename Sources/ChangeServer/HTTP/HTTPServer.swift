@@ -353,6 +353,8 @@ final class HTTPServer: @unchecked Sendable {
     /// and a bare `500` without extra headers is queued instead; if even that fails the connection is closed, so
     /// that a client never waits for an answer that will not come.
     private func finish(_ exchange: Exchange, _ response: SharedResponse) -> MHD_Result {
+        // The body has served its purpose once the answer is decided: its budget is free for the next request.
+        releaseBody(of: exchange)
         if response.isComplete, fits(response, on: exchange), response.queue(on: exchange.connection) {
             handler?.didRespond(exchange, status: response.status)
             return .YES
@@ -377,6 +379,12 @@ final class HTTPServer: @unchecked Sendable {
         return bytes + response.headerBytes + Self.poolBytesAdded <= options.connectionMemory
     }
 
+    private func releaseBody(of exchange: Exchange) {
+        options.bodyBudget.release(exchange.reservedBodyBytes)
+        exchange.reservedBodyBytes = 0
+        exchange.request.body = []
+    }
+
     /// Pool bytes MHD spends on each request header or query argument besides its text.
     static let poolBytesPerValue = 64
     /// Pool bytes MHD adds to a response's headers (status line, Date, Content-Length, the blank line), with a
@@ -396,7 +404,7 @@ final class HTTPServer: @unchecked Sendable {
         context.pointee = nil
         let server = Unmanaged<HTTPServer>.fromOpaque(opaqueServer).takeUnretainedValue()
         server.inFlight -= 1
-        server.options.bodyBudget.release(exchange.reservedBodyBytes)
+        server.releaseBody(of: exchange)
         server.unwatch(exchange)
     }
 

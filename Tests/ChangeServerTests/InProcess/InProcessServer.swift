@@ -1,4 +1,3 @@
-import CJansson
 import Foundation
 import Model
 import Testing
@@ -12,11 +11,7 @@ final class InProcessServer {
     let app: App
     let directory: String
 
-    /// jansson seeds its hash function lazily, which is not thread-safe: once, before any request.
-    private static let seeded: Void = { json_object_seed(0) }()
-
     init(_ arguments: [String] = [], recordLimit: Int = JournalFormat.maximumPayload) throws {
-        Self.seeded
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("inprocess-\(UUID().uuidString)").path
         let config = try #require(
             try Config.parse(
