@@ -34,8 +34,8 @@ enum Lifecycle {
             let app = try App.open(config: config, logger: logger)
             var port = config.port
             let perLoop = (config.maxConnections + loops - 1) / loops
-            for _ in 0..<loops {
-                let listener = try Listener.open(host: config.host, port: port)
+            for loop in 0..<loops {
+                let listener = try Listener.open(host: config.host, port: port, joining: loop > 0)
                 port = listener.port
                 let server = try HTTPServer(
                     listener: listener,

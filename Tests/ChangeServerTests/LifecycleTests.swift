@@ -21,6 +21,19 @@ import Testing
         #expect(server.log.contains("stopped"))
     }
 
+    /// Every loop binds with SO_REUSEPORT; a second server on a taken port must refuse to start, not share it.
+    @Test func aSecondServerOnATakenPortRefusesToStart() throws {
+        let first = try ServerProcess()
+        do {
+            let second = try ServerProcess(["--port", "\(first.port)"])
+            _ = second.stop()
+            Issue.record("a second server started on port \(first.port)")
+        } catch {
+            #expect("\(error)".contains("another process listens on that port"), "\(error)")
+        }
+        #expect(try first.client.get("/healthz").status == 200)
+    }
+
     @Test func idleKeepAliveConnectionsDoNotDelayTheStop() throws {
         let server = try ServerProcess()
         let idle = try HTTPConnection(port: server.port)

@@ -9,7 +9,11 @@ enum Listener {
     }
 
     /// Binds `host:port` (an IPv4 or IPv6 literal, or a name), with a backlog fit for many held polls.
-    static func open(host: String, port: Int) throws(StartupError) -> Bound {
+    ///
+    /// Every event loop binds the port with `SO_REUSEPORT`, which would also let a second server started on the
+    /// same port by the same user share it silently and take half of the connections. So the first loop's bind
+    /// (`joining` false) first checks that nobody listens there yet.
+    static func open(host: String, port: Int, joining: Bool) throws(StartupError) -> Bound {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -29,6 +33,10 @@ enum Listener {
                 lastError = String(cString: strerror(errno))
                 continue
             }
+            if !joining, port != 0, let problem = inUse(info.pointee) {
+                close(descriptor)
+                throw StartupError("cannot listen on \(host):\(port): \(problem)")
+            }
             var one: Int32 = 1
             setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             // Each event loop listens on a socket of its own on the same port; the kernel spreads connections.
@@ -42,6 +50,17 @@ enum Listener {
             return Bound(descriptor: descriptor, port: boundPort(descriptor) ?? port)
         }
         throw StartupError("cannot listen on \(host):\(port): \(lastError)")
+    }
+
+    /// Why the address cannot be bound by a socket that does not share its port (it is in use), or nil.
+    private static func inUse(_ info: addrinfo) -> String? {
+        let probe = socket(info.ai_family, info.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { return nil }
+        defer { close(probe) }
+        var one: Int32 = 1
+        setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(probe, info.ai_addr, info.ai_addrlen) != 0, errno == EADDRINUSE else { return nil }
+        return "another process listens on that port"
     }
 
     private static func boundPort(_ descriptor: Int32) -> Int? {
