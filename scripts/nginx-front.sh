@@ -25,12 +25,15 @@ nginx_binary="$(command -v nginx || echo /usr/sbin/nginx)"
 [ -x "$nginx_binary" ] || { echo "nginx is not installed (scripts/install-deps.sh installs it)" >&2; exit 1; }
 
 mkdir -p "$dir/cache" "$dir/temp" "$dir/logs"
+# A socket left by an nginx that did not exit cleanly would keep the second tier from listening.
+rm -f "$dir/collapse.sock"
 dir="$(cd "$dir" && pwd)"
 # Run as root (CI, the tests), the workers would be `nobody` and could not write DIR: keep them root there.
 user_line=""
 [ "$(id -u)" -eq 0 ] && user_line="user root root;"
 
 sed -e "s|__UPSTREAM__|$upstream|g" -e "s|__LISTEN__|$listen|g" -e "s|__CACHE_DIR__|$dir/cache|g" \
+    -e "s|__COLLAPSE_SOCKET__|$dir/collapse.sock|g" \
     "$here/deploy/nginx/changeserver.conf" >"$dir/changeserver.conf"
 cat >"$dir/nginx.conf" <<CONF
 # Written by scripts/nginx-front.sh; the server part is deploy/nginx/changeserver.conf.
