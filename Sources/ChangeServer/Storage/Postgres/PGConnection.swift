@@ -49,12 +49,8 @@ final class PGConnection {
     ///   check `isBroken`).
     @discardableResult
     func execute(_ sql: String, _ parameters: [PGParameter] = []) throws(StorageError) -> PGResult {
-        let encoded = parameters.map(\.encoded)
-        let types = parameters.map(\.type)
-        let lengths = encoded.map { Int32($0?.count ?? 0) }
-        let formats = [Int32](repeating: 1, count: parameters.count)
-        let result = withBuffers(encoded) { pointers in
-            PQexecParams(handle, sql, Int32(parameters.count), types, pointers, lengths, formats, 1)
+        let result = withParameters(parameters) { count, types, values, lengths, formats in
+            PQexecParams(handle, sql, count, types, values, lengths, formats, 1)
         }
         guard let result else { throw .unavailable(reason: errorMessage) }
         let status = PQresultStatus(result)
@@ -64,6 +60,56 @@ final class PGConnection {
             throw .unavailable(reason: reason)
         }
         return PGResult(result)
+    }
+
+    /// Sends `statements` together and reads their results (libpq's pipeline mode): one round trip instead of one
+    /// each. One outcome per statement, in order. After a statement fails, PostgreSQL skips the rest (their
+    /// outcome is that failure too); a statement whose result never came (the connection broke) fails with the
+    /// connection's message: check `isBroken`.
+    func pipeline(_ statements: [(sql: String, parameters: [PGParameter])]) -> [Result<PGResult, StorageError>] {
+        let broken = { [self] in
+            [Result<PGResult, StorageError>](
+                repeating: .failure(.unavailable(reason: errorMessage)), count: statements.count)
+        }
+        guard PQenterPipelineMode(handle) == 1 else { return broken() }
+        defer { PQexitPipelineMode(handle) }
+        for statement in statements {
+            let sent = withParameters(statement.parameters) { count, types, values, lengths, formats in
+                PQsendQueryParams(handle, statement.sql, count, types, values, lengths, formats, 1)
+            }
+            guard sent == 1 else { return broken() }
+        }
+        guard PQpipelineSync(handle) == 1 else { return broken() }
+        var outcomes: [Result<PGResult, StorageError>] = []
+        var firstFailure: StorageError?
+        for _ in statements {
+            guard let result = PQgetResult(handle) else { break }
+            // Each statement's results end with a NULL.
+            while let extra = PQgetResult(handle) { PQclear(extra) }
+            let status = PQresultStatus(result)
+            if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
+                outcomes.append(.success(PGResult(result)))
+                continue
+            }
+            let failure = status == PGRES_PIPELINE_ABORTED
+                ? firstFailure ?? .unavailable(reason: "skipped after an earlier statement failed")
+                : StorageError.unavailable(reason: Self.message(PQresultErrorMessage(result)))
+            PQclear(result)
+            firstFailure = firstFailure ?? failure
+            outcomes.append(.failure(failure))
+        }
+        if outcomes.count < statements.count {
+            let failure = StorageError.unavailable(reason: errorMessage)
+            outcomes += Array(repeating: .failure(failure), count: statements.count - outcomes.count)
+            return outcomes
+        }
+        // The end of the pipeline (PGRES_PIPELINE_SYNC), after which the connection takes statements again.
+        while let result = PQgetResult(handle) {
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        return outcomes
     }
 
     /// Reads what arrived on the socket and returns the notifications received: `(channel, payload)`.
@@ -168,6 +214,20 @@ private func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>
     let copies = strings.map { strdup($0) }
     defer { for copy in copies { free(copy) } }
     return body(copies.map { UnsafePointer($0) } + [nil])
+}
+
+/// Calls `body` with the parameters as libpq takes them (count, types, values, lengths, formats: all binary),
+/// valid for the call.
+private func withParameters<R>(
+    _ parameters: [PGParameter],
+    _ body: (Int32, [UInt32], [UnsafePointer<CChar>?], [Int32], [Int32]) -> R
+) -> R {
+    let encoded = parameters.map(\.encoded)
+    let lengths = encoded.map { Int32($0?.count ?? 0) }
+    let formats = [Int32](repeating: 1, count: parameters.count)
+    return withBuffers(encoded) { values in
+        body(Int32(parameters.count), parameters.map(\.type), values, lengths, formats)
+    }
 }
 
 /// Calls `body` with pointers to each buffer's bytes (nil for NULL), valid for the call.

@@ -239,6 +239,10 @@ final class PostgresJournal: Journal {
     /// Commits `batch` in one transaction; returns whether it committed. Otherwise every record of it that was not
     /// seen committed by the follower is reported not durable, except when the connection broke during `COMMIT`:
     /// those are returned, to be resolved on the next connection.
+    ///
+    /// Two round trips (libpq's pipeline mode): `BEGIN` and the appends, which tell each collection's sequences;
+    /// then `COMMIT` and the wake-up. `COMMIT` is never sent with the appends: were the connection to break after
+    /// it, the sequences the records got would be unknown, and they could not be resolved.
     private func commit(_ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection)
         -> (committed: Bool, unanswered: [Range])
     {
@@ -246,44 +250,52 @@ final class PostgresJournal: Journal {
         var byCollection: [String: [SequencedDelivery.Local]] = [:]
         for record in batch { byCollection[record.collection, default: []].append(record.local) }
         let names = byCollection.keys.sorted()
-        var assigned: [(name: String, first: Int64, count: Int)] = []
+        var assigned: [Range] = []
+        let appends = names.map { name in
+            let records = byCollection[name] ?? []
+            return (
+                sql: PostgresSchema.append,
+                parameters: [PGParameter.text(name), .int64(Int64(records.count)), .byteArrays(records.map(\.record))]
+            )
+        }
+        let appended = connection.pipeline([(sql: "BEGIN", parameters: [])] + appends)
         do throws(StorageError) {
-            try connection.execute("BEGIN")
-            for name in names {
+            for (name, outcome) in zip(names, appended.dropFirst()) {
                 let records = byCollection[name] ?? []
-                let result = try connection.execute(
-                    PostgresSchema.append,
-                    [.text(name), .int64(Int64(records.count)), .byteArrays(records.map(\.record))])
-                let first = result.int64(0, 0) - Int64(records.count) + 1
-                delivery.register(name, first: first, records)
+                let first = try outcome.get().int64(0, 0) - Int64(records.count) + 1
                 assigned.append((name, first, records.count))
             }
-            do throws(StorageError) {
-                try connection.execute("COMMIT")
-            } catch {
-                guard connection.isBroken else { throw error }
-                logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
-                return (false, assigned)
-            }
+            _ = try appended[0].get()
         } catch {
             logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
             if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
-            var failed: [SequencedDelivery.Local] = []
-            for range in assigned { failed += delivery.abandon(range.name, first: range.first, count: range.count) }
-            for name in names where !assigned.contains(where: { $0.name == name }) {
-                failed += byCollection[name] ?? []
-            }
-            for record in failed { record.done(false) }
+            for record in batch { record.local.done(false) }
             return (false, [])
         }
-        metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
         // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
         // notifying transaction of the database shares, and inside the records' transaction it would be held
         // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
         // others until their next catch-up.
+        let committed = connection.pipeline([
+            (sql: "COMMIT", parameters: []),
+            (sql: PostgresSchema.notify, parameters: [.text(PostgresSchema.channel), .text(payload(assigned))]),
+        ])
         do throws(StorageError) {
-            try connection.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text(payload(assigned))])
+            _ = try committed[0].get()
         } catch {
+            guard connection.isBroken else {
+                logger.error("a PostgreSQL transaction of \(batch.count) records failed at COMMIT: \(error)")
+                var failed: [SequencedDelivery.Local] = []
+                for range in assigned { failed += delivery.abandon(range.name, first: range.first, count: range.count) }
+                for record in failed { record.done(false) }
+                return (false, [])
+            }
+            logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
+            return (false, assigned)
+        }
+        metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        if case .failure(let error) = committed[1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
         var behind: [String] = []
@@ -300,7 +312,7 @@ final class PostgresJournal: Journal {
     /// The notification: this server's origin, then `key:lastSeq` for each collection or view (keys never hold
     /// spaces); `*` instead when that would not fit in a payload (under 8000 bytes), which makes readers compare
     /// every collection.
-    private func payload(_ assigned: [(name: String, first: Int64, count: Int)]) -> String {
+    private func payload(_ assigned: [Range]) -> String {
         let entries = assigned.map { "\($0.name):\($0.first + Int64($0.count) - 1)" }
         let text = ([origin] + entries).joined(separator: " ")
         return text.utf8.count < 7000 ? text : origin + " *"
