@@ -104,11 +104,21 @@ final class App: Sendable {
         config.corsOrigins.contains(origin) || config.corsOrigins.contains("*")
     }
 
-    /// Routes a complete request; returns the route template it matched (for metrics) and what to do.
-    func handle(_ request: Request, on connection: Connection) -> (route: String, result: RouteResult) {
+    /// Routes a complete request; returns the route template it matched (for metrics) and what to do. `screened`
+    /// is the route `screen` found from the request's headers, when it was screened: the route, method,
+    /// authorization and media type are not checked twice, only the server's state, which may have changed since.
+    func handle(_ request: Request, screened: Route? = nil, on connection: Connection)
+        -> (route: String, result: RouteResult)
+    {
         var template = "unmatched"
         do throws(HTTPError) {
-            let route = try check(request)
+            let route: Route
+            if let screened {
+                if request.method != "OPTIONS", currentState != .serving { throw .shuttingDown }
+                route = screened
+            } else {
+                route = try check(request)
+            }
             template = route.template
             if request.method == "OPTIONS" {
                 var response = preflight(request, route)
@@ -122,13 +132,15 @@ final class App: Sendable {
     }
 
     /// What can be decided from a request's headers alone, before its body is read: the route, the method, the
-    /// server's state, authorization and the media type. The route template (for metrics) and the refusal, if any.
-    func screen(_ request: Request) -> (route: String, refusal: Response?) {
+    /// server's state, authorization and the media type. The route when the request passed (for `handle`), the
+    /// route template (for metrics) and the refusal, if any.
+    func screen(_ request: Request) -> (passed: Route?, template: String, refusal: Response?) {
         do throws(HTTPError) {
-            return (try check(request).template, nil)
+            let route = try check(request)
+            return (route, route.template, nil)
         } catch {
-            let route = (try? Route.match(request.path))?.map(\.template) ?? "unmatched"
-            return (route, errorResponse(error, request))
+            let template = (try? Route.match(request.path))?.map(\.template) ?? "unmatched"
+            return (nil, template, errorResponse(error, request))
         }
     }
 
@@ -144,7 +156,7 @@ final class App: Sendable {
         }
         if currentState != .serving { throw .shuttingDown }
         try authorize(request, route)
-        if ["PUT", "POST"].contains(request.method) { try checkContentType(request) }
+        if request.method == "PUT" || request.method == "POST" { try checkContentType(request) }
         return route
     }
 
@@ -206,9 +218,9 @@ final class App: Sendable {
     /// token is set. With only a read token, writes need it too: a server with any token is never writable
     /// anonymously. `/healthz` and the web client's files are always open: they hold no data.
     private func authorize(_ request: Request, _ route: Route) throws(HTTPError) {
-        guard route != .health else { return }
+        guard config.readToken != nil || config.writeToken != nil, route != .health else { return }
         if case .asset = route { return }
-        let isWrite = !["GET", "HEAD"].contains(request.method)
+        let isWrite = request.method != "GET" && request.method != "HEAD"
         let accepted: [String]
         if isWrite {
             accepted = config.writeToken.map { [$0] } ?? config.readToken.map { [$0] } ?? []
@@ -227,7 +239,8 @@ final class App: Sendable {
     }
 
     private func checkContentType(_ request: Request) throws(HTTPError) {
-        guard let contentType = request.header("Content-Type") else { return }
+        // The usual value is accepted without splitting or lowercasing it.
+        guard let contentType = request.header("Content-Type"), contentType != "application/json" else { return }
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
             String($0).trimmingSpaces().lowercased()
         }

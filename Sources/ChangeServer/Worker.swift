@@ -37,8 +37,9 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     }
 
     func screen(_ exchange: Exchange) -> Response? {
-        let (route, refusal) = app.screen(exchange.request)
-        exchange.route = route
+        let (passed, template, refusal) = app.screen(exchange.request)
+        exchange.route = template
+        exchange.screenedRoute = passed
         return refusal
     }
 
@@ -57,7 +58,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     }
 
     func handle(_ exchange: Exchange) -> HandlerResult {
-        let (route, result) = app.handle(exchange.request, on: ExchangeConnection(exchange, on: self))
+        let (route, result) = app.handle(
+            exchange.request, screened: exchange.screenedRoute, on: ExchangeConnection(exchange, on: self))
         exchange.route = route
         switch result {
         case .respond(let response): return .respond(response)

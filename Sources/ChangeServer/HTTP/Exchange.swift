@@ -23,6 +23,8 @@ final class Exchange {
     var watchedDescriptor: Int32?
     /// The route template, for metrics (set once routed).
     var route = "unmatched"
+    /// The route the handler's screening of the headers let through, so that it is not matched twice.
+    var screenedRoute: Route?
     /// The response for a suspended exchange, queued when MHD calls the handler again after the resume.
     var pendingResponse: SharedResponse?
     var isSuspended = false

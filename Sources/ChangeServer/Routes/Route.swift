@@ -1,3 +1,5 @@
+import Glibc
+
 /// The resources of API.md, matched from a request path.
 enum Route: Equatable {
     case health
@@ -46,19 +48,17 @@ enum Route: Equatable {
     /// Matches a raw (percent-encoded) path. Nil for a path that names no resource; a `400` for a malformed
     /// segment or an invalid collection name.
     static func match(_ path: String) throws(HTTPError) -> Route? {
-        let bytes = path.utf8
-        let assetPath = bytes.count > 1 && bytes.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
-        if App.assetPaths[assetPath] != nil { return .asset(assetPath) }
-        // Split on the bytes ("/" is ASCII), which costs far less than splitting on Characters: this runs for
-        // every request, twice (from the headers, and with the body).
-        var rawSegments = bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst()
-        if rawSegments.last?.isEmpty == true && rawSegments.count > 1 { rawSegments = rawSegments.dropLast() }
-        var segments: [String] = []
-        segments.reserveCapacity(rawSegments.count)
-        for raw in rawSegments {
-            guard let decoded = percentDecoded(Substring(raw)) else { throw .malformedPath }
-            segments.append(decoded)
+        var path = path
+        // Native strings already are; the byte loops below then run on a buffer, not through String's views.
+        path.makeContiguousUTF8()
+        guard let split = path.utf8.withContiguousStorageIfAvailable({ bytes in (isAPI(bytes), segments(of: bytes)) })
+        else { return nil }
+        // Collections and views are never the web client's files: those are looked up only for other paths.
+        if !split.0 {
+            let assetPath = path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
+            if App.assetPaths[assetPath] != nil { return .asset(assetPath) }
         }
+        guard let segments = split.1 else { throw .malformedPath }
         switch segments.count {
         case 1 where segments[0] == "healthz": return .health
         case 1 where segments[0] == "metrics": return .metrics
@@ -79,6 +79,37 @@ enum Route: Equatable {
         }
         guard isValidCollectionName(name) else { throw .invalidName }
         return route
+    }
+
+    /// Whether the path is under `/v1/collections` or `/v1/views`.
+    private static func isAPI(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        func starts(with prefix: StaticString) -> Bool {
+            guard let base = bytes.baseAddress, bytes.count >= prefix.utf8CodeUnitCount else { return false }
+            return memcmp(base, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
+        }
+        return starts(with: "/v1/collections") || starts(with: "/v1/views")
+    }
+
+    /// The path's segments between slashes, percent-decoded: the part before the first slash and one empty
+    /// segment at the end (a trailing slash) are dropped. Nil when a segment's escapes are malformed.
+    private static func segments(of bytes: UnsafeBufferPointer<UInt8>) -> [String]? {
+        var segments: [String] = []
+        segments.reserveCapacity(6)
+        var start: Int?
+        for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "/") {
+            defer { start = index + 1 }
+            guard let start else { continue }
+            let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
+            let text = String(decoding: raw, as: UTF8.self)
+            if raw.contains(UInt8(ascii: "%")) {
+                guard let decoded = percentDecoded(Substring(text)) else { return nil }
+                segments.append(decoded)
+            } else {
+                segments.append(text)
+            }
+        }
+        if segments.count > 1 && segments.last?.isEmpty == true { segments.removeLast() }
+        return segments
     }
 
     private static func matchView(_ segments: [String]) throws(HTTPError) -> Route? {

@@ -11,7 +11,8 @@ import Testing
         let headersOnly = Request(
             method: "PUT", path: "/v1/collections/c", headers: [("Content-Type", "application/json")])
         let unauthorized = server.app.screen(headersOnly)
-        #expect(unauthorized.route == "/v1/collections/{name}")
+        #expect(unauthorized.template == "/v1/collections/{name}")
+        #expect(unauthorized.passed == nil)
         #expect(unauthorized.refusal?.status == .unauthorized)
         var authorized = headersOnly
         authorized.headers.append(("authorization", "Bearer w"))
@@ -21,6 +22,24 @@ import Testing
         #expect(server.app.screen(Request(method: "GET", path: "/nowhere")).refusal?.status == .notFound)
         #expect(server.app.screen(Request(method: "POST", path: "/healthz")).refusal?.status == .methodNotAllowed)
         #expect(server.app.screen(Request(method: "GET", path: "/healthz")).refusal == nil)
+    }
+
+    /// A request screened from its headers is not checked again with its body, except for the server's state.
+    @Test func aScreenedRouteIsUsedAndTheStateCheckedAgain() throws {
+        let server = try InProcessServer()
+        let put = Request(
+            method: "PUT", path: "/v1/collections/c", headers: [("Content-Type", "application/json")],
+            body: Array(#"{"sections": [{"id": "s"}]}"#.utf8))
+        let screened = server.app.screen(put)
+        #expect(screened.passed == .collection("c"))
+        #expect(server.answer(put, screened: screened.passed).status == 201)
+        #expect(server.send("GET", "/v1/collections/c").status == 200)
+        #expect(
+            server.app.screen(Request(method: "GET", path: "/v1/client/changefeed.js")).passed
+                == .asset("/v1/client/changefeed.js"))
+        let late = server.app.screen(put)
+        server.app.shutDown()
+        #expect(server.answer(put, screened: late.passed).status == 503)
     }
 
     @Test func idsWithNULAreRefused() throws {

@@ -36,8 +36,13 @@ final class InProcessServer {
         let request = Request(
             method: method, path: String(parts.first ?? ""), query: query,
             headers: headers.map { (name: $0.0, value: $0.1) }, body: Array((body ?? "").utf8))
+        return answer(request)
+    }
+
+    /// Routes `request` (as screened from its headers when `screened` is set) and waits for its answer.
+    func answer(_ request: Request, screened: Route? = nil) -> Answer {
         let connection = RecordingConnection()
-        switch app.handle(request, on: connection).result {
+        switch app.handle(request, screened: screened, on: connection).result {
         case .respond(let response): return Answer(response)
         case .later: return connection.wait()
         case .stream(let start): return Answer(Response(.ok, headers: ServerSentEvents.headers, body: start.initial))
