@@ -145,20 +145,6 @@ final class SequencedDelivery: Sendable {
         }
     }
 
-    /// Starts `name` anew at `seq` (from a snapshot installed by the caller): held records up to it are dropped.
-    func restart(_ name: String, at seq: Int64) -> [Local] {
-        state.withLock { state in
-            var dropped: [Local] = []
-            for (held, value) in state.held[name] ?? [:] where held <= seq {
-                if case .local(let local, _) = value { dropped.append(local) }
-                state.held[name]?[held] = nil
-            }
-            state.applied[name] = seq
-            drain(name, &state)
-            return dropped
-        }
-    }
-
     /// Hands on every record of `name` that is next in order and committed.
     private func drain(_ name: String, _ state: inout State) {
         var next = (state.applied[name] ?? 0) + 1
