@@ -198,7 +198,10 @@ import Testing
         }
         #expect(directory.segments().isEmpty)
     }
+}
 
+/// The real server on a directory recovery has to repair.
+@Suite(.tags(.liveServer)) struct LiveRecoveryScaleTests {
     /// The real server on such a directory starts and serves what was acknowledged.
     @Test func serverStartsOnATornTailAndAnEmptyLeftoverSegment() throws {
         let path = try ServerProcess.temporaryDirectory()
