@@ -6,11 +6,12 @@ extension App {
     static func openOnPostgres(url: String, config: Config, logger: Logger) throws(StartupError) -> App {
         let metrics = Metrics()
         let registry = Registry()
-        let executor = Executor(
-            registry: registry, views: ViewRegistry(), limits: HistoryLimits(versions: config.history))
+        let views = ViewRegistry()
+        let executor = Executor(registry: registry, views: views, limits: HistoryLimits(versions: config.history))
         let applied = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
         let journal = try PostgresJournal(
-            url: url, applied: applied, snapshotBytes: config.snapshotBytes, logger: logger)
+            url: url, applied: applied, snapshotBytes: config.snapshotBytes,
+            viewSource: { name in views.entry(name)?.live.withLock { $0.definition.source } }, logger: logger)
         let feeds = FeedFanOut()
         let committer = Committer(
             executor: executor, journal: journal, lanes: Lanes(), snapshots: nil, metrics: metrics,
@@ -18,7 +19,9 @@ extension App {
         let app = App(config: config, logger: logger, metrics: metrics, registry: registry, committer: committer)
         feeds.connect(app)
         journal.start(applyingRemote: committer.applyRemote) { name, take in
-            committer.onLane(of: name) { take(registry.entry(name).map { entry in entry.content.withLock { $0 } }) }
+            committer.onLane(of: name) {
+                take((registry.entry(name).map { entry in entry.content.withLock { $0 } }, views.saved(feedingFrom: name)))
+            }
         }
         return app
     }

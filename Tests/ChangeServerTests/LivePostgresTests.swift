@@ -204,6 +204,62 @@ import Testing
         #expect(try fresh.client.get(feed).text == server.client.get(feed).text)
     }
 
+    /// A view is defined and redefined through A while its source is written through B: both servers hold the
+    /// same view versions, content and history (its records are sequenced with its source's), and so do servers
+    /// started afterwards from the snapshot B took of the source with its view and the records after it.
+    @Test func viewsHaveTheSameVersionsOnEveryServerAndAfterARestart() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("views")
+        let a = try ServerProcess(["--postgres", url])
+        let b = try ServerProcess(["--postgres", url, "--snapshot-bytes", "4096"])
+        #expect(try a.client.put("/v1/collections/tasks", ["sections": [["id": "s"]]]).status == 201)
+        #expect(try eventually { try b.client.get("/v1/collections/tasks").status == 200 })
+        let port = b.port
+        let failures = Mutex<[String]>([])
+        let writer = Thread {
+            for step in 0..<1500 {
+                let data: [String: Any] = ["p": step % 7, "g": step % 3]
+                do {
+                    let response = try Client(port: port).put("/v1/collections/tasks/items/t\(step % 40)", ["data": data])
+                    if !(200..<300).contains(response.status) {
+                        failures.withLock { $0.append("\(response.status) \(response.text)") }
+                    }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        writer.start()
+        for round in 0..<8 {
+            let definition: [String: Any] = [
+                "source": "tasks", "sectionBy": ["field": "/g"],
+                "sortBy": [["field": "/p", "order": round % 2 == 0 ? "asc" : "desc"]],
+            ]
+            let status = try a.client.put("/v1/views/board", definition).status
+            #expect(status == (round == 0 ? 201 : 200))
+            usleep(30_000)
+        }
+        while !writer.isFinished { usleep(10_000) }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(3))")
+        let onB = try b.client.get("/v1/views/board")
+        let settled = try eventually { try a.client.get("/v1/views/board").text == onB.text }
+        let onA = try a.client.get("/v1/views/board")
+        #expect(settled, "A: \(onA.text.prefix(300)) B: \(onB.text.prefix(300))")
+        let version = try #require(onB.object["version"] as? String)
+        let parts = version.split(separator: ".")
+        let (epoch, seq) = (String(parts[0]), Int(parts[1]) ?? 0)
+        #expect(seq > 8, "the source's writes moved the view: \(version)")
+        let cursors = [seq - 1, seq / 2, 1].map { "/v1/views/board/changes?since=\(epoch).\($0)&timeout=0" }
+        for cursor in cursors { #expect(try a.client.get(cursor).text == b.client.get(cursor).text, "\(cursor)") }
+
+        let snapshotted = try cluster.sql(
+            "SELECT count(*) FROM changeserver_snapshots WHERE collection = 'tasks'", database: "views")
+        #expect(snapshotted == "1\n", "B snapshotted the source with its view")
+        let fresh = try ServerProcess(["--postgres", url])
+        #expect(try fresh.client.get("/v1/views/board").text == onB.text)
+        for cursor in cursors { #expect(try fresh.client.get(cursor).text == b.client.get(cursor).text, "\(cursor)") }
+    }
+
     /// Waits up to 5 s for `condition`.
     private func eventually(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(5)

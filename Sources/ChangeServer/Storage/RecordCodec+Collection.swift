@@ -1,17 +1,28 @@
 import Model
 
 extension RecordCodec {
-    /// What orders an encoded record in a shared journal, read from its header without decoding the rest: the
-    /// collection's name, or `view:` and the view's name (no collection name holds a `:`); nil when the bytes are
-    /// not a record.
-    /// - Complexity: O(length of the name).
-    static func sequenceKey(of record: [UInt8]) -> String? {
+    /// What orders an encoded record in a shared journal: the collection's name; for a view's records, the name
+    /// of its source collection (the new source for a definition, the current one, `viewSource(view)`, for a
+    /// deletion), so that every server applies them at the same point of their source's records and reaches the
+    /// same view versions; `view:` and the view's name when a deleted view's source is unknown. Nil when the
+    /// bytes are not a record.
+    /// - Complexity: O(length of the name) for collections; a definition is decoded.
+    static func sequenceKey(of record: [UInt8], viewSource: (String) -> String?) -> String? {
         var reader = BinaryReader(record)
         do throws(BinaryReader.Malformed) {
             let kind = try reader.byte()
             let name = try reader.string()
-            return kind == Kind.defineView.rawValue || kind == Kind.deleteView.rawValue
-                ? LaneRouter.lane(ofView: name) : name
+            switch kind {
+            case Kind.defineView.rawValue:
+                guard case .defineView(_, _, let json, _) = try decode(record),
+                    let definition = try? ViewDefinition(json: json.bytes)
+                else { return nil }
+                return definition.source
+            case Kind.deleteView.rawValue:
+                return viewSource(name) ?? LaneRouter.lane(ofView: name)
+            default:
+                return name
+            }
         } catch {
             return nil
         }

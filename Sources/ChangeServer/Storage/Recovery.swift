@@ -15,6 +15,22 @@ enum Recovery {
         var bytesSinceSnapshot = 0
     }
 
+    /// Puts a snapshot's collections and views in place; a view's index is rebuilt from its source, which must be
+    /// in place already or in the same snapshot.
+    static func restore(_ snapshot: SnapshotFile.Contents, into executor: Executor) throws(StartupError) {
+        for collection in snapshot.collections {
+            _ = executor.registry.insert(CollectionEntry(name: collection.name, content: collection.content))
+        }
+        for view in snapshot.views {
+            guard let definition = try? ViewDefinition(json: view.definition.bytes) else {
+                throw StartupError("the snapshot's view \(view.name) has an invalid definition")
+            }
+            let source = executor.registry.entry(definition.source)?.content.withLock { $0 }
+            let live = LiveView(restoring: view.content, definition: definition, source: source)
+            executor.views.insert(ViewEntry(name: view.name, live: live), source: definition.source)
+        }
+    }
+
     static func run(_ directory: DataDirectory, executor: Executor, logger: Logger) throws(StartupError) -> Position {
         let started = MonotonicClock.now()
         var nextSegment: UInt64 = 1
@@ -26,17 +42,7 @@ enum Recovery {
             } catch {
                 throw StartupError("the snapshot \(directory.snapshotPath) is corrupt; refusing to start on wrong data")
             }
-            for collection in snapshot.collections {
-                _ = executor.registry.insert(CollectionEntry(name: collection.name, content: collection.content))
-            }
-            for view in snapshot.views {
-                guard let definition = try? ViewDefinition(json: view.definition.bytes) else {
-                    throw StartupError("the snapshot's view \(view.name) has an invalid definition")
-                }
-                let source = executor.registry.entry(definition.source)?.content.withLock { $0 }
-                let live = LiveView(restoring: view.content, definition: definition, source: source)
-                executor.views.insert(ViewEntry(name: view.name, live: live), source: definition.source)
-            }
+            try restore(snapshot, into: executor)
             nextSegment = snapshot.nextSegment
             fromSnapshot = snapshot.collections.count + snapshot.views.count
         }

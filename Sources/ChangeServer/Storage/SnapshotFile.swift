@@ -110,3 +110,14 @@ enum SnapshotFile {
         return nil
     }
 }
+
+extension ViewRegistry {
+    /// The views `source` feeds, as a snapshot keeps them; call it on the source's lane, where they change.
+    func saved(feedingFrom source: String) -> [SnapshotFile.SavedView] {
+        views(of: source).map { view in
+            view.live.withLock {
+                SnapshotFile.SavedView(name: view.name, definition: $0.definition.canonicalJSON, content: $0.collection)
+            }
+        }
+    }
+}

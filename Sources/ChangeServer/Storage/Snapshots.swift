@@ -52,12 +52,7 @@ final class Snapshots: Sendable {
             names: { registry.all().map(\.name) + views.sources },
             visit: { [registry, views] name in
                 let content = registry.entry(name)?.content.withLock { $0 }
-                let saved = views.views(of: name).map { view in
-                    view.live.withLock {
-                        SnapshotFile.SavedView(
-                            name: view.name, definition: $0.definition.canonicalJSON, content: $0.collection)
-                    }
-                }
+                let saved = views.saved(feedingFrom: name)
                 copies.withLock { copies in
                     if let content { copies.collections.append((name, content)) }
                     copies.views += saved

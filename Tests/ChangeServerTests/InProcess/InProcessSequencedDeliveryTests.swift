@@ -127,4 +127,19 @@ import Testing
         #expect(delivery.applied("c") == 0)
         #expect(output.handed.withLock { $0.isEmpty })
     }
+
+    /// A shared journal orders a view's records with its source's: a definition under its (new) source, a deletion
+    /// under the source the view has, and under `view:<name>` when that is unknown.
+    @Test func viewRecordsAreSequencedWithTheirSource() throws {
+        let sources = ["board": "tasks"]
+        let key = { (record: JournalRecord) in
+            RecordCodec.sequenceKey(of: RecordCodec.encode(record), viewSource: { sources[$0] })
+        }
+        #expect(key(.delete(collection: "tasks", conditions: .none)) == "tasks")
+        let definition = JSONData(canonical: Array(#"{"source":"other"}"#.utf8))
+        #expect(key(.defineView(view: "board", epoch: "e", definition: definition, conditions: .none)) == "other")
+        #expect(key(.deleteView(view: "board", conditions: .none)) == "tasks")
+        #expect(key(.deleteView(view: "gone", conditions: .none)) == "view:gone")
+        #expect(RecordCodec.sequenceKey(of: [0xFF], viewSource: { sources[$0] }) == nil)
+    }
 }

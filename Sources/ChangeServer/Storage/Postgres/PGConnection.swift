@@ -139,8 +139,6 @@ enum PGParameter {
     case bytes([UInt8])
     /// A `bytea[]` of one dimension.
     case byteArrays([[UInt8]])
-    /// A `bytea` NULL.
-    case nullBytes
 
     private static let byteaOID: UInt32 = 17
 
@@ -148,7 +146,7 @@ enum PGParameter {
         switch self {
         case .text: 25
         case .int64: 20
-        case .bytes, .nullBytes: Self.byteaOID
+        case .bytes: Self.byteaOID
         case .byteArrays: 1001
         }
     }
@@ -156,7 +154,6 @@ enum PGParameter {
     /// The value's bytes; nil for NULL.
     var encoded: [UInt8]? {
         switch self {
-        case .nullBytes: return nil
         case .text(let text): return Array(text.utf8)
         case .int64(let value): return bigEndian(UInt64(bitPattern: value))
         case .bytes(let bytes): return bytes

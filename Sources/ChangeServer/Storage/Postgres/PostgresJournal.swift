@@ -43,17 +43,24 @@ final class PostgresJournal: Journal {
     private let threads = Mutex<[JoinableThread]>([])
     /// Record bytes this server committed per collection after which it snapshots that collection.
     private let snapshotBytes: Int
-    /// Copies a collection's content on its lane (nil: it does not exist), handing it to the closure there.
-    private typealias Copier = @Sendable (String, @escaping @Sendable (VersionedCollection?) -> Void) -> Void
+    /// The source collection of a view, as this server has applied its records (nil: no such view).
+    private let viewSource: @Sendable (String) -> String?
+    /// What a snapshot of one sequence key holds: the collection of that name (nil: it does not exist) and the
+    /// views it feeds, copied together on its lane.
+    typealias Copy = (content: VersionedCollection?, views: [SnapshotFile.SavedView])
+    /// Copies a collection and its views on its lane, handing them to the closure there.
+    private typealias Copier = @Sendable (String, @escaping @Sendable (Copy) -> Void) -> Void
     private let copier = Mutex<Copier?>(nil)
     /// Collections being snapshotted now.
     private let snapshotting = Mutex<Set<String>>([])
 
     /// `applied`: the last sequence of each collection that recovery applied.
     init(
-        url: String, applied: [String: Int64], snapshotBytes: Int, catchUpInterval: Int64 = 1000, logger: Logger
+        url: String, applied: [String: Int64], snapshotBytes: Int, catchUpInterval: Int64 = 1000,
+        viewSource: @escaping @Sendable (String) -> String?, logger: Logger
     ) throws(StartupError) {
         self.url = url
+        self.viewSource = viewSource
         self.snapshotBytes = snapshotBytes
         self.logger = logger
         self.catchUpInterval = catchUpInterval
@@ -75,10 +82,10 @@ final class PostgresJournal: Journal {
     }
 
     /// Starts the writer and the follower; records of other servers go to `applyRemote`, in order; `copyOnLane`
-    /// copies a collection on its lane for a snapshot.
+    /// copies a collection and its views on its lane for a snapshot.
     func start(
         applyingRemote applyRemote: @escaping @Sendable (JournalRecord) -> Void,
-        copyOnLane: @escaping @Sendable (String, @escaping @Sendable (VersionedCollection?) -> Void) -> Void
+        copyOnLane: @escaping @Sendable (String, @escaping @Sendable (Copy) -> Void) -> Void
     ) {
         copier.withLock { $0 = copyOnLane }
         delivery.start(applyingRemote: { [metrics] record in
@@ -98,7 +105,7 @@ final class PostgresJournal: Journal {
             throw .recordTooLarge(bytes: record.count, limit: JournalFormat.maximumPayload)
         }
         guard metrics.isUp else { throw .unavailable(reason: "PostgreSQL is unreachable") }
-        let collection = RecordCodec.sequenceKey(of: record) ?? ""
+        let collection = RecordCodec.sequenceKey(of: record, viewSource: viewSource) ?? ""
         let wakeWriter = queue.withLock { queue in
             queue.pending.append((collection, SequencedDelivery.Local(record: record, done: done)))
             defer { queue.writerIsIdle = false }
@@ -324,7 +331,8 @@ final class PostgresJournal: Journal {
     static let keptRecords: Int64 = 1000
 
     /// Counts the committed batch's bytes per collection; a collection that grew by `snapshotBytes` since its last
-    /// snapshot is snapshotted at its latest sequence (views are not: their records stay).
+    /// snapshot is snapshotted, with the views it feeds, at its latest sequence. (Keys `view:<name>`, which
+    /// databases written before views were sequenced with their source still hold, are not snapshotted.)
     private func snapshotIfGrown(
         _ batch: [(collection: String, local: SequencedDelivery.Local)], _ bytesSince: inout [String: Int]
     ) {
@@ -334,32 +342,29 @@ final class PostgresJournal: Journal {
             bytesSince[name] = 0
             let seq = delivery.lastCommitted(name)
             delivery.afterHandingOn(name, seq) { [self] in
-                copier.withLock { $0 }?(name) { [self] content in
-                    startThread { [self] in writeSnapshot(name, seq, content) }
+                copier.withLock { $0 }?(name) { [self] copy in
+                    startThread { [self] in writeSnapshot(name, seq, copy) }
                 }
             }
         }
     }
 
-    /// Stores the snapshot of `name` at `seq` and deletes the records it covers, but the last `keptRecords`.
-    private func writeSnapshot(_ name: String, _ seq: Int64, _ content: VersionedCollection?) {
+    /// Stores the snapshot of `name` at `seq` (a `SnapshotFile` of the collection and its views) and deletes the
+    /// records it covers, but the last `keptRecords`.
+    private func writeSnapshot(_ name: String, _ seq: Int64, _ copy: Copy) {
         defer { _ = snapshotting.withLock { $0.remove(name) } }
         let started = MonotonicClock.now()
-        var bytes: [UInt8]?
-        if let content {
-            var writer = BinaryWriter(capacity: 1 << 16)
-            content.encode(into: &writer)
-            bytes = writer.bytes
-        }
+        let bytes = SnapshotFile.encode(
+            nextSegment: 0, collections: copy.content.map { [(name, $0)] } ?? [], views: copy.views)
         do throws(StorageError) {
             let connection = try PGConnection(url)
             try connection.execute("BEGIN")
             try connection.execute(
-                PostgresSchema.saveSnapshot, [.text(name), .int64(seq), bytes.map { .bytes($0) } ?? .nullBytes])
+                PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
             try connection.execute(PostgresSchema.compact, [.text(name), .int64(seq - Self.keptRecords)])
             try connection.execute("COMMIT")
             logger.info(
-                "snapshot of \(name) at record \(seq) (\(bytes?.count ?? 0) bytes) written in "
+                "snapshot of \(name) at record \(seq) (\(bytes.count) bytes, \(copy.views.count) views) written in "
                     + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
         } catch {
             logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")

@@ -22,8 +22,8 @@ enum PostgresRecovery {
                 let name = snapshots.string(row, 0)
                 applied[name] = snapshots.int64(row, 1)
                 guard !snapshots.isNull(row, 2) else { continue }
-                let content = try decodeSnapshot(snapshots.bytes(row, 2), of: name, limits: executor.limits)
-                _ = executor.registry.insert(CollectionEntry(name: name, content: content))
+                let snapshot = try decodeSnapshot(snapshots.bytes(row, 2), of: name, limits: executor.limits)
+                try Recovery.restore(snapshot, into: executor)
                 fromSnapshots += 1
             }
             var key = (collection: "", seq: Int64(0))
@@ -61,14 +61,17 @@ enum PostgresRecovery {
         return applied
     }
 
+    /// A snapshot row's content: a `SnapshotFile` of the collection and the views it feeds; or, as servers wrote
+    /// before views were sequenced with their source, the collection's encoded form alone.
     static func decodeSnapshot(_ bytes: [UInt8], of name: String, limits: HistoryLimits) throws(StorageError)
-        -> VersionedCollection
+        -> SnapshotFile.Contents
     {
-        var reader = BinaryReader(bytes)
         do throws(BinaryReader.Malformed) {
+            if bytes.starts(with: SnapshotFile.magic) { return try SnapshotFile.decode(bytes, limits: limits) }
+            var reader = BinaryReader(bytes)
             let content = try VersionedCollection(decoding: &reader, limits: limits)
             guard reader.isAtEnd else { throw BinaryReader.Malformed() }
-            return content
+            return SnapshotFile.Contents(nextSegment: 0, collections: [(name, content)], views: [])
         } catch {
             throw .unavailable(reason: "the snapshot of collection \(name) in PostgreSQL is corrupt")
         }
