@@ -18,11 +18,14 @@ extension App {
             publish: feeds.publish)
         let app = App(config: config, logger: logger, metrics: metrics, registry: registry, committer: committer)
         feeds.connect(app)
-        journal.start(applyingRemote: committer.applyRemote) { name, take in
-            committer.onLane(of: name) {
-                take((registry.entry(name).map { entry in entry.content.withLock { $0 } }, views.saved(feedingFrom: name)))
-            }
-        }
+        journal.start(
+            applyingRemote: committer.applyRemote,
+            copyOnLane: { name, take in
+                committer.onLane(of: name) {
+                    take((registry.entry(name).map { entry in entry.content.withLock { $0 } }, views.saved(feedingFrom: name)))
+                }
+            },
+            fellBehind: { [unowned app] _ in app.stop(exitStatus: App.fallenBehindStatus) })
         return app
     }
 }

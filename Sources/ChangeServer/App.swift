@@ -35,6 +35,12 @@ final class App: Sendable {
     let diskSpace: DiskSpace
     private let state = Atomic<State>(.starting)
     private let workerList = Mutex<[Worker]>([])
+    /// The process's exit status once the loops have returned: 0, or `fallenBehindStatus`.
+    private let exitStatusValue = Atomic<Int32>(0)
+
+    /// The exit status of a server that stopped because it could not catch up with a shared database (sysexits'
+    /// `EX_TEMPFAIL`: a supervisor restarts it, and it starts from the snapshot).
+    static let fallenBehindStatus: Int32 = 75
 
     init(config: Config, logger: Logger, metrics: Metrics, registry: Registry, committer: Committer) {
         self.config = config
@@ -75,6 +81,15 @@ final class App: Sendable {
         committer.flush()
         for worker in workers { worker.post { worker.server.stop(grace: 2500) } }
     }
+
+    /// Stops serving, as `SIGTERM` does, and exits with `status`: for a state this server cannot go on from.
+    /// Callable from any thread.
+    func stop(exitStatus status: Int32) {
+        exitStatusValue.store(status, ordering: .relaxed)
+        startThread { [self] in shutDown() }
+    }
+
+    var exitStatus: Int32 { exitStatusValue.load(ordering: .relaxed) }
 
     /// The loops have returned: closes the journal (its threads are joined).
     func finish() {

@@ -56,7 +56,7 @@ enum Lifecycle {
             for thread in threads { thread.join() }
             app.finish()
             logger.info("stopped")
-            return 0
+            return app.exitStatus
         } catch {
             logger.log(.critical, "cannot start: \(error)")
             return 1

@@ -260,6 +260,38 @@ import Testing
         for cursor in cursors { #expect(try fresh.client.get(cursor).text == b.client.get(cursor).text, "\(cursor)") }
     }
 
+    /// A server that was cut off (stopped with SIGSTOP) while another wrote past a snapshot and compacted the
+    /// records it had not read cannot catch up: it stops with exit status 75 instead of serving stale data, and
+    /// started again it serves what the other one does.
+    @Test func aServerThatFellBehindACompactionStopsAndStartsAgainFromTheSnapshot() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("behind")
+        let writer = try ServerProcess(["--postgres", url, "--snapshot-bytes", "4096"])
+        let behind = try ServerProcess(["--postgres", url])
+        #expect(try writer.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        #expect(try eventually { try behind.client.get("/v1/collections/c").status == 200 })
+        kill(behind.process.processIdentifier, SIGSTOP)
+        let port = writer.port
+        let threads = (0..<8).map { thread in
+            Thread {
+                for step in 0..<200 { _ = try? Client(port: port).put("/v1/collections/c/items/w\(thread)-\(step)", ["data": step]) }
+            }
+        }
+        for thread in threads { thread.start() }
+        while threads.contains(where: { !$0.isFinished }) { usleep(10_000) }
+        let compacted = try eventually {
+            let oldest = try cluster.sql("SELECT min(seq) FROM changeserver_records WHERE collection = 'c'", database: "behind")
+            return (Int(oldest.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 2
+        }
+        #expect(compacted, "the writer snapshotted and compacted past the stopped server's position")
+        kill(behind.process.processIdentifier, SIGCONT)
+        #expect(behind.waitForExit(timeout: 10) == 75, "\(behind.log)")
+        #expect(behind.log.contains("compacted into a snapshot before this server read them"))
+        let restarted = try ServerProcess(["--postgres", url])
+        let expected = ItemMirror(snapshot: try writer.client.get("/v1/collections/c").object)
+        #expect(ItemMirror(snapshot: try restarted.client.get("/v1/collections/c").object) == expected)
+    }
+
     /// Waits up to 5 s for `condition`.
     private func eventually(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(5)

@@ -53,6 +53,8 @@ final class PostgresJournal: Journal {
     private let copier = Mutex<Copier?>(nil)
     /// Collections being snapshotted now.
     private let snapshotting = Mutex<Set<String>>([])
+    /// Told when this server cannot catch up with a collection: its records were compacted into a snapshot.
+    private let fallenBehind = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     /// `applied`: the last sequence of each collection that recovery applied.
     init(
@@ -83,11 +85,17 @@ final class PostgresJournal: Journal {
 
     /// Starts the writer and the follower; records of other servers go to `applyRemote`, in order; `copyOnLane`
     /// copies a collection and its views on its lane for a snapshot.
+    ///
+    /// `fellBehind` is called (on the follower's thread) when the records of a collection that this server has not
+    /// applied yet were compacted into a snapshot by another server: it cannot go on with that collection, and
+    /// serving it as it is would serve stale data for good.
     func start(
         applyingRemote applyRemote: @escaping @Sendable (JournalRecord) -> Void,
-        copyOnLane: @escaping @Sendable (String, @escaping @Sendable (Copy) -> Void) -> Void
+        copyOnLane: @escaping @Sendable (String, @escaping @Sendable (Copy) -> Void) -> Void,
+        fellBehind: @escaping @Sendable (String) -> Void
     ) {
         copier.withLock { $0 = copyOnLane }
+        fallenBehind.withLock { $0 = fellBehind }
         delivery.start(applyingRemote: { [metrics] record in
             metrics.appliedRemote(1)
             applyRemote(record)
@@ -452,9 +460,12 @@ final class PostgresJournal: Journal {
             let (failed, gap) = delivery.offer(name, rows)
             for record in failed { record.done(false) }
             if gap {
-                logger.error(
-                    "collection \(name): records after \(delivery.applied(name)) were compacted before this server "
-                        + "read them; it needs a restart to load the snapshot")
+                logger.log(
+                    .critical,
+                    "collection \(name): records after \(delivery.applied(name)) were compacted into a snapshot "
+                        + "before this server read them; stopping (exit status \(App.fallenBehindStatus)) so that it "
+                        + "starts again from the snapshot instead of serving stale data")
+                fallenBehind.withLock { $0 }?(name)
                 return
             }
             if Int64(rows.count) < page { return }
