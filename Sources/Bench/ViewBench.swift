@@ -1,3 +1,4 @@
+import Glibc
 import Model
 
 /// `Bench view`: live views on a source of 1,000,000 items in 1,000 sections. The view keeps the items with
@@ -8,7 +9,8 @@ import Model
 /// with different filters. The baseline is the same view recomputed from scratch plus the full diff
 /// (`redefine` with the same definition), in the same run.
 enum ViewBench {
-    static let itemCount = 1_000_000
+    /// 1,000,000, or `BENCH_ITEMS` (a multiple of 1,000) for quicker profiling runs.
+    static let itemCount = getenv("BENCH_ITEMS").flatMap { Int(String(cString: $0)) } ?? 1_000_000
     static let sectionCount = 1_000
 
     static func run() {
@@ -16,6 +18,42 @@ enum ViewBench {
         print("source: \(source.itemCount) items in \(source.sectionCount) sections")
         for limit in [nil, 1_000] { single(&source, limit: limit) }
         many(&source)
+    }
+
+    /// `Bench view-profile create|update [limit]`: one step only, for a profiler (`valgrind --tool=callgrind
+    /// --toggle-collect='*profiled*'`): creating the view once, or 1,000 updates that move an item in it.
+    static func profile(_ step: String, limit: Int?) {
+        var source = makeSource()
+        let byPriority = definition(sort: sortByPriority, limit: limit)
+        if step == "create" {
+            let view = profiledCreate(byPriority, source)
+            print("created: \(count(view)) items shown")
+            return
+        }
+        var view = LiveView(epoch: "view", definition: byPriority, source: source)
+        var generator = SeededGenerator(seed: 11)
+        var updates: [[Op]] = []
+        for _ in 0..<1_000 {
+            let i = pickShown(view, limit: limit, generator: &generator)
+            let new = (Int(mix(i) >> 40) % 10 + 1 + Int.random(in: 0..<9, using: &generator)) % 10
+            updates.append([.updateItems([Item(id: itemID(i), data: data(i, priority: new))])])
+        }
+        let moved = profiledUpdates(&source, &view, updates)
+        print("updated: \(moved) changesets")
+    }
+
+    @inline(never)
+    static func profiledCreate(_ definition: ViewDefinition, _ source: VersionedCollection) -> LiveView {
+        LiveView(epoch: "view", definition: definition, source: source)
+    }
+
+    @inline(never)
+    static func profiledUpdates(_ source: inout VersionedCollection, _ view: inout LiveView, _ updates: [[Op]])
+        -> Int
+    {
+        var changesets = 0
+        for ops in updates where timed(&source, &view, ops).2 != nil { changesets += 1 }
+        return changesets
     }
 
     // MARK: - Inputs
