@@ -93,6 +93,31 @@ public struct VersionedCollection: Sendable {
         return changeset
     }
 
+    /// Commits edits that the caller makes on the content itself, with the changeset it built for them: for a
+    /// caller that knows where everything goes (a live view, from its index), so that no op is resolved and no
+    /// log is walked to find what changed. The edits are logged as `apply` logs them, so every kept version stays
+    /// reachable by `changes(since:)`. Same no-op rule as `apply`.
+    /// - Parameters:
+    ///   - edit: makes the edits; it must not fail half-way (there is no rollback).
+    ///   - changes: the changeset's arrays, read from the edited content; they must obey
+    ///     `docs/changesets.md#the-rules` for the edits made.
+    /// - Returns: the changeset, or nil when it is empty (then no version is committed).
+    /// - Complexity: that of the edits and of `changes`.
+    mutating func commit(_ edit: (inout Editor) -> Void, changes: (Store) -> (SectionChanges, ItemChanges))
+        -> Changeset?
+    {
+        var editor = Editor(store: Store())
+        swap(&editor.store, &store)
+        defer { swap(&editor.store, &store) }
+        edit(&editor)
+        guard !editor.log.isEmpty else { return nil }
+        let (sections, items) = changes(editor.store)
+        let changeset = Changeset(from: version, to: version.next, sections: sections, items: items)
+        guard !changeset.isEmpty else { return nil }
+        commit(editor.log, as: changeset.to)
+        return changeset
+    }
+
     /// Whether a log certainly leaves the content changed: it inserts an item or a section that nothing in the
     /// log removes, which therefore was not there before and is there after.
     /// - Complexity: O(e) for e changes.
