@@ -70,14 +70,17 @@ struct ViewRules: Sendable {
     /// text is longer than a section id may be (`maximumIDByteCount` bytes).
     /// - Complexity: O(size of the data) per pointer, at most.
     func placement(id: String, data: JSONData) -> Placement? {
-        let bytes = data.bytes
+        data.bytes.withUnsafeBufferPointer { placement(id: id, bytes: $0) }
+    }
+
+    private func placement(id: String, bytes: UnsafeBufferPointer<UInt8>) -> Placement? {
         if let filter, !ViewRules.holds(filter, bytes) { return nil }
         var key: [UInt8] = []
         key.reserveCapacity(24 + 16 * sortBy.count + id.utf8.count)
         var section = ViewRules.allSection
         if let sectionBy {
             let range = sectionBy.field.locate(in: bytes)
-            section = range.map { String(decoding: bytes[$0], as: UTF8.self) } ?? "null"
+            section = range.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) } ?? "null"
             guard section.utf8.count <= maximumIDByteCount else { return nil }
             OrderKey.append(range, of: bytes, descending: sectionBy.descending, to: &key)
         }
@@ -89,7 +92,7 @@ struct ViewRules: Sendable {
         return Placement(key: key, sectionLength: sectionLength, section: section)
     }
 
-    private static func holds(_ node: Node, _ bytes: [UInt8]) -> Bool {
+    private static func holds(_ node: Node, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         switch node {
         case .all(let nodes): return nodes.allSatisfy { holds($0, bytes) }
         case .any(let nodes): return nodes.contains { holds($0, bytes) }
@@ -98,11 +101,12 @@ struct ViewRules: Sendable {
         }
     }
 
-    private static func test(_ check: Check, _ range: Range<Int>?, _ bytes: [UInt8]) -> Bool {
+    private static func test(_ check: Check, _ range: Range<Int>?, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         switch check {
         case .equal(let texts, let negated):
-            let value = range.map { bytes[$0] } ?? ViewRules.null[...]
-            return texts.contains { $0.elementsEqual(value) } != negated
+            guard let range else { return texts.contains(ViewRules.null) != negated }
+            let value = UnsafeBufferPointer(rebasing: bytes[range])
+            return texts.contains { CanonicalScanner.equal(value, $0) } != negated
         case .exists(let wanted):
             return (range != nil) == wanted
         case .never:
