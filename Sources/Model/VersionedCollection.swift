@@ -49,6 +49,10 @@ public struct VersionedCollection: Sendable {
         return (store.item(at: path), path)
     }
 
+    /// The data of the item with this id.
+    /// - Complexity: O(1) hashing.
+    func data(ofItem id: String) -> JSONData? { store.data(ofItem: id) }
+
     /// Applies ops in order, atomically: a thrown error (with `opIndex` set) leaves everything untouched.
     /// A batch that changes nothing commits nothing: the version stays and the changeset is empty.
     /// - Returns: the changeset from the old version to the new one.
@@ -68,7 +72,7 @@ public struct VersionedCollection: Sendable {
     /// Applies ops; the changeset, or nil when nothing changed or `needsChangeset` is false and the batch
     /// evidently changed the content (then it is committed without one).
     private mutating func apply(_ ops: [Op], needsChangeset: Bool) throws(ModelError) -> Changeset? {
-        var editor = Editor(store: Store())
+        var editor = Editor(store: Store.empty)
         swap(&editor.store, &store)
         defer { swap(&editor.store, &store) }
         for (index, op) in ops.enumerated() {
@@ -106,7 +110,7 @@ public struct VersionedCollection: Sendable {
     mutating func commit(_ edit: (inout Editor) -> Void, changes: (Store) -> (SectionChanges, ItemChanges))
         -> Changeset?
     {
-        var editor = Editor(store: Store())
+        var editor = Editor(store: Store.empty)
         swap(&editor.store, &store)
         defer { swap(&editor.store, &store) }
         edit(&editor)
