@@ -101,22 +101,28 @@ struct ContentChange {
     /// - Parameters:
     ///   - touches: the members whose key changed, each once.
     ///   - dataChanges: the members whose data alone changed, with their keys.
-    init(_ view: LiveView, touches: [LiveView.Touch], dataChanges: [(id: String, key: [UInt8])]) {
+    init(_ view: borrowing LiveView, touches: [LiveView.Touch], dataChanges: [(id: String, key: [UInt8])]) {
         let index = view.index
         let limit = view.rules.limit
         let shift = Shift(touches)
+        sections.reserveCapacity(2 * touches.count + dataChanges.count)
+        affected.reserveCapacity(2 * touches.count + dataChanges.count)
+        // A lone touch's ranks are those `update` saw: removing from the old index, inserting into the new one.
+        let alone = touches.count == 1
         for touch in touches {
             var old: Place?
             var new: Place?
             if let member = touch.old {
-                let rank = shift.oldRank(member.placement.key, newRank: index.rank(of: member.placement.key))
+                let rank =
+                    alone
+                    ? touch.oldRank : shift.oldRank(member.placement.key, newRank: index.rank(of: member.placement.key))
                 if rank < limit {
                     let section = section(of: member.placement, view, shift)
                     old = Place(section: section, index: rank - sections[section].oldRank)
                 }
             }
             if let member = touch.new {
-                let rank = index.rank(of: member.placement.key)
+                let rank = alone ? touch.newRank : index.rank(of: member.placement.key)
                 if rank < limit {
                     let section = section(of: member.placement, view, shift)
                     new = Place(section: section, index: rank - sections[section].newRank)
@@ -146,7 +152,7 @@ struct ContentChange {
     }
 
     /// Adds the untouched members of new ranks `from..<to` that entered or left the first `limit`.
-    private mutating func addCrossings(_ view: LiveView, _ shift: Shift, from: Int, to: Int) {
+    private mutating func addCrossings(_ view: borrowing LiveView, _ shift: Shift, from: Int, to: Int) {
         let limit = view.rules.limit
         for rank in from..<to {
             let element = view.index[rank]
@@ -168,7 +174,8 @@ struct ContentChange {
     }
 
     /// The position in `sections` of the section of a member placed so, added when missing.
-    private mutating func section(of placement: ViewRules.Placement, _ view: LiveView, _ shift: Shift) -> Int {
+    private mutating func section(of placement: ViewRules.Placement, _ view: borrowing LiveView, _ shift: Shift) -> Int
+    {
         if let sectionPositions {
             if let position = sectionPositions[placement.section] { return position }
         } else if let position = sections.firstIndex(where: { $0.id == placement.section }) {
@@ -196,7 +203,7 @@ struct ContentChange {
 
     /// Gives each section its index in the old content and in the new one: its rank among the sections shown
     /// before (the view's section index, not yet updated), corrected by the sections that go or appear.
-    private mutating func numberSections(_ view: LiveView) {
+    private mutating func numberSections(_ view: borrowing LiveView) {
         var gone: [[UInt8]] = []
         var appearing: [[UInt8]] = []
         for section in sections where section.wasShown != section.isShown {
@@ -216,7 +223,14 @@ struct ContentChange {
     /// Marks the items that stay in their section and move there: those outside a longest increasing subsequence
     /// of the section's survivors and untouched runs. With one survivor that is whether the untouched items
     /// before it changed in number.
-    private mutating func findMoves(_ view: LiveView) {
+    private mutating func findMoves(_ view: borrowing LiveView) {
+        if affected.count == 1 {
+            if affected[0].structural, let old = affected[0].old, let new = affected[0].new, old.section == new.section
+            {
+                affected[0].moves = old.index != new.index
+            }
+            return
+        }
         var survivorSections: [Int] = []
         for item in affected where item.structural {
             if let old = item.old, let new = item.new, old.section == new.section,
@@ -261,7 +275,7 @@ struct ContentChange {
     }
 
     /// The new rank just past the members a section shows.
-    private func sectionEnd(_ section: Int, _ view: LiveView) -> Int {
+    private func sectionEnd(_ section: Int, _ view: borrowing LiveView) -> Int {
         let shown = min(view.rules.limit, view.index.count)
         var successor = sections[section].key
         while successor.last == 0xFF { successor.removeLast() }

@@ -15,6 +15,10 @@ extension LiveView {
         var id: String
         var old: Member?
         var new: Member?
+        /// The rank `old` had when it was removed from the index, and the one `new` got when inserted: its ranks
+        /// in the old index and in the new one when it is the only touch of the change.
+        var oldRank = 0
+        var newRank = 0
     }
 
     /// Brings the content in line with the index after `update`s, and commits it as one version.
@@ -50,6 +54,19 @@ extension ContentChange {
 
     /// Takes the old content to the new one.
     func edit(_ editor: inout Editor, sectionData: (String) -> JSONData) {
+        if affected.count == 1, sections.allSatisfy({ $0.wasShown == $0.isShown }) {
+            // The same edits as below, without sorting.
+            let item = affected[0]
+            if item.structural, let old = item.old { editor.removeItem(at: oldPath(old)) }
+            if let new = item.new {
+                if item.structural {
+                    editor.insertItem(Item(id: item.id, data: item.data), at: newPath(new))
+                } else {
+                    editor.setItemData(item.data, at: newPath(new))
+                }
+            }
+            return
+        }
         let moving = affected.filter(\.structural)
         for path in moving.compactMap({ $0.old.map(oldPath) }).sorted(by: >) { editor.removeItem(at: path) }
         for section in sections.filter({ $0.wasShown && !$0.isShown }).sorted(by: { $0.oldIndex > $1.oldIndex }) {

@@ -26,16 +26,20 @@ extension LiveView {
             return .data(id: id, key: new.placement.key)
         }
         guard old != nil || new != nil else { return .none }
-        if let old, index.remove(old.placement.key) == nil {
-            preconditionFailure("member \(id) is not in the view's index")
+        var touch = Touch(id: id, old: old, new: new)
+        if let old {
+            guard let rank = index.remove(old.placement.key) else {
+                preconditionFailure("member \(id) is not in the view's index")
+            }
+            touch.oldRank = rank
         }
         if let new {
             members[id] = new
-            index.insert(OrderedIndex.Element(key: new.placement.key, id: id))
+            touch.newRank = index.insert(OrderedIndex.Element(key: new.placement.key, id: id))
         } else {
             members[id] = nil
         }
-        return .moved(Touch(id: id, old: old, new: new))
+        return .moved(touch)
     }
 
     /// Rebuilds the members and the index from the source, and returns the content they give.
