@@ -64,6 +64,40 @@ struct CanonicalScanner {
         }
     }
 
+    /// Finds the members named `tokens` of the object at `offset` in one pass over it: `ranges[k]` becomes the
+    /// range of member `tokens[k]`'s value (the first such member), or nil.
+    /// - Returns: false when the value at `offset` is not an object (then `ranges` is untouched).
+    /// - Complexity: O(n) for the n bytes up to the last member found.
+    mutating func locateMembers(_ tokens: [[UInt8]], into ranges: UnsafeMutableBufferPointer<Range<Int>?>) -> Bool {
+        guard byte(offset) == UInt8(ascii: "{") else { return false }
+        for k in ranges.indices { ranges[k] = nil }
+        var missing = tokens.count
+        offset += 1
+        skipSpace()
+        while offset < bytes.count, missing > 0 {
+            guard byte(offset) == UInt8(ascii: "\"") else { return true }
+            let keyStart = offset
+            let escaped = skipString()
+            let key = keyStart..<offset
+            skipSpace()
+            guard byte(offset) == UInt8(ascii: ":") else { return true }
+            offset += 1
+            skipSpace()
+            let start = offset
+            guard start < bytes.count else { return true }
+            skipValue()
+            for (k, token) in tokens.enumerated() where ranges[k] == nil && keyMatches(key, token, escaped: escaped) {
+                ranges[k] = start..<offset
+                missing -= 1
+            }
+            skipSpace()
+            guard byte(offset) == UInt8(ascii: ",") else { return true }
+            offset += 1
+            skipSpace()
+        }
+        return true
+    }
+
     /// Whether the string at `range` (with its quotes, and escapes when `escaped`) is `token`.
     private func keyMatches(_ range: Range<Int>, _ token: [UInt8], escaped: Bool) -> Bool {
         let inner = (range.lowerBound + 1)..<(range.upperBound - 1)
