@@ -1,3 +1,4 @@
+import Glibc
 import Model
 
 /// `Bench view`: live views on a source of 1,000,000 items in 1,000 sections. The view keeps the items with
@@ -8,7 +9,8 @@ import Model
 /// with different filters. The baseline is the same view recomputed from scratch plus the full diff
 /// (`redefine` with the same definition), in the same run.
 enum ViewBench {
-    static let itemCount = 1_000_000
+    /// 1,000,000, or `BENCH_ITEMS` (a multiple of 1,000) for quicker profiling runs.
+    static let itemCount = getenv("BENCH_ITEMS").flatMap { Int(String(cString: $0)) } ?? 1_000_000
     static let sectionCount = 1_000
 
     static func run() {
@@ -16,6 +18,42 @@ enum ViewBench {
         print("source: \(source.itemCount) items in \(source.sectionCount) sections")
         for limit in [nil, 1_000] { single(&source, limit: limit) }
         many(&source)
+    }
+
+    /// `Bench view-profile create|update [limit]`: one step only, for a profiler (`valgrind --tool=callgrind
+    /// --toggle-collect='*profiled*'`): creating the view once, or 1,000 updates that move an item in it.
+    static func profile(_ step: String, limit: Int?) {
+        var source = makeSource()
+        let byPriority = definition(sort: sortByPriority, limit: limit)
+        if step == "create" {
+            let view = profiledCreate(byPriority, source)
+            print("created: \(count(view)) items shown")
+            return
+        }
+        var view = LiveView(epoch: "view", definition: byPriority, source: source)
+        var generator = SeededGenerator(seed: 11)
+        var updates: [[Op]] = []
+        for _ in 0..<1_000 {
+            let i = pickShown(view, limit: limit, generator: &generator)
+            let new = (Int(mix(i) >> 40) % 10 + 1 + Int.random(in: 0..<9, using: &generator)) % 10
+            updates.append([.updateItems([Item(id: itemID(i), data: data(i, priority: new))])])
+        }
+        let moved = profiledUpdates(&source, &view, updates)
+        print("updated: \(moved) changesets")
+    }
+
+    @inline(never)
+    static func profiledCreate(_ definition: ViewDefinition, _ source: VersionedCollection) -> LiveView {
+        LiveView(epoch: "view", definition: definition, source: source)
+    }
+
+    @inline(never)
+    static func profiledUpdates(_ source: inout VersionedCollection, _ view: inout LiveView, _ updates: [[Op]])
+        -> Int
+    {
+        var changesets = 0
+        for ops in updates where timed(&source, &view, ops).2 != nil { changesets += 1 }
+        return changesets
     }
 
     // MARK: - Inputs
@@ -77,14 +115,17 @@ enum ViewBench {
     static func single(_ source: inout VersionedCollection, limit: Int?) {
         let name = limit.map { "limit \($0)" } ?? "no limit"
         let byPriority = definition(sort: sortByPriority, limit: limit)
-        let (createMS, createCPU, created) = Measure.median(3) {
+        // The view is bound once, and the baseline runs on a copy that it then drops: a second binding kept
+        // alive would share the view's buffers, so that the first update of each would copy it (copy on write).
+        var view: LiveView
+        let createMS: Double
+        let createCPU: Double
+        (createMS, createCPU, view) = Measure.median(3) {
             LiveView(epoch: "view", definition: byPriority, source: source)
         }
-        var view = created
         print("\n== view, \(name): \(view.snapshot().count) sections, \(count(view)) items shown")
         report("create the view", createMS, cpu: createCPU, budget: 1_500)
-        var baselineView = view
-        let (baselineMS, baselineCPU, _) = Measure.median(3) { baselineView.redefine(byPriority, source: source) }
+        let (baselineMS, baselineCPU) = baseline(view, byPriority, source)
         report("baseline: recompute + full diff (one change)", baselineMS, cpu: baselineCPU, budget: nil)
 
         var generator = SeededGenerator(seed: 11)
@@ -131,6 +172,16 @@ enum ViewBench {
         report("new sort order (every item may move)", redefineMS, cpu: redefineCPU, budget: 2_000)
         let minimum = minimalMoves(from: old, to: view.snapshot())
         print("  moves \(changeset.items.moved.count), minimum \(minimum)")
+    }
+
+    /// The baseline: the view recomputed from scratch and diffed in full, on a copy of `view` that is gone on
+    /// return.
+    static func baseline(_ view: LiveView, _ definition: ViewDefinition, _ source: VersionedCollection)
+        -> (milliseconds: Double, cpu: Double)
+    {
+        var copy = view
+        let (milliseconds, cpu, _) = Measure.median(3) { copy.redefine(definition, source: source) }
+        return (milliseconds, cpu)
     }
 
     /// An item shown by the view (so that changing its priority moves it there).

@@ -5,5 +5,10 @@ switch CommandLine.arguments.dropFirst().first {
 case "diff": DiffBench.run(filter: CommandLine.arguments.dropFirst(2).first)
 case "ops": OpsBench.run()
 case "view": ViewBench.run()
-default: print("usage: Bench diff [input name filter] | Bench ops")
+case "view-profile":
+    ViewBench.profile(
+        CommandLine.arguments.dropFirst(2).first ?? "update",
+        limit: CommandLine.arguments.dropFirst(3).first.flatMap { Int($0) })
+default:
+    print("usage: Bench diff [input name filter] | Bench ops | Bench view | Bench view-profile create|update [limit]")
 }

@@ -75,6 +75,26 @@ public struct ItemChanges: Hashable, Sendable {
     public var isEmpty: Bool { deleted.isEmpty && inserted.isEmpty && moved.isEmpty && updated.isEmpty }
 }
 
+extension SectionChanges {
+    /// Sorts every array by its first index, as a changeset lists them.
+    mutating func sortByFirstIndex() {
+        deleted.sort { $0.index < $1.index }
+        inserted.sort { $0.index < $1.index }
+        moved.sort { $0.from < $1.from }
+        updated.sort { $0.index < $1.index }
+    }
+}
+
+extension ItemChanges {
+    /// Sorts every array by its first index, as a changeset lists them.
+    mutating func sortByFirstIndex() {
+        deleted.sort { $0.at < $1.at }
+        inserted.sort { $0.at < $1.at }
+        moved.sort { $0.from < $1.from }
+        updated.sort { $0.at < $1.at }
+    }
+}
+
 /// A section deleted, at its index before the batch.
 public struct SectionDeletion: Hashable, Sendable {
     /// The index before the batch.

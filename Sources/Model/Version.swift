@@ -48,7 +48,11 @@ public struct Version: Hashable, Sendable {
     }
 
     /// The version after this one in the same epoch.
-    public var next: Version { Version(epoch: epoch, seq: seq + 1) }
+    public var next: Version {
+        var next = self
+        next.seq += 1
+        return next
+    }
 }
 
 extension Version: CustomStringConvertible {

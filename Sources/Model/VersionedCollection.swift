@@ -49,6 +49,10 @@ public struct VersionedCollection: Sendable {
         return (store.item(at: path), path)
     }
 
+    /// The data of the item with this id.
+    /// - Complexity: O(1) hashing.
+    func data(ofItem id: String) -> JSONData? { store.data(ofItem: id) }
+
     /// Applies ops in order, atomically: a thrown error (with `opIndex` set) leaves everything untouched.
     /// A batch that changes nothing commits nothing: the version stays and the changeset is empty.
     /// - Returns: the changeset from the old version to the new one.
@@ -68,7 +72,7 @@ public struct VersionedCollection: Sendable {
     /// Applies ops; the changeset, or nil when nothing changed or `needsChangeset` is false and the batch
     /// evidently changed the content (then it is committed without one).
     private mutating func apply(_ ops: [Op], needsChangeset: Bool) throws(ModelError) -> Changeset? {
-        var editor = Editor(store: Store())
+        var editor = Editor(store: Store.empty)
         swap(&editor.store, &store)
         defer { swap(&editor.store, &store) }
         for (index, op) in ops.enumerated() {
@@ -90,6 +94,31 @@ public struct VersionedCollection: Sendable {
         let changeset = Coalescing.changeset(for: editor.log[...], in: editor.store, from: version, to: next)
         guard !changeset.isEmpty else { return nil }
         commit(editor.log, as: next)
+        return changeset
+    }
+
+    /// Commits edits that the caller makes on the content itself, with the changeset it built for them: for a
+    /// caller that knows where everything goes (a live view, from its index), so that no op is resolved and no
+    /// log is walked to find what changed. The edits are logged as `apply` logs them, so every kept version stays
+    /// reachable by `changes(since:)`. Same no-op rule as `apply`.
+    /// - Parameters:
+    ///   - edit: makes the edits; it must not fail half-way (there is no rollback).
+    ///   - changes: the changeset's arrays, read from the edited content; they must obey
+    ///     `docs/changesets.md#the-rules` for the edits made.
+    /// - Returns: the changeset, or nil when it is empty (then no version is committed).
+    /// - Complexity: that of the edits and of `changes`.
+    mutating func commit(_ edit: (inout Editor) -> Void, changes: (Store) -> (SectionChanges, ItemChanges))
+        -> Changeset?
+    {
+        var editor = Editor(store: Store.empty)
+        swap(&editor.store, &store)
+        defer { swap(&editor.store, &store) }
+        edit(&editor)
+        guard !editor.log.isEmpty else { return nil }
+        let (sections, items) = changes(editor.store)
+        let changeset = Changeset(from: version, to: version.next, sections: sections, items: items)
+        guard !changeset.isEmpty else { return nil }
+        commit(editor.log, as: changeset.to)
         return changeset
     }
 

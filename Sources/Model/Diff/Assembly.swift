@@ -58,14 +58,8 @@ private struct Assembly<Source: SectionSource> {
             emitMoves(in: dirty.key, diff: dirty.diff, entries: dirty.entries)
         }
         emitItems()
-        sections.deleted.sort { $0.index < $1.index }
-        sections.inserted.sort { $0.index < $1.index }
-        sections.moved.sort { $0.from < $1.from }
-        sections.updated.sort { $0.index < $1.index }
-        items.deleted.sort { $0.at < $1.at }
-        items.inserted.sort { $0.at < $1.at }
-        items.moved.sort { $0.from < $1.from }
-        items.updated.sort { $0.at < $1.at }
+        sections.sortByFirstIndex()
+        items.sortByFirstIndex()
         return Changeset(from: from, to: to, sections: sections, items: items)
     }
 

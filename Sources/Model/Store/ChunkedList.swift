@@ -22,13 +22,13 @@ struct ChunkedList: Sendable {
     /// - Parameter placed: called with each handle and the id of the chunk holding it.
     /// - Complexity: O(n).
     init(_ handles: some Collection<Int32>, placed: (Int32, Int32) -> Void) {
-        var chunk: [Int32] = []
+        var chunk = ChunkedList.emptyChunk()
         for handle in handles {
             chunk.append(handle)
             placed(handle, Int32(chunks.count))
             if chunk.count == ChunkedList.maximumChunk / 2 {
                 chunks.append(chunk)
-                chunk = []
+                chunk = ChunkedList.emptyChunk()
             }
         }
         if !chunk.isEmpty { chunks.append(chunk) }
@@ -76,7 +76,8 @@ struct ChunkedList: Sendable {
         add(1, at: position)
         guard chunks[Int(id)].count > ChunkedList.maximumChunk else { return (id, nil) }
         let half = chunks[Int(id)].count / 2
-        var tail = Array(chunks[Int(id)][half...])
+        var tail = ChunkedList.emptyChunk()
+        tail.append(contentsOf: chunks[Int(id)][half...])
         chunks[Int(id)].removeSubrange(half...)
         let tailID = newChunk(&tail)
         order.insert(tailID, at: position + 1)
@@ -111,6 +112,13 @@ struct ChunkedList: Sendable {
         releaseChunk(at: position + 1)
         reindex()
         return (handle, id)
+    }
+
+    /// An empty chunk with room for the most it may hold before it splits, so that no insertion reallocates it.
+    private static func emptyChunk() -> [Int32] {
+        var chunk: [Int32] = []
+        chunk.reserveCapacity(maximumChunk + 1)
+        return chunk
     }
 
     private mutating func newChunk(_ contents: inout [Int32]) -> Int32 {

@@ -29,6 +29,10 @@ struct Store: Sendable {
 
     init() {}
 
+    /// An empty store, to stand in for a store while it is edited elsewhere (swapped out, so that it stays
+    /// uniquely referenced) without allocating one each time.
+    static let empty = Store()
+
     /// - Precondition: ids are valid and unique.
     /// - Complexity: O(n).
     init(validated content: [Section]) {
@@ -90,6 +94,12 @@ struct Store: Sendable {
         return ItemPath(
             section: order.index(of: slot.section, inChunk: section.chunk),
             item: section.items.index(of: handle, inChunk: slot.chunk))
+    }
+
+    /// The data of the item with this id, without finding where it is.
+    /// - Complexity: O(1) hashing.
+    func data(ofItem id: String) -> JSONData? {
+        itemHandles.find(id, in: itemIDs).map { items[$0].data }
     }
 
     /// - Complexity: O(n).

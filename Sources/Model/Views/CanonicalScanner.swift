@@ -2,11 +2,14 @@
 /// strings. Views evaluate their pointers on item data this way, for the cost of the bytes before the value.
 /// The text is assumed valid (item data is canonical JSON); on anything else the scanner stops at the end of the
 /// text or at the odd byte and reports a miss, never traps.
+///
+/// It reads the text through a buffer pointer (no bounds checks, no reference counting per byte), so a scanner
+/// must not outlive the buffer it was made with: make it inside `withUnsafeBufferPointer`.
 struct CanonicalScanner {
-    let bytes: [UInt8]
+    let bytes: UnsafeBufferPointer<UInt8>
     var offset = 0
 
-    init(bytes: [UInt8]) {
+    init(bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
     }
 
@@ -30,8 +33,8 @@ struct CanonicalScanner {
                 skipSpace()
                 guard byte(offset) == UInt8(ascii: "\"") else { return false }
                 let keyStart = offset
-                skipString()
-                let matches = keyMatches(keyStart..<offset, token)
+                let escaped = skipString()
+                let matches = keyMatches(keyStart..<offset, token, escaped: escaped)
                 skipSpace()
                 guard byte(offset) == UInt8(ascii: ":") else { return false }
                 offset += 1
@@ -61,12 +64,70 @@ struct CanonicalScanner {
         }
     }
 
-    /// Whether the string at `range` (with its quotes) is `token`.
-    private func keyMatches(_ range: Range<Int>, _ token: [UInt8]) -> Bool {
+    /// Finds the members named `tokens` of the object at `offset` in one pass over it: `ranges[k]` becomes the
+    /// range of member `tokens[k]`'s value (the first such member), or nil.
+    /// - Returns: false when the value at `offset` is not an object (then `ranges` is untouched).
+    /// - Complexity: O(n) for the n bytes up to the last member found.
+    mutating func locateMembers(_ tokens: [[UInt8]], into ranges: UnsafeMutableBufferPointer<Range<Int>?>) -> Bool {
+        guard byte(offset) == UInt8(ascii: "{") else { return false }
+        for k in ranges.indices { ranges[k] = nil }
+        var missing = tokens.count
+        offset += 1
+        skipSpace()
+        while offset < bytes.count, missing > 0 {
+            guard byte(offset) == UInt8(ascii: "\"") else { return true }
+            let keyStart = offset
+            let escaped = skipString()
+            let key = keyStart..<offset
+            skipSpace()
+            guard byte(offset) == UInt8(ascii: ":") else { return true }
+            offset += 1
+            skipSpace()
+            let start = offset
+            guard start < bytes.count else { return true }
+            skipValue()
+            for (k, token) in tokens.enumerated() where ranges[k] == nil && keyMatches(key, token, escaped: escaped) {
+                ranges[k] = start..<offset
+                missing -= 1
+            }
+            skipSpace()
+            guard byte(offset) == UInt8(ascii: ",") else { return true }
+            offset += 1
+            skipSpace()
+        }
+        return true
+    }
+
+    /// Whether the string at `range` (with its quotes, and escapes when `escaped`) is `token`.
+    private func keyMatches(_ range: Range<Int>, _ token: [UInt8], escaped: Bool) -> Bool {
         let inner = (range.lowerBound + 1)..<(range.upperBound - 1)
         guard inner.upperBound >= inner.lowerBound else { return false }
-        if !bytes[inner].contains(UInt8(ascii: "\\")) { return bytes[inner].elementsEqual(token) }
-        return decodeString(range) == token
+        if escaped { return decodeString(range) == token }
+        return CanonicalScanner.equal(UnsafeBufferPointer(rebasing: bytes[inner]), token)
+    }
+
+    /// Whether two byte strings are equal: lengths first, then eight bytes at a time.
+    static func equal(_ text: UnsafeBufferPointer<UInt8>, _ other: [UInt8]) -> Bool {
+        guard text.count == other.count else { return false }
+        return other.withUnsafeBufferPointer { other in
+            let count = text.count
+            var at = 0
+            let left = UnsafeRawBufferPointer(text)
+            let right = UnsafeRawBufferPointer(other)
+            while at + 8 <= count {
+                if left.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+                    != right.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+                {
+                    return false
+                }
+                at += 8
+            }
+            while at < count {
+                if text[at] != other[at] { return false }
+                at += 1
+            }
+            return true
+        }
     }
 
     /// Moves past the value at `offset`.
@@ -105,19 +166,24 @@ struct CanonicalScanner {
     }
 
     /// Moves past the string whose opening quote is at `offset`.
-    mutating func skipString() {
+    /// - Returns: whether the string holds an escape.
+    @discardableResult
+    mutating func skipString() -> Bool {
+        var escaped = false
         offset += 1
         while offset < bytes.count {
             switch bytes[offset] {
             case UInt8(ascii: "\""):
                 offset += 1
-                return
+                return escaped
             case UInt8(ascii: "\\"):
+                escaped = true
                 offset += 2
             default:
                 offset += 1
             }
         }
+        return escaped
     }
 
     /// The UTF-8 bytes a string stands for; `range` spans it with its quotes.

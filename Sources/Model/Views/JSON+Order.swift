@@ -42,6 +42,13 @@ extension JSON: Comparable {
 enum OrderKey {
     /// Appends the key of the value at `range` of canonical text `bytes`, or of `null` when `range` is nil.
     static func append(_ range: Range<Int>?, of bytes: [UInt8], descending: Bool, to key: inout [UInt8]) {
+        bytes.withUnsafeBufferPointer { append(range, of: $0, descending: descending, to: &key) }
+    }
+
+    /// The same for text read through a buffer pointer.
+    static func append(
+        _ range: Range<Int>?, of bytes: UnsafeBufferPointer<UInt8>, descending: Bool, to key: inout [UInt8]
+    ) {
         let start = key.count
         guard let range, !range.isEmpty else {
             key.append(1)
@@ -101,10 +108,14 @@ enum OrderKey {
         return negative ? -value : value
     }
 
-    private static func appendTerminated(_ text: some Sequence<UInt8>, to key: inout [UInt8]) {
-        for byte in text {
-            key.append(byte)
-            if byte == 0 { key.append(0xFF) }
+    private static func appendTerminated(_ text: some Collection<UInt8>, to key: inout [UInt8]) {
+        if text.contains(0) {
+            for byte in text {
+                key.append(byte)
+                if byte == 0 { key.append(0xFF) }
+            }
+        } else {
+            key.append(contentsOf: text)
         }
         key.append(0)
         key.append(1)

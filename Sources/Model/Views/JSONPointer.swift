@@ -85,6 +85,11 @@ public struct JSONPointer: Hashable, Sendable, CustomStringConvertible {
     /// The byte range of the value the pointer addresses in canonical JSON text, or nil when it is missing.
     /// - Complexity: O(n) for the n bytes before the value, at most.
     func locate(in bytes: [UInt8]) -> Range<Int>? {
+        bytes.withUnsafeBufferPointer { locate(in: $0) }
+    }
+
+    /// The same in text read through a buffer pointer.
+    func locate(in bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
         var scanner = CanonicalScanner(bytes: bytes)
         scanner.skipSpace()
         for (token, index) in zip(tokens, indices) {

@@ -1,91 +1,45 @@
-/// Incremental maintenance: one source item at a time, the index is updated and, when recording, the ops that
-/// keep the content equal to the first `limit` members are appended to `ops`.
-///
-/// Each step keeps the content a prefix of the index (except for sections left empty, which stay until the end
-/// of the change so that an item moving inside its section never deletes and re-creates it): removing a shown
-/// item deletes it and shows the member that the limit now lets in; inserting one within the limit hides the
-/// member it pushes out, then shows it. Showing a member inserts it at its rank minus the rank of its section's
-/// first member, in a section inserted at its rank among the content's sections when missing. All positions
-/// come from the two indices, O(log n) each.
+/// Maintenance of the members and the index: one source item at a time (`update`), or all of them from the
+/// source (`derive`); the content they give (`materialize`, `group`). The content itself changes in
+/// `LiveView+Commit.swift`, from what `update` reports.
 extension LiveView {
     /// How many members the content shows.
-    private var shownCount: Int { min(rules.limit, index.count) }
+    var shownCount: Int { min(rules.limit, index.count) }
 
-    /// Takes one source item to its new data (nil: gone from the source).
-    mutating func update(id: String, data: JSONData?, recording: Bool) {
+    /// What `update` did to one item.
+    enum Update {
+        /// Nothing the view shows or orders changed.
+        case none
+        /// The item's data changed, not its place in the index.
+        case data(id: String, key: [UInt8])
+        /// The item entered the index, left it or moved in it.
+        case moved(Touch)
+    }
+
+    /// Takes one source item to its new data (nil: gone from the source), in the members and the index.
+    /// - Complexity: O(log n), plus the data's size.
+    mutating func update(id: String, data: JSONData?) -> Update {
         let old = members[id]
         let new = data.flatMap { data in rules.placement(id: id, data: data).map { Member(placement: $0, data: data) } }
         if let old, let new, old.placement == new.placement {
-            guard old.data != new.data else { return }
+            guard old.data != new.data else { return .none }
             members[id] = new
-            if recording, index.rank(of: new.placement.key) < shownCount {
-                ops.append(.updateItems([Item(id: id, data: new.data)]))
+            return .data(id: id, key: new.placement.key)
+        }
+        guard old != nil || new != nil else { return .none }
+        var touch = Touch(id: id, old: old, new: new)
+        if let old {
+            guard let rank = index.remove(old.placement.key) else {
+                preconditionFailure("member \(id) is not in the view's index")
             }
-            return
+            touch.oldRank = rank
         }
-        if let old { remove(id, old, recording: recording) }
-        if let new { insert(id, new, recording: recording) }
-    }
-
-    private mutating func remove(_ id: String, _ member: Member, recording: Bool) {
-        let shown = shownCount
-        guard let rank = index.remove(member.placement.key) else {
-            preconditionFailure("member \(id) is not in the view's index")
-        }
-        members[id] = nil
-        guard recording, rank < shown else { return }
-        ops.append(.deleteItems([.id(id)]))
-        noteEmptied(member.placement.section)
-        if index.count >= rules.limit {
-            let entering = index[rules.limit - 1].id
-            guard let member = members[entering] else { preconditionFailure("member \(entering) is missing") }
-            show(entering, member, rank: rules.limit - 1)
-        }
-    }
-
-    private mutating func insert(_ id: String, _ member: Member, recording: Bool) {
-        members[id] = member
-        let rank = index.insert(OrderedIndex.Element(key: member.placement.key, id: id))
-        guard recording, rank < rules.limit else { return }
-        if index.count > rules.limit {
-            let pushed = index[rules.limit].id
-            ops.append(.deleteItems([.id(pushed)]))
-            if let section = members[pushed]?.placement.section { noteEmptied(section) }
-        }
-        show(id, member, rank: rank)
-    }
-
-    private mutating func noteEmptied(_ section: String) {
-        if rules.sectionBy != nil { emptied.insert(section) }
-    }
-
-    /// Inserts a member into the content, where its rank says.
-    private mutating func show(_ id: String, _ member: Member, rank: Int) {
-        let section = member.placement.section
-        let sectionKey: [UInt8]
-        if let key = present[section] {
-            sectionKey = key
+        if let new {
+            members[id] = new
+            touch.newRank = index.insert(OrderedIndex.Element(key: new.placement.key, id: id))
         } else {
-            sectionKey = member.placement.sectionKey
-            let at = sections.insert(OrderedIndex.Element(key: sectionKey, id: section))
-            present[section] = sectionKey
-            ops.append(.insertSections(at: at, sections: [Section(id: section, data: rules.sectionData(section))]))
+            members[id] = nil
         }
-        let at = ItemPosition(section: .id(section), index: rank - index.rank(of: sectionKey))
-        ops.append(.insertItems(at: at, items: [Item(id: id, data: member.data)]))
-    }
-
-    /// Deletes the sections that lost items during the change and have none left.
-    mutating func deleteEmptiedSections() {
-        for section in emptied.sorted() {
-            guard let key = present[section] else { continue }
-            let first = index.rank(of: key)
-            if first < shownCount, OrderKey.hasPrefix(index[first].key, key) { continue }
-            ops.append(.deleteSections([.id(section)]))
-            sections.remove(key)
-            present[section] = nil
-        }
-        emptied = []
+        return .moved(touch)
     }
 
     /// Rebuilds the members and the index from the source, and returns the content they give.
@@ -156,7 +110,6 @@ extension LiveView {
         }
         sections = OrderedIndex(sorted: keys)
         present = Dictionary(uniqueKeysWithValues: keys.map { ($0.id, $0.key) })
-        emptied = []
         return content
     }
 }

@@ -3,10 +3,10 @@
 /// The view's content IS a `VersionedCollection` (`collection`): its versions, kept history, coalesced
 /// changesets and binary encoding are a collection's. Beside it the view keeps an order-statistic index of
 /// every source item that passes the filter (shown or beyond the limit), keyed by its whole position (section
-/// key, sort keys, id) as one byte string, and an index of the sections the content holds. A source change is
-/// turned into the few ops (delete, insert, update an item; insert, delete a section) that take the content to
-/// what the definition gives; the collection applies them and its log-walking delta makes the changeset. A new
-/// definition is computed from scratch and replaces the content, so its changeset is the full diff.
+/// key, sort keys, id) as one byte string, and an index of the sections the content holds. A source change
+/// updates the index; the items whose place in the content changed follow from it, with their places before
+/// and after, and from those both the edits of the content and the changeset (`LiveView+Commit.swift`). A
+/// large change, and a new definition, are computed from scratch and diffed in full.
 ///
 /// Invariants between calls: `collection` holds, in order, the first `limit` items of the index grouped into
 /// their sections, and exactly the sections that have one of them (the section `"all"` always, without
@@ -21,7 +21,7 @@ public struct LiveView: Sendable {
     /// The view's definition.
     public private(set) var definition: ViewDefinition
     /// The content, with its version and kept history.
-    public private(set) var collection: VersionedCollection
+    public internal(set) var collection: VersionedCollection
     var rules: ViewRules
     /// Every source item that passes the filter, by id.
     var members: [String: Member] = [:]
@@ -31,9 +31,6 @@ public struct LiveView: Sendable {
     var sections = OrderedIndex()
     /// The section key of each section of the content, by id.
     var present: [String: [UInt8]] = [:]
-    /// The ops of the change being made, and the sections that lost an item during it.
-    var ops: [Op] = []
-    var emptied: Set<String> = []
 
     /// Creates the view at `<epoch>.1` with the content `definition` gives on `source` (empty when the source
     /// does not exist).
@@ -90,22 +87,21 @@ public struct LiveView: Sendable {
                 members = [:]
                 index = OrderedIndex()
             }
-            for (id, data) in delta.items { update(id: id, data: data, recording: false) }
+            for (id, data) in delta.items { _ = update(id: id, data: data) }
             let changeset = replaceContent(with: materialize())
             return changeset.isEmpty ? nil : changeset
         }
-        for (id, data) in delta.items { update(id: id, data: data, recording: true) }
-        deleteEmptiedSections()
-        guard !ops.isEmpty else { return nil }
-        let batch = ops
-        ops = []
-        let changeset: Changeset
-        do {
-            changeset = try collection.apply(batch)
-        } catch {
-            preconditionFailure("a view's own ops were rejected: \(error)")
+        var touches: [Touch] = []
+        var dataChanges: [(id: String, key: [UInt8])] = []
+        for (id, data) in delta.items {
+            switch update(id: id, data: data) {
+            case .none: continue
+            case .data(let id, let key): dataChanges.append((id, key))
+            case .moved(let touch): touches.append(touch)
+            }
         }
-        return changeset.isEmpty ? nil : changeset
+        guard !touches.isEmpty || !dataChanges.isEmpty else { return nil }
+        return commit(touches, dataChanges)
     }
 
     /// Replaces the definition, keeping the view's epoch: the content is computed anew from `source` and the

@@ -5,7 +5,9 @@
 /// adds the sizes of the chunks before (the tree). Each element, and each chunk's last key, carries the first
 /// eight bytes of its key as an integer, which settles most comparisons without reading the key itself (a
 /// cache miss each). Inserting or removing costs O(log n + chunk) amortized (a
-/// split, merge or emptied chunk rebuilds the tree, O(n / chunk), once per many edits of a chunk).
+/// split, merge or emptied chunk rebuilds the tree, O(n / chunk), once per many edits of a chunk). Chunks are
+/// small (a quarter to a whole of 128 elements of 32 bytes) so that an edit moves a few kilobytes at most, and
+/// have room for 129 from the start so that an edit never reallocates one.
 struct OrderedIndex: Sendable {
     struct Element: Sendable {
         var key: [UInt8]
@@ -37,7 +39,7 @@ struct OrderedIndex: Sendable {
         return head
     }
 
-    static let maximumChunk = 512
+    static let maximumChunk = 128
 
     private var chunks: [[Element]] = []
     /// The last element of each chunk.
@@ -52,9 +54,10 @@ struct OrderedIndex: Sendable {
     /// - Complexity: O(n).
     init(sorted elements: [Element]) {
         var start = 0
+        chunks.reserveCapacity(elements.count / (OrderedIndex.maximumChunk / 2) + 1)
         while start < elements.count {
             let end = min(start + OrderedIndex.maximumChunk / 2, elements.count)
-            chunks.append(Array(elements[start..<end]))
+            chunks.append(OrderedIndex.chunk(elements[start..<end]))
             start = end
         }
         count = elements.count
@@ -110,7 +113,7 @@ struct OrderedIndex: Sendable {
     mutating func insert(_ element: Element) -> Int {
         count += 1
         guard !chunks.isEmpty else {
-            chunks = [[element]]
+            chunks = [OrderedIndex.chunk(CollectionOfOne(element))]
             rebuild()
             return 0
         }
@@ -122,7 +125,7 @@ struct OrderedIndex: Sendable {
         if offset == chunks[chunk].count - 1 { lasts[chunk] = element }
         if chunks[chunk].count > OrderedIndex.maximumChunk {
             let half = chunks[chunk].count / 2
-            let tail = Array(chunks[chunk][half...])
+            let tail = OrderedIndex.chunk(chunks[chunk][half...])
             chunks[chunk].removeSubrange(half...)
             chunks.insert(tail, at: chunk + 1)
             rebuild()
@@ -159,6 +162,15 @@ struct OrderedIndex: Sendable {
             add(-1, at: chunk)
         }
         return rank
+    }
+
+    /// A chunk holding `elements`, with room for the most it may hold before it splits, so that no insertion
+    /// into it reallocates.
+    private static func chunk(_ elements: some Collection<Element>) -> [Element] {
+        var chunk: [Element] = []
+        chunk.reserveCapacity(maximumChunk + 1)
+        chunk.append(contentsOf: elements)
+        return chunk
     }
 
     /// The first chunk whose last key is not below the probe's, or the last chunk.

@@ -43,6 +43,19 @@ public struct SourceDelta: Sendable {
             return
         }
         guard let entries = source.history.entries(after: since, current: current) else { return nil }
+        if entries.count == 1, entries[entries.startIndex].changes.count == 1 {
+            // One change (an item upserted, updated or deleted): nothing to deduplicate.
+            let id: String? =
+                switch entries[entries.startIndex].changes[0] {
+                case .itemInserted(let id, _, _), .itemDataSet(let id, _): id
+                case .itemRemoved(let item, _, _): item.id
+                default: nil
+                }
+            if let id {
+                self.init(items: [(id, source.data(ofItem: id))], removesEverything: false)
+                return
+            }
+        }
         var touched: [String] = []
         var seen = Set<String>()
         var replaced = false
@@ -64,7 +77,7 @@ public struct SourceDelta: Sendable {
             }
         }
         guard replaced else {
-            self.init(items: touched.map { ($0, source.item(id: $0)?.item.data) }, removesEverything: false)
+            self.init(items: touched.map { ($0, source.data(ofItem: $0)) }, removesEverything: false)
             return
         }
         // After a replacement every current item may be new: list them all, and the touched ones now gone.

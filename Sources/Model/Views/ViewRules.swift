@@ -16,7 +16,8 @@ struct ViewRules: Sendable {
         case all([Node])
         case any([Node])
         case not(Node)
-        case leaf(JSONPointer, Check)
+        /// A test of field `fields[field]`.
+        case leaf(field: Int, Check)
     }
 
     private enum Comparison: Sendable {
@@ -52,12 +53,30 @@ struct ViewRules: Sendable {
     let sortBy: [ViewKey]
     /// The limit, `Int.max` when there is none.
     let limit: Int
+    /// The distinct pointers the definition reads (filter leaves, then `sectionBy`, then `sortBy`), located once
+    /// per item; `sectionField` and `sortFields` are positions in it.
+    private let fields: [JSONPointer]
+    private let sectionField: Int?
+    private let sortFields: [Int]
+    /// The single tokens of `fields` when every one is a single token, so that one pass over an object's
+    /// members finds them all; nil otherwise.
+    private let memberTokens: [[UInt8]]?
 
     init(_ definition: ViewDefinition) {
-        filter = definition.filter.map(ViewRules.compile)
+        var fields: [JSONPointer] = []
+        func field(_ pointer: JSONPointer) -> Int {
+            if let position = fields.firstIndex(of: pointer) { return position }
+            fields.append(pointer)
+            return fields.count - 1
+        }
+        filter = definition.filter.map { ViewRules.compile($0, field) }
         sectionBy = definition.sectionBy
         sortBy = definition.sortBy
         limit = definition.limit ?? Int.max
+        sectionField = definition.sectionBy.map { field($0.field) }
+        sortFields = definition.sortBy.map { field($0.field) }
+        self.fields = fields
+        memberTokens = fields.allSatisfy { $0.tokens.count == 1 } ? fields.map { $0.tokens[0] } : nil
     }
 
     /// The data of a section with this id: `{"key": <the key>}`, or null without `sectionBy`.
@@ -70,39 +89,67 @@ struct ViewRules: Sendable {
     /// text is longer than a section id may be (`maximumIDByteCount` bytes).
     /// - Complexity: O(size of the data) per pointer, at most.
     func placement(id: String, data: JSONData) -> Placement? {
-        let bytes = data.bytes
-        if let filter, !ViewRules.holds(filter, bytes) { return nil }
+        data.bytes.withUnsafeBufferPointer { placement(id: id, bytes: $0) }
+    }
+
+    private func placement(id: String, bytes: UnsafeBufferPointer<UInt8>) -> Placement? {
+        withUnsafeTemporaryAllocation(of: Range<Int>?.self, capacity: fields.count) { ranges in
+            locateFields(in: bytes, into: ranges)
+            return placement(id: id, bytes: bytes, ranges: UnsafeBufferPointer(ranges))
+        }
+    }
+
+    /// Sets `ranges[k]` to where `fields[k]` is in the data, or nil: all in one pass over the members when every
+    /// field is a member of the top level and the data is an object.
+    private func locateFields(
+        in bytes: UnsafeBufferPointer<UInt8>, into ranges: UnsafeMutableBufferPointer<Range<Int>?>
+    ) {
+        if let memberTokens {
+            var scanner = CanonicalScanner(bytes: bytes)
+            scanner.skipSpace()
+            if scanner.locateMembers(memberTokens, into: ranges) { return }
+        }
+        for (k, field) in fields.enumerated() { ranges[k] = field.locate(in: bytes) }
+    }
+
+    private func placement(id: String, bytes: UnsafeBufferPointer<UInt8>, ranges: UnsafeBufferPointer<Range<Int>?>)
+        -> Placement?
+    {
+        if let filter, !ViewRules.holds(filter, bytes, ranges) { return nil }
         var key: [UInt8] = []
         key.reserveCapacity(24 + 16 * sortBy.count + id.utf8.count)
         var section = ViewRules.allSection
-        if let sectionBy {
-            let range = sectionBy.field.locate(in: bytes)
-            section = range.map { String(decoding: bytes[$0], as: UTF8.self) } ?? "null"
+        if let sectionBy, let sectionField {
+            let range = ranges[sectionField]
+            section = range.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) } ?? "null"
             guard section.utf8.count <= maximumIDByteCount else { return nil }
             OrderKey.append(range, of: bytes, descending: sectionBy.descending, to: &key)
         }
         let sectionLength = key.count
-        for sort in sortBy {
-            OrderKey.append(sort.field.locate(in: bytes), of: bytes, descending: sort.descending, to: &key)
+        for (sort, field) in zip(sortBy, sortFields) {
+            OrderKey.append(ranges[field], of: bytes, descending: sort.descending, to: &key)
         }
         key.append(contentsOf: id.utf8)
         return Placement(key: key, sectionLength: sectionLength, section: section)
     }
 
-    private static func holds(_ node: Node, _ bytes: [UInt8]) -> Bool {
+    private static func holds(
+        _ node: Node, _ bytes: UnsafeBufferPointer<UInt8>, _ ranges: UnsafeBufferPointer<Range<Int>?>
+    ) -> Bool {
         switch node {
-        case .all(let nodes): return nodes.allSatisfy { holds($0, bytes) }
-        case .any(let nodes): return nodes.contains { holds($0, bytes) }
-        case .not(let node): return !holds(node, bytes)
-        case .leaf(let pointer, let check): return test(check, pointer.locate(in: bytes), bytes)
+        case .all(let nodes): return nodes.allSatisfy { holds($0, bytes, ranges) }
+        case .any(let nodes): return nodes.contains { holds($0, bytes, ranges) }
+        case .not(let node): return !holds(node, bytes, ranges)
+        case .leaf(let field, let check): return test(check, ranges[field], bytes)
         }
     }
 
-    private static func test(_ check: Check, _ range: Range<Int>?, _ bytes: [UInt8]) -> Bool {
+    private static func test(_ check: Check, _ range: Range<Int>?, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         switch check {
         case .equal(let texts, let negated):
-            let value = range.map { bytes[$0] } ?? ViewRules.null[...]
-            return texts.contains { $0.elementsEqual(value) } != negated
+            guard let range else { return texts.contains(ViewRules.null) != negated }
+            let value = UnsafeBufferPointer(rebasing: bytes[range])
+            return texts.contains { CanonicalScanner.equal(value, $0) } != negated
         case .exists(let wanted):
             return (range != nil) == wanted
         case .never:
@@ -127,12 +174,12 @@ struct ViewRules: Sendable {
 
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
-    private static func compile(_ filter: ViewFilter) -> Node {
+    private static func compile(_ filter: ViewFilter, _ field: (JSONPointer) -> Int) -> Node {
         switch filter {
-        case .all(let filters): .all(filters.map(compile))
-        case .any(let filters): .any(filters.map(compile))
-        case .not(let filter): .not(compile(filter))
-        case .leaf(let field, let test): .leaf(field, compile(test))
+        case .all(let filters): .all(filters.map { compile($0, field) })
+        case .any(let filters): .any(filters.map { compile($0, field) })
+        case .not(let filter): .not(compile(filter, field))
+        case .leaf(let pointer, let test): .leaf(field: field(pointer), compile(test))
         }
     }
 
