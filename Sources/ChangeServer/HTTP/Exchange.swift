@@ -26,6 +26,8 @@ final class Exchange {
     /// The response for a suspended exchange, queued when MHD calls the handler again after the resume.
     var pendingResponse: SharedResponse?
     var isSuspended = false
+    /// Bytes the request takes in MHD's connection pool (`HTTPServer.fits`), once worked out.
+    var requestPoolBytes: Int?
     /// Headers added to every response of this exchange (CORS), fixed when the request arrives.
     var extraHeaders: [(name: String, value: String)] = []
 
