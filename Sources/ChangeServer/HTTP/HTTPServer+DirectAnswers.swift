@@ -1,0 +1,180 @@
+import CHTTPD
+import Glibc
+
+/// Held polls answered outside libmicrohttpd.
+///
+/// Through MHD, answering a held poll costs a resume, MHD's state machine, its response headers built in the
+/// connection's pool, a `sendmsg`, a `setsockopt`, a `recv` that finds nothing, an `epoll_ctl` that puts the socket
+/// back in MHD's set and a pool reset that zeroes (and first touches) the connection's 8 KiB: with 10,000 polls,
+/// more than twice the time of the `sendmsg`s themselves. So a held poll that allows it is answered with the
+/// shared response's bytes (`SharedResponse.wire`, written once per response) in one `send` on its socket, and
+/// nothing else on the way to the next answer. Once the fan-out is done (`handBack`), its connection goes back to
+/// MHD: the socket is duplicated, MHD's side is closed on a placeholder (so that MHD never shuts the client's socket
+/// down), and the socket is added to MHD again as a new connection (`MHD_add_connection`), where the client's next
+/// request is read as usual.
+///
+/// A poll may be answered so (`mayAnswerDirectly`) when it is a plain keep-alive HTTP/1.1 `GET` without a body and
+/// MHD has read nothing after it: everything the client sent on the connection (`tcpi_bytes_received`) is this
+/// request (`MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE`) plus what went to MHD's earlier views of the connection. A
+/// pipelined request already read into MHD's buffer would be lost with MHD's side of the connection; such polls,
+/// and every other one, are answered through MHD.
+extension HTTPServer {
+    /// An answer sent outside MHD whose rest waits for room in the socket.
+    struct PendingWrite {
+        let exchange: Exchange
+        let response: SharedResponse
+        var offset: Int
+        /// A client that does not read its answer within the idle timeout is let go.
+        let deadline: Int64
+    }
+
+    /// Whether a held request may be answered outside MHD (see the type's comment).
+    func mayAnswerDirectly(_ exchange: Exchange, version: UnsafePointer<CChar>?) -> Bool {
+        let request = exchange.request
+        guard request.method == "GET", let version, strcmp(version, "HTTP/1.1") == 0, request.body.isEmpty,
+            request.header("Content-Length") == nil, request.header("Transfer-Encoding") == nil,
+            request.header("Connection")?.lowercased().contains("close") != true
+        else { return false }
+        let descriptor = chttpd_connection_fd(exchange.connection)
+        let headerSize = chttpd_request_header_size(exchange.connection)
+        guard descriptor >= 0, headerSize > 0 else { return false }
+        // The bytes the client had sent before MHD's current view of the connection began (0 for one MHD accepted).
+        let base = chttpd_socket_context(exchange.connection).map { Int64(UInt(bitPattern: $0)) - 1 } ?? 0
+        return chttpd_bytes_received(descriptor) == base + headerSize
+    }
+
+    /// Answers the exchange outside MHD: its answer is sent right after this loop turn's `MHD_run`, so that what
+    /// MHD has to send first (the answer to the mutation that caused a fan-out) goes out before the fan-out.
+    func answerDirectly(_ exchange: Exchange, _ response: SharedResponse) {
+        releaseBody(of: exchange)
+        exchange.leavesLibrary = true
+        toSend.append((exchange, response))
+        runAgain = true
+    }
+
+    /// Sends the answers given outside MHD in this loop turn: one `send` each, in the order they were given, then
+    /// logs them.
+    func sendDirectAnswers() {
+        guard !toSend.isEmpty else { return }
+        for (exchange, response) in toSend {
+            let descriptor = chttpd_connection_fd(exchange.connection)
+            let sent = response.wire.withUnsafeBytes {
+                send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if sent == response.wire.count {
+                answeredDirectly.append(exchange)
+            } else if sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK {
+                writing[descriptor] = PendingWrite(
+                    exchange: exchange, response: response, offset: max(0, sent),
+                    deadline: MonotonicClock.now() + Int64(options.idleTimeout) * 1000)
+                awaitRoom(descriptor)
+            } else {
+                letGo(exchange)
+            }
+        }
+        // Logged and counted once every answer is out.
+        for (exchange, response) in toSend { handler?.didRespond(exchange, status: response.status) }
+        toSend.removeAll(keepingCapacity: true)
+    }
+
+    /// The socket of a pending answer is writable (or the client hung up).
+    func continueWriting(_ descriptor: Int32, events: UInt32) {
+        guard var pending = writing[descriptor] else { return }
+        if events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+            writing[descriptor] = nil
+            return letGo(pending.exchange)
+        }
+        let wire = pending.response.wire
+        let sent = wire.withUnsafeBytes {
+            send(descriptor, $0.baseAddress! + pending.offset, $0.count - pending.offset, Int32(MSG_NOSIGNAL))
+        }
+        guard sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK else {
+            writing[descriptor] = nil
+            return letGo(pending.exchange)
+        }
+        pending.offset += max(0, sent)
+        if pending.offset == wire.count {
+            writing[descriptor] = nil
+            answeredDirectly.append(pending.exchange)
+            runAgain = true
+        } else {
+            writing[descriptor] = pending
+            awaitRoom(descriptor)
+        }
+    }
+
+    /// Answers whose client does not read them within the idle timeout are let go.
+    func expireWrites(now: Int64) {
+        for (descriptor, pending) in writing where pending.deadline <= now {
+            writing[descriptor] = nil
+            letGo(pending.exchange)
+        }
+    }
+
+    /// The server stops and its grace period is over: answers still being written are let go.
+    func abandonWrites() {
+        for pending in writing.values { letGo(pending.exchange) }
+        writing.removeAll()
+    }
+
+    /// Gives the connections answered outside MHD back to it: each socket is duplicated, MHD's side is pointed at
+    /// the placeholder and let go (the handler answers its call after the resume with `MHD_NO`), and the socket is
+    /// added to MHD as a new connection, marked with the bytes its client had sent so far. A stopping server
+    /// closes them instead. MHD closes the socket itself when it cannot take it (its connection limit).
+    func handBack(_ daemon: OpaquePointer) {
+        guard !answeredDirectly.isEmpty else { return }
+        var sockets: [(descriptor: Int32, address: sockaddr_storage, length: socklen_t, base: Int64)] = []
+        for exchange in answeredDirectly {
+            let descriptor = chttpd_connection_fd(exchange.connection)
+            // The number is about to name the placeholder, then anything: its hang-up registration goes first.
+            if registeredDescriptors.remove(descriptor) != nil { epoll_ctl(loopEpoll, EPOLL_CTL_DEL, descriptor, nil) }
+            var address = sockaddr_storage()
+            let length = chttpd_client_address(exchange.connection, &address)
+            let received = chttpd_bytes_received(descriptor)
+            let unread = chttpd_unread_bytes(descriptor)
+            if stopDeadline == nil, length > 0, received >= 0, unread >= 0 {
+                let kept = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+                if kept >= 0 && dup2(placeholder, descriptor) >= 0 {
+                    sockets.append((kept, address, length, received - unread))
+                } else if kept >= 0 {
+                    close(kept)
+                }
+            }
+            MHD_resume_connection(exchange.connection)
+        }
+        answeredDirectly.removeAll(keepingCapacity: true)
+        // MHD lets go of the resumed sides (and frees their connection slots) before it takes the sockets again.
+        MHD_run(daemon)
+        for var socket in sockets {
+            handedBackBase = socket.base
+            _ = withUnsafePointer(to: &socket.address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    MHD_add_connection(daemon, socket.descriptor, $0, socket.length)
+                }
+            }
+        }
+        handedBackBase = nil
+        runAgain = true
+    }
+
+    /// Lets go of an exchange answered outside MHD without handing its connection back (the client is gone, or
+    /// never read its answer): MHD closes it.
+    private func letGo(_ exchange: Exchange) {
+        MHD_resume_connection(exchange.connection)
+        runAgain = true
+    }
+
+    /// Waits (one-shot) for room in the socket of a pending answer, or for the client hanging up.
+    private func awaitRoom(_ descriptor: Int32) {
+        var event = epoll_event()
+        event.events = EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLONESHOT.rawValue
+        event.data.fd = descriptor
+        if epoll_ctl(loopEpoll, EPOLL_CTL_MOD, descriptor, &event) == 0
+            || epoll_ctl(loopEpoll, EPOLL_CTL_ADD, descriptor, &event) == 0
+        {
+            registeredDescriptors.insert(descriptor)
+        } else if let pending = writing.removeValue(forKey: descriptor) {
+            letGo(pending.exchange)
+        }
+    }
+}
