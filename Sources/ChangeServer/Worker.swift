@@ -19,8 +19,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     init(app: App, server: HTTPServer) {
         self.app = app
         self.server = server
-        feed = Feed(metrics: app.metrics, caching: app.feedCaching) { [unowned server] exchange, response in
-            server.answer(exchange, with: response)
+        feed = Feed(metrics: app.metrics, caching: app.feedCaching) { [unowned server] exchanges, response in
+            server.answer(exchanges, with: response)
         }
         streams = StreamHub(metrics: app.metrics)
     }

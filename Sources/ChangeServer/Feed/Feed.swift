@@ -7,7 +7,9 @@ import Model
 /// responses carry): each group's changeset is computed and encoded once, into one MHD response queued on every
 /// connection of the group.
 final class Feed {
-    private struct Waiter {
+    /// A class: a fan-out passes each waiter around several times, and copying one reference costs less than
+    /// copying the exchange, the subject and the version.
+    private final class Waiter {
         let exchange: Exchange
         let subject: FeedSubject
         let since: Version
@@ -15,6 +17,15 @@ final class Feed {
         /// The request's `cursor`, from which an empty answer's `next` is made.
         let cursor: Int64?
         let bucket: Int64
+
+        init(exchange: Exchange, subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?, bucket: Int64) {
+            self.exchange = exchange
+            self.subject = subject
+            self.since = since
+            self.timeout = timeout
+            self.cursor = cursor
+            self.bucket = bucket
+        }
 
         /// A cursor from a server sharing this one's database that has applied more records than this one yet
         /// (only held with `--postgres`): it waits until this server catches up past it.
@@ -42,10 +53,10 @@ final class Feed {
     private var jitterSource = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
     private let metrics: Metrics
     private let caching: FeedCaching
-    private let respond: (Exchange, SharedResponse) -> Void
+    private let respond: ([Exchange], SharedResponse) -> Void
 
-    /// `respond` answers a held exchange (`HTTPServer.answer`).
-    init(metrics: Metrics, caching: FeedCaching, respond: @escaping (Exchange, SharedResponse) -> Void) {
+    /// `respond` answers held exchanges with one response (`HTTPServer.answer`).
+    init(metrics: Metrics, caching: FeedCaching, respond: @escaping ([Exchange], SharedResponse) -> Void) {
         self.metrics = metrics
         self.caching = caching
         self.respond = respond
@@ -239,23 +250,27 @@ final class Feed {
 
     /// One response for the waiters without CORS headers, one per distinct set of CORS headers for the others.
     private func send(_ body: Response, to group: [Waiter]) {
-        let plain = SharedResponse(body)
-        var withCORS: [String: SharedResponse] = [:]
+        var plain: [Exchange] = []
+        plain.reserveCapacity(group.count)
+        var withCORS: [String: (response: SharedResponse, exchanges: [Exchange])] = [:]
         for waiter in group {
-            remove(waiter)
             let extra = waiter.exchange.extraHeaders
             guard !extra.isEmpty else {
-                respond(waiter.exchange, plain)
+                plain.append(waiter.exchange)
                 continue
             }
             let key = extra.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
             if withCORS[key] == nil {
                 var withHeaders = body
                 withHeaders.headers += extra
-                withCORS[key] = SharedResponse(withHeaders)
+                withCORS[key] = (SharedResponse(withHeaders), [])
             }
-            respond(waiter.exchange, withCORS[key] ?? plain)
+            withCORS[key]?.exchanges.append(waiter.exchange)
         }
+        // Answered first, forgotten after: the answers go out sooner.
+        if !plain.isEmpty { respond(plain, SharedResponse(body)) }
+        for (_, answer) in withCORS { respond(answer.exchanges, answer.response) }
+        for waiter in group { remove(waiter) }
     }
 
     /// Forgets a waiter. Its deadline bucket keeps it until the bucket is due (`expire` skips what is no longer

@@ -38,43 +38,79 @@ extension HTTPServer {
         let descriptor = chttpd_connection_fd(exchange.connection)
         let headerSize = chttpd_request_header_size(exchange.connection)
         guard descriptor >= 0, headerSize > 0 else { return false }
+        exchange.socket = descriptor
         // The bytes the client had sent before MHD's current view of the connection began (0 for one MHD accepted).
         let base = chttpd_socket_context(exchange.connection).map { Int64(UInt(bitPattern: $0)) - 1 } ?? 0
         return chttpd_bytes_received(descriptor) == base + headerSize
     }
 
-    /// Answers the exchange outside MHD: its answer is sent right after this loop turn's `MHD_run`, so that what
-    /// MHD has to send first (the answer to the mutation that caused a fan-out) goes out before the fan-out.
-    func answerDirectly(_ exchange: Exchange, _ response: SharedResponse) {
-        releaseBody(of: exchange)
-        exchange.leavesLibrary = true
-        toSend.append((exchange, response))
+    /// Answers exchanges outside MHD, at once. The first such answer of a loop turn lets MHD send what it has
+    /// first (twice: a `Connection: close` answer's connection closes on MHD's next pass): above all the answer to
+    /// the mutation behind a fan-out, which the committer hands over before the fan-out, and whose client should
+    /// not wait for the fan-out. Inside MHD's callbacks, where MHD cannot be run, the answers wait for the end of
+    /// the loop turn's `MHD_run` (`sendDirectAnswers`).
+    func answerDirectly(_ exchanges: [Exchange], _ response: SharedResponse) {
         runAgain = true
-    }
-
-    /// Sends the answers given outside MHD in this loop turn: one `send` each, in the order they were given, then
-    /// logs them.
-    func sendDirectAnswers() {
-        guard !toSend.isEmpty else { return }
-        for (exchange, response) in toSend {
-            let descriptor = chttpd_connection_fd(exchange.connection)
-            let sent = response.wire.withUnsafeBytes {
-                send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-            }
-            if sent == response.wire.count {
-                answeredDirectly.append(exchange)
-            } else if sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK {
-                writing[descriptor] = PendingWrite(
-                    exchange: exchange, response: response, offset: max(0, sent),
-                    deadline: MonotonicClock.now() + Int64(options.idleTimeout) * 1000)
-                awaitRoom(descriptor)
-            } else {
-                letGo(exchange)
+        for exchange in exchanges {
+            releaseBody(of: exchange)
+            exchange.leavesLibrary = true
+        }
+        guard !insideLibrary, let daemon else {
+            for exchange in exchanges { toSend.append((exchange, response)) }
+            return
+        }
+        if !libraryFlushed {
+            libraryFlushed = true
+            runLibrary(daemon)
+            runLibrary(daemon)
+        }
+        // One `send` per socket, nothing else in the loop.
+        response.wire.withUnsafeBytes { wire in
+            for exchange in exchanges {
+                let sent = send(exchange.socket, wire.baseAddress, wire.count, Int32(MSG_NOSIGNAL))
+                if sent == wire.count {
+                    answeredDirectly.append(exchange)
+                } else {
+                    sendFailed(exchange, response, sent: sent, error: sent < 0 ? errno : 0)
+                }
             }
         }
-        // Logged and counted once every answer is out.
-        for (exchange, response) in toSend { handler?.didRespond(exchange, status: response.status) }
+        for exchange in exchanges { answeredNow.append((exchange, response)) }
+    }
+
+    /// Sends an answer on its exchange's socket: the whole of it, or what fits (the rest when there is room).
+    private func deliver(_ response: SharedResponse, to exchange: Exchange) {
+        let sent = response.wire.withUnsafeBytes {
+            send(exchange.socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+        }
+        if sent == response.wire.count {
+            answeredDirectly.append(exchange)
+        } else {
+            sendFailed(exchange, response, sent: sent, error: sent < 0 ? errno : 0)
+        }
+    }
+
+    /// A `send` that did not take the whole answer: the rest waits for room, or the client is gone.
+    private func sendFailed(_ exchange: Exchange, _ response: SharedResponse, sent: Int, error: Int32) {
+        guard sent >= 0 || error == EAGAIN || error == EWOULDBLOCK else { return letGo(exchange) }
+        writing[exchange.socket] = PendingWrite(
+            exchange: exchange, response: response, offset: max(0, sent),
+            deadline: MonotonicClock.now() + Int64(options.idleTimeout) * 1000)
+        awaitRoom(exchange.socket)
+    }
+
+    /// Sends the answers given outside MHD inside its callbacks in this loop turn, then logs every answer given
+    /// outside MHD in it (once they are all out).
+    func sendDirectAnswers() {
+        for (exchange, response) in toSend { deliver(response, to: exchange) }
+        answeredNow += toSend
         toSend.removeAll(keepingCapacity: true)
+        for (exchange, response) in answeredNow {
+            forget(exchange)
+            handler?.didRespond(exchange, status: response.status)
+        }
+        answeredNow.removeAll(keepingCapacity: true)
+        libraryFlushed = false
     }
 
     /// The socket of a pending answer is writable (or the client hung up).
@@ -144,7 +180,7 @@ extension HTTPServer {
         }
         answeredDirectly.removeAll(keepingCapacity: true)
         // MHD lets go of the resumed sides (and frees their connection slots) before it takes the sockets again.
-        MHD_run(daemon)
+        runLibrary(daemon)
         for var socket in sockets {
             handedBackBase = socket.base
             _ = withUnsafePointer(to: &socket.address) {

@@ -77,7 +77,7 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     let options: Options
-    private var daemon: OpaquePointer?
+    private(set) var daemon: OpaquePointer?
     let loopEpoll: Int32
     private let wakeDescriptor: Int32
     private let tasks = Mutex<[@Sendable () -> Void]>([])
@@ -97,8 +97,14 @@ final class HTTPServer: @unchecked Sendable {
     // Held polls answered outside libmicrohttpd (HTTPServer+DirectAnswers.swift).
     /// What MHD's side of a connection answered outside it is pointed at before MHD closes it (an eventfd).
     let placeholder: Int32
-    /// Answered outside MHD in this loop turn, to be sent after its `MHD_run`.
+    /// Answered outside MHD inside its callbacks in this loop turn, to be sent after its `MHD_run`.
     var toSend: [(Exchange, SharedResponse)] = []
+    /// Answered outside MHD in this loop turn, to be logged at its end.
+    var answeredNow: [(Exchange, SharedResponse)] = []
+    /// Whether the loop thread is inside `MHD_run` (where MHD calls back), so that MHD cannot be run again.
+    var insideLibrary = false
+    /// Whether MHD was given its pass before this loop turn's first answer outside it.
+    var libraryFlushed = false
     /// Answered outside MHD, the whole answer sent: their MHD side is let go and their socket handed back.
     var answeredDirectly: [Exchange] = []
     /// Answered outside MHD, the rest of the answer waiting for room in the socket, by socket.
@@ -165,16 +171,23 @@ final class HTTPServer: @unchecked Sendable {
             // A fan-out can take a while: what was posted meanwhile (above all the answer to the mutation that
             // caused it) goes out with this MHD_run, before the fan-out's own answers are sent.
             if !toSend.isEmpty { runTasks() }
-            MHD_run(daemon)
+            runLibrary(daemon)
             // The connection of such an answer closes (`Connection: close`) on MHD's next pass: its client, waiting
             // for the end of the answer, is not kept waiting for the fan-out either.
-            if !toSend.isEmpty { MHD_run(daemon) }
+            if !toSend.isEmpty { runLibrary(daemon) }
             sendDirectAnswers()
             handBack(daemon)
             handler.loopDidRun()
         }
         MHD_stop_daemon(daemon)
         self.daemon = nil
+    }
+
+    /// `MHD_run`, marked as such: MHD calls the handlers from inside it.
+    func runLibrary(_ daemon: OpaquePointer) {
+        insideLibrary = true
+        MHD_run(daemon)
+        insideLibrary = false
     }
 
     private func runTasks() {
@@ -209,19 +222,29 @@ final class HTTPServer: @unchecked Sendable {
         answer(exchange, with: SharedResponse(response))
     }
 
-    /// Answers a held exchange (loop thread only): outside MHD when it may be (`answerDirectly`), else through MHD
-    /// once it is resumed.
+    /// Answers a held exchange (loop thread only).
     func answer(_ exchange: Exchange, with response: SharedResponse) {
-        guard exchange.isSuspended else { return }
-        exchange.isSuspended = false
-        suspended[ObjectIdentifier(exchange)] = nil
-        unwatch(exchange)
-        if exchange.answersDirectly, response.isComplete, fits(response, on: exchange) {
-            return answerDirectly(exchange, response)
+        answer([exchange], with: response)
+    }
+
+    /// Answers held exchanges with one response (loop thread only): outside MHD those that may be
+    /// (`answerDirectly`), the others through MHD once they are resumed.
+    func answer(_ exchanges: [Exchange], with response: SharedResponse) {
+        var direct: [Exchange] = []
+        direct.reserveCapacity(exchanges.count)
+        for exchange in exchanges where exchange.isSuspended {
+            exchange.isSuspended = false
+            if exchange.answersDirectly, response.isComplete, fits(response, on: exchange) {
+                // Its bookkeeping waits until the fan-out's answers are out (`sendDirectAnswers`).
+                direct.append(exchange)
+                continue
+            }
+            forget(exchange)
+            exchange.pendingResponse = response
+            MHD_resume_connection(exchange.connection)
+            runAgain = true
         }
-        exchange.pendingResponse = response
-        MHD_resume_connection(exchange.connection)
-        runAgain = true
+        if !direct.isEmpty { answerDirectly(direct, response) }
     }
 
     /// Watches a held exchange's socket for the client hanging up (`EPOLLRDHUP`, `EPOLLHUP`, `EPOLLERR`); not
@@ -254,7 +277,14 @@ final class HTTPServer: @unchecked Sendable {
     private func unwatch(_ exchange: Exchange) {
         guard let descriptor = exchange.watchedDescriptor else { return }
         exchange.watchedDescriptor = nil
-        watched[descriptor] = nil
+        // The socket's number may name another held exchange by now (this one was forgotten late).
+        if watched[descriptor] === exchange { watched[descriptor] = nil }
+    }
+
+    /// Forgets an exchange that is no longer held.
+    func forget(_ exchange: Exchange) {
+        suspended[ObjectIdentifier(exchange)] = nil
+        unwatch(exchange)
     }
 
     /// A watched socket reported hang-up: a held poll is let go and answered, so that MHD closes the connection
