@@ -157,10 +157,27 @@ extension HTTPServer {
     /// the placeholder and let go (the handler answers its call after the resume with `MHD_NO`), and the socket is
     /// added to MHD as a new connection, marked with the bytes its client had sent so far. A stopping server
     /// closes them instead. MHD closes the socket itself when it cannot take it (its connection limit).
+    ///
+    /// A few at a time (`handBackBatch`): until MHD has closed its side, a connection takes two descriptors, and
+    /// the server's connection limits leave only a few spare under the open-files limit.
     func handBack(_ daemon: OpaquePointer) {
         guard !answeredDirectly.isEmpty else { return }
+        var start = 0
+        while start < answeredDirectly.count {
+            let end = min(start + Self.handBackBatch, answeredDirectly.count)
+            handBack(answeredDirectly[start..<end], daemon)
+            start = end
+        }
+        answeredDirectly.removeAll(keepingCapacity: true)
+        runAgain = true
+    }
+
+    /// Connections handed back per MHD pass: below the descriptors the connection limits leave spare.
+    static let handBackBatch = 32
+
+    private func handBack(_ exchanges: ArraySlice<Exchange>, _ daemon: OpaquePointer) {
         var sockets: [(descriptor: Int32, address: sockaddr_storage, length: socklen_t, base: Int64)] = []
-        for exchange in answeredDirectly {
+        for exchange in exchanges {
             let descriptor = chttpd_connection_fd(exchange.connection)
             // The number is about to name the placeholder, then anything: its hang-up registration goes first.
             if registeredDescriptors.remove(descriptor) != nil { epoll_ctl(loopEpoll, EPOLL_CTL_DEL, descriptor, nil) }
@@ -178,8 +195,8 @@ extension HTTPServer {
             }
             MHD_resume_connection(exchange.connection)
         }
-        answeredDirectly.removeAll(keepingCapacity: true)
-        // MHD lets go of the resumed sides (and frees their connection slots) before it takes the sockets again.
+        // MHD lets go of the resumed sides (and frees their descriptors and connection slots) before it takes the
+        // sockets again.
         runLibrary(daemon)
         for var socket in sockets {
             handedBackBase = socket.base
@@ -190,7 +207,6 @@ extension HTTPServer {
             }
         }
         handedBackBase = nil
-        runAgain = true
     }
 
     /// Lets go of an exchange answered outside MHD without handing its connection back (the client is gone, or
