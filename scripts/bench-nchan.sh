@@ -11,24 +11,8 @@ fi
 swift build -c release --product Load >/dev/null
 port=${NCHAN_PORT:-18790}
 work=$(mktemp -d)
-cat >"$work/nginx.conf" <<CONF
-load_module /usr/lib/nginx/modules/ngx_nchan_module.so;
-worker_processes 2;
-worker_rlimit_nofile 40000;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/error.log warn;
-events { worker_connections 30000; }
-http {
-    access_log off;
-    client_body_temp_path $work;
-    server {
-        listen 127.0.0.1:$port;
-        location ~ ^/pub/(\w+)$ { nchan_publisher; nchan_channel_id \$1; }
-        location ~ ^/sub/(\w+)$ { nchan_subscriber longpoll; nchan_channel_id \$1; }
-    }
-}
-CONF
+. scripts/nchan-conf.sh
+write_nchan_conf "$work" "$port" 2
 nginx -c "$work/nginx.conf" -p "$work" &
 nginx_pid=$!
 trap 'kill "$nginx_pid" 2>/dev/null; wait "$nginx_pid" 2>/dev/null; rm -rf "$work"' EXIT

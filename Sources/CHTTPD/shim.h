@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <string.h>
+#include <netinet/in.h>
 #include <microhttpd.h>
 
 /* MHD_start_daemon and MHD_get_daemon_info are variadic, which Swift cannot call: these wrappers fix
@@ -20,7 +23,9 @@ static inline struct MHD_Daemon *chttpd_start_daemon(unsigned int flags, int lis
                                                      unsigned int connection_limit, unsigned int connection_timeout,
                                                      size_t connection_memory_limit,
                                                      unsigned int per_address_limit,
-                                                     chttpd_unescape_callback unescape) {
+                                                     chttpd_unescape_callback unescape,
+                                                     MHD_NotifyConnectionCallback notify_connection,
+                                                     void *notify_connection_cls) {
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
@@ -29,6 +34,7 @@ static inline struct MHD_Daemon *chttpd_start_daemon(unsigned int flags, int lis
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
                             MHD_OPTION_END);
 }
 
@@ -42,6 +48,45 @@ static inline int chttpd_epoll_fd(struct MHD_Daemon *daemon) {
 static inline int chttpd_connection_fd(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info == NULL ? -1 : info->connect_fd;
+}
+
+/* Bytes of the request line and headers of the connection's current request, as MHD counted them, or -1. */
+static inline long long chttpd_request_header_size(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info == NULL ? -1 : (long long)info->header_size;
+}
+
+/* The connection's socket context (set when MHD reports it started), or NULL. */
+static inline void *chttpd_socket_context(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
+}
+
+/* Copies the client's address into `address` (capacity `capacity`); returns its length, or 0. */
+static inline socklen_t chttpd_client_address(struct MHD_Connection *connection, struct sockaddr_storage *address) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL) return 0;
+    socklen_t length = info->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                       : info->client_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : 0;
+    if (length) memcpy(address, info->client_addr, length);
+    return length;
+}
+
+/* Bytes a TCP socket has received in all (`tcpi_bytes_received` of the kernel's struct tcp_info, linux/tcp.h,
+   at offset 128 since Linux 4.1; glibc's copy of the struct stops before it), or -1. */
+static inline long long chttpd_bytes_received(int fd) {
+    unsigned char info[256];
+    socklen_t length = sizeof info;
+    if (getsockopt(fd, IPPROTO_TCP, 11 /* TCP_INFO */, info, &length) != 0 || length < 136) return -1;
+    unsigned long long received;
+    memcpy(&received, info + 128, sizeof received);
+    return (long long)received;
+}
+
+/* Bytes waiting unread in a socket's receive queue (FIONREAD), or -1. */
+static inline long long chttpd_unread_bytes(int fd) {
+    int count = 0;
+    return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
 }
 
 #endif

@@ -19,8 +19,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     init(app: App, server: HTTPServer) {
         self.app = app
         self.server = server
-        feed = Feed(metrics: app.metrics, caching: app.feedCaching) { [unowned server] exchange, response in
-            server.answer(exchange, with: response)
+        feed = Feed(metrics: app.metrics, caching: app.feedCaching) { [unowned server] exchanges, response in
+            server.answer(exchanges, with: response)
         }
         streams = StreamHub(metrics: app.metrics)
     }
@@ -86,15 +86,20 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         guard app.logger.level <= .info else { return }
         let timestamp = requestLogTimestamp ?? Array((Logger.timestamp() + " info ").utf8)
         requestLogTimestamp = timestamp
-        requestLog += timestamp
-        appendEscaped(exchange.method)
-        requestLog.append(UInt8(ascii: " "))
-        appendEscaped(exchange.path)
-        requestLog.append(UInt8(ascii: " "))
-        appendDecimal(status.rawValue)
-        requestLog.append(UInt8(ascii: " "))
-        appendDecimal(Int(MonotonicClock.now() - exchange.started))
-        requestLog += [UInt8(ascii: "m"), UInt8(ascii: "s"), UInt8(ascii: "\n")]
+        // Written into a local array moved out of the stored one and back: appending to the stored property byte
+        // by byte checked exclusive access for every byte (a tenth of a fan-out's answers).
+        var log: [UInt8] = []
+        swap(&log, &requestLog)
+        log += timestamp
+        Self.appendEscaped(exchange.method, to: &log)
+        log.append(UInt8(ascii: " "))
+        Self.appendEscaped(exchange.path, to: &log)
+        log.append(UInt8(ascii: " "))
+        Self.appendDecimal(status.rawValue, to: &log)
+        log.append(UInt8(ascii: " "))
+        Self.appendDecimal(Int(MonotonicClock.now() - exchange.started), to: &log)
+        log += [UInt8(ascii: "m"), UInt8(ascii: "s"), UInt8(ascii: "\n")]
+        swap(&log, &requestLog)
         requestLogLines += 1
     }
 
@@ -120,26 +125,27 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         requestLogTimestamp = nil
     }
 
-    private func appendEscaped(_ text: String) {
-        for byte in text.utf8 { appendEscaped(byte) }
-    }
-
     /// Control bytes, DEL, bytes past ASCII, `"` and `\` are written as `\xHH` (as nginx escapes its log):
     /// a request line cannot forge a log line nor a terminal sequence.
-    private func appendEscaped(_ byte: UInt8) {
-        guard logNeedsEscape(byte) else { return requestLog.append(byte) }
-        requestLog += logEscape(byte)
+    private static func appendEscaped(_ text: String, to log: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { bytes in
+            guard bytes.contains(where: logNeedsEscape) else { return log.append(contentsOf: bytes) }
+            for byte in bytes {
+                if logNeedsEscape(byte) { log += logEscape(byte) } else { log.append(byte) }
+            }
+        }
     }
 
-    private func appendDecimal(_ value: Int) {
-        guard value > 0 else { return requestLog.append(UInt8(ascii: "0")) }
-        let start = requestLog.count
+    private static func appendDecimal(_ value: Int, to log: inout [UInt8]) {
+        guard value > 0 else { return log.append(UInt8(ascii: "0")) }
+        let start = log.count
         var rest = value
         while rest > 0 {
-            requestLog.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            log.append(UInt8(ascii: "0") + UInt8(rest % 10))
             rest /= 10
         }
-        requestLog[start...].reverse()
+        log[start...].reverse()
     }
 }
 

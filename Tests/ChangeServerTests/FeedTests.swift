@@ -132,6 +132,37 @@ import Testing
         #expect(metrics.contains("changeserver_changesets_delivered_total 1000"))
     }
 
+    /// Held polls answered outside libmicrohttpd get their connections back: every client polls again on its own
+    /// connection and is answered again, and a request pipelined behind a poll is answered after it.
+    @Test func answeredPollsKeepTheirConnections() throws {
+        let (server, first) = try LiveMutationTests.seeded()
+        let polls = try (0..<300).map { _ in try HTTPConnection(port: server.port) }
+        var version = first
+        for round in 0..<3 {
+            for poll in polls { poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=60") }
+            try waitForHeldPolls(server, polls.count)
+            let mutation = try server.client.mutate(
+                "c", [["op": "insertItems", "at": [0, 0], "items": [["id": "r\(round)"]]]])
+            let next = try #require(mutation.object["version"] as? String)
+            var answered = 0
+            for poll in polls {
+                let response = try poll.readResponse()
+                if response.status == 200 && response.object["to"] as? String == next { answered += 1 }
+            }
+            #expect(answered == polls.count, "round \(round)")
+            version = next
+        }
+        let pipelined = try HTTPConnection(port: server.port)
+        pipelined.send(
+            Array(
+                ("GET /v1/collections/c/changes?since=\(version)&timeout=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").utf8))
+        try waitForHeldPolls(server, 1)
+        _ = try server.client.mutate("c", [["op": "deleteItems", "items": ["r0"]]])
+        #expect(try pipelined.readResponse().status == 200)
+        #expect(try pipelined.readResponse().status == 200)
+    }
+
     @Test func heldPollCapAnswers429() throws {
         let server = try ServerProcess(["--max-held-polls", "2"])
         let version = try #require(

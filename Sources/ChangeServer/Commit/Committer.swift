@@ -1,8 +1,8 @@
 import Model
 
 /// The write path, free of HTTP: a record is journaled; once it is durable it is applied on its collection's lane
-/// (`Lanes`), where its changeset is also encoded once; the feeds are told; then the caller hears the outcome,
-/// still on that lane. Records of one collection take effect in journal order, those of different collections in
+/// (`Lanes`), where its changeset is also encoded once; the caller hears the outcome, then the feeds are told,
+/// still on that lane (so that a fan-out never holds up the answer to the write that caused it). Records of one collection take effect in journal order, those of different collections in
 /// parallel, so a large write to one collection never holds up the others.
 final class Committer: Sendable {
     /// What the feeds are told when a record took effect.
@@ -55,7 +55,9 @@ final class Committer: Sendable {
         try journal.append(RecordCodec.encode(record)) { [self] durable in
             lanes.run(router.lanes(for: record)) { [self] in
                 guard durable else { return report(.notDurable) }
-                report(apply(record))
+                let (result, publications) = apply(record)
+                report(result)
+                publications.forEach(publish)
             }
         }
     }
@@ -63,7 +65,7 @@ final class Committer: Sendable {
     /// Applies a record another server committed, on its lane: a shared journal hands these in, in sequence order
     /// with this server's own records. Its changeset goes to the feeds like any other.
     func applyRemote(_ record: JournalRecord) {
-        lanes.run(router.lanes(for: record)) { [self] in _ = apply(record) }
+        lanes.run(router.lanes(for: record)) { [self] in apply(record).publications.forEach(publish) }
     }
 
     /// The journal's state and metrics, for `/healthz` and `/metrics`.
@@ -86,8 +88,11 @@ final class Committer: Sendable {
         journal.close()
     }
 
-    private func apply(_ record: JournalRecord) -> Result {
+    /// Applies a durable record: its outcome, and what the feeds are to be told.
+    private func apply(_ record: JournalRecord) -> (result: Result, publications: [Publication]) {
         let result: Result
+        var publications: [Publication] = []
+        func publish(_ publication: Publication) { publications.append(publication) }
         switch executor.execute(record) {
         case .committed(let entry, let changeset, let created, let views):
             metrics.mutationCommitted()
@@ -115,6 +120,6 @@ final class Committer: Sendable {
             result = .rejected(rejection)
         }
         snapshots?.committed()
-        return result
+        return (result, publications)
     }
 }

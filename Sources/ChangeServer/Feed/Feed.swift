@@ -7,7 +7,9 @@ import Model
 /// responses carry): each group's changeset is computed and encoded once, into one MHD response queued on every
 /// connection of the group.
 final class Feed {
-    private struct Waiter {
+    /// A class: a fan-out passes each waiter around several times, and copying one reference costs less than
+    /// copying the exchange, the subject and the version.
+    private final class Waiter {
         let exchange: Exchange
         let subject: FeedSubject
         let since: Version
@@ -15,6 +17,15 @@ final class Feed {
         /// The request's `cursor`, from which an empty answer's `next` is made.
         let cursor: Int64?
         let bucket: Int64
+
+        init(exchange: Exchange, subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?, bucket: Int64) {
+            self.exchange = exchange
+            self.subject = subject
+            self.since = since
+            self.timeout = timeout
+            self.cursor = cursor
+            self.bucket = bucket
+        }
 
         /// A cursor from a server sharing this one's database that has applied more records than this one yet
         /// (only held with `--postgres`): it waits until this server catches up past it.
@@ -42,10 +53,10 @@ final class Feed {
     private var jitterSource = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
     private let metrics: Metrics
     private let caching: FeedCaching
-    private let respond: (Exchange, SharedResponse) -> Void
+    private let respond: ([Exchange], SharedResponse) -> Void
 
-    /// `respond` answers a held exchange (`HTTPServer.answer`).
-    init(metrics: Metrics, caching: FeedCaching, respond: @escaping (Exchange, SharedResponse) -> Void) {
+    /// `respond` answers held exchanges with one response (`HTTPServer.answer`).
+    init(metrics: Metrics, caching: FeedCaching, respond: @escaping ([Exchange], SharedResponse) -> Void) {
         self.metrics = metrics
         self.caching = caching
         self.respond = respond
@@ -76,11 +87,20 @@ final class Feed {
     func committed(_ subject: FeedSubject, _ changes: EncodedChangeset) {
         guard let ids = bySubject[ObjectIdentifier(subject)] else { return }
         let current = subject.version
-        let behind = ids.compactMap { waiters[$0] }.filter { $0.since != current && !$0.isAhead(of: current) }
-        let (direct, others) = (
-            behind.filter { $0.since == changes.changeset.from && changes.changeset.to == current },
-            behind.filter { $0.since != changes.changeset.from || changes.changeset.to != current }
-        )
+        let exact = changes.changeset.to == current
+        var direct: [Waiter] = []
+        var others: [Waiter] = []
+        direct.reserveCapacity(ids.count)
+        for id in ids {
+            guard let waiter = waiters[id], waiter.since != current, !waiter.isAhead(of: current) else { continue }
+            if exact && waiter.since == changes.changeset.from {
+                direct.append(waiter)
+            } else {
+                others.append(waiter)
+            }
+        }
+        // Usually every poll on the subject is answered: its set goes at once rather than poll by poll.
+        if direct.count + others.count == ids.count { bySubject[ObjectIdentifier(subject)] = nil }
         answer(direct, with: .encoded(changes))
         answer(others)
     }
@@ -115,7 +135,8 @@ final class Feed {
         while let first = bucketOrder.first, first * Self.bucketMilliseconds <= now {
             bucketOrder.removeFirst()
             for id in buckets.removeValue(forKey: first) ?? [] {
-                if let waiter = waiters[id] { due.append(waiter) }
+                // A bucket keeps the polls answered since (see `remove`): only those still held in it are due.
+                if let waiter = waiters[id], waiter.bucket == first { due.append(waiter) }
             }
         }
         answer(due)
@@ -159,8 +180,12 @@ final class Feed {
         }
         // Read once, so that the waiters answered together are sent to one next URL.
         let now = FeedCaching.wallClockSeconds()
+        // Grouped by what their `next` is made of, then each distinct `next` written once: formatting it for every
+        // waiter had cost more than the rest of its answer.
+        var byNextKey: [NextKey: [Waiter]] = [:]
+        for waiter in group { byNextKey[nextKey(for: waiter, outcome, now: now), default: []].append(waiter) }
         var byNext: [String: [Waiter]] = [:]
-        for waiter in group { byNext[next(for: waiter, outcome, now: now), default: []].append(waiter) }
+        for (key, waiters) in byNextKey { byNext[next(key, outcome), default: []] += waiters }
         let (kind, name) = (first.subject.kind, first.subject.name)
         for (next, waiters) in byNext {
             var body: Response
@@ -192,13 +217,29 @@ final class Feed {
         metrics.adjustHeldPolls(by: -group.count)
     }
 
-    /// The `next` of a waiter's answer (empty for an error: errors carry none).
-    private func next(for waiter: Waiter, _ outcome: Outcome, now: Int64) -> String {
+    /// What the `next` of a waiter's answer is made of besides the outcome: the waiter's timeout, and for an empty
+    /// answer its next cursor.
+    private struct NextKey: Hashable {
+        var timeout: Int
+        var cursor: Int64?
+    }
+
+    private func nextKey(for waiter: Waiter, _ outcome: Outcome, now: Int64) -> NextKey {
         switch outcome {
         case .changes(let changeset) where changeset.isEmpty:
-            FeedCaching.next(at: changeset.to, timeout: waiter.timeout, cursor: nextCursor(for: waiter, now: now))
-        case .changes(let changeset): FeedCaching.next(to: changeset.to, timeout: waiter.timeout)
-        case .encoded(let changes): FeedCaching.next(to: changes.changeset.to, timeout: waiter.timeout)
+            NextKey(timeout: waiter.timeout, cursor: nextCursor(for: waiter, now: now))
+        case .changes, .encoded: NextKey(timeout: waiter.timeout, cursor: nil)
+        case .error: NextKey(timeout: 0, cursor: nil)
+        }
+    }
+
+    /// The `next` of an answer (empty for an error: errors carry none).
+    private func next(_ key: NextKey, _ outcome: Outcome) -> String {
+        switch outcome {
+        case .changes(let changeset) where changeset.isEmpty:
+            FeedCaching.next(at: changeset.to, timeout: key.timeout, cursor: key.cursor ?? 0)
+        case .changes(let changeset): FeedCaching.next(to: changeset.to, timeout: key.timeout)
+        case .encoded(let changes): FeedCaching.next(to: changes.changeset.to, timeout: key.timeout)
         case .error: ""
         }
     }
@@ -209,36 +250,38 @@ final class Feed {
 
     /// One response for the waiters without CORS headers, one per distinct set of CORS headers for the others.
     private func send(_ body: Response, to group: [Waiter]) {
-        let plain = SharedResponse(body)
-        var withCORS: [String: SharedResponse] = [:]
+        var plain: [Exchange] = []
+        plain.reserveCapacity(group.count)
+        var withCORS: [String: (response: SharedResponse, exchanges: [Exchange])] = [:]
         for waiter in group {
-            remove(waiter)
             let extra = waiter.exchange.extraHeaders
             guard !extra.isEmpty else {
-                respond(waiter.exchange, plain)
+                plain.append(waiter.exchange)
                 continue
             }
             let key = extra.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
             if withCORS[key] == nil {
                 var withHeaders = body
                 withHeaders.headers += extra
-                withCORS[key] = SharedResponse(withHeaders)
+                withCORS[key] = (SharedResponse(withHeaders), [])
             }
-            respond(waiter.exchange, withCORS[key] ?? plain)
+            withCORS[key]?.exchanges.append(waiter.exchange)
         }
+        // Answered first, forgotten after: the answers go out sooner.
+        if !plain.isEmpty { respond(plain, SharedResponse(body)) }
+        for (_, answer) in withCORS { respond(answer.exchanges, answer.response) }
+        for waiter in group { remove(waiter) }
     }
 
+    /// Forgets a waiter. Its deadline bucket keeps it until the bucket is due (`expire` skips what is no longer
+    /// held there): removing 10,000 answered polls from their bucket one by one had cost a tenth of a fan-out, and a
+    /// bucket lives no longer than the polls' timeout.
     private func remove(_ waiter: Waiter) {
         let id = ObjectIdentifier(waiter.exchange)
         waiters[id] = nil
         let subject = ObjectIdentifier(waiter.subject)
-        bySubject[subject]?.remove(id)
-        if bySubject[subject]?.isEmpty == true { bySubject[subject] = nil }
-        buckets[waiter.bucket]?.remove(id)
-        if buckets[waiter.bucket]?.isEmpty == true {
-            buckets[waiter.bucket] = nil
-            let position = bucketOrder.partitioningIndex { $0 >= waiter.bucket }
-            if position < bucketOrder.count, bucketOrder[position] == waiter.bucket { bucketOrder.remove(at: position) }
-        }
+        guard var ids = bySubject.removeValue(forKey: subject) else { return }
+        ids.remove(id)
+        if !ids.isEmpty { bySubject[subject] = ids }
     }
 }

@@ -28,6 +28,16 @@ final class Exchange {
     /// The response for a suspended exchange, queued when MHD calls the handler again after the resume.
     var pendingResponse: SharedResponse?
     var isSuspended = false
+    /// Whether the held request may be answered outside libmicrohttpd (`HTTPServer.answerDirectly`): decided when
+    /// it is held.
+    var answersDirectly = false
+    /// Set once the exchange was answered outside MHD: when MHD calls the handler again (after the resume that
+    /// lets it go), the handler closes MHD's side of it.
+    var leavesLibrary = false
+    /// The connection's socket, noted when the exchange may be answered outside MHD.
+    var socket: Int32 = -1
+    /// Bytes the request takes in MHD's connection pool (`HTTPServer.fits`), once worked out.
+    var requestPoolBytes: Int?
     /// Headers added to every response of this exchange (CORS), fixed when the request arrives.
     var extraHeaders: [(name: String, value: String)] = []
 

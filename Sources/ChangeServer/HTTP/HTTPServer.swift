@@ -76,15 +76,15 @@ final class HTTPServer: @unchecked Sendable {
         var bodyBudget: BodyBudget
     }
 
-    private let options: Options
-    private var daemon: OpaquePointer?
-    private let loopEpoll: Int32
+    let options: Options
+    private(set) var daemon: OpaquePointer?
+    let loopEpoll: Int32
     private let wakeDescriptor: Int32
     private let tasks = Mutex<[@Sendable () -> Void]>([])
     /// Set by `run` for the length of the loop: MHD calls back only from inside `MHD_run`, which only `run` calls.
-    private var handler: HTTPHandler?
-    private var runAgain = false
-    private var stopDeadline: Int64?
+    private(set) var handler: HTTPHandler?
+    var runAgain = false
+    private(set) var stopDeadline: Int64?
     /// Requests begun and not completed: what a stop waits for (idle keep-alive connections are just closed).
     private var inFlight = 0
     /// Exchanges suspended now: a stop must resume every one before `MHD_stop_daemon`, which aborts otherwise.
@@ -92,18 +92,40 @@ final class HTTPServer: @unchecked Sendable {
     /// Held exchanges by their socket, watched for hang-up on the loop's epoll: MHD never reads a suspended
     /// connection, so without this a client that left would pin its descriptor until the poll's timeout.
     private var watched: [Int32: Exchange] = [:]
+    /// Sockets this loop has registered on its epoll for hang-up (one-shot registrations outlive their poll).
+    var registeredDescriptors: Set<Int32> = []
+    // Held polls answered outside libmicrohttpd (HTTPServer+DirectAnswers.swift).
+    /// What MHD's side of a connection answered outside it is pointed at before MHD closes it (an eventfd).
+    let placeholder: Int32
+    /// Answered outside MHD inside its callbacks in this loop turn, to be sent after its `MHD_run`.
+    var toSend: [(Exchange, SharedResponse)] = []
+    /// Answered outside MHD in this loop turn, to be logged at its end.
+    var answeredNow: [(Exchange, SharedResponse)] = []
+    /// Whether the loop thread is inside `MHD_run` (where MHD calls back), so that MHD cannot be run again.
+    var insideLibrary = false
+    /// Whether MHD was given its pass before this loop turn's first answer outside it.
+    var libraryFlushed = false
+    /// Answered outside MHD, the whole answer sent: their MHD side is let go and their socket handed back.
+    var answeredDirectly: [Exchange] = []
+    /// Answered outside MHD, the rest of the answer waiting for room in the socket, by socket.
+    var writing: [Int32: PendingWrite] = [:]
+    /// Bytes the client had sent before the connection MHD is being handed (read when MHD reports it started).
+    var handedBackBase: Int64?
 
     init(listener: Listener.Bound, options: Options) throws(StartupError) {
         self.options = options
         loopEpoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeDescriptor = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard loopEpoll >= 0, wakeDescriptor >= 0 else { throw StartupError("cannot create the event loop") }
+        placeholder = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard loopEpoll >= 0, wakeDescriptor >= 0, placeholder >= 0 else {
+            throw StartupError("cannot create the event loop")
+        }
         let flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         daemon = chttpd_start_daemon(
             flags, listener.descriptor, Self.accessHandler, Unmanaged.passUnretained(self).toOpaque(),
             Self.completedHandler, Unmanaged.passUnretained(self).toOpaque(), UInt32(options.connectionLimit),
             UInt32(options.idleTimeout), options.connectionMemory, UInt32(options.perAddressLimit),
-            Self.identityUnescape)
+            Self.identityUnescape, Self.connectionNotice, Unmanaged.passUnretained(self).toOpaque())
         guard let daemon else { throw StartupError("libmicrohttpd could not start") }
         watch(chttpd_epoll_fd(daemon))
         watch(wakeDescriptor)
@@ -129,23 +151,50 @@ final class HTTPServer: @unchecked Sendable {
                 // Half a second after the grace period, for the answers given at its end to go out.
                 if inFlight == 0 || now >= stopDeadline + 500 { break }
                 if now >= stopDeadline && !suspended.isEmpty { answerSuspendedOnStop() }
+                if now >= stopDeadline && !writing.isEmpty { abandonWrites() }
             }
             let timeout = runAgain ? 0 : waitTimeout(now: now)
             runAgain = false
             let ready = epoll_wait(loopEpoll, &events, Int32(events.count), timeout)
             var counter: UInt64 = 0
             _ = read(wakeDescriptor, &counter, 8)
-            for task in tasks.withLock({ queued in
-                defer { queued.removeAll() }
-                return queued
-            }) { task() }
-            for event in events.prefix(Int(max(0, ready))) { hungUp(event.data.fd) }
+            runTasks()
+            for event in events.prefix(Int(max(0, ready))) {
+                if writing[event.data.fd] != nil {
+                    continueWriting(event.data.fd, events: event.events)
+                } else {
+                    hungUp(event.data.fd)
+                }
+            }
             handler.tick(now: MonotonicClock.now())
-            MHD_run(daemon)
+            if !writing.isEmpty { expireWrites(now: MonotonicClock.now()) }
+            // A fan-out can take a while: what was posted meanwhile (above all the answer to the mutation that
+            // caused it) goes out with this MHD_run, before the fan-out's own answers are sent.
+            if !toSend.isEmpty { runTasks() }
+            runLibrary(daemon)
+            // The connection of such an answer closes (`Connection: close`) on MHD's next pass: its client, waiting
+            // for the end of the answer, is not kept waiting for the fan-out either.
+            if !toSend.isEmpty { runLibrary(daemon) }
+            sendDirectAnswers()
+            handBack(daemon)
             handler.loopDidRun()
         }
         MHD_stop_daemon(daemon)
         self.daemon = nil
+    }
+
+    /// `MHD_run`, marked as such: MHD calls the handlers from inside it.
+    func runLibrary(_ daemon: OpaquePointer) {
+        insideLibrary = true
+        MHD_run(daemon)
+        insideLibrary = false
+    }
+
+    private func runTasks() {
+        for task in tasks.withLock({ queued in
+            defer { queued.removeAll() }
+            return queued
+        }) { task() }
     }
 
     private func waitTimeout(now: Int64) -> Int32 {
@@ -175,33 +224,67 @@ final class HTTPServer: @unchecked Sendable {
 
     /// Answers a held exchange (loop thread only).
     func answer(_ exchange: Exchange, with response: SharedResponse) {
-        guard exchange.isSuspended else { return }
-        exchange.isSuspended = false
-        suspended[ObjectIdentifier(exchange)] = nil
-        unwatch(exchange)
-        exchange.pendingResponse = response
-        MHD_resume_connection(exchange.connection)
-        runAgain = true
+        answer([exchange], with: response)
+    }
+
+    /// Answers held exchanges with one response (loop thread only): outside MHD those that may be
+    /// (`answerDirectly`), the others through MHD once they are resumed.
+    func answer(_ exchanges: [Exchange], with response: SharedResponse) {
+        var direct: [Exchange] = []
+        direct.reserveCapacity(exchanges.count)
+        for exchange in exchanges where exchange.isSuspended {
+            exchange.isSuspended = false
+            if exchange.answersDirectly, response.isComplete, fits(response, on: exchange) {
+                // Its bookkeeping waits until the fan-out's answers are out (`sendDirectAnswers`).
+                direct.append(exchange)
+                continue
+            }
+            forget(exchange)
+            exchange.pendingResponse = response
+            MHD_resume_connection(exchange.connection)
+            runAgain = true
+        }
+        if !direct.isEmpty { answerDirectly(direct, response) }
     }
 
     /// Watches a held exchange's socket for the client hanging up (`EPOLLRDHUP`, `EPOLLHUP`, `EPOLLERR`); not
     /// for more input, which a pipelining client may send and MHD reads once the exchange is resumed.
+    ///
+    /// The registration is one-shot and stays in the loop's epoll set after the answer: answering 10,000 held
+    /// polls then costs no `epoll_ctl` at all (removing each had been a tenth of a fan-out's time). A socket
+    /// registered already (an earlier poll on the same connection) is re-armed with one `EPOLL_CTL_MOD`; the kernel
+    /// drops the registration when MHD closes the socket, and a hang-up reported after the answer finds no
+    /// exchange in `watched` and is ignored, once (one-shot).
     private func watch(held exchange: Exchange) {
         let descriptor = chttpd_connection_fd(exchange.connection)
         guard descriptor >= 0 else { return }
         var event = epoll_event()
-        event.events = EPOLLRDHUP.rawValue
+        event.events = EPOLLRDHUP.rawValue | EPOLLONESHOT.rawValue
         event.data.fd = descriptor
-        guard epoll_ctl(loopEpoll, EPOLL_CTL_ADD, descriptor, &event) == 0 else { return }
+        let registered = registeredDescriptors.contains(descriptor)
+        guard
+            epoll_ctl(loopEpoll, registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, descriptor, &event) == 0
+                // A socket closed and its number reused since (MOD: gone), or registered by an earlier poll of
+                // the same connection that this loop no longer remembers (ADD: already there).
+                || epoll_ctl(loopEpoll, registered ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, descriptor, &event) == 0
+        else { return }
+        registeredDescriptors.insert(descriptor)
         exchange.watchedDescriptor = descriptor
         watched[descriptor] = exchange
     }
 
+    /// Forgets a held exchange's watch; its one-shot registration stays (see `watch(held:)`).
     private func unwatch(_ exchange: Exchange) {
         guard let descriptor = exchange.watchedDescriptor else { return }
         exchange.watchedDescriptor = nil
-        watched[descriptor] = nil
-        epoll_ctl(loopEpoll, EPOLL_CTL_DEL, descriptor, nil)
+        // The socket's number may name another held exchange by now (this one was forgotten late).
+        if watched[descriptor] === exchange { watched[descriptor] = nil }
+    }
+
+    /// Forgets an exchange that is no longer held.
+    func forget(_ exchange: Exchange) {
+        suspended[ObjectIdentifier(exchange)] = nil
+        unwatch(exchange)
     }
 
     /// A watched socket reported hang-up: a held poll is let go and answered, so that MHD closes the connection
@@ -210,6 +293,8 @@ final class HTTPServer: @unchecked Sendable {
         guard let exchange = watched[descriptor], let handler else { return }
         unwatch(exchange)
         guard exchange.isSuspended, handler.clientLeft(exchange) else { return }
+        // Nobody reads the answer: MHD takes it and closes the connection.
+        exchange.answersDirectly = false
         answer(exchange, with: handler.response(to: .clientLeft))
     }
 
@@ -240,8 +325,8 @@ final class HTTPServer: @unchecked Sendable {
 
     private func access(
         _ connection: OpaquePointer, _ url: UnsafePointer<CChar>, _ method: UnsafePointer<CChar>,
-        _ uploadSize: UnsafeMutablePointer<Int>, _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
-        _ upload: UnsafePointer<CChar>?
+        _ version: UnsafePointer<CChar>?, _ uploadSize: UnsafeMutablePointer<Int>,
+        _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>, _ upload: UnsafePointer<CChar>?
     ) -> MHD_Result {
         guard let handler else { return .NO }
         guard let opaque = context.pointee else {
@@ -252,6 +337,9 @@ final class HTTPServer: @unchecked Sendable {
             return headersArrived(exchange, handler)
         }
         let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeUnretainedValue()
+        // Answered outside MHD: MHD's side of the connection is closed (its socket is a placeholder by now, or the
+        // client is gone).
+        if exchange.leavesLibrary { return .NO }
         if let pending = exchange.pendingResponse {
             exchange.pendingResponse = nil
             return finish(exchange, pending)
@@ -270,7 +358,10 @@ final class HTTPServer: @unchecked Sendable {
             exchange.isSuspended = true
             suspended[ObjectIdentifier(exchange)] = exchange
             MHD_suspend_connection(connection)
-            if exchange.watchesHangUp { watch(held: exchange) }
+            if exchange.watchesHangUp {
+                watch(held: exchange)
+                exchange.answersDirectly = mayAnswerDirectly(exchange, version: version)
+            }
             return .YES
         case .stream(let stream, let headers):
             guard stream.queueResponse(status: .ok, headers: headers + exchange.extraHeaders) else {
@@ -371,15 +462,22 @@ final class HTTPServer: @unchecked Sendable {
     /// the request line and headers as received, a record of `poolBytesPerValue` for each header and query
     /// argument, then the response's header lines and what MHD adds to them; measured on libmicrohttpd 0.9.75.
     private func fits(_ response: SharedResponse, on exchange: Exchange) -> Bool {
+        requestPoolBytes(of: exchange) + response.headerBytes + Self.poolBytesAdded <= options.connectionMemory
+    }
+
+    /// The pool bytes the request takes (worked out once per exchange: a fan-out asks for each of its answers).
+    private func requestPoolBytes(of exchange: Exchange) -> Int {
+        if let bytes = exchange.requestPoolBytes { return bytes }
         let request = exchange.request
         var bytes = request.method.utf8.count + request.path.utf8.count + " HTTP/1.1\r\n\r\n".utf8.count
         for header in request.headers { bytes += header.name.utf8.count + header.value.utf8.count + 4 }
         for argument in request.query { bytes += argument.name.utf8.count + argument.value.utf8.count + 2 }
         bytes += (request.headers.count + request.query.count) * Self.poolBytesPerValue
-        return bytes + response.headerBytes + Self.poolBytesAdded <= options.connectionMemory
+        exchange.requestPoolBytes = bytes
+        return bytes
     }
 
-    private func releaseBody(of exchange: Exchange) {
+    func releaseBody(of exchange: Exchange) {
         options.bodyBudget.release(exchange.reservedBodyBytes)
         exchange.reservedBodyBytes = 0
         exchange.request.body = []
@@ -392,10 +490,20 @@ final class HTTPServer: @unchecked Sendable {
     static let poolBytesAdded = 128
 
     private static let accessHandler: MHD_AccessHandlerCallback = {
-        server, connection, url, method, _, upload, uploadSize, context in
+        server, connection, url, method, version, upload, uploadSize, context in
         guard let server, let connection, let url, let method, let uploadSize, let context else { return .NO }
         return Unmanaged<HTTPServer>.fromOpaque(server).takeUnretainedValue()
-            .access(connection, url, method, uploadSize, context, upload)
+            .access(connection, url, method, version, uploadSize, context, upload)
+    }
+
+    /// A connection MHD starts: one this loop hands back (`handBack`) is marked with the bytes its client had sent
+    /// before, which `mayAnswerDirectly` needs.
+    private static let connectionNotice: MHD_NotifyConnectionCallback = { opaqueServer, _, socketContext, code in
+        // `MHD_CONNECTION_NOTIFY_STARTED` (0): the constant does not import.
+        guard let opaqueServer, let socketContext, code.rawValue == 0 else { return }
+        let server = Unmanaged<HTTPServer>.fromOpaque(opaqueServer).takeUnretainedValue()
+        guard let base = server.handedBackBase else { return }
+        socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(base) + 1)
     }
 
     private static let completedHandler: MHD_RequestCompletedCallback = { opaqueServer, _, context, _ in

@@ -1,4 +1,5 @@
 import CHTTPD
+import Glibc
 
 /// One libmicrohttpd response, reference-counted by MHD, that can be queued on many connections: the long-poll
 /// feed builds a changeset's bytes once and hands the same response to every subscriber waiting for it.
@@ -9,9 +10,16 @@ final class SharedResponse {
     let isComplete: Bool
     /// Bytes its headers take in a connection's memory pool, as `name: value\r\n`.
     let headerBytes: Int
+    /// The response as it was asked for, from which `wire` is written.
+    private let source: Response
+    /// The whole response as libmicrohttpd would send it on a keep-alive HTTP/1.1 connection (status line, `Date`,
+    /// our headers, `Content-Length`, body), written on first use: a held poll answered outside MHD gets it in one
+    /// `send` (`HTTPServer.answerDirectly`).
+    private(set) lazy var wire: [UInt8] = Self.wire(of: source)
 
     init(_ response: Response) {
         status = response.status
+        source = response
         let created: OpaquePointer? = response.body.withUnsafeBytes { body in
             MHD_create_response_from_buffer(
                 body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
@@ -38,6 +46,57 @@ final class SharedResponse {
     func queue(on connection: OpaquePointer) -> Bool {
         guard let pointer else { return false }
         return MHD_queue_response(connection, UInt32(status.rawValue), pointer) == .YES
+    }
+
+    /// `HTTP/1.1 <code> <reason>\r\nDate: …\r\n<headers>Content-Length: <n>\r\n\r\n<body>`, in the order and
+    /// spelling libmicrohttpd 0.9.75 uses (`build_header_response`).
+    private static func wire(of response: Response) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256 + response.body.count)
+        bytes += "HTTP/1.1 ".utf8
+        appendDecimal(response.status.rawValue, to: &bytes)
+        bytes.append(UInt8(ascii: " "))
+        if let reason = MHD_get_reason_phrase_for(UInt32(response.status.rawValue)) {
+            bytes += UnsafeRawBufferPointer(start: reason, count: strlen(reason))
+        }
+        bytes += "\r\nDate: ".utf8
+        bytes += httpDate()
+        bytes += "\r\n".utf8
+        for header in response.headers {
+            bytes += header.name.utf8
+            bytes += ": ".utf8
+            bytes += header.value.utf8
+            bytes += "\r\n".utf8
+        }
+        bytes += "Content-Length: ".utf8
+        appendDecimal(response.body.count, to: &bytes)
+        bytes += "\r\n\r\n".utf8
+        bytes += response.body
+        return bytes
+    }
+
+    private static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        var rest = value
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        } while rest > 0
+        bytes[start...].reverse()
+    }
+
+    /// The current time as an HTTP date (`Tue, 01 Dec 2026 00:54:24 GMT`), as MHD writes it.
+    private static func httpDate() -> [UInt8] {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let text =
+            "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+        return Array(text.utf8)
     }
 
     deinit {
