@@ -30,6 +30,8 @@ sed -e "s|__HOST__|$host|g" -e "s|__PORT__|$port|g" "$here/deploy/varnish/change
 # varnishd drops root for its own users, which must read the VCL there (DIR's parents must be traversable).
 chmod 755 "$dir"
 chmod 644 "$dir/changeserver.vcl"
-# Waiting requests hold no thread; streams (piped) hold one each: room for thousands.
+# Waiting requests hold no thread; streams (piped) hold one each: room for thousands. When an answer lands, all
+# the requests waiting for it want a thread at once: past thread_queue_limit (20 by default) queued per pool,
+# Varnish drops the rest (their clients see the connection close), so the queue must hold a whole burst.
 exec "$varnishd_binary" -F -f "$dir/changeserver.vcl" -a "$listen" -n "$dir/work" -s malloc,256m \
-    -p thread_pool_max=5000 -p thread_pool_min=50
+    -p thread_pool_max=5000 -p thread_pool_min=50 -p thread_queue_limit=20000
