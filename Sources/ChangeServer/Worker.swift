@@ -65,7 +65,9 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .respond(let response): return .respond(response)
         case .later: return .hold
         case .stream(let start):
-            let stream = EventStream(connection: exchange.connection) { [unowned server] in server.resumeStream($0) }
+            let stream = EventStream(
+                connection: exchange.connection, resume: { [unowned server] in server.resumeStream($0) },
+                firstWait: { [unowned server] in server.watchStream($0, on: $1) })
             streams.open(stream, start)
             return .stream(stream, headers: ServerSentEvents.headers)
         }

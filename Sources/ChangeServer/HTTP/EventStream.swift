@@ -26,6 +26,9 @@ final class EventStream {
 
     private let connection: OpaquePointer
     private let resume: (OpaquePointer) -> Void
+    /// Called the first time the stream waits for events (`HTTPServer.watchStream`).
+    private let firstWait: (EventStream, OpaquePointer) -> Void
+    private var hasWaited = false
     private var queue: [[UInt8]] = []
     /// The index in `queue` of the first event not fully taken, and how much of it was taken.
     private var head = 0
@@ -38,10 +41,15 @@ final class EventStream {
     var onClose: ((EventStream) -> Void)?
 
     /// `resume` resumes the suspended connection and makes the loop run libmicrohttpd again
-    /// (`HTTPServer.resumeStream`).
-    init(connection: OpaquePointer, resume: @escaping (OpaquePointer) -> Void) {
+    /// (`HTTPServer.resumeStream`); `firstWait` starts watching the connection for the client leaving
+    /// (`HTTPServer.watchStream`), which `cut`s the stream.
+    init(
+        connection: OpaquePointer, resume: @escaping (OpaquePointer) -> Void,
+        firstWait: @escaping (EventStream, OpaquePointer) -> Void
+    ) {
         self.connection = connection
         self.resume = resume
+        self.firstWait = firstWait
     }
 
     /// Queues an event. False when the stream no longer takes events: it is ending, cut or closed, or this event
@@ -122,6 +130,10 @@ final class EventStream {
         if state == .ending { return Self.endOfStream }
         isWaiting = true
         MHD_suspend_connection(connection)
+        if !hasWaited {
+            hasWaited = true
+            firstWait(self, connection)
+        }
         return 0
     }
 

@@ -92,6 +92,8 @@ final class HTTPServer: @unchecked Sendable {
     /// Held exchanges by their socket, watched for hang-up on the loop's epoll: MHD never reads a suspended
     /// connection, so without this a client that left would pin its descriptor until the poll's timeout.
     private var watched: [Int32: Exchange] = [:]
+    /// Event streams watched for hang-up, by socket.
+    private var watchedStreams: [Int32: EventStream] = [:]
     /// Sockets this loop has registered on its epoll for hang-up (one-shot registrations outlive their poll).
     var registeredDescriptors: Set<Int32> = []
     // Held polls answered outside libmicrohttpd (HTTPServer+DirectAnswers.swift).
@@ -257,9 +259,26 @@ final class HTTPServer: @unchecked Sendable {
     /// exchange in `watched` and is ignored, once (one-shot).
     private func watch(held exchange: Exchange) {
         let descriptor = chttpd_connection_fd(exchange.connection)
-        guard descriptor >= 0 else { return }
+        guard descriptor >= 0, register(hangUpOf: descriptor, events: EPOLLRDHUP.rawValue | EPOLLONESHOT.rawValue)
+        else { return }
+        exchange.watchedDescriptor = descriptor
+        watched[descriptor] = exchange
+    }
+
+    /// Watches a stream's socket for the client hanging up, once, when the stream first waits for events: a client
+    /// that leaves is let go at once, not at the next heartbeat or event. Edge-triggered, so that the registration
+    /// lasts while the stream does without re-arming it for every event.
+    func watchStream(_ stream: EventStream, on connection: OpaquePointer) {
+        let descriptor = chttpd_connection_fd(connection)
+        guard descriptor >= 0, register(hangUpOf: descriptor, events: EPOLLRDHUP.rawValue | EPOLLET.rawValue)
+        else { return }
+        watchedStreams[descriptor] = stream
+    }
+
+    /// Registers a socket on the loop's epoll for `events`; false when it cannot be.
+    private func register(hangUpOf descriptor: Int32, events: UInt32) -> Bool {
         var event = epoll_event()
-        event.events = EPOLLRDHUP.rawValue | EPOLLONESHOT.rawValue
+        event.events = events
         event.data.fd = descriptor
         let registered = registeredDescriptors.contains(descriptor)
         guard
@@ -267,10 +286,9 @@ final class HTTPServer: @unchecked Sendable {
                 // A socket closed and its number reused since (MOD: gone), or registered by an earlier poll of
                 // the same connection that this loop no longer remembers (ADD: already there).
                 || epoll_ctl(loopEpoll, registered ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, descriptor, &event) == 0
-        else { return }
+        else { return false }
         registeredDescriptors.insert(descriptor)
-        exchange.watchedDescriptor = descriptor
-        watched[descriptor] = exchange
+        return true
     }
 
     /// Forgets a held exchange's watch; its one-shot registration stays (see `watch(held:)`).
@@ -290,6 +308,11 @@ final class HTTPServer: @unchecked Sendable {
     /// A watched socket reported hang-up: a held poll is let go and answered, so that MHD closes the connection
     /// and its descriptor at once; a held mutation is left to its commit, which answers soon.
     private func hungUp(_ descriptor: Int32) {
+        // A stream's entry may be stale (the stream ended and the number was reused): a closed stream ignores it.
+        if watched[descriptor] == nil, let stream = watchedStreams.removeValue(forKey: descriptor) {
+            stream.cut()
+            return
+        }
         guard let exchange = watched[descriptor], let handler else { return }
         unwatch(exchange)
         guard exchange.isSuspended, handler.clientLeft(exchange) else { return }
