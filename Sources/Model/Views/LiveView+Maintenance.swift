@@ -18,12 +18,12 @@ extension LiveView {
     /// Takes one source item to its new data (nil: gone from the source), in the members and the index.
     /// - Complexity: O(log n), plus the data's size.
     mutating func update(id: String, data: JSONData?) -> Update {
-        let old = members[id]
         let new = data.flatMap { data in rules.placement(id: id, data: data).map { Member(placement: $0, data: data) } }
+        // One lookup of the id both reads the old member and stores the new one.
+        let old: Member?
+        if let new { old = members.updateValue(new, forKey: id) } else { old = members.removeValue(forKey: id) }
         if let old, let new, old.placement == new.placement {
-            guard old.data != new.data else { return .none }
-            members[id] = new
-            return .data(id: id, key: new.placement.key)
+            return old.data == new.data ? .none : .data(id: id, key: new.placement.key)
         }
         guard old != nil || new != nil else { return .none }
         var touch = Touch(id: id, old: old, new: new)
@@ -34,10 +34,7 @@ extension LiveView {
             touch.oldRank = rank
         }
         if let new {
-            members[id] = new
             touch.newRank = index.insert(OrderedIndex.Element(key: new.placement.key, id: id))
-        } else {
-            members[id] = nil
         }
         return .moved(touch)
     }
