@@ -112,6 +112,13 @@ struct ContentChange {
         for touch in touches {
             var old: Place?
             var new: Place?
+            if let member = touch.new {
+                let rank = alone ? touch.newRank : index.rank(of: member.placement.key)
+                if rank < limit {
+                    let section = section(of: member.placement, view, shift, isShown: true)
+                    new = Place(section: section, index: rank - sections[section].newRank)
+                }
+            }
             if let member = touch.old {
                 let rank =
                     alone
@@ -119,13 +126,6 @@ struct ContentChange {
                 if rank < limit {
                     let section = section(of: member.placement, view, shift)
                     old = Place(section: section, index: rank - sections[section].oldRank)
-                }
-            }
-            if let member = touch.new {
-                let rank = alone ? touch.newRank : index.rank(of: member.placement.key)
-                if rank < limit {
-                    let section = section(of: member.placement, view, shift)
-                    new = Place(section: section, index: rank - sections[section].newRank)
                 }
             }
             guard old != nil || new != nil, let data = touch.new?.data ?? touch.old?.data else { continue }
@@ -174,8 +174,10 @@ struct ContentChange {
     }
 
     /// The position in `sections` of the section of a member placed so, added when missing.
-    private mutating func section(of placement: ViewRules.Placement, _ view: borrowing LiveView, _ shift: Shift) -> Int
-    {
+    /// - Parameter isShown: true when the new content is known to show the section (it shows that member).
+    private mutating func section(
+        of placement: ViewRules.Placement, _ view: borrowing LiveView, _ shift: Shift, isShown: Bool = false
+    ) -> Int {
         if let sectionPositions {
             if let position = sectionPositions[placement.section] { return position }
         } else if let position = sections.firstIndex(where: { $0.id == placement.section }) {
@@ -186,7 +188,7 @@ struct ContentChange {
         let key = wasShown ?? placement.sectionKey
         let newRank = index.rank(of: key)
         let isShown =
-            view.rules.sectionBy == nil
+            isShown || view.rules.sectionBy == nil
             || (newRank < min(view.rules.limit, index.count) && OrderKey.hasPrefix(index[newRank].key, key))
         sections.append(
             SectionState(

@@ -18,12 +18,12 @@ extension LiveView {
     /// Takes one source item to its new data (nil: gone from the source), in the members and the index.
     /// - Complexity: O(log n), plus the data's size.
     mutating func update(id: String, data: JSONData?) -> Update {
-        let old = members[id]
         let new = data.flatMap { data in rules.placement(id: id, data: data).map { Member(placement: $0, data: data) } }
+        // One lookup of the id both reads the old member and stores the new one.
+        let old: Member?
+        if let new { old = members.updateValue(new, forKey: id) } else { old = members.removeValue(forKey: id) }
         if let old, let new, old.placement == new.placement {
-            guard old.data != new.data else { return .none }
-            members[id] = new
-            return .data(id: id, key: new.placement.key)
+            return old.data == new.data ? .none : .data(id: id, key: new.placement.key)
         }
         guard old != nil || new != nil else { return .none }
         var touch = Touch(id: id, old: old, new: new)
@@ -34,19 +34,15 @@ extension LiveView {
             touch.oldRank = rank
         }
         if let new {
-            members[id] = new
             touch.newRank = index.insert(OrderedIndex.Element(key: new.placement.key, id: id))
-        } else {
-            members[id] = nil
         }
         return .moved(touch)
     }
 
     /// Rebuilds the members and the index from the source, and returns the content they give.
     ///
-    /// The order keys are also copied into one flat buffer, and positions are sorted by their keys' first eight
-    /// bytes, then by comparing in that buffer: a sort of arrays of arrays would retain and release every key it
-    /// compares.
+    /// The order keys are also copied into one flat buffer, and positions are sorted by it (`sortByKey`): a sort
+    /// of arrays of arrays would retain and release every key it compares.
     /// - Complexity: O(n log n) for n source items.
     mutating func derive(from source: VersionedCollection?) -> [Section] {
         var shown: [Member] = []
@@ -62,22 +58,63 @@ extension LiveView {
                 ids.append(item.id)
             }
         }
-        var sorting = shown.indices.map { (head: OrderedIndex.head(of: shown[$0].placement.key), position: $0) }
-        flat.withUnsafeBytes { flat in
-            bounds.withUnsafeBufferPointer { bounds in
-                sorting.sort { a, b in
-                    guard a.head == b.head else { return a.head < b.head }
-                    return OrderKey.less(
-                        UnsafeRawBufferPointer(rebasing: flat[bounds[a.position]]),
-                        UnsafeRawBufferPointer(rebasing: flat[bounds[b.position]]))
-                }
-            }
-        }
-        let order = sorting.map(\.position)
+        let order = LiveView.sortByKey(flat, bounds)
         members = Dictionary(minimumCapacity: shown.count)
         for (member, id) in zip(shown, ids) { members[id] = member }
         index = OrderedIndex(sorted: order.map { OrderedIndex.Element(key: shown[$0].placement.key, id: ids[$0]) })
         return group(order.prefix(shownCount).lazy.map { (ids[$0], shown[$0]) })
+    }
+
+    /// The positions of `bounds` in the order of their keys in `flat`.
+    ///
+    /// Positions are sorted by eight bytes of their keys at a time, each run of equal bytes by the next eight,
+    /// until the run's keys differ (a radix sort, most significant digit first); a run of keys that still tie
+    /// after their longest key's end is sorted by comparing keys. Keys that share long prefixes (a section and a
+    /// first sort key) are each read a few times, not at every comparison of a sort.
+    /// - Complexity: O(n log n) comparisons of integers, plus reading each key's bytes once for every eight it
+    ///   shares with a neighbour.
+    private static func sortByKey(_ flat: [UInt8], _ bounds: [Range<Int>]) -> [Int] {
+        flat.withUnsafeBytes { flat in
+            bounds.withUnsafeBufferPointer { bounds in
+                func digit(_ position: Int, _ depth: Int) -> UInt64 {
+                    let range = bounds[position]
+                    let start = range.lowerBound + depth
+                    if start + 8 <= range.upperBound {
+                        return UInt64(bigEndian: flat.loadUnaligned(fromByteOffset: start, as: UInt64.self))
+                    }
+                    var digit: UInt64 = 0
+                    for at in start..<(start + 8) { digit = digit << 8 | UInt64(at < range.upperBound ? flat[at] : 0) }
+                    return digit
+                }
+                var sorting = bounds.indices.map { (digit: digit($0, 0), position: $0) }
+                sorting.sort { $0.digit < $1.digit }
+                // Runs of equal digits still to sort, with the depth of their next digit.
+                var runs: [(range: Range<Int>, depth: Int)] = []
+                func pushRuns(in range: Range<Int>, depth: Int) {
+                    var start = range.lowerBound
+                    for end in (range.lowerBound + 1)...range.upperBound
+                    where end == range.upperBound || sorting[end].digit != sorting[start].digit {
+                        if end - start > 1 { runs.append((start..<end, depth)) }
+                        start = end
+                    }
+                }
+                if !sorting.isEmpty { pushRuns(in: sorting.indices, depth: 8) }
+                while let (range, depth) = runs.popLast() {
+                    if sorting[range].allSatisfy({ bounds[$0.position].count <= depth }) {
+                        sorting[range].sort { a, b in
+                            OrderKey.less(
+                                UnsafeRawBufferPointer(rebasing: flat[bounds[a.position]]),
+                                UnsafeRawBufferPointer(rebasing: flat[bounds[b.position]]))
+                        }
+                        continue
+                    }
+                    for at in range { sorting[at].digit = digit(sorting[at].position, depth) }
+                    sorting[range].sort { $0.digit < $1.digit }
+                    pushRuns(in: range, depth: depth + 8)
+                }
+                return sorting.map(\.position)
+            }
+        }
     }
 
     /// The content the index gives (the first `limit` members in their sections), after which the section
