@@ -23,8 +23,12 @@ let package = Package(
         .executableTarget(name: "BareHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         .executableTarget(name: "ClientBench", dependencies: ["ChangeFeedClient", "Model"]),
         .executableTarget(name: "FeedFollower", dependencies: ["ChangeFeedClient", "Model"], path: "Examples/FeedFollower"),
-        .testTarget(name: "ModelTests", dependencies: ["Model"]),
+        // The tests' independent checks of changesets (UIKit's batch rules, minimal moves), shared by the test targets.
+        .target(name: "ChangesetChecks", dependencies: ["Model"], path: "Tests/ChangesetChecks"),
+        .testTarget(name: "ModelTests", dependencies: ["Model", "ChangesetChecks"]),
         .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
-        .testTarget(name: "ChangeFeedClientTests", dependencies: ["ChangeFeedClient", "Model", "ChangeServer", "FeedFollower"]),
+        .testTarget(
+            name: "ChangeFeedClientTests",
+            dependencies: ["ChangeFeedClient", "Model", "ChangeServer", "FeedFollower", "ChangesetChecks"]),
     ]
 )

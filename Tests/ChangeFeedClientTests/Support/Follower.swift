@@ -1,4 +1,5 @@
 import ChangeFeedClient
+import ChangesetChecks
 import Foundation
 import Model
 

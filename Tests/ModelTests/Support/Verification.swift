@@ -1,3 +1,4 @@
+import ChangesetChecks
 import Testing
 
 @testable import Model

@@ -1,15 +1,15 @@
-@testable import Model
+import Model
 
 /// An independent model of UIKit's `performBatchUpdates` (sharing no code with Model's diff): applies a
 /// changeset's deleted/inserted/moved as ONE batch with UIKit's coordinate rules, then its `updated` entries,
 /// and rejects what UIKit rejects or mishandles, plus rules 1 to 3 of `docs/changesets.md` and its sorting and id
 /// rules (`#the-eight-arrays`).
-enum UIKitBatch {
-    struct Rejection: Error, CustomStringConvertible {
-        var description: String
+public enum UIKitBatch {
+    public struct Rejection: Error, CustomStringConvertible {
+        public var description: String
     }
 
-    static func apply(_ changeset: Changeset, to old: [Section]) throws(Rejection) -> [Section] {
+    public static func apply(_ changeset: Changeset, to old: [Section]) throws(Rejection) -> [Section] {
         let c = changeset
         func reject(_ why: String) throws(Rejection) -> Never { throw Rejection(description: why) }
         func sorted<T>(_ values: [T], _ name: String, _ less: (T, T) -> Bool) throws(Rejection) {

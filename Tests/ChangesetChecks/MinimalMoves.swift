@@ -1,9 +1,9 @@
 import Model
 
-/// (A copy of `Tests/ModelTests/Support/MinimalMoves.swift`.) The number of moves `docs/changesets.md#rule-4` allows, computed independently of Model: survivors minus a
+/// The number of moves `docs/changesets.md#rule-4` allows, computed independently of Model: survivors minus a
 /// longest increasing subsequence, for the sections and for the items staying in each live section.
-enum MinimalMoves {
-    static func lisLength(_ keys: [Int]) -> Int {
+public enum MinimalMoves {
+    public static func lisLength(_ keys: [Int]) -> Int {
         var tails: [Int] = []
         for key in keys {
             var low = 0
@@ -18,7 +18,7 @@ enum MinimalMoves {
     }
 
     /// Checks the changeset's move counts; returns a description of the first mismatch, or nil.
-    static func mismatch(_ changeset: Changeset, old: [Section], new: [Section]) -> String? {
+    public static func mismatch(_ changeset: Changeset, old: [Section], new: [Section]) -> String? {
         let rebuilt = Set(changeset.sections.deleted.map(\.id)).intersection(
             changeset.sections.inserted.map(\.section.id))
         let oldIndex = Dictionary(uniqueKeysWithValues: old.enumerated().map { ($0.element.id, $0.offset) })
