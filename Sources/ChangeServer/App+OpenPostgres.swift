@@ -25,7 +25,13 @@ extension App {
                     take((registry.entry(name).map { entry in entry.content.withLock { $0 } }, views.saved(feedingFrom: name)))
                 }
             },
-            fellBehind: { [unowned app] _ in app.stop(exitStatus: App.fallenBehindStatus) })
+            fellBehind: { [unowned app] name in
+                app.logger.log(
+                    .critical,
+                    "stopping with exit status \(App.fallenBehindStatus) so that this server starts again from the "
+                        + "snapshot of \(name) instead of serving it stale")
+                app.stop(exitStatus: App.fallenBehindStatus)
+            })
         return app
     }
 }

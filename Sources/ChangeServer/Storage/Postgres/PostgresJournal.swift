@@ -53,7 +53,7 @@ final class PostgresJournal: Journal {
     private let copier = Mutex<Copier?>(nil)
     /// Collections being snapshotted now.
     private let snapshotting = Mutex<Set<String>>([])
-    /// Told when this server cannot catch up with a collection: its records were compacted into a snapshot.
+    /// Told (once) when this server cannot catch up with a collection: its records were compacted into a snapshot.
     private let fallenBehind = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     /// `applied`: the last sequence of each collection that recovery applied.
@@ -460,12 +460,13 @@ final class PostgresJournal: Journal {
             let (failed, gap) = delivery.offer(name, rows)
             for record in failed { record.done(false) }
             if gap {
+                // Told once: the catch-ups that come while the server stops meet the same gap.
+                guard let tell = fallenBehind.withLock({ tell in defer { tell = nil }; return tell }) else { return }
                 logger.log(
                     .critical,
                     "collection \(name): records after \(delivery.applied(name)) were compacted into a snapshot "
-                        + "before this server read them; stopping (exit status \(App.fallenBehindStatus)) so that it "
-                        + "starts again from the snapshot instead of serving stale data")
-                fallenBehind.withLock { $0 }?(name)
+                        + "before this server read them; it cannot go on with it from here")
+                tell(name)
                 return
             }
             if Int64(rows.count) < page { return }
