@@ -31,12 +31,17 @@ final class Metrics: Sendable {
 
     /// Counts a request. Methods other than the six the server answers count as `other`, so that clients
     /// cannot grow the number of series (nor put quotes into a label).
-    func request(method: String, route: String, status: Int) {
-        let label = Self.methods.contains(method) ? method : "other"
-        state.withLock { $0.requests[RequestKey(method: label, route: route, status: status), default: 0] += 1 }
+    func request(method: String, route: String, status: Int, count: Int = 1) {
+        let label = Self.label(method)
+        state.withLock { $0.requests[RequestKey(method: label, route: route, status: status), default: 0] += count }
     }
 
-    private static let methods: Set<String> = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"]
+    private static func label(_ method: String) -> String {
+        switch method {
+        case "GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS": method
+        default: "other"
+        }
+    }
 
     func mutationCommitted() { state.withLock { $0.mutations += 1 } }
     /// Polls held right now by all workers together: the gauge, and what `--max-held-polls` is checked against.

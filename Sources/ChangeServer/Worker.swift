@@ -15,6 +15,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     private var requestLogLines = 0
     /// The time of the current loop turn, shared by its request lines.
     private var requestLogTimestamp: [UInt8]?
+    /// Requests answered in a row with the same method, route and status, counted into `Metrics` together at the
+    /// end of the loop turn or when another kind comes: a run of reads then takes the metrics' lock once, not once
+    /// per request.
+    private var pendingRequests = (method: "", route: "", status: 0, count: 0)
 
     init(app: App, server: HTTPServer) {
         self.app = app
@@ -32,12 +36,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
 
     // MARK: HTTPHandler
 
-    func headers(for request: Request) -> [(name: String, value: String)] {
-        app.corsHeaders(for: request)
-    }
-
     func screen(_ exchange: Exchange) -> Response? {
-        let (passed, template, refusal) = app.screen(exchange.request)
+        let request = exchange.request
+        exchange.extraHeaders = app.corsHeaders(for: request)
+        let (passed, template, refusal) = app.screen(request)
         exchange.route = template
         exchange.screenedRoute = passed
         return refusal
@@ -84,7 +86,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     }
 
     func didRespond(_ exchange: Exchange, status: HTTPStatus) {
-        app.metrics.request(method: exchange.method, route: exchange.route, status: status.rawValue)
+        countRequest(method: exchange.method, route: exchange.route, status: status.rawValue)
         guard app.logger.level <= .info else { return }
         let timestamp = requestLogTimestamp ?? Array((Logger.timestamp() + " info ").utf8)
         requestLogTimestamp = timestamp
@@ -120,11 +122,30 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     /// Request lines of one loop turn go to the log's writer thread in one batch: a change fanned out to 10,000
     /// polls logs 10,000 lines without 10,000 system calls, and the loop never waits for stderr.
     func loopDidRun() {
+        flushRequestCounts()
         guard !requestLog.isEmpty else { return }
         LogWriter.standardError.submit(requestLog, lines: requestLogLines)
         requestLog.removeAll(keepingCapacity: true)
         requestLogLines = 0
         requestLogTimestamp = nil
+    }
+
+    private func countRequest(method: String, route: String, status: Int) {
+        if pendingRequests.count > 0, pendingRequests.status == status, pendingRequests.route == route,
+            pendingRequests.method == method
+        {
+            pendingRequests.count += 1
+            return
+        }
+        flushRequestCounts()
+        pendingRequests = (method, route, status, 1)
+    }
+
+    private func flushRequestCounts() {
+        guard pendingRequests.count > 0 else { return }
+        let (method, route, status, count) = pendingRequests
+        app.metrics.request(method: method, route: route, status: status, count: count)
+        pendingRequests.count = 0
     }
 
     /// Control bytes, DEL, bytes past ASCII, `"` and `\` are written as `\xHH` (as nginx escapes its log):

@@ -39,6 +39,39 @@ import Testing
         #expect(try server.client.get("/v1/collections/inbox", headers: ["If-None-Match": "\"x.1\""]).status == 200)
     }
 
+    /// A snapshot's response is built once per version and shared by its reads on every loop: a read with an
+    /// allowed `Origin` still gets its own CORS headers, the shared one never carries them, and a new version is a
+    /// new response.
+    @Test func readsOfAVersionShareOneResponseAndKeepTheirOwnHeaders() throws {
+        let server = try ServerProcess(["--threads", "2", "--cors-origin", "https://app.example"])
+        let version1 = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)
+        let origin = ["Origin": "https://app.example"]
+        for round in 0..<4 {
+            let plain = try server.client.get("/v1/collections/c")
+            #expect(plain.status == 200 && plain.header("ETag") == "\"\(version1)\"", "round \(round)")
+            #expect(plain.header("Access-Control-Allow-Origin") == nil, "round \(round)")
+            #expect(plain.object["version"] as? String == version1)
+            let withOrigin = try server.client.get("/v1/collections/c", headers: origin)
+            #expect(withOrigin.header("Access-Control-Allow-Origin") == "https://app.example", "round \(round)")
+            #expect(withOrigin.body == plain.body)
+            let head = try server.client.request("HEAD", "/v1/collections/c")
+            #expect(head.status == 200 && head.body.isEmpty && head.header("ETag") == "\"\(version1)\"")
+            let notModified = try server.client.get(
+                "/v1/collections/c", headers: origin.merging(["If-None-Match": "\"\(version1)\""]) { $1 })
+            #expect(notModified.status == 304)
+            #expect(notModified.header("Access-Control-Allow-Origin") == "https://app.example")
+            let plainNotModified = try server.client.get(
+                "/v1/collections/c", headers: ["If-None-Match": "W/\"\(version1)\""])
+            #expect(plainNotModified.status == 304 && plainNotModified.header("Access-Control-Allow-Origin") == nil)
+        }
+        let upserted = try server.client.put("/v1/collections/c/items/m3", ["section": "later", "data": ["n": 1]])
+        let version2 = try #require(upserted.object["version"] as? String)
+        let after = try server.client.get("/v1/collections/c", headers: ["If-None-Match": "\"\(version1)\""])
+        #expect(after.status == 200 && after.header("ETag") == "\"\(version2)\"")
+        #expect(after.object["version"] as? String == version2)
+        #expect(after.text.contains(#""id":"m3""#))
+    }
+
     @Test func replaceDiffsAndNoOpKeepsVersion() throws {
         let server = try ServerProcess()
         let version1 = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)

@@ -16,10 +16,22 @@ protocol FeedSubject: AnyObject, Sendable {
     var encodedSnapshot: Mutex<EncodedSnapshot?> { get }
 }
 
-/// A snapshot's JSON and the version it shows.
-struct EncodedSnapshot: Sendable {
+/// A snapshot's JSON and the version it shows, with the answers to a read of it, shared by every read of that
+/// version (`ResponseShare`).
+final class EncodedSnapshot: Sendable {
     let version: Version
     let json: [UInt8]
+    /// `200` with the snapshot and its `ETag`.
+    let read: Response
+    /// `304` for a read whose `If-None-Match` names this version.
+    let notModified: Response
+
+    init(version: Version, json: [UInt8]) {
+        self.version = version
+        self.json = json
+        read = .snapshot(json, at: version)
+        notModified = .notModified(at: version)
+    }
 
     /// Snapshots up to this size are kept encoded, one per collection or view (at most this much memory each);
     /// larger ones are encoded for each read, which costs little next to sending them.
@@ -31,12 +43,28 @@ extension FeedSubject {
     /// that reading an unchanged collection costs about what serving a static body costs.
     func snapshotJSON() -> EncodedSnapshot {
         let current = version
-        if let cached = encodedSnapshot.withLock({ $0 }), cached.version == current { return cached }
+        if let cached = cachedSnapshot(at: current) { return cached }
         var writer = JSONWriter()
         let written = writeSnapshot(into: &writer)
         let encoded = EncodedSnapshot(version: written, json: writer.bytes)
         if encoded.json.count <= EncodedSnapshot.cachedLimit { encodedSnapshot.withLock { $0 = encoded } }
         return encoded
+    }
+
+    /// The snapshot of `version` if it is the one kept encoded.
+    func cachedSnapshot(at version: Version) -> EncodedSnapshot? {
+        guard let cached = encodedSnapshot.withLock({ $0 }), cached.version == version else { return nil }
+        return cached
+    }
+
+    /// A read of the subject: `304` when `If-None-Match` names its version, else the snapshot.
+    func read(_ request: Request) -> Response {
+        let version = version
+        let cached = cachedSnapshot(at: version)
+        if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
+            return cached?.notModified ?? .notModified(at: version)
+        }
+        return (cached ?? snapshotJSON()).read
     }
 }
 

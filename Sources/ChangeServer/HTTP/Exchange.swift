@@ -1,4 +1,5 @@
 import CHTTPD
+import Glibc
 
 /// One HTTP request, from libmicrohttpd's first call for it to its completion. It lives on the server's loop
 /// thread only: MHD calls the access handler there, and the feed answers held exchanges there.
@@ -49,24 +50,47 @@ final class Exchange {
         self.connection = connection
         request = Request(
             method: method, path: path, query: Self.values(connection, .GET_ARGUMENT_KIND),
-            headers: Self.values(connection, .HEADER_KIND))
+            headers: Self.values(connection, .HEADER_KIND, lowercasingNames: true))
     }
 
-    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(name: String, value: String)] {
-        final class Collected {
+    /// The values of one kind, in order; header names lowercased here (ASCII, RFC 9110 §5.1), as `Request` keeps
+    /// them, so that it need not copy them again.
+    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercasingNames: Bool = false)
+        -> [(name: String, value: String)]
+    {
+        struct Collector {
             var pairs: [(name: String, value: String)] = []
+            let lowercasing: Bool
         }
-        let collected = Collected()
-        withExtendedLifetime(collected) {
+        let count = MHD_get_connection_values(connection, kind, nil, nil)
+        guard count > 0 else { return [] }
+        var collector = Collector(lowercasing: lowercasingNames)
+        collector.pairs.reserveCapacity(Int(count))
+        withUnsafeMutablePointer(to: &collector) { collector in
             _ = MHD_get_connection_values(
                 connection, kind,
                 { context, _, key, value in
                     guard let context, let key else { return .YES }
-                    let collected = Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue()
-                    collected.pairs.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                    let collector = context.assumingMemoryBound(to: Collector.self)
+                    let name = collector.pointee.lowercasing ? lowercasedASCII(key) : String(cString: key)
+                    collector.pointee.pairs.append((name, value.map { String(cString: $0) } ?? ""))
                     return .YES
-                }, Unmanaged.passUnretained(collected).toOpaque())
+                }, collector)
         }
-        return collected.pairs
+        return collector.pairs
+    }
+}
+
+/// A C string with its ASCII capitals lowercased.
+private func lowercasedASCII(_ text: UnsafePointer<CChar>) -> String {
+    let length = strlen(text)
+    return text.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
+        String(unsafeUninitializedCapacity: length) { buffer in
+            for index in 0..<length {
+                let byte = bytes[index]
+                buffer[index] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+            }
+            return length
+        }
     }
 }

@@ -28,10 +28,9 @@ enum Refusal {
 
 /// The application behind the HTTP server. Every call comes on the server's loop thread.
 protocol HTTPHandler: AnyObject {
-    /// Headers every response to this request carries (CORS), decided when its headers arrive.
-    func headers(for request: Request) -> [(name: String, value: String)]
-    /// The answer to a request that can be refused from its headers alone (route, method, authorization, media
-    /// type), before any of its body is read; nil to read the body and `handle` the request.
+    /// Called when a request's headers have arrived: sets the headers every response to it carries (CORS, in
+    /// `extraHeaders`), and returns the answer to a request that can be refused from its headers alone (route,
+    /// method, authorization, media type), before any of its body is read; nil to read the body and `handle` it.
     func screen(_ exchange: Exchange) -> Response?
     /// The client of a held exchange hung up: true when the handler let go of it (a held poll), which is then
     /// answered with `.clientLeft` so that libmicrohttpd closes the connection.
@@ -219,9 +218,7 @@ final class HTTPServer: @unchecked Sendable {
 
     /// Answers a held exchange with a response of its own (loop thread only).
     func answer(_ exchange: Exchange, with response: Response) {
-        var response = response
-        response.headers += exchange.extraHeaders
-        answer(exchange, with: SharedResponse(response))
+        answer(exchange, with: shared(response, for: exchange))
     }
 
     /// Answers a held exchange (loop thread only).
@@ -356,7 +353,6 @@ final class HTTPServer: @unchecked Sendable {
             let exchange = Exchange(connection: connection, method: String(cString: method), path: String(cString: url))
             context.pointee = Unmanaged.passRetained(exchange).toOpaque()
             inFlight += 1
-            exchange.extraHeaders = handler.headers(for: exchange.request)
             return headersArrived(exchange, handler)
         }
         let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeUnretainedValue()
@@ -400,14 +396,16 @@ final class HTTPServer: @unchecked Sendable {
     /// lengths, is answered at once (which makes MHD close the connection: nothing after it can be trusted);
     /// other refusals are answered once the body has been read and discarded, so the connection stays usable.
     private func headersArrived(_ exchange: Exchange, _ handler: HTTPHandler) -> MHD_Result {
-        let lengths = Set(exchange.request.headers(named: "Content-Length").map { $0.trimmingSpaces() })
-        if lengths.count > 1 { return respond(exchange, handler.response(to: .conflictingContentLength)) }
-        let length = lengths.first.flatMap { Int($0) } ?? 0
+        let refusal = handler.screen(exchange)
+        guard let announced = announcedLength(of: exchange.request.headers) else {
+            return respond(exchange, handler.response(to: .conflictingContentLength))
+        }
+        let length = announced.flatMap { Int($0) } ?? 0
         if length > options.maxBodyBytes {
             exchange.droppedBodyBytes = length
             return respond(exchange, tooLarge(handler))
         }
-        if let refusal = handler.screen(exchange) {
+        if let refusal {
             // A client that waits for `100 Continue` before its body gets the refusal instead, as nginx answers.
             if exchange.request.header("Expect")?.lowercased() == "100-continue" { return respond(exchange, refusal) }
             exchange.refusal = refusal
@@ -419,6 +417,18 @@ final class HTTPServer: @unchecked Sendable {
             }
         }
         return .YES
+    }
+
+    /// The `Content-Length` the request announces (nil inside when none), or nil when it announces two different
+    /// ones.
+    private func announcedLength(of headers: [(name: String, value: String)]) -> String?? {
+        var announced: String?
+        for header in headers where header.name == "content-length" {
+            let length = header.value.trimmingSpaces()
+            if let announced, announced != length { return nil }
+            announced = length
+        }
+        return .some(announced)
     }
 
     /// A piece of the body arrived: kept if the request may have it and the budget allows, else discarded.
@@ -458,9 +468,16 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     private func respond(_ exchange: Exchange, _ response: Response) -> MHD_Result {
+        finish(exchange, shared(response, for: exchange))
+    }
+
+    /// The libmicrohttpd response for `response` with the exchange's own headers: the shared one when the response
+    /// is shared (`ResponseShare`) and the exchange adds nothing to it.
+    private func shared(_ response: Response, for exchange: Exchange) -> SharedResponse {
+        if exchange.extraHeaders.isEmpty, let share = response.share { return share.shared(response) }
         var response = response
         response.headers += exchange.extraHeaders
-        return finish(exchange, SharedResponse(response))
+        return SharedResponse(response)
     }
 
     /// Queues the response. When MHD refuses it (a header that does not fit), the failure is logged and counted
@@ -491,11 +508,12 @@ final class HTTPServer: @unchecked Sendable {
     /// The pool bytes the request takes (worked out once per exchange: a fan-out asks for each of its answers).
     private func requestPoolBytes(of exchange: Exchange) -> Int {
         if let bytes = exchange.requestPoolBytes { return bytes }
-        let request = exchange.request
-        var bytes = request.method.utf8.count + request.path.utf8.count + " HTTP/1.1\r\n\r\n".utf8.count
-        for header in request.headers { bytes += header.name.utf8.count + header.value.utf8.count + 4 }
-        for argument in request.query { bytes += argument.name.utf8.count + argument.value.utf8.count + 2 }
-        bytes += (request.headers.count + request.query.count) * Self.poolBytesPerValue
+        let (method, path, headers, query) =
+            (exchange.request.method, exchange.request.path, exchange.request.headers, exchange.request.query)
+        var bytes = method.utf8.count + path.utf8.count + " HTTP/1.1\r\n\r\n".utf8.count
+        for header in headers { bytes += header.name.utf8.count + header.value.utf8.count + 4 }
+        for argument in query { bytes += argument.name.utf8.count + argument.value.utf8.count + 2 }
+        bytes += (headers.count + query.count) * Self.poolBytesPerValue
         exchange.requestPoolBytes = bytes
         return bytes
     }

@@ -17,20 +17,14 @@ struct Request: Sendable {
         self.method = method
         self.path = path
         self.query = query
-        self.headers = headers.map { (Self.lowercased($0.name), $0.value) }
+        let isLowercased = !headers.contains { Self.hasUppercase($0.name) }
+        self.headers = isLowercased ? headers : headers.map { ($0.name.lowercased(), $0.value) }
         self.body = body
     }
 
     /// The first header of that name (case-insensitive).
     func header(_ name: String) -> String? {
-        let wanted = Self.lowercased(name)
-        return headers.first { $0.name == wanted }?.value
-    }
-
-    /// Every header of that name (case-insensitive), in order.
-    func headers(named name: String) -> [String] {
-        let wanted = Self.lowercased(name)
-        return headers.filter { $0.name == wanted }.map(\.value)
+        headers.first { Self.equalsLowercased($0.name, name) }?.value
     }
 
     /// A raw (still percent-encoded) query argument.
@@ -38,7 +32,12 @@ struct Request: Sendable {
         query.first { $0.name == name }?.value
     }
 
-    private static func lowercased(_ name: String) -> String {
-        name.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } ? name.lowercased() : name
+    private static func hasUppercase(_ name: String) -> Bool {
+        name.utf8.contains { $0 >= 0x41 && $0 <= 0x5A }
+    }
+
+    /// Whether a stored (lowercased) header name is `name` in any case; header names are ASCII (RFC 9110 §5.1).
+    private static func equalsLowercased(_ stored: String, _ name: String) -> Bool {
+        stored.utf8.elementsEqual(name.utf8) { $0 == ($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
     }
 }

@@ -1,8 +1,11 @@
 /// A response a handler gives back: status, headers and body bytes (JSON unless a header says otherwise).
 struct Response: Sendable {
-    var status: HTTPStatus
-    var headers: [(name: String, value: String)]
-    var body: [UInt8]
+    var status: HTTPStatus { didSet { share = nil } }
+    var headers: [(name: String, value: String)] { didSet { share = nil } }
+    var body: [UInt8] { didSet { share = nil } }
+    /// Set on a response that answers many requests byte for byte (`ResponseShare`); a copy that is changed
+    /// afterwards is its own response again.
+    var share: ResponseShare?
 
     init(_ status: HTTPStatus, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status

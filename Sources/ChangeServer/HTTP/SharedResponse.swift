@@ -1,21 +1,34 @@
 import CHTTPD
 import Glibc
+import Synchronization
 
 /// One libmicrohttpd response, reference-counted by MHD, that can be queued on many connections: the long-poll
-/// feed builds a changeset's bytes once and hands the same response to every subscriber waiting for it.
-final class SharedResponse {
+/// feed builds a changeset's bytes once and hands the same response to every subscriber waiting for it, and a
+/// snapshot's response is shared by the reads of its version on every loop (MHD counts its references under a lock).
+final class SharedResponse: Sendable {
     let status: HTTPStatus
-    fileprivate let pointer: OpaquePointer?
+    /// nonisolated(unsafe): the response is complete before it is first queued and never changed after; MHD
+    /// counts the connections holding it under the response's own lock, so any loop may queue it.
+    nonisolated(unsafe) fileprivate let pointer: OpaquePointer?
     /// False when MHD could not create the response or refused one of its headers: it must not be sent as it is.
     let isComplete: Bool
     /// Bytes its headers take in a connection's memory pool, as `name: value\r\n`.
     let headerBytes: Int
     /// The response as it was asked for, from which `wire` is written.
     private let source: Response
+    private let wireBytes = Mutex<[UInt8]?>(nil)
+
     /// The whole response as libmicrohttpd would send it on a keep-alive HTTP/1.1 connection (status line, `Date`,
     /// our headers, `Content-Length`, body), written on first use: a held poll answered outside MHD gets it in one
     /// `send` (`HTTPServer.answerDirectly`).
-    private(set) lazy var wire: [UInt8] = Self.wire(of: source)
+    var wire: [UInt8] {
+        wireBytes.withLock { bytes in
+            if let bytes { return bytes }
+            let written = Self.wire(of: source)
+            bytes = written
+            return written
+        }
+    }
 
     init(_ response: Response) {
         status = response.status

@@ -44,12 +44,7 @@ extension App {
     }
 
     func snapshot(_ request: Request, _ name: String) throws(HTTPError) -> Response {
-        let entry = try existing(name)
-        let version = entry.content.withLock { $0.version }
-        if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
-            return Response(.notModified, headers: [("ETag", EntityTags.quoted(version))])
-        }
-        return .snapshot(entry.snapshotJSON())
+        try existing(name).read(request)
     }
 
     /// Creates the collection (`201`) or replaces its whole content (`200`), diffing old against new.

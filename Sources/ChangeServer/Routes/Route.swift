@@ -51,34 +51,65 @@ enum Route: Equatable {
         var path = path
         // Native strings already are; the byte loops below then run on a buffer, not through String's views.
         path.makeContiguousUTF8()
-        guard let split = path.utf8.withContiguousStorageIfAvailable({ bytes in (isAPI(bytes), segments(of: bytes)) })
-        else { return nil }
-        // Collections and views are never the web client's files: those are looked up only for other paths.
-        if !split.0 {
-            let assetPath = path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
-            if App.assetPaths[assetPath] != nil { return .asset(assetPath) }
+        let matched = path.utf8.withContiguousStorageIfAvailable { bytes -> Result<Route?, HTTPError> in
+            // Collections and views are never the web client's files: those are looked up only for other paths.
+            if !isAPI(bytes), let asset = assetRoute(path) { return .success(asset) }
+            guard let segments = Segments(bytes) else { return .failure(.malformedPath) }
+            do throws(HTTPError) {
+                return .success(try match(segments))
+            } catch {
+                return .failure(error)
+            }
         }
-        guard let segments = split.1 else { throw .malformedPath }
+        guard let matched else { return nil }
+        return try matched.get()
+    }
+
+    private static func assetRoute(_ path: String) -> Route? {
+        let assetPath = path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
+        return App.assetPaths[assetPath] != nil ? .asset(assetPath) : nil
+    }
+
+    private static func match(_ segments: Segments) throws(HTTPError) -> Route? {
         switch segments.count {
-        case 1 where segments[0] == "healthz": return .health
-        case 1 where segments[0] == "metrics": return .metrics
-        case 2 where segments == ["v1", "collections"]: return .collections
-        case 2 where segments == ["v1", "views"]: return .views
+        case 1 where segments[0, is: "healthz"]: return .health
+        case 1 where segments[0, is: "metrics"]: return .metrics
+        case 2 where segments[0, is: "v1"] && segments[1, is: "collections"]: return .collections
+        case 2 where segments[0, is: "v1"] && segments[1, is: "views"]: return .views
         default: break
         }
-        if segments.count >= 3, segments[0] == "v1", segments[1] == "views" { return try matchView(segments) }
-        guard segments.count >= 3, segments[0] == "v1", segments[1] == "collections" else { return nil }
-        let name = segments[2]
-        let route: Route
+        guard (3...5).contains(segments.count), segments[0, is: "v1"] else { return nil }
+        if segments[1, is: "views"] { return try matchView(segments) }
+        guard segments[1, is: "collections"] else { return nil }
+        let isMutations = segments.count == 4 && segments[3, is: "mutations"]
         switch segments.count {
-        case 3: route = .collection(name)
-        case 4 where segments[3] == "mutations": route = .mutations(name)
-        case 4 where segments[3] == "changes": route = .changes(name)
-        case 5 where segments[3] == "items": route = .item(collection: name, id: segments[4])
+        case 3: break
+        case 4 where isMutations || segments[3, is: "changes"]: break
+        case 5 where segments[3, is: "items"]: break
         default: return nil
         }
-        guard isValidCollectionName(name) else { throw .invalidName }
-        return route
+        guard segments.isValidName(2) else { throw .invalidName }
+        let name = segments.text(2)
+        switch segments.count {
+        case 3: return .collection(name)
+        case 4: return isMutations ? .mutations(name) : .changes(name)
+        default: return .item(collection: name, id: segments.text(4))
+        }
+    }
+
+    private static func matchView(_ segments: Segments) throws(HTTPError) -> Route? {
+        let writeTemplate: String?
+        switch segments.count {
+        case 3: writeTemplate = nil
+        case 4 where segments[3, is: "changes"]: writeTemplate = nil
+        case 4 where segments[3, is: "mutations"]: writeTemplate = "/v1/views/{name}/mutations"
+        case 5 where segments[3, is: "items"]: writeTemplate = "/v1/views/{name}/items/{id}"
+        default: return nil
+        }
+        guard segments.isValidName(2) else { throw .invalidName }
+        let name = segments.text(2)
+        if let writeTemplate { return .viewWrite(name, template: writeTemplate) }
+        return segments.count == 3 ? .view(name) : .viewChanges(name)
     }
 
     /// Whether the path is under `/v1/collections` or `/v1/views`.
@@ -90,40 +121,62 @@ enum Route: Equatable {
         return starts(with: "/v1/collections") || starts(with: "/v1/views")
     }
 
-    /// The path's segments between slashes, percent-decoded: the part before the first slash and one empty
-    /// segment at the end (a trailing slash) are dropped. Nil when a segment's escapes are malformed.
-    private static func segments(of bytes: UnsafeBufferPointer<UInt8>) -> [String]? {
-        var segments: [String] = []
-        segments.reserveCapacity(6)
-        var start: Int?
-        for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "/") {
-            defer { start = index + 1 }
-            guard let start else { continue }
-            let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
-            let text = String(decoding: raw, as: UTF8.self)
-            if raw.contains(UInt8(ascii: "%")) {
-                guard let decoded = percentDecoded(Substring(text)) else { return nil }
-                segments.append(decoded)
-            } else {
-                segments.append(text)
+    /// A path's segments between slashes, percent-decoded: the part before the first slash and one empty segment
+    /// at the end (a trailing slash) are dropped. Segments stay bytes of the path until a route asks for one as
+    /// text, and the first `inline.count` are kept without allocating (no route has more), so that matching a
+    /// request allocates only the names it keeps.
+    private struct Segments {
+        private let bytes: UnsafeBufferPointer<UInt8>
+        private var inline = InlineArray<6, Range<Int>>(repeating: 0..<0)
+        /// The decoded text of segments that had escapes, by index; empty for most paths.
+        private var decoded: [Int: String] = [:]
+        /// Segments in the path; those past `inline.count` are checked but not kept.
+        private(set) var count = 0
+
+        /// Nil when a segment's escapes are malformed.
+        init?(_ bytes: UnsafeBufferPointer<UInt8>) {
+            self.bytes = bytes
+            var start: Int?
+            var lastIsEmpty = false
+            for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "/") {
+                defer { start = index + 1 }
+                guard let start else { continue }
+                let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                if raw.contains(UInt8(ascii: "%")) {
+                    guard let text = percentDecoded(Substring(String(decoding: raw, as: UTF8.self))) else { return nil }
+                    decoded[count] = text
+                }
+                if count < inline.count { inline[count] = start..<index }
+                lastIsEmpty = raw.isEmpty
+                count += 1
+            }
+            if count > 1, lastIsEmpty { count -= 1 }
+        }
+
+        /// Whether segment `index` is `literal`.
+        subscript(index: Int, is literal: StaticString) -> Bool {
+            let literalBytes = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+            if let text = decoded[index] { return text.utf8.elementsEqual(literalBytes) }
+            let range = inline[index]
+            guard let base = bytes.baseAddress, range.count == literalBytes.count else { return false }
+            return memcmp(base + range.lowerBound, literal.utf8Start, range.count) == 0
+        }
+
+        /// Segment `index` as text.
+        func text(_ index: Int) -> String {
+            if let text = decoded[index] { return text }
+            let range = inline[index]
+            return String(unsafeUninitializedCapacity: range.count) { text in
+                _ = text.initialize(from: UnsafeBufferPointer(rebasing: bytes[range]))
+                return range.count
             }
         }
-        if segments.count > 1 && segments.last?.isEmpty == true { segments.removeLast() }
-        return segments
-    }
 
-    private static func matchView(_ segments: [String]) throws(HTTPError) -> Route? {
-        let name = segments[2]
-        let route: Route
-        switch segments.count {
-        case 3: route = .view(name)
-        case 4 where segments[3] == "changes": route = .viewChanges(name)
-        case 4 where segments[3] == "mutations": route = .viewWrite(name, template: "/v1/views/{name}/mutations")
-        case 5 where segments[3] == "items": route = .viewWrite(name, template: "/v1/views/{name}/items/{id}")
-        default: return nil
+        /// Whether segment `index` is a valid collection or view name (`Route.isValidCollectionName`).
+        func isValidName(_ index: Int) -> Bool {
+            if let text = decoded[index] { return isValidCollectionName(text) }
+            return Route.isValidName(UnsafeBufferPointer(rebasing: bytes[inline[index]]))
         }
-        guard isValidCollectionName(name) else { throw .invalidName }
-        return route
     }
 
     /// Whether a raw path is the change feed's, decided from the path alone so that even a request refused
@@ -136,12 +189,16 @@ enum Route: Equatable {
 
     /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`
     static func isValidCollectionName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
-        guard (1...128).contains(bytes.count) else { return false }
+        var name = name
+        return name.withUTF8 { isValidName($0) }
+    }
+
+    private static func isValidName(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let first = bytes.first, bytes.count <= 128 else { return false }
         func isAlphanumeric(_ byte: UInt8) -> Bool {
             (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
         }
-        return isAlphanumeric(bytes[0])
+        return isAlphanumeric(first)
             && bytes.dropFirst().allSatisfy {
                 isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
             }

@@ -24,12 +24,7 @@ extension App {
     }
 
     func viewSnapshot(_ request: Request, _ name: String) throws(HTTPError) -> Response {
-        let entry = try existingView(name)
-        let version = entry.version
-        if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
-            return Response(.notModified, headers: [("ETag", EntityTags.quoted(version))])
-        }
-        return .snapshot(entry.snapshotJSON())
+        try existingView(name).read(request)
     }
 
     /// Defines the view (`201`) or replaces its definition (`200`, keeping its epoch; the changeset diffs the old

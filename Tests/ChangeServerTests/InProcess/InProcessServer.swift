@@ -64,11 +64,14 @@ struct Answer {
     var body: [UInt8]
     /// Set when the feed would hold the request: the version it waits from and its timeout.
     var held: (since: Version, timeout: Int)?
+    /// The response's share when it is one the server builds once and queues for many requests.
+    var share: ObjectIdentifier?
 
     init(_ response: Response) {
         status = response.status.rawValue
         headers = response.headers
         body = response.body
+        share = response.share.map(ObjectIdentifier.init)
     }
 
     init(held since: Version, timeout: Int) {

@@ -51,10 +51,18 @@ import Testing
         let first = server.send("GET", "/v1/collections/inbox")
         #expect(entry.encodedSnapshot.withLock { $0?.version.description } == version)
         #expect(entry.encodedSnapshot.withLock { $0?.json } == first.body)
-        #expect(server.send("GET", "/v1/collections/inbox").body == first.body)
+        let again = server.send("GET", "/v1/collections/inbox")
+        #expect(again.body == first.body)
+        // One response per version, shared by its reads (and one `304`).
+        #expect(first.share != nil && again.share == first.share)
+        let notModified = server.send("GET", "/v1/collections/inbox", headers: [("If-None-Match", "\"\(version)\"")])
+        let notModifiedAgain = server.send(
+            "GET", "/v1/collections/inbox", headers: [("If-None-Match", "\"\(version)\"")])
+        #expect(notModified.status == 304 && notModified.share != nil && notModifiedAgain.share == notModified.share)
         _ = server.send("PUT", "/v1/collections/inbox/items/c", body: #"{"data": 3}"#)
         let second = server.send("GET", "/v1/collections/inbox")
         #expect(second.body != first.body)
+        #expect(second.share != nil && second.share != first.share)
         #expect(second.text.contains(#""id":"c""#))
         #expect(entry.encodedSnapshot.withLock { $0?.json } == second.body)
     }
