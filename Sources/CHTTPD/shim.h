@@ -50,6 +50,13 @@ static inline int chttpd_connection_fd(struct MHD_Connection *connection) {
     return info == NULL ? -1 : info->connect_fd;
 }
 
+/* Gives a connection a timeout of its own, in seconds without activity (MHD_set_connection_option is variadic).
+   A connection whose timeout differs from the daemon's moves to MHD's list of such connections, which MHD_run
+   visits whole on every pass. */
+static inline int chttpd_set_connection_timeout(struct MHD_Connection *connection, unsigned int seconds) {
+    return MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds) == MHD_YES;
+}
+
 /* Bytes of the request line and headers of the connection's current request, as MHD counted them, or -1. */
 static inline long long chttpd_request_header_size(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);

@@ -98,6 +98,56 @@ import Testing
         #expect(try Self.metric(server, "changeserver_streams_open") == 0)
     }
 
+    /// The connection a test leaves idle on the server's loop before its streams open.
+    enum IdleConnection: CaseIterable {
+        /// Held polls answered over keep-alive, as a cache's connections to the origin are (answered outside
+        /// libmicrohttpd, then handed back to it).
+        case answeredPolls
+        /// Plain keep-alive requests.
+        case plainRequests
+    }
+
+    /// Streams whose clients leave give their descriptors back at once also behind older connections that sit
+    /// idle on the same loop. libmicrohttpd frees a connection whose content reader ended with an error only when it
+    /// visits it again, and it visited connections with its own idle timeout from the least recently active one up
+    /// to the first still open: behind an idle keep-alive connection (a cache's connections to the origin after a
+    /// run through nginx or Varnish), every such stream kept its socket until that connection timed out, 120 s.
+    @Test(arguments: IdleConnection.allCases)
+    func streamsWhoseClientsLeaveBehindAnIdleConnectionGiveTheirDescriptorsBack(_ idle: IdleConnection) throws {
+        let server = try ServerProcess(["--threads", "1"])
+        let version = try Self.collection(server)
+        let pid = server.process.processIdentifier
+        let kept = try (0..<4).map { _ in try HTTPConnection(port: server.port) }
+        switch idle {
+        case .answeredPolls:
+            for poll in kept { poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=60") }
+            try waitForHeldPolls(server, kept.count)
+            _ = try Self.insert(server, "a")
+        case .plainRequests:
+            for connection in kept { connection.sendRequest("GET", "/healthz") }
+        }
+        for connection in kept { #expect(try connection.readResponse().status == 200) }
+        let baseline = LiveFanoutTests.openDescriptors(pid)
+        let streams = try (0..<50).map { _ in
+            try EventStreamReader(port: server.port, path: "/v1/collections/c/changes")
+        }
+        var started = 0
+        for stream in streams {
+            if try stream.nextEvent()?.name == "reset" { started += 1 }
+        }
+        #expect(started == streams.count)
+        try Self.waitForMetric(server, "changeserver_streams_open", streams.count)
+        for stream in streams { stream.connection.close() }
+        try Self.waitForMetric(server, "changeserver_streams_open", 0)
+        let released = waitUntil(timeout: 3) { LiveFanoutTests.openDescriptors(pid) <= baseline }
+        #expect(released, "\(LiveFanoutTests.openDescriptors(pid)) descriptors open, \(baseline) before the streams")
+        // The idle connections are still served.
+        for connection in kept {
+            connection.sendRequest("GET", "/healthz")
+            #expect(try connection.readResponse().status == 200)
+        }
+    }
+
     @Test func resumesFromLastEventIDAfterTheConnectionIsCut() throws {
         let server = try ServerProcess()
         _ = try Self.collection(server)

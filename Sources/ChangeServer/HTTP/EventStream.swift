@@ -28,6 +28,8 @@ final class EventStream {
     private let resume: (OpaquePointer) -> Void
     /// Called the first time the stream waits for events (`HTTPServer.watchStream`).
     private let firstWait: (EventStream, OpaquePointer) -> Void
+    /// Called once when the stream is cut, before its connection is resumed (`HTTPServer.cutStream`).
+    private let wasCut: (OpaquePointer) -> Void
     private var hasWaited = false
     private var queue: [[UInt8]] = []
     /// The index in `queue` of the first event not fully taken, and how much of it was taken.
@@ -42,14 +44,16 @@ final class EventStream {
 
     /// `resume` resumes the suspended connection and makes the loop run libmicrohttpd again
     /// (`HTTPServer.resumeStream`); `firstWait` starts watching the connection for the client leaving
-    /// (`HTTPServer.watchStream`), which `cut`s the stream.
+    /// (`HTTPServer.watchStream`), which `cut`s the stream; `wasCut` makes libmicrohttpd let go of the connection on
+    /// the pass that closes it (`HTTPServer.cutStream`).
     init(
         connection: OpaquePointer, resume: @escaping (OpaquePointer) -> Void,
-        firstWait: @escaping (EventStream, OpaquePointer) -> Void
+        firstWait: @escaping (EventStream, OpaquePointer) -> Void, wasCut: @escaping (OpaquePointer) -> Void
     ) {
         self.connection = connection
         self.resume = resume
         self.firstWait = firstWait
+        self.wasCut = wasCut
     }
 
     /// Queues an event. False when the stream no longer takes events: it is ending, cut or closed, or this event
@@ -77,7 +81,8 @@ final class EventStream {
         wake()
     }
 
-    /// Drops what is queued and closes the connection as soon as libmicrohttpd writes to it again.
+    /// Drops what is queued and closes the connection as soon as libmicrohttpd writes to it again (loop thread,
+    /// outside `MHD_run`).
     func cut() {
         guard state == .open || state == .ending else { return }
         state = .cut
@@ -85,6 +90,7 @@ final class EventStream {
         head = 0
         offset = 0
         pendingBytes = 0
+        wasCut(connection)
         wake()
     }
 
