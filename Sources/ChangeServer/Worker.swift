@@ -161,15 +161,17 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         }
     }
 
+    /// Writes the digits from the most significant down, so that nothing is reversed in place afterwards.
     private static func appendDecimal(_ value: Int, to log: inout [UInt8]) {
-        guard value > 0 else { return log.append(UInt8(ascii: "0")) }
-        let start = log.count
+        let value = max(value, 0)
+        var divisor = 1
+        while divisor <= value / 10 { divisor *= 10 }
         var rest = value
-        while rest > 0 {
-            log.append(UInt8(ascii: "0") + UInt8(rest % 10))
-            rest /= 10
+        while divisor > 0 {
+            log.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
         }
-        log[start...].reverse()
     }
 }
 
