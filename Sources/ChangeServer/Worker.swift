@@ -68,7 +68,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .later: return .hold
         case .stream(let start):
             let stream = EventStream(
-                connection: exchange.connection, resume: { [unowned server] in server.resumeStream($0) },
+                connection: exchange.connection, isChunked: exchange.isHTTP11,
+                resume: { [unowned server] in server.resumeStream($0) },
                 firstWait: { [unowned server] in server.watchStream($0, on: $1) },
                 wasCut: { [unowned server] in server.cutStream($0) })
             streams.open(stream, start)

@@ -238,13 +238,19 @@ static int round_trip(Subscriber *subscribers, int count, int epoll_fd, int sequ
         for (int index = 0; index < ready; index++) {
             Subscriber *subscriber = events[index].data.ptr;
             ssize_t got;
-            while ((got = read(subscriber->fd, subscriber->buffer + subscriber->used,
-                               sizeof subscriber->buffer - 1 - subscriber->used)) > 0) {
+            /* One read per readiness when it leaves room in the buffer (the socket is drained: the epoll is
+               level-triggered, so bytes that come later are reported again); a second read that would find
+               nothing costs the client a system call per answer, which on one core is what it spends most on. */
+            for (;;) {
+                size_t room = sizeof subscriber->buffer - 1 - subscriber->used;
+                got = read(subscriber->fd, subscriber->buffer + subscriber->used, room);
+                if (got <= 0) break;
                 subscriber->used += got;
                 /* A stream's bytes before this round's event (headers, comments) are of no interest. */
                 if (sse && subscriber->used > sizeof subscriber->buffer / 2 && !strstr(subscriber->buffer, "event: changes")) {
                     subscriber->used = 0;
                 }
+                if ((size_t)got < room) break;
             }
             if (!subscriber->done && complete(subscriber)) {
                 subscriber->done = 1;

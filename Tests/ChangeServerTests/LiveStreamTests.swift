@@ -17,6 +17,23 @@ import Testing
         return try #require(answer.object["version"] as? String)
     }
 
+    /// Bytes in the send queue of the server's side of a loopback connection (`tx_queue` of /proc/net/tcp, whose
+    /// line reads `0100007F:<server port> 0100007F:<client port> <state> <tx_queue>:<rx_queue>`, in hex).
+    private static func sendQueue(serverPort: Int, clientPort: Int) -> Int? {
+        func hex(_ port: Int) -> String {
+            let digits = String(port, radix: 16, uppercase: true)
+            return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+        }
+        // Read to the end (/proc files report no size), and searched by Foundation: on a busy machine the table
+        // has thousands of lines.
+        guard let table = FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile(),
+            let found = table.range(of: Data("0100007F:\(hex(serverPort)) 0100007F:\(hex(clientPort)) ".utf8))
+        else { return nil }
+        let start = found.upperBound + 3
+        guard start + 8 <= table.endIndex else { return nil }
+        return Int(String(decoding: table[start..<(start + 8)], as: UTF8.self), radix: 16)
+    }
+
     private static func metric(_ server: ServerProcess, _ name: String) throws -> Int? {
         let text = try server.client.get("/metrics").text
         let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
@@ -258,6 +275,40 @@ import Testing
             port: server.port, path: "/v1/collections/c/changes", headers: ["Last-Event-ID": lastID])
         let caughtUp = try #require(try resumed.nextEvent())
         #expect(caughtUp.object["from"] as? String == lastID && caughtUp.id == last)
+    }
+
+    /// Events are written to a waiting stream's socket directly; what a lagging reader's socket does not take waits
+    /// in the server, in order, and a stream that ends meanwhile ends only after it: the reader gets every event,
+    /// then `gone`, then the body's last chunk.
+    @Test func aStreamThatEndsWhileItsReaderLagsStillDeliversEverythingInOrder() throws {
+        let server = try ServerProcess()
+        let first = try Self.collection(server)
+        let lagging = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes?since=\(first)", receiveBuffer: 65536)
+        try Self.waitForMetric(server, "changeserver_streams_open", 1)
+        // Events of 64 KiB until the server's socket stops taking them (its send queue, from /proc/net/tcp, no longer
+        // grows), then four more: those wait in the server, well under its bound of 1 MiB.
+        let data = String(repeating: "y", count: 64 * 1024)
+        var versions: [String] = []
+        var queued = -1
+        var extra = 0
+        while extra < 4, versions.count < 200 {
+            versions.append(try Self.insert(server, "e\(versions.count)", data: data))
+            usleep(20_000)
+            let now = try #require(Self.sendQueue(serverPort: server.port, clientPort: lagging.connection.localPort))
+            if now <= queued { extra += 1 }
+            queued = now
+        }
+        #expect(extra == 4, "the server's socket never filled")
+        #expect(try server.client.request("DELETE", "/v1/collections/c").status == 204)
+        var received: [String] = []
+        while let event = try lagging.nextEvent() {
+            if event.name == "changes" { received.append(event.id ?? "") }
+            if event.name == "gone" { break }
+        }
+        #expect(received == versions)
+        #expect(try lagging.nextEvent() == nil && lagging.ended)
+        #expect(try Self.metric(server, "changeserver_streams_cut_total") == 0)
     }
 
     @Test func shutdownEndsStreamsCleanly() throws {

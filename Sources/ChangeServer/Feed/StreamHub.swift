@@ -17,7 +17,14 @@ final class StreamHub {
     private var members: [ObjectIdentifier: Member] = [:]
     private var bySubject: [ObjectIdentifier: Set<ObjectIdentifier>] = [:]
     private var nextHeartbeat: Int64?
+    /// Streams that ended while their client had not taken all their bytes, and when they are cut if it still has
+    /// not: a client that stops reading does not hold its connection open forever.
+    private var draining: [(stream: EventStream, deadline: Int64)] = []
     private let metrics: Metrics
+
+    /// How long an ended stream's client has to take its last bytes.
+    static let drainMilliseconds: Int64 = 30_000
+    private static let heartbeat = StreamEvent(ServerSentEvents.heartbeat)
 
     init(metrics: Metrics) {
         self.metrics = metrics
@@ -28,7 +35,7 @@ final class StreamHub {
     /// Starts a stream: sends `start.initial`, and either ends it (`start.ends`) or follows `start.subject` from
     /// `start.version`.
     func open(_ stream: EventStream, _ start: StreamStart) {
-        stream.send(start.initial)
+        stream.send(StreamEvent(start.initial))
         if start.ends {
             stream.end()
             return
@@ -45,14 +52,15 @@ final class StreamHub {
     func committed(_ subject: FeedSubject, _ changes: EncodedChangeset) {
         guard let ids = bySubject[ObjectIdentifier(subject)] else { return }
         let (current, kind, name) = (subject.version, subject.kind, subject.name)
-        var shared: [UInt8]?
+        var shared: StreamEvent?
         var byVersion: [Version: [ObjectIdentifier]] = [:]
+        var delivered = 0
         for id in ids {
             guard let member = members[id], member.version != current else { continue }
             if member.version == changes.changeset.from && changes.changeset.to == current {
-                let event = shared ?? ServerSentEvents.changes(kind, name: name, encoded: changes)
+                let event = shared ?? StreamEvent(ServerSentEvents.changes(kind, name: name, encoded: changes))
                 shared = event
-                deliver(event, to: id, at: current)
+                if deliver(event, to: id, at: current) { delivered += 1 }
             } else {
                 byVersion[member.version, default: []].append(id)
             }
@@ -60,19 +68,20 @@ final class StreamHub {
         for (version, group) in byVersion {
             let changeset = subject.changes(since: version).changeset
             guard let changeset else {
-                let event = ServerSentEvents.gone(.cursorExpired(version.description, current: current))
+                let event = StreamEvent(ServerSentEvents.gone(.cursorExpired(version.description, current: current)))
                 for id in group { end(id, with: event) }
                 continue
             }
-            let event = ServerSentEvents.changes(kind, name: name, changeset: changeset)
-            for id in group { deliver(event, to: id, at: changeset.to) }
+            let event = StreamEvent(ServerSentEvents.changes(kind, name: name, changeset: changeset))
+            for id in group where deliver(event, to: id, at: changeset.to) { delivered += 1 }
         }
+        if delivered > 0 { metrics.changesetsDelivered(delivered) }
     }
 
     /// `subject` was deleted: its streams get `event: gone` (`collection_deleted`) and end.
     func deleted(_ subject: FeedSubject) {
         guard let ids = bySubject[ObjectIdentifier(subject)] else { return }
-        let event = ServerSentEvents.gone(.deleted(subject.kind, subject.name))
+        let event = StreamEvent(ServerSentEvents.gone(.deleted(subject.kind, subject.name)))
         for id in ids { end(id, with: event) }
     }
 
@@ -83,26 +92,40 @@ final class StreamHub {
         nextHeartbeat = nil
     }
 
-    /// When the next heartbeat is due, while streams are open.
-    var nextDeadline: Int64? { members.isEmpty ? nil : nextHeartbeat }
+    /// When the next heartbeat is due, while streams are open, or the next draining stream is cut.
+    var nextDeadline: Int64? {
+        let heartbeat = members.isEmpty ? nil : nextHeartbeat
+        guard let drained = draining.lazy.map(\.deadline).min() else { return heartbeat }
+        return min(heartbeat ?? drained, drained)
+    }
 
-    /// Sends the heartbeat comment on every stream when it is due.
+    /// Sends the heartbeat comment on every stream when it is due; cuts ended streams whose client did not take
+    /// their last bytes in time.
     func tick(now: Int64) {
+        if !draining.isEmpty {
+            draining.removeAll { entry in
+                guard entry.stream.hasUnsentBytes else { return true }
+                guard now >= entry.deadline else { return false }
+                entry.stream.cut()
+                return true
+            }
+        }
         guard let due = nextHeartbeat, now >= due else { return }
         nextHeartbeat = members.isEmpty ? nil : now + ServerSentEvents.heartbeatMilliseconds
-        for (id, member) in members where !member.stream.send(ServerSentEvents.heartbeat) { cutOff(id) }
+        for (id, member) in members where !member.stream.send(Self.heartbeat) { cutOff(id) }
     }
 
     // MARK: Members
 
-    private func deliver(_ event: [UInt8], to id: ObjectIdentifier, at version: Version) {
-        guard let stream = members[id]?.stream else { return }
-        if stream.send(event) {
-            members[id]?.version = version
-            metrics.changesetsDelivered(1)
-        } else {
+    /// Whether the stream took the event (one that did not is cut off).
+    private func deliver(_ event: StreamEvent, to id: ObjectIdentifier, at version: Version) -> Bool {
+        guard let stream = members[id]?.stream else { return false }
+        guard stream.send(event) else {
             cutOff(id)
+            return false
         }
+        members[id]?.version = version
+        return true
     }
 
     /// A stream that took no more (its reader fell behind past the bound): it is closed and forgotten.
@@ -113,10 +136,13 @@ final class StreamHub {
         remove(id)
     }
 
-    private func end(_ id: ObjectIdentifier, with event: [UInt8]?) {
+    private func end(_ id: ObjectIdentifier, with event: StreamEvent?) {
         guard let member = members[id] else { return }
         if let event { member.stream.send(event) }
         member.stream.end()
+        if member.stream.hasUnsentBytes {
+            draining.append((member.stream, MonotonicClock.now() + Self.drainMilliseconds))
+        }
         remove(id)
     }
 

@@ -1,4 +1,22 @@
 import CHTTPD
+import Glibc
+
+/// An event's bytes, and the same bytes framed as one chunk of a chunked HTTP/1.1 body (`<size in hex>\r\n`,
+/// the bytes, `\r\n`): made once and shared (not copied) by every stream the event is sent on.
+struct StreamEvent {
+    let bytes: [UInt8]
+    let chunk: [UInt8]
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        var chunk = Array(String(bytes.count, radix: 16).utf8)
+        chunk.reserveCapacity(chunk.count + bytes.count + 4)
+        chunk += [13, 10]
+        chunk += bytes
+        chunk += [13, 10]
+        self.chunk = chunk
+    }
+}
 
 /// One `text/event-stream` response on one connection: a queue of encoded events that libmicrohttpd pulls from
 /// through a content-reader callback. Everything here runs on the connection's loop thread.
@@ -9,6 +27,12 @@ import CHTTPD
 /// and the connection is closed at the next chance, so the server never buffers without bound. The client
 /// resumes from its `Last-Event-ID`. Events are `[UInt8]` values shared (not copied) by every stream they are
 /// queued on.
+///
+/// A stream that waits, on a chunked HTTP/1.1 response, is written to directly: libmicrohttpd has sent all it had
+/// (its reader is called only once its buffer is out) and stays suspended, so an event goes out as one chunk in
+/// one `send` on the socket, without resuming the connection (a resume, libmicrohttpd's pass over it, its reader,
+/// `epoll_ctl` twice and the suspension cost more than the `send`). What the socket does not take waits in
+/// `unsent` for `writable`; libmicrohttpd is resumed only to end or cut the stream, once `unsent` is out.
 final class EventStream {
     /// Bytes queued and not yet taken by libmicrohttpd past which a stream is cut.
     static let maximumPendingBytes = 1 << 20
@@ -26,8 +50,17 @@ final class EventStream {
 
     private let connection: OpaquePointer
     private let resume: (OpaquePointer) -> Void
-    /// Called the first time the stream waits for events (`HTTPServer.watchStream`).
-    private let firstWait: (EventStream, OpaquePointer) -> Void
+    /// Called the first time the stream waits for events (`HTTPServer.watchStream`): true when the socket is
+    /// watched for room (and the client leaving), which writing to it directly needs.
+    private let firstWait: (EventStream, OpaquePointer) -> Bool
+    /// Whether libmicrohttpd sends the body chunked (an HTTP/1.1 request): only then can chunks be written past it.
+    private let isChunked: Bool
+    /// The connection's socket, once events may be written to it directly (the stream waited once, chunked and
+    /// watched); -1 before, and once the stream is done.
+    private var socket: Int32 = -1
+    /// Bytes of chunks written directly that the socket did not take yet, from `unsentOffset`.
+    private var unsent: [UInt8] = []
+    private var unsentOffset = 0
     /// Called once when the stream is cut, before its connection is resumed (`HTTPServer.cutStream`).
     private let wasCut: (OpaquePointer) -> Void
     private var hasWaited = false
@@ -47,10 +80,11 @@ final class EventStream {
     /// (`HTTPServer.watchStream`), which `cut`s the stream; `wasCut` makes libmicrohttpd let go of the connection on
     /// the pass that closes it (`HTTPServer.cutStream`).
     init(
-        connection: OpaquePointer, resume: @escaping (OpaquePointer) -> Void,
-        firstWait: @escaping (EventStream, OpaquePointer) -> Void, wasCut: @escaping (OpaquePointer) -> Void
+        connection: OpaquePointer, isChunked: Bool, resume: @escaping (OpaquePointer) -> Void,
+        firstWait: @escaping (EventStream, OpaquePointer) -> Bool, wasCut: @escaping (OpaquePointer) -> Void
     ) {
         self.connection = connection
+        self.isChunked = isChunked
         self.resume = resume
         self.firstWait = firstWait
         self.wasCut = wasCut
@@ -62,23 +96,60 @@ final class EventStream {
     ///
     /// - Complexity: O(1) amortized: the bytes are shared, not copied.
     @discardableResult
-    func send(_ event: [UInt8]) -> Bool {
+    func send(_ event: StreamEvent) -> Bool {
         guard state == .open else { return false }
-        guard pendingBytes == 0 || pendingBytes + event.count <= Self.maximumPendingBytes else {
+        guard pendingBytes == 0 || pendingBytes + event.bytes.count <= Self.maximumPendingBytes else {
             cut()
             return false
         }
-        queue.append(event)
-        pendingBytes += event.count
+        if isWaiting, socket >= 0 {
+            write(event.chunk)
+            return state == .open
+        }
+        queue.append(event.bytes)
+        pendingBytes += event.bytes.count
         wake()
         return true
     }
+
+    /// Whether the stream ended (or is open) with bytes written past libmicrohttpd that its client has not taken.
+    var hasUnsentBytes: Bool { unsentOffset < unsent.count }
 
     /// Sends what is queued, then ends the response cleanly.
     func end() {
         guard state == .open else { return }
         state = .ending
-        wake()
+        if unsent.isEmpty { wake() }
+    }
+
+    /// Writes a chunk past libmicrohttpd (loop thread, outside `MHD_run`), after what the socket has not taken yet.
+    private func write(_ chunk: [UInt8]) {
+        if unsent.isEmpty {
+            let sent = chunk.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent == chunk.count { return }
+            guard sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK else { return cut() }
+            unsent = Array(chunk[max(0, sent)...])
+            unsentOffset = 0
+        } else {
+            unsent += chunk
+        }
+        pendingBytes = unsent.count - unsentOffset
+    }
+
+    /// The socket has room again: more of what was written past libmicrohttpd goes out; once all of it has, an
+    /// ending stream lets libmicrohttpd end it (loop thread, outside `MHD_run`).
+    func writable() {
+        guard socket >= 0, unsentOffset < unsent.count else { return }
+        let sent = unsent.withUnsafeBytes {
+            Glibc.send(socket, $0.baseAddress! + unsentOffset, $0.count - unsentOffset, Int32(MSG_NOSIGNAL))
+        }
+        guard sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK else { return cut() }
+        unsentOffset += max(0, sent)
+        pendingBytes = unsent.count - unsentOffset
+        guard pendingBytes == 0 else { return }
+        unsent = []
+        unsentOffset = 0
+        if state == .ending { wake() }
     }
 
     /// Drops what is queued and closes the connection as soon as libmicrohttpd writes to it again (loop thread,
@@ -90,6 +161,9 @@ final class EventStream {
         head = 0
         offset = 0
         pendingBytes = 0
+        unsent = []
+        unsentOffset = 0
+        socket = -1
         wasCut(connection)
         wake()
     }
@@ -138,7 +212,7 @@ final class EventStream {
         MHD_suspend_connection(connection)
         if !hasWaited {
             hasWaited = true
-            firstWait(self, connection)
+            if firstWait(self, connection), isChunked { socket = chttpd_connection_fd(connection) }
         }
         return 0
     }
@@ -147,6 +221,8 @@ final class EventStream {
         state = .closed
         queue = []
         pendingBytes = 0
+        unsent = []
+        socket = -1
         onClose?(self)
         onClose = nil
     }

@@ -42,12 +42,16 @@ final class Exchange {
     /// Headers added to every response of this exchange (CORS), fixed when the request arrives.
     var extraHeaders: [(name: String, value: String)] = []
 
+    /// Whether the request came as HTTP/1.1 (libmicrohttpd then sends a body of unknown length chunked).
+    let isHTTP11: Bool
+
     var method: String { request.method }
     var path: String { request.path }
 
     /// Reads the request line's parts, headers and query arguments from MHD (in its first call for the request).
-    init(connection: OpaquePointer, method: String, path: String) {
+    init(connection: OpaquePointer, method: String, path: String, isHTTP11: Bool) {
         self.connection = connection
+        self.isHTTP11 = isHTTP11
         request = Request(
             method: method, path: path, query: Self.values(connection, .GET_ARGUMENT_KIND),
             headers: Self.values(connection, .HEADER_KIND, lowercasingNames: true))

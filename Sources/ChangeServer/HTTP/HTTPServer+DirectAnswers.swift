@@ -80,10 +80,9 @@ extension HTTPServer {
 
     /// Sends an answer on its exchange's socket: the whole of it, or what fits (the rest when there is room).
     private func deliver(_ response: SharedResponse, to exchange: Exchange) {
-        let sent = response.wire.withUnsafeBytes {
-            send(exchange.socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-        }
-        if sent == response.wire.count {
+        let wire = response.wire
+        let sent = wire.withUnsafeBytes { send(exchange.socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if sent == wire.count {
             answeredDirectly.append(exchange)
         } else {
             sendFailed(exchange, response, sent: sent, error: sent < 0 ? errno : 0)

@@ -163,8 +163,10 @@ final class HTTPServer: @unchecked Sendable {
             for event in events.prefix(Int(max(0, ready))) {
                 if writing[event.data.fd] != nil {
                     continueWriting(event.data.fd, events: event.events)
-                } else {
+                } else if event.events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
                     hungUp(event.data.fd)
+                } else if event.events & EPOLLOUT.rawValue != 0 {
+                    watchedStreams[event.data.fd]?.writable()
                 }
             }
             handler.tick(now: MonotonicClock.now())
@@ -262,14 +264,17 @@ final class HTTPServer: @unchecked Sendable {
         watched[descriptor] = exchange
     }
 
-    /// Watches a stream's socket for the client hanging up, once, when the stream first waits for events: a client
-    /// that leaves is let go at once, not at the next heartbeat or event. Edge-triggered, so that the registration
-    /// lasts while the stream does without re-arming it for every event.
-    func watchStream(_ stream: EventStream, on connection: OpaquePointer) {
+    /// Watches a stream's socket, once, when the stream first waits for events: for the client hanging up, so that
+    /// one that leaves is let go at once, not at the next heartbeat or event; and for room after a `send` that the
+    /// socket did not take whole (`EventStream.writable`). Edge-triggered, so that the registration lasts while the
+    /// stream does without re-arming it for every event (room is then reported only after the socket was full).
+    /// False when the socket cannot be watched.
+    func watchStream(_ stream: EventStream, on connection: OpaquePointer) -> Bool {
         let descriptor = chttpd_connection_fd(connection)
-        guard descriptor >= 0, register(hangUpOf: descriptor, events: EPOLLRDHUP.rawValue | EPOLLET.rawValue)
-        else { return }
+        let events = EPOLLRDHUP.rawValue | EPOLLOUT.rawValue | EPOLLET.rawValue
+        guard descriptor >= 0, register(hangUpOf: descriptor, events: events) else { return false }
         watchedStreams[descriptor] = stream
+        return true
     }
 
     /// Registers a socket on the loop's epoll for `events`; false when it cannot be.
@@ -377,7 +382,9 @@ final class HTTPServer: @unchecked Sendable {
     ) -> MHD_Result {
         guard let handler else { return .NO }
         guard let opaque = context.pointee else {
-            let exchange = Exchange(connection: connection, method: String(cString: method), path: String(cString: url))
+            let exchange = Exchange(
+                connection: connection, method: String(cString: method), path: String(cString: url),
+                isHTTP11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false)
             context.pointee = Unmanaged.passRetained(exchange).toOpaque()
             inFlight += 1
             return headersArrived(exchange, handler)

@@ -31,8 +31,11 @@ final class EventStreamReader {
     /// How far `body` was searched for the end of an event already (large events arrive in many reads).
     private var searched = 0
 
-    init(port: Int, path: String, headers: [String: String] = [:], receiveTimeout: Double = 15) throws {
-        connection = try HTTPConnection(port: port, receiveTimeout: receiveTimeout)
+    init(
+        port: Int, path: String, headers: [String: String] = [:], receiveTimeout: Double = 15,
+        receiveBuffer: Int32? = nil
+    ) throws {
+        connection = try HTTPConnection(port: port, receiveTimeout: receiveTimeout, receiveBuffer: receiveBuffer)
         connection.sendRequest("GET", path, headers: ["Accept": "text/event-stream"].merging(headers) { $1 })
         var headEnd: Int?
         while headEnd == nil {

@@ -30,8 +30,13 @@ final class HTTPConnection {
     private(set) var descriptor: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int, receiveTimeout: Double = 15) throws {
+    /// `receiveBuffer` sets the socket's receive buffer (bytes, before it connects): a small one makes the server's
+    /// sends meet a full socket soon.
+    init(port: Int, receiveTimeout: Double = 15, receiveBuffer: Int32? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -52,6 +57,16 @@ final class HTTPConnection {
     }
 
     deinit { close() }
+
+    /// The connection's own port on loopback.
+    var localPort: Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
 
     /// Closes the connection (once).
     func close() {
