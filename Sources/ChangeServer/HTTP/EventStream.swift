@@ -146,7 +146,14 @@ final class EventStream {
         guard sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK else { return cut() }
         unsentOffset += max(0, sent)
         pendingBytes = unsent.count - unsentOffset
-        guard pendingBytes == 0 else { return }
+        guard pendingBytes == 0 else {
+            // A client that reads, but never all of it, must not grow the buffer by what it took.
+            if unsentOffset >= 1 << 16, unsentOffset * 2 >= unsent.count {
+                unsent.removeFirst(unsentOffset)
+                unsentOffset = 0
+            }
+            return
+        }
         unsent = []
         unsentOffset = 0
         if state == .ending { wake() }
