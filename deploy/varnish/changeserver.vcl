@@ -8,7 +8,8 @@ vcl 4.1;
 # server marks them (Cache-Control: public, max-age=60 for changes, 2 s for empty answers, resets and 410s);
 # nothing is ever served stale, since a stale empty answer would make a client poll again at once. Requests with
 # Authorization (--read-token: answers are private, no-store) and streams (Accept: text/event-stream) bypass the
-# cache; everything else is passed through.
+# cache; everything else is passed through. Run varnishd with the parameters that scripts/varnish-front.sh passes
+# (thread pool and queue, linger, workspace), each with the reason a 10,000-poll fan-out needs it.
 
 backend changeserver {
     .host = "__HOST__";
