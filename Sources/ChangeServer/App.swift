@@ -122,7 +122,8 @@ final class App: Sendable {
     /// Routes a complete request; returns the route template it matched (for metrics) and what to do. `screened`
     /// is the route `screen` found from the request's headers, when it was screened: the route, method,
     /// authorization and media type are not checked twice, only the server's state, which may have changed since.
-    func handle(_ request: Request, screened: Route? = nil, on connection: Connection)
+    /// The connection is made only for a route that answers later (a read answered at once never needs one).
+    func handle(_ request: Request, screened: Route? = nil, on connection: @autoclosure () -> Connection)
         -> (route: String, result: RouteResult)
     {
         var template = "unmatched"
@@ -185,7 +186,7 @@ final class App: Sendable {
         return response
     }
 
-    private func dispatch(_ request: Request, _ route: Route, _ connection: Connection) throws(HTTPError)
+    private func dispatch(_ request: Request, _ route: Route, _ connection: () -> Connection) throws(HTTPError)
         -> RouteResult
     {
         let method = request.method == "HEAD" ? "GET" : request.method
@@ -194,21 +195,21 @@ final class App: Sendable {
         case (.metrics, _): return .respond(metricsText())
         case (.collections, _): return .respond(try listCollections(request))
         case (.collection(let name), "GET"): return .respond(try snapshot(request, name))
-        case (.collection(let name), "PUT"): return try replace(request, name, connection)
-        case (.collection(let name), _): return try deleteCollection(request, name, connection)
-        case (.mutations(let name), _): return try mutate(request, name, connection)
+        case (.collection(let name), "PUT"): return try replace(request, name, connection())
+        case (.collection(let name), _): return try deleteCollection(request, name, connection())
+        case (.mutations(let name), _): return try mutate(request, name, connection())
         case (.changes(let name), _):
-            return try changes(request, { () throws(HTTPError) in try existing(name) }, connection)
+            return try changes(request, { () throws(HTTPError) in try existing(name) }, connection())
         case (.item(let name, let id), "GET"): return .respond(try item(name, id))
-        case (.item(let name, let id), "PUT"): return try upsertItem(request, name, id, connection)
-        case (.item(let name, let id), _): return try deleteItem(request, name, id, connection)
+        case (.item(let name, let id), "PUT"): return try upsertItem(request, name, id, connection())
+        case (.item(let name, let id), _): return try deleteItem(request, name, id, connection())
         case (.asset(let path), _): return .respond(asset(request, path))
         case (.views, _): return .respond(listViews())
         case (.view(let name), "GET"): return .respond(try viewSnapshot(request, name))
-        case (.view(let name), "PUT"): return try defineView(request, name, connection)
-        case (.view(let name), _): return try deleteView(request, name, connection)
+        case (.view(let name), "PUT"): return try defineView(request, name, connection())
+        case (.view(let name), _): return try deleteView(request, name, connection())
         case (.viewChanges(let name), _):
-            return try changes(request, { () throws(HTTPError) in try existingView(name) }, connection)
+            return try changes(request, { () throws(HTTPError) in try existingView(name) }, connection())
         case (.viewWrite, _): throw .viewsAreReadOnly(request.method, route)
         }
     }
