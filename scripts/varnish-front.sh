@@ -42,5 +42,8 @@ parameters=(
     -p workspace_client=24k -p vsl_buffer=4k
     # The server refuses past 8 KiB of request headers (431); Varnish refuses past 12k, within the smaller workspace.
     -p http_req_size=12k
+    # Idle client connections are kept 75 s (nginx's default), not 5: clients keep theirs about 4 s (Node's fetch),
+    # and a busy client reusing one just as Varnish closed it at 5 s saw `fetch failed` (sc_rx_close_idle).
+    -p timeout_idle=75
 )
 exec "$varnishd_binary" -F -f "$dir/changeserver.vcl" -a "$listen" -n "$dir/work" -s malloc,256m "${parameters[@]}"
