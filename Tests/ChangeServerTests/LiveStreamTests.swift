@@ -17,6 +17,46 @@ import Testing
         return try #require(answer.object["version"] as? String)
     }
 
+    static let bigData = String(repeating: "y", count: 64 * 1024)
+
+    /// A stream on a new collection `c` whose reader reads nothing, and events of 64 KiB until the server's socket
+    /// to it is full (`fillUntilItsSocketIsFull`); the reader and the versions inserted.
+    private static func streamWithAFullSocket(_ server: ServerProcess) throws -> (EventStreamReader, [String]) {
+        let first = try collection(server)
+        let reader = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes?since=\(first)", receiveBuffer: 65536)
+        try waitForMetric(server, "changeserver_streams_open", 1)
+        return (reader, try fillUntilItsSocketIsFull(server, reader))
+    }
+
+    /// Inserts events of 64 KiB into collection `c` until the server's side of the reader's connection stops taking
+    /// them (its send queue, settled after each insert, no longer grows); the versions inserted.
+    private static func fillUntilItsSocketIsFull(_ server: ServerProcess, _ reader: EventStreamReader) throws
+        -> [String]
+    {
+        let clientPort = reader.connection.localPort
+        func settledQueue() throws -> Int {
+            var last = -1
+            for _ in 0..<100 {
+                let now = try #require(sendQueue(serverPort: server.port, clientPort: clientPort))
+                if now == last { return now }
+                last = now
+                usleep(50_000)
+            }
+            return last
+        }
+        var versions: [String] = []
+        var queued = try settledQueue()
+        while versions.count < 300 {
+            versions.append(try insert(server, "e\(versions.count)", data: bigData))
+            let now = try settledQueue()
+            if now > 0 && now == queued { return versions }
+            queued = now
+        }
+        Issue.record("the server's socket never filled")
+        return versions
+    }
+
     /// Bytes in the send queue of the server's side of a loopback connection (`tx_queue` of /proc/net/tcp, whose
     /// line reads `0100007F:<server port> 0100007F:<client port> <state> <tx_queue>:<rx_queue>`, in hex).
     private static func sendQueue(serverPort: Int, clientPort: Int) -> Int? {
@@ -282,24 +322,9 @@ import Testing
     /// then `gone`, then the body's last chunk.
     @Test func aStreamThatEndsWhileItsReaderLagsStillDeliversEverythingInOrder() throws {
         let server = try ServerProcess()
-        let first = try Self.collection(server)
-        let lagging = try EventStreamReader(
-            port: server.port, path: "/v1/collections/c/changes?since=\(first)", receiveBuffer: 65536)
-        try Self.waitForMetric(server, "changeserver_streams_open", 1)
-        // Events of 64 KiB until the server's socket stops taking them (its send queue, from /proc/net/tcp, no longer
-        // grows), then four more: those wait in the server, well under its bound of 1 MiB.
-        let data = String(repeating: "y", count: 64 * 1024)
-        var versions: [String] = []
-        var queued = -1
-        var extra = 0
-        while extra < 4, versions.count < 200 {
-            versions.append(try Self.insert(server, "e\(versions.count)", data: data))
-            usleep(20_000)
-            let now = try #require(Self.sendQueue(serverPort: server.port, clientPort: lagging.connection.localPort))
-            if now <= queued { extra += 1 }
-            queued = now
-        }
-        #expect(extra == 4, "the server's socket never filled")
+        var (lagging, versions) = try Self.streamWithAFullSocket(server)
+        // Four more: those wait in the server, well under its bound of 1 MiB.
+        for _ in 0..<4 { versions.append(try Self.insert(server, "e\(versions.count)", data: Self.bigData)) }
         #expect(try server.client.request("DELETE", "/v1/collections/c").status == 204)
         var received: [String] = []
         while let event = try lagging.nextEvent() {
@@ -309,6 +334,15 @@ import Testing
         #expect(received == versions)
         #expect(try lagging.nextEvent() == nil && lagging.ended)
         #expect(try Self.metric(server, "changeserver_streams_cut_total") == 0)
+    }
+
+    /// A stream whose client stopped reading holds bytes in the server past libmicrohttpd; stopping the server cuts
+    /// it within the grace period (libmicrohttpd aborts when stopped with a connection still suspended).
+    @Test func theServerStopsCleanlyWithAStreamWhoseReaderStopped() throws {
+        let server = try ServerProcess()
+        let (stalled, _) = try Self.streamWithAFullSocket(server)
+        for index in 0..<4 { _ = try Self.insert(server, "more\(index)", data: Self.bigData) }
+        #expect(server.stop() == 0)
     }
 
     @Test func shutdownEndsStreamsCleanly() throws {

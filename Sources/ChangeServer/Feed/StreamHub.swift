@@ -17,13 +17,17 @@ final class StreamHub {
     private var members: [ObjectIdentifier: Member] = [:]
     private var bySubject: [ObjectIdentifier: Set<ObjectIdentifier>] = [:]
     private var nextHeartbeat: Int64?
-    /// Streams that ended while their client had not taken all their bytes, and when they are cut if it still has
-    /// not: a client that stops reading does not hold its connection open forever.
-    private var draining: [(stream: EventStream, deadline: Int64)] = []
+    /// Streams, open or ended, with bytes written past libmicrohttpd that their client has not taken: each is cut
+    /// when its client takes none of them for `stallMilliseconds` (libmicrohttpd never times out a suspended
+    /// connection), so a client that stops reading holds neither its connection nor its bytes for long.
+    private var backlogged: [ObjectIdentifier: EventStream] = [:]
+    /// When the server began shutting down: backlogged streams are then cut `shutdownDrainMilliseconds` later at the
+    /// latest, within the server's grace period (libmicrohttpd must not be stopped with a connection suspended).
+    private var shutdownStarted: Int64?
     private let metrics: Metrics
 
-    /// How long an ended stream's client has to take its last bytes.
-    static let drainMilliseconds: Int64 = 30_000
+    static let stallMilliseconds: Int64 = 30_000
+    static let shutdownDrainMilliseconds: Int64 = 2_000
     private static let heartbeat = StreamEvent(ServerSentEvents.heartbeat)
 
     init(metrics: Metrics) {
@@ -88,28 +92,23 @@ final class StreamHub {
     /// The server is shutting down: every stream sends what it has queued and ends cleanly; clients reconnect
     /// (to another server) with their `Last-Event-ID`.
     func shutDown() {
+        shutdownStarted = MonotonicClock.now()
         for id in Array(members.keys) { end(id, with: nil) }
         nextHeartbeat = nil
     }
 
-    /// When the next heartbeat is due, while streams are open, or the next draining stream is cut.
+    /// When the next heartbeat is due, while streams are open, or the next backlogged stream would be cut.
     var nextDeadline: Int64? {
         let heartbeat = members.isEmpty ? nil : nextHeartbeat
-        guard let drained = draining.lazy.map(\.deadline).min() else { return heartbeat }
-        return min(heartbeat ?? drained, drained)
+        guard let stalled = backlogged.values.lazy.compactMap(\.stalledSince).min() else { return heartbeat }
+        let cut = cutTime(stalledSince: stalled)
+        return min(heartbeat ?? cut, cut)
     }
 
-    /// Sends the heartbeat comment on every stream when it is due; cuts ended streams whose client did not take
-    /// their last bytes in time.
+    /// Sends the heartbeat comment on every stream when it is due; cuts streams whose client stopped taking their
+    /// bytes.
     func tick(now: Int64) {
-        if !draining.isEmpty {
-            draining.removeAll { entry in
-                guard entry.stream.hasUnsentBytes else { return true }
-                guard now >= entry.deadline else { return false }
-                entry.stream.cut()
-                return true
-            }
-        }
+        if !backlogged.isEmpty { cutStalled(now: now) }
         guard let due = nextHeartbeat, now >= due else { return }
         nextHeartbeat = members.isEmpty ? nil : now + ServerSentEvents.heartbeatMilliseconds
         for (id, member) in members where !member.stream.send(Self.heartbeat) { cutOff(id) }
@@ -125,14 +124,16 @@ final class StreamHub {
             return false
         }
         members[id]?.version = version
+        if stream.hasUnsentBytes { backlogged[id] = stream }
         return true
     }
 
-    /// A stream that took no more (its reader fell behind past the bound): it is closed and forgotten.
+    /// A stream that took no more (its reader fell behind past the bound, or its client is gone): it is closed and
+    /// forgotten.
     private func cutOff(_ id: ObjectIdentifier) {
         guard let member = members[id] else { return }
         member.stream.cut()
-        metrics.streamCut()
+        if !member.stream.clientIsGone { metrics.streamCut() }
         remove(id)
     }
 
@@ -140,10 +141,27 @@ final class StreamHub {
         guard let member = members[id] else { return }
         if let event { member.stream.send(event) }
         member.stream.end()
-        if member.stream.hasUnsentBytes {
-            draining.append((member.stream, MonotonicClock.now() + Self.drainMilliseconds))
-        }
+        if member.stream.hasUnsentBytes { backlogged[id] = member.stream }
         remove(id)
+    }
+
+    /// Cuts the backlogged streams whose client took nothing for too long; forgets those that caught up.
+    private func cutStalled(now: Int64) {
+        for (id, stream) in backlogged {
+            guard let since = stream.stalledSince else {
+                backlogged[id] = nil
+                continue
+            }
+            guard now >= cutTime(stalledSince: since) else { continue }
+            backlogged[id] = nil
+            if members[id] != nil { cutOff(id) } else { stream.cut(); metrics.streamCut() }
+        }
+    }
+
+    private func cutTime(stalledSince since: Int64) -> Int64 {
+        let stalled = since + Self.stallMilliseconds
+        guard let shutdownStarted else { return stalled }
+        return min(stalled, shutdownStarted + Self.shutdownDrainMilliseconds)
     }
 
     private func remove(_ id: ObjectIdentifier) {

@@ -8,6 +8,8 @@ struct StreamEvent {
     let chunk: [UInt8]
 
     init(_ bytes: [UInt8]) {
+        // An empty chunk (`0\r\n\r\n`) would end the body.
+        precondition(!bytes.isEmpty, "an event has bytes")
         self.bytes = bytes
         var chunk = Array(String(bytes.count, radix: 16).utf8)
         chunk.reserveCapacity(chunk.count + bytes.count + 4)
@@ -61,6 +63,10 @@ final class EventStream {
     /// Bytes of chunks written directly that the socket did not take yet, from `unsentOffset`.
     private var unsent: [UInt8] = []
     private var unsentOffset = 0
+    /// When the socket last took bytes of `unsent`, or when `unsent` began (monotonic milliseconds).
+    private var lastProgress: Int64 = 0
+    /// Set when a direct `send` failed for a reason other than a full socket: the client is gone.
+    private(set) var clientIsGone = false
     /// Called once when the stream is cut, before its connection is resumed (`HTTPServer.cutStream`).
     private let wasCut: (OpaquePointer) -> Void
     private var hasWaited = false
@@ -115,6 +121,10 @@ final class EventStream {
     /// Whether the stream ended (or is open) with bytes written past libmicrohttpd that its client has not taken.
     var hasUnsentBytes: Bool { unsentOffset < unsent.count }
 
+    /// Since when the client has taken none of the stream's unsent bytes; nil when there are none. libmicrohttpd
+    /// never times a suspended connection out, so a client that stops reading is cut by this (`StreamHub.tick`).
+    var stalledSince: Int64? { hasUnsentBytes ? lastProgress : nil }
+
     /// Sends what is queued, then ends the response cleanly.
     func end() {
         guard state == .open else { return }
@@ -127,9 +137,10 @@ final class EventStream {
         if unsent.isEmpty {
             let sent = chunk.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if sent == chunk.count { return }
-            guard sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK else { return cut() }
+            guard sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK else { return clientLeft() }
             unsent = Array(chunk[max(0, sent)...])
             unsentOffset = 0
+            lastProgress = MonotonicClock.now()
         } else {
             unsent += chunk
         }
@@ -143,7 +154,8 @@ final class EventStream {
         let sent = unsent.withUnsafeBytes {
             Glibc.send(socket, $0.baseAddress! + unsentOffset, $0.count - unsentOffset, Int32(MSG_NOSIGNAL))
         }
-        guard sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK else { return cut() }
+        guard sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK else { return clientLeft() }
+        if sent > 0 { lastProgress = MonotonicClock.now() }
         unsentOffset += max(0, sent)
         pendingBytes = unsent.count - unsentOffset
         guard pendingBytes == 0 else {
@@ -157,6 +169,12 @@ final class EventStream {
         unsent = []
         unsentOffset = 0
         if state == .ending { wake() }
+    }
+
+    /// A direct `send` failed (the peer reset or closed the connection): the stream is cut, as the client left.
+    private func clientLeft() {
+        clientIsGone = true
+        cut()
     }
 
     /// Drops what is queued and closes the connection as soon as libmicrohttpd writes to it again (loop thread,

@@ -182,6 +182,10 @@ final class HTTPServer: @unchecked Sendable {
             handBack(daemon)
             handler.loopDidRun()
         }
+        // A stream still suspended (its client took too long over its last bytes) is cut and let go first:
+        // libmicrohttpd aborts the process when it is stopped with a connection suspended.
+        for stream in watchedStreams.values { stream.cut() }
+        runLibrary(daemon)
         MHD_stop_daemon(daemon)
         self.daemon = nil
     }
