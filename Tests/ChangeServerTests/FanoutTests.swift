@@ -3,34 +3,12 @@ import Testing
 
 /// Limits that protect the server when many clients hold polls.
 @Suite(.tags(.liveServer)) struct LiveFanoutTests {
-    static func openDescriptors(_ pid: Int32) -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
-    }
-
     /// How many of `connections` the server listening on `port` has accepted: in `/proc/net/tcp` a connection
     /// still in the listen backlog has no socket inode yet, an accepted one has.
     static func acceptedCount(of connections: [HTTPConnection], by port: Int) -> Int {
-        let clientPorts = Set(
-            connections.map { connection in
-                var address = sockaddr_in()
-                var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-                withUnsafeMutablePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        _ = getsockname(connection.descriptor, $0, &length)
-                    }
-                }
-                return Int(UInt16(bigEndian: address.sin_port))
-            })
-        // Read to the end: /proc files report a size of 0, which `String(contentsOfFile:)` believes.
-        let bytes = FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile() ?? Data()
-        let table = String(decoding: bytes, as: UTF8.self)
-        return table.split(separator: "\n").dropFirst().count { line in
-            let fields = line.split(separator: " ")
-            guard fields.count > 9, let local = fields[1].split(separator: ":").last,
-                let remote = fields[2].split(separator: ":").last
-            else { return false }
-            return Int(local, radix: 16) == port && clientPorts.contains(Int(remote, radix: 16) ?? -1)
-                && fields[9] != "0"
+        let clientPorts = Set(connections.map(\.localPort))
+        return OpenDescriptors.tcpSockets().count { socket in
+            socket.localPort == port && clientPorts.contains(socket.remotePort) && socket.inode != "0"
         }
     }
 
@@ -40,13 +18,16 @@ import Testing
         let server = try ServerProcess()
         let version = try #require(
             try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
-        let baseline = Self.openDescriptors(server.process.processIdentifier)
+        let pid = server.process.processIdentifier
+        let baseline = OpenDescriptors(of: pid)
+        var ownPorts: Set<Int> = []
         for _ in 0..<3 {
             var kept: [HTTPConnection] = []
             var vanishing: [HTTPConnection] = []
             for index in 0..<100 {
                 let poll = try HTTPConnection(port: server.port)
                 poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=3")
+                ownPorts.insert(poll.localPort)
                 if index % 2 == 0 { kept.append(poll) } else { vanishing.append(poll) }
             }
             try waitForHeldPolls(server, 100)
@@ -56,9 +37,11 @@ import Testing
             kept.removeAll()
             try waitForHeldPolls(server, 0)
         }
-        let pid = server.process.processIdentifier
-        let released = waitUntil(timeout: 5) { Self.openDescriptors(pid) <= baseline }
-        #expect(released, "\(Self.openDescriptors(pid)) descriptors open, \(baseline) before")
+        let released = waitUntil(timeout: 5) {
+            let now = OpenDescriptors(of: pid)
+            return now.count - now.foreignConnections(on: server.port, ownPorts: ownPorts) <= baseline.count
+        }
+        #expect(released, "open since the start: \(OpenDescriptors(of: pid).added(since: baseline))")
         #expect(try server.client.get("/metrics").text.contains("changeserver_poll_timeouts_total 150"))
     }
 

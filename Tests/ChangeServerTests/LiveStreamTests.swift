@@ -184,7 +184,7 @@ import Testing
             for connection in kept { connection.sendRequest("GET", "/healthz") }
         }
         for connection in kept { #expect(try connection.readResponse().status == 200) }
-        let baseline = LiveFanoutTests.openDescriptors(pid)
+        let baseline = OpenDescriptors(of: pid)
         let streams = try (0..<50).map { _ in
             try EventStreamReader(port: server.port, path: "/v1/collections/c/changes")
         }
@@ -196,8 +196,12 @@ import Testing
         try Self.waitForMetric(server, "changeserver_streams_open", streams.count)
         for stream in streams { stream.connection.close() }
         try Self.waitForMetric(server, "changeserver_streams_open", 0)
-        let released = waitUntil(timeout: 3) { LiveFanoutTests.openDescriptors(pid) <= baseline }
-        #expect(released, "\(LiveFanoutTests.openDescriptors(pid)) descriptors open, \(baseline) before the streams")
+        let ownPorts = Set(streams.map(\.connection.localPort) + kept.map(\.localPort))
+        let released = waitUntil(timeout: 3) {
+            let now = OpenDescriptors(of: pid)
+            return now.count - now.foreignConnections(on: server.port, ownPorts: ownPorts) <= baseline.count
+        }
+        #expect(released, "open since the streams started: \(OpenDescriptors(of: pid).added(since: baseline))")
         // The idle connections are still served.
         for connection in kept {
             connection.sendRequest("GET", "/healthz")
@@ -342,7 +346,8 @@ import Testing
         let server = try ServerProcess()
         let (stalled, _) = try Self.streamWithAFullSocket(server)
         for index in 0..<4 { _ = try Self.insert(server, "more\(index)", data: Self.bigData) }
-        #expect(server.stop() == 0)
+        // The client stays connected, reading nothing, until the server has stopped.
+        withExtendedLifetime(stalled) { #expect(server.stop() == 0) }
     }
 
     @Test func shutdownEndsStreamsCleanly() throws {

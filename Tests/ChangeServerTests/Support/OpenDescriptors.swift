@@ -1,0 +1,77 @@
+import Foundation
+
+/// The descriptors a server process has open, read from `/proc`: for tests that check a server leaves nothing
+/// behind.
+///
+/// The suite runs many servers and clients at once on loopback, each server on a port the kernel chose. A client of
+/// another test that reconnects to a port whose server is gone can reach a server that has just been given that
+/// port: `foreignConnections` tells such connections apart, so that they do not pass for a leak.
+struct OpenDescriptors {
+    /// What each descriptor names, by number: `socket:[inode]`, a path, `anon_inode:[eventpoll]`.
+    let targets: [Int: String]
+
+    init(of pid: Int32) {
+        let directory = "/proc/\(pid)/fd"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        var targets: [Int: String] = [:]
+        for name in names {
+            guard let number = Int(name) else { continue }
+            targets[number] =
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(name)")) ?? "?"
+        }
+        self.targets = targets
+    }
+
+    var count: Int { targets.count }
+
+    /// Descriptors that are connections a client outside the test holds open to the server on `port`: established
+    /// (a connection of the test's own that leaked has been closed by its client, and is not) and from a port not
+    /// in `ownPorts`.
+    func foreignConnections(on port: Int, ownPorts: Set<Int>) -> Int {
+        let sockets = Self.tcpSocketsByName()
+        return targets.values.count { target in
+            guard let socket = sockets[target] else { return false }
+            return socket.localPort == port && socket.isEstablished && !ownPorts.contains(socket.remotePort)
+        }
+    }
+
+    /// The descriptors open now that were not open in `earlier`, each with what it names and, for a TCP socket,
+    /// its ports and state: what a failed check prints.
+    func added(since earlier: OpenDescriptors) -> String {
+        let sockets = Self.tcpSocketsByName()
+        return targets.filter { earlier.targets[$0.key] != $0.value }.sorted { $0.key < $1.key }.map {
+            number, target in
+            guard let socket = sockets[target] else { return "\(number) → \(target)" }
+            return "\(number) → \(target) \(socket.localPort)←\(socket.remotePort) state \(socket.state)"
+        }.joined(separator: ", ")
+    }
+
+    struct TCPSocket {
+        /// 0 for a connection still in its listener's backlog (not accepted yet).
+        let inode: String
+        let localPort: Int
+        let remotePort: Int
+        /// The state as `/proc/net/tcp` gives it, in hex: `01` established, `08` close-wait.
+        let state: String
+        var isEstablished: Bool { state == "01" }
+    }
+
+    /// The machine's IPv4 TCP sockets by the name their descriptors link to (`socket:[inode]`).
+    static func tcpSocketsByName() -> [String: TCPSocket] {
+        Dictionary(tcpSockets().map { ("socket:[\($0.inode)]", $0) }) { first, _ in first }
+    }
+
+    /// The machine's IPv4 TCP sockets (`/proc/net/tcp`). A socket that was reset is no longer listed.
+    static func tcpSockets() -> [TCPSocket] {
+        // Read to the end: /proc files report a size of 0, which `String(contentsOfFile:)` believes.
+        let bytes = FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile() ?? Data()
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").dropFirst().compactMap { line in
+            // `sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...`
+            let fields = line.split(separator: " ")
+            guard fields.count > 9, let local = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
+                let remote = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) })
+            else { return nil }
+            return TCPSocket(inode: String(fields[9]), localPort: local, remotePort: remote, state: String(fields[3]))
+        }
+    }
+}
