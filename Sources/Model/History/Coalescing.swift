@@ -10,12 +10,17 @@ enum Coalescing {
     /// task-local rather than a counter, so that tests running in parallel each see only their own changesets.
     @TaskLocal static var routeObserver: (@Sendable (Route) -> Void)?
 
-    /// The changeset from the state before `log` to `store`, the state after it: from the log when it is cheap
-    /// to follow (`LogDelta`), otherwise by rebuilding the old state and diffing in full.
+    /// The changeset from the state before `log` to `store`, the state after it: straight from a single item
+    /// change (`SingleChange`), from the log when it is cheap to follow (`LogDelta`), otherwise by rebuilding the
+    /// old state and diffing in full.
     /// - Complexity: proportional to what the log touched, up to O(n log n).
     static func changeset(
         for log: some BidirectionalCollection<Change>, in store: Store, from: Version, to: Version
     ) -> Changeset {
+        if let single = SingleChange.changeset(for: log, in: store, from: from, to: to) {
+            routeObserver?(.log)
+            return single
+        }
         if let delta = LogDelta.delta(for: log, in: store) {
             routeObserver?(.log)
             return assembleChangeset(delta, new: store, from: from, to: to)
