@@ -7,7 +7,7 @@ import Testing
     /// still in the listen backlog has no socket inode yet, an accepted one has.
     static func acceptedCount(of connections: [HTTPConnection], by port: Int) -> Int {
         let clientPorts = Set(connections.map(\.localPort))
-        return OpenDescriptors.tcpSockets().count { socket in
+        return LoopbackTCP.sockets().count { socket in
             socket.localPort == port && clientPorts.contains(socket.remotePort) && socket.inode != "0"
         }
     }

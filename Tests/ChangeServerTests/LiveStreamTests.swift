@@ -38,7 +38,7 @@ import Testing
         func settledQueue() throws -> Int {
             var last = -1
             for _ in 0..<100 {
-                let now = try #require(sendQueue(serverPort: server.port, clientPort: clientPort))
+                let now = try #require(LoopbackTCP.sendQueue(serverPort: server.port, clientPort: clientPort))
                 if now == last { return now }
                 last = now
                 usleep(50_000)
@@ -55,23 +55,6 @@ import Testing
         }
         Issue.record("the server's socket never filled")
         return versions
-    }
-
-    /// Bytes in the send queue of the server's side of a loopback connection (`tx_queue` of /proc/net/tcp, whose
-    /// line reads `0100007F:<server port> 0100007F:<client port> <state> <tx_queue>:<rx_queue>`, in hex).
-    private static func sendQueue(serverPort: Int, clientPort: Int) -> Int? {
-        func hex(_ port: Int) -> String {
-            let digits = String(port, radix: 16, uppercase: true)
-            return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
-        }
-        // Read to the end (/proc files report no size), and searched by Foundation: on a busy machine the table
-        // has thousands of lines.
-        guard let table = FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile(),
-            let found = table.range(of: Data("0100007F:\(hex(serverPort)) 0100007F:\(hex(clientPort)) ".utf8))
-        else { return nil }
-        let start = found.upperBound + 3
-        guard start + 8 <= table.endIndex else { return nil }
-        return Int(String(decoding: table[start..<(start + 8)], as: UTF8.self), radix: 16)
     }
 
     private static func metric(_ server: ServerProcess, _ name: String) throws -> Int? {

@@ -28,7 +28,7 @@ struct OpenDescriptors {
     /// (a connection of the test's own that leaked has been closed by its client, and is not) and from a port not
     /// in `ownPorts`.
     func foreignConnections(on port: Int, ownPorts: Set<Int>) -> Int {
-        let sockets = Self.tcpSocketsByName()
+        let sockets = LoopbackTCP.socketsByName()
         return targets.values.count { target in
             guard let socket = sockets[target] else { return false }
             return socket.localPort == port && socket.isEstablished && !ownPorts.contains(socket.remotePort)
@@ -38,40 +38,11 @@ struct OpenDescriptors {
     /// The descriptors open now that were not open in `earlier`, each with what it names and, for a TCP socket,
     /// its ports and state: what a failed check prints.
     func added(since earlier: OpenDescriptors) -> String {
-        let sockets = Self.tcpSocketsByName()
+        let sockets = LoopbackTCP.socketsByName()
         return targets.filter { earlier.targets[$0.key] != $0.value }.sorted { $0.key < $1.key }.map {
             number, target in
             guard let socket = sockets[target] else { return "\(number) → \(target)" }
             return "\(number) → \(target) \(socket.localPort)←\(socket.remotePort) state \(socket.state)"
         }.joined(separator: ", ")
-    }
-
-    struct TCPSocket {
-        /// 0 for a connection still in its listener's backlog (not accepted yet).
-        let inode: String
-        let localPort: Int
-        let remotePort: Int
-        /// The state as `/proc/net/tcp` gives it, in hex: `01` established, `08` close-wait.
-        let state: String
-        var isEstablished: Bool { state == "01" }
-    }
-
-    /// The machine's IPv4 TCP sockets by the name their descriptors link to (`socket:[inode]`).
-    static func tcpSocketsByName() -> [String: TCPSocket] {
-        Dictionary(tcpSockets().map { ("socket:[\($0.inode)]", $0) }) { first, _ in first }
-    }
-
-    /// The machine's IPv4 TCP sockets (`/proc/net/tcp`). A socket that was reset is no longer listed.
-    static func tcpSockets() -> [TCPSocket] {
-        // Read to the end: /proc files report a size of 0, which `String(contentsOfFile:)` believes.
-        let bytes = FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile() ?? Data()
-        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").dropFirst().compactMap { line in
-            // `sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...`
-            let fields = line.split(separator: " ")
-            guard fields.count > 9, let local = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
-                let remote = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) })
-            else { return nil }
-            return TCPSocket(inode: String(fields[9]), localPort: local, remotePort: remote, state: String(fields[3]))
-        }
     }
 }
