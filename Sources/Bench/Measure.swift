@@ -11,6 +11,7 @@ enum Measure {
         var result: T?
         let clock = ContinuousClock()
         for _ in 0..<repetitions {
+            result = nil  // the previous run's result is freed before the clock starts, not timed with this run
             let cpuStart = cpuMilliseconds()
             let start = clock.now
             result = body()

@@ -10,5 +10,7 @@ case "view-profile":
         CommandLine.arguments.dropFirst(2).first ?? "update",
         limit: CommandLine.arguments.dropFirst(3).first.flatMap { Int($0) })
 default:
-    print("usage: Bench diff [input name filter] | Bench ops | Bench view | Bench view-profile create|update [limit]")
+    print(
+        "usage: Bench diff [input name filter] | Bench ops | Bench view | Bench view-profile create|redefine|update [limit]"
+    )
 }

@@ -105,6 +105,15 @@ struct Store: Sendable {
     /// - Complexity: O(n).
     func snapshot() -> [Section] { (0..<sectionCount).map { section(at: $0) } }
 
+    /// Calls `body` with every item's id and data, in order, without building the content.
+    /// - Complexity: O(n).
+    @inline(__always)
+    func forEachItem(_ body: (String, JSONData) -> Void) {
+        order.forEach { section in
+            sections[Int(section)].items.forEach { handle in body(itemIDs[Int(handle)], items[Int(handle)].data) }
+        }
+    }
+
     mutating func insertSection(id: String, data: JSONData, at index: Int) {
         let slot = SectionSlot(id: id, data: data)
         let handle: Int32

@@ -49,7 +49,8 @@ struct OrderedIndex: Sendable {
     static func head(of key: [UInt8], from start: Int = 0) -> UInt64 {
         key.withUnsafeBufferPointer { key in
             if start + 8 <= key.count {
-                return UInt64(bigEndian: UnsafeRawBufferPointer(key).loadUnaligned(fromByteOffset: start, as: UInt64.self))
+                return UInt64(
+                    bigEndian: UnsafeRawBufferPointer(key).loadUnaligned(fromByteOffset: start, as: UInt64.self))
             }
             var head: UInt64 = 0
             for index in start..<(start + 8) { head = head << 8 | UInt64(index < key.count ? key[index] : 0) }
@@ -80,18 +81,26 @@ struct OrderedIndex: Sendable {
 
     /// Builds the index from elements sorted by key, with unique keys.
     /// - Complexity: O(n).
-    init(sorted elements: [Element]) {
-        var start = 0
-        chunks.reserveCapacity(elements.count / (OrderedIndex.maximumChunk / 2) + 1)
-        while start < elements.count {
-            let end = min(start + OrderedIndex.maximumChunk / 2, elements.count)
-            let (chunk, prefix) = OrderedIndex.chunk(elements[start..<end])
-            chunks.append(chunk)
-            prefixes.append(prefix)
-            start = end
+    init(sorted elements: some Sequence<Element>) {
+        var chunk: [Element] = []
+        chunk.reserveCapacity(OrderedIndex.maximumChunk + 1)
+        for element in elements {
+            chunk.append(element)
+            if chunk.count == OrderedIndex.maximumChunk / 2 { append(chunk: &chunk) }
         }
-        count = elements.count
+        if !chunk.isEmpty { append(chunk: &chunk) }
         rebuild()
+    }
+
+    /// Appends the elements of `chunk` (the next in order) as a chunk, and empties `chunk` for the next.
+    private mutating func append(chunk: inout [Element]) {
+        let prefix = OrderedIndex.prefix(of: chunk)
+        OrderedIndex.takeHeads(of: &chunk, after: prefix.count)
+        count += chunk.count
+        chunks.append(chunk)
+        prefixes.append(prefix)
+        chunk = []
+        chunk.reserveCapacity(OrderedIndex.maximumChunk + 1)
     }
 
     /// The elements in order.
@@ -207,10 +216,20 @@ struct OrderedIndex: Sendable {
         var chunk: [Element] = []
         chunk.reserveCapacity(maximumChunk + 1)
         chunk.append(contentsOf: elements)
-        guard let first = chunk.first, let last = chunk.last else { return (chunk, []) }
-        let prefix = Array(first.key[..<sharedLength(first.key, last.key)])
-        for position in chunk.indices { chunk[position].head = head(of: chunk[position].key, from: prefix.count) }
+        let prefix = prefix(of: chunk)
+        takeHeads(of: &chunk, after: prefix.count)
         return (chunk, prefix)
+    }
+
+    /// The bytes every key of `chunk` (sorted) starts with: those its first and last keys share.
+    private static func prefix(of chunk: [Element]) -> [UInt8] {
+        guard let first = chunk.first, let last = chunk.last else { return [] }
+        return Array(first.key[..<sharedLength(first.key, last.key)])
+    }
+
+    /// Sets the head of every element of `chunk` to the eight bytes of its key after the first `shared`.
+    private static func takeHeads(of chunk: inout [Element], after shared: Int) {
+        for position in chunk.indices { chunk[position].head = head(of: chunk[position].key, from: shared) }
     }
 
     /// Inserts `element` at `offset` in chunk `chunk`, where it sorts; when its key does not start with the
