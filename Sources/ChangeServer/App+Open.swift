@@ -21,7 +21,8 @@ extension App {
             metrics: metrics, logger: logger)
         let lanes = Lanes()
         let snapshots = Snapshots(
-            directory: directory, journal: journal, registry: registry, views: views, lanes: lanes, threshold: config.snapshotBytes,
+            directory: directory, journal: journal, registry: registry, views: views, lanes: lanes,
+            threshold: config.snapshotBytes,
             logger: logger)
         let feeds = FeedFanOut()
         let committer = Committer(

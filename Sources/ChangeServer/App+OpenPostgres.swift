@@ -22,7 +22,11 @@ extension App {
             applyingRemote: committer.applyRemote,
             copyOnLane: { name, take in
                 committer.onLane(of: name) {
-                    take((registry.entry(name).map { entry in entry.content.withLock { $0 } }, views.saved(feedingFrom: name)))
+                    take(
+                        (
+                            registry.entry(name).map { entry in entry.content.withLock { $0 } },
+                            views.saved(feedingFrom: name)
+                        ))
                 }
             },
             fellBehind: { [unowned app] name in

@@ -220,7 +220,8 @@ import Testing
             for step in 0..<1500 {
                 let data: [String: Any] = ["p": step % 7, "g": step % 3]
                 do {
-                    let response = try Client(port: port).put("/v1/collections/tasks/items/t\(step % 40)", ["data": data])
+                    let response = try Client(port: port).put(
+                        "/v1/collections/tasks/items/t\(step % 40)", ["data": data])
                     if !(200..<300).contains(response.status) {
                         failures.withLock { $0.append("\(response.status) \(response.text)") }
                     }
@@ -274,13 +275,16 @@ import Testing
         let port = writer.port
         let threads = (0..<8).map { thread in
             Thread {
-                for step in 0..<200 { _ = try? Client(port: port).put("/v1/collections/c/items/w\(thread)-\(step)", ["data": step]) }
+                for step in 0..<200 {
+                    _ = try? Client(port: port).put("/v1/collections/c/items/w\(thread)-\(step)", ["data": step])
+                }
             }
         }
         for thread in threads { thread.start() }
         while threads.contains(where: { !$0.isFinished }) { usleep(10_000) }
         let compacted = try eventually {
-            let oldest = try cluster.sql("SELECT min(seq) FROM changeserver_records WHERE collection = 'c'", database: "behind")
+            let oldest = try cluster.sql(
+                "SELECT min(seq) FROM changeserver_records WHERE collection = 'c'", database: "behind")
             return (Int(oldest.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 2
         }
         #expect(compacted, "the writer snapshotted and compacted past the stopped server's position")

@@ -36,7 +36,8 @@ import Testing
             checked[kind, default: 0] += 1
         }
         let kinds = [
-            "insert", "removal", "move within a section", "move to another section", "data change", "swap of neighbours",
+            "insert", "removal", "move within a section", "move to another section", "data change",
+            "swap of neighbours",
         ]
         for kind in kinds {
             #expect(checked[kind, default: 0] >= 20, "only \(checked[kind, default: 0]) of \(kind)")
@@ -59,7 +60,8 @@ import Testing
             editor.removeItem(at: path)
             return "removal"
         case 1:
-            editor.moveItem(from: path, to: ItemPath(section: source, item: random.int(0...sections[source].items.count - 1)))
+            editor.moveItem(
+                from: path, to: ItemPath(section: source, item: random.int(0...sections[source].items.count - 1)))
             return "move within a section"
         case 2:
             let count = sections[target].items.count - (target == source ? 1 : 0)

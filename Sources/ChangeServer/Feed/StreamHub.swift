@@ -154,7 +154,12 @@ final class StreamHub {
             }
             guard now >= cutTime(stalledSince: since) else { continue }
             backlogged[id] = nil
-            if members[id] != nil { cutOff(id) } else { stream.cut(); metrics.streamCut() }
+            if members[id] != nil {
+                cutOff(id)
+            } else {
+                stream.cut()
+                metrics.streamCut()
+            }
         }
     }
 

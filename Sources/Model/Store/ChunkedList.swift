@@ -44,7 +44,7 @@ struct ChunkedList: Sendable {
     /// Calls `body` with each handle, in order.
     /// - Complexity: O(n).
     @inline(__always)
-    func forEach(_ body: (Int32) -> Void) {
+    func forEachHandle(_ body: (Int32) -> Void) {
         for chunk in order {
             chunks[Int(chunk)].withUnsafeBufferPointer { handles in
                 for handle in handles { body(handle) }

@@ -109,8 +109,8 @@ struct Store: Sendable {
     /// - Complexity: O(n).
     @inline(__always)
     func forEachItem(_ body: (String, JSONData) -> Void) {
-        order.forEach { section in
-            sections[Int(section)].items.forEach { handle in body(itemIDs[Int(handle)], items[Int(handle)].data) }
+        order.forEachHandle { section in
+            sections[Int(section)].items.forEachHandle { handle in body(itemIDs[Int(handle)], items[Int(handle)].data) }
         }
     }
 

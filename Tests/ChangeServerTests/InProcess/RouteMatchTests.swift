@@ -32,9 +32,10 @@ import Testing
     }
 
     @Test func otherPathsNameNothing() throws {
-        for path in ["", "/nowhere", "/v1", "/v1/collections/c/other", "/v1/collections/c/items", "//v1/collections",
-            "/v1/collections/c//", "/v1/collections/c/items/a/b"]
-        {
+        for path in [
+            "", "/nowhere", "/v1", "/v1/collections/c/other", "/v1/collections/c/items", "//v1/collections",
+            "/v1/collections/c//", "/v1/collections/c/items/a/b",
+        ] {
             #expect(try Route.match(path) == nil, "\(path)")
         }
     }

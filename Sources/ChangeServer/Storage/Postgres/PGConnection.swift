@@ -91,7 +91,8 @@ final class PGConnection {
                 outcomes.append(.success(PGResult(result)))
                 continue
             }
-            let failure = status == PGRES_PIPELINE_ABORTED
+            let failure =
+                status == PGRES_PIPELINE_ABORTED
                 ? firstFailure ?? .unavailable(reason: "skipped after an earlier statement failed")
                 : StorageError.unavailable(reason: Self.message(PQresultErrorMessage(result)))
             PQclear(result)

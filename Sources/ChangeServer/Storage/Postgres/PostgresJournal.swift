@@ -461,7 +461,12 @@ final class PostgresJournal: Journal {
             for record in failed { record.done(false) }
             if gap {
                 // Told once: the catch-ups that come while the server stops meet the same gap.
-                guard let tell = fallenBehind.withLock({ tell in defer { tell = nil }; return tell }) else { return }
+                guard
+                    let tell = fallenBehind.withLock({ tell in
+                        defer { tell = nil }
+                        return tell
+                    })
+                else { return }
                 logger.log(
                     .critical,
                     "collection \(name): records after \(delivery.applied(name)) were compacted into a snapshot "
