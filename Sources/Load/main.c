@@ -11,7 +11,7 @@
  *            scripts/varnish-front.sh) while mutations and /metrics go to the server; it also reports the
  *            origin's feed requests per mutation. --sse 1: the subscribers hold Server-Sent Events streams
  *            instead of polls (no re-poll between rounds). --server-pid PID: the server's resident memory per
- *            subscriber.
+ *            subscriber, and the CPU time it spent (all threads) from each mutation's send to its last delivery.
  *   churn    polls that time out or whose clients vanish, by the hundred thousand; the server's resident
  *            memory and open descriptors before and after (--server-pid).
  *   writes   durable mutations per second (small item upserts) from 1, 16 and 64 concurrent keep-alive clients;
@@ -288,6 +288,29 @@ static void process_usage(int pid, long *rss_kb, long *descriptors) {
     }
 }
 
+/* The CPU time a process has used, all its threads, in nanoseconds (the first field of each thread's
+   /proc/PID/task/TID/schedstat); -1 when it cannot be read. Finer than the clock ticks of /proc/PID/stat. */
+static double process_cpu_ns(int pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) return -1;
+    double total = 0;
+    struct dirent *entry;
+    while ((entry = readdir(tasks))) {
+        if (entry->d_name[0] == '.') continue;
+        char file[128];
+        snprintf(file, sizeof file, "/proc/%d/task/%s/schedstat", pid, entry->d_name);
+        FILE *stat = fopen(file, "r");
+        if (!stat) continue;
+        unsigned long long running = 0;
+        if (fscanf(stat, "%llu", &running) == 1) total += (double)running;
+        fclose(stat);
+    }
+    closedir(tasks);
+    return total;
+}
+
 static int wait_for_no_held(double timeout_ms) {
     double deadline = now_ms() + timeout_ms;
     while (now_ms() < deadline) {
@@ -352,10 +375,13 @@ static int fanout(const char *sizes, int sustained, int server_pid) {
         int rounds = sustained > 0 ? sustained : 1;
         double *latencies = malloc(sizeof(double) * count * rounds);
         int total = 0;
-        double delivering_ms = 0, started = now_ms();
+        double delivering_ms = 0, started = now_ms(), server_cpu_ns = 0;
         for (int round = 0; round < rounds; round++) {
             double elapsed;
+            double cpu_before = server_pid > 0 ? process_cpu_ns(server_pid) : -1;
             int arrived = round_trip(subscribers, count, epoll_fd, round, 15000, &elapsed);
+            double cpu_after = server_pid > 0 ? process_cpu_ns(server_pid) : -1;
+            if (cpu_before >= 0 && cpu_after >= 0) server_cpu_ns += cpu_after - cpu_before;
             delivering_ms += elapsed;
             for (int index = 0; index < count; index++) {
                 if (subscribers[index].done == 1) latencies[total++] = subscribers[index].latency_ms;
@@ -383,6 +409,12 @@ static int fanout(const char *sizes, int sustained, int server_pid) {
         if (front_port) {
             printf("  through the cache on port %d: %.2f origin feed requests per mutation\n", front_port,
                    (double)(feed_requests() - requests_before) / rounds);
+        }
+        if (server_pid > 0 && total > 0) {
+            /* From the mutation's send to the last delivery: the server's whole work for it, whatever the client's
+               pace (on one core the client reading the answers can take longer than the server writing them). */
+            printf("  server CPU: %.2f ms per mutation, %.2f us per delivery\n", server_cpu_ns / 1e6 / rounds,
+                   server_cpu_ns / 1e3 / total);
         }
         if (server_pid > 0 && rss_before >= 0 && rss_after >= 0) {
             printf("  server memory: %.1f KiB per %s held\n", (double)(rss_after - rss_before) / count,
@@ -821,7 +853,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: Load MODE [--host 127.0.0.1] [--port 8080] [--collection NAME] [options]\n"
             "  fanout  [--subscribers 100,1000,10000] [--sustained K] [--nchan 1: the server is nginx + nchan]\n"
-            "          [--front PORT: through a cache] [--sse 1: event streams] [--server-pid PID: memory]\n"
+            "          [--front PORT: through a cache] [--sse 1: event streams] [--server-pid PID: memory, CPU]\n"
             "  churn   --server-pid PID [--polls 100000] [--batch 5000]\n"
             "  writes  [--connections 1,16,64] [--seconds 5] [--spread N: over N collections]\n"
             "  isolation [--items 300000] [--seconds 5]\n"

@@ -63,6 +63,8 @@ extension LiveView {
             guard let placement = rules.placement(id: id, data: data) else { return }
             bounds.append(flat.count..<(flat.count + placement.key.count))
             flat.append(contentsOf: placement.key)
+            // The buffer has room for `itemCount` items: the store's count of its ids, which are unique.
+            precondition(passedCount < capacity, "the source holds more items than it counts")
             (passed + passedCount).initialize(to: Member(placement: placement, data: data))
             passedCount += 1
             ids.append(id)

@@ -83,8 +83,9 @@ struct OrderedIndex: Sendable {
     /// - Complexity: O(n).
     init(sorted elements: some Sequence<Element>) {
         var chunk: [Element] = []
-        chunk.reserveCapacity(OrderedIndex.maximumChunk + 1)
         for element in elements {
+            // Room for a whole chunk and one more, so that an edit never reallocates it.
+            if chunk.isEmpty { chunk.reserveCapacity(OrderedIndex.maximumChunk + 1) }
             chunk.append(element)
             if chunk.count == OrderedIndex.maximumChunk / 2 { append(chunk: &chunk) }
         }
@@ -100,7 +101,6 @@ struct OrderedIndex: Sendable {
         chunks.append(chunk)
         prefixes.append(prefix)
         chunk = []
-        chunk.reserveCapacity(OrderedIndex.maximumChunk + 1)
     }
 
     /// The elements in order.

@@ -39,6 +39,44 @@ import Testing
         #expect(index.count == model.count && checked > 60)
     }
 
+    /// An index built from sorted elements (as a view is created) at sizes around the chunks' half and whole
+    /// size, with keys sharing long prefixes, is the same set in the same order, and stays so through edits.
+    @Test(arguments: [0, 1, 63, 64, 65, 128, 129, 1_000])
+    func builtSortedFollowsASortedArray(count: Int) {
+        var generator = SeededGenerator(seed: UInt64(count) + 11)
+        var keys = Set<[UInt8]>()
+        while keys.count < count {
+            keys.insert(
+                [1, 2, 3, 4, 5, 6, 7, 8, 9]
+                    + (0..<Int.random(in: 1...3, using: &generator)).map { _ in
+                        UInt8.random(in: 0...255, using: &generator)
+                    })
+        }
+        var model = keys.sorted { $0.lexicographicallyPrecedes($1) }
+        var index = OrderedIndex(sorted: model.lazy.map { OrderedIndex.Element(key: $0, id: "\($0)") })
+        #expect(index.count == model.count && index.elements.map(\.key) == model)
+        for (rank, key) in model.enumerated() {
+            #expect(index[rank].key == key && index.rank(of: key) == rank && index.contains(key))
+        }
+        for step in 0..<2_000 {
+            if model.isEmpty || Bool.random(using: &generator) {
+                let key = [
+                    1, 2, 3, 4, 5, UInt8.random(in: 5...7, using: &generator),
+                    UInt8.random(in: 0...9, using: &generator),
+                ]
+                let place = lowerBound(model, key)
+                guard place == model.count || model[place] != key else { continue }
+                #expect(index.insert(OrderedIndex.Element(key: key, id: "\(step)")) == place, "count \(count)")
+                model.insert(key, at: place)
+            } else {
+                let place = Int.random(in: 0..<model.count, using: &generator)
+                #expect(index.remove(model[place]) == place, "count \(count)")
+                model.remove(at: place)
+            }
+        }
+        #expect(index.count == model.count && index.elements.map(\.key) == model, "count \(count)")
+    }
+
     private func lowerBound(_ keys: [[UInt8]], _ key: [UInt8]) -> Int {
         keys.firstIndex { !$0.lexicographicallyPrecedes(key) } ?? keys.count
     }
