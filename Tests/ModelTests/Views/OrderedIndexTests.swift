@@ -19,14 +19,9 @@ import Testing
                     key.append(UInt8.random(in: 0...3, using: &generator))
                 }
                 if Int.random(in: 0..<10, using: &generator) == 0 { key = [UInt8.random(in: 0...9, using: &generator)] }
-                let place = lowerBound(model, key)
-                guard place == model.count || model[place] != key else { continue }
-                #expect(index.insert(OrderedIndex.Element(key: key, id: "\(step)")) == place, "seed \(seed)")
-                model.insert(key, at: place)
+                insert(key, id: "\(step)", into: &index, &model, "seed \(seed)")
             } else {
-                let place = Int.random(in: 0..<model.count, using: &generator)
-                #expect(index.remove(model[place]) == place, "seed \(seed)")
-                model.remove(at: place)
+                remove(at: Int.random(in: 0..<model.count, using: &generator), from: &index, &model, "seed \(seed)")
             }
             if step % 97 == 0 || model.count < 3 {
                 #expect(index.elements.map(\.key) == model, "seed \(seed) step \(step)")
@@ -64,17 +59,28 @@ import Testing
                     1, 2, 3, 4, 5, UInt8.random(in: 5...7, using: &generator),
                     UInt8.random(in: 0...9, using: &generator),
                 ]
-                let place = lowerBound(model, key)
-                guard place == model.count || model[place] != key else { continue }
-                #expect(index.insert(OrderedIndex.Element(key: key, id: "\(step)")) == place, "count \(count)")
-                model.insert(key, at: place)
+                insert(key, id: "\(step)", into: &index, &model, "count \(count)")
             } else {
-                let place = Int.random(in: 0..<model.count, using: &generator)
-                #expect(index.remove(model[place]) == place, "count \(count)")
-                model.remove(at: place)
+                remove(at: Int.random(in: 0..<model.count, using: &generator), from: &index, &model, "count \(count)")
             }
         }
         #expect(index.count == model.count && index.elements.map(\.key) == model, "count \(count)")
+    }
+
+    /// Inserts `key` (when the model lacks it) into both, expecting the index to give it the model's rank.
+    private func insert(
+        _ key: [UInt8], id: String, into index: inout OrderedIndex, _ model: inout [[UInt8]], _ note: String
+    ) {
+        let place = lowerBound(model, key)
+        guard place == model.count || model[place] != key else { return }
+        #expect(index.insert(OrderedIndex.Element(key: key, id: id)) == place, "\(note)")
+        model.insert(key, at: place)
+    }
+
+    /// Removes the model's key at `place` from both, expecting the index to report that rank.
+    private func remove(at place: Int, from index: inout OrderedIndex, _ model: inout [[UInt8]], _ note: String) {
+        #expect(index.remove(model[place]) == place, "\(note)")
+        model.remove(at: place)
     }
 
     private func lowerBound(_ keys: [[UInt8]], _ key: [UInt8]) -> Int {
