@@ -95,8 +95,7 @@ struct OrderedIndex: Sendable {
 
     /// Appends the elements of `chunk` (the next in order) as a chunk, and empties `chunk` for the next.
     private mutating func append(chunk: inout [Element]) {
-        let prefix = OrderedIndex.prefix(of: chunk)
-        OrderedIndex.takeHeads(of: &chunk, after: prefix.count)
+        let prefix = OrderedIndex.takeHeads(of: &chunk)
         count += chunk.count
         chunks.append(chunk)
         prefixes.append(prefix)
@@ -216,20 +215,17 @@ struct OrderedIndex: Sendable {
         var chunk: [Element] = []
         chunk.reserveCapacity(maximumChunk + 1)
         chunk.append(contentsOf: elements)
-        let prefix = prefix(of: chunk)
-        takeHeads(of: &chunk, after: prefix.count)
+        let prefix = takeHeads(of: &chunk)
         return (chunk, prefix)
     }
 
-    /// The bytes every key of `chunk` (sorted) starts with: those its first and last keys share.
-    private static func prefix(of chunk: [Element]) -> [UInt8] {
+    /// Sets the head of every element of `chunk` (sorted) to the eight bytes of its key after the prefix all its
+    /// keys share (those its first and last keys share), and returns that prefix.
+    private static func takeHeads(of chunk: inout [Element]) -> [UInt8] {
         guard let first = chunk.first, let last = chunk.last else { return [] }
-        return Array(first.key[..<sharedLength(first.key, last.key)])
-    }
-
-    /// Sets the head of every element of `chunk` to the eight bytes of its key after the first `shared`.
-    private static func takeHeads(of chunk: inout [Element], after shared: Int) {
-        for position in chunk.indices { chunk[position].head = head(of: chunk[position].key, from: shared) }
+        let prefix = Array(first.key[..<sharedLength(first.key, last.key)])
+        for position in chunk.indices { chunk[position].head = head(of: chunk[position].key, from: prefix.count) }
+        return prefix
     }
 
     /// Inserts `element` at `offset` in chunk `chunk`, where it sorts; when its key does not start with the
