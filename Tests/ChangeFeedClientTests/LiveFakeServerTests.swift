@@ -140,7 +140,7 @@ struct LiveFakeServerTests {
             ])
     }
 
-    @Test func quickEmptyAnswersDoNotSpin() async throws {
+    @Test func earlyEmptyAnswersAreWaitedOut() async throws {
         let server = try FakeServer { index, _ in
             FakeServer.Answer(
                 status: 200,
@@ -149,17 +149,25 @@ struct LiveFakeServerTests {
                     : Self.changes(#"{"deleted":[],"inserted":[],"moved":[],"updated":[]}"#, from: "e.1", to: "e.1"))
         }
         defer { server.stop() }
-        let client = Self.client(server)
+        let client = FeedClient(
+            baseURL: server.baseURL, name: "c", pollTimeout: .seconds(1),
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100)))
         let task = Task {
             var events = client.events().makeAsyncIterator()
             _ = try await events.next()
             return try await events.next()
         }
-        try await Task.sleep(for: .seconds(1))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.received.count < 4 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         task.cancel()
         _ = try await task.value
-        // The backoff (20 ms doubling to 100 ms, each wait at least half its step) allows at most about 22 polls
-        // in a second; a loop that spun would make thousands.
-        #expect(server.received.count < 40)
+        // Answered at once, each empty answer is waited out to the poll's timeout (1 s) from when the client sent
+        // the poll; the server sees the polls up to a few milliseconds apart from that. A loop that did not wait
+        // would make thousands of requests, and the backoff alone one every 100 ms at most.
+        let times = server.received.map { $0.at }
+        try #require(times.count >= 4)
+        for index in 2..<4 { #expect(times[index] - times[index - 1] >= .milliseconds(900)) }
     }
 }

@@ -28,19 +28,19 @@ import Testing
         #expect(result.output.contains("OK"), "\(result.output)")
     }
 
-    @Test func liveServerConformsToSpecification() throws {
+    @Test func liveServerConformsToSpecification() async throws {
         let server = try ServerProcess()
         try Self.seed(server.client)
-        try Self.schemathesis(against: server, maxExamples: 30, maxTime: 60)
+        try await Self.schemathesis(against: server, maxExamples: 30, maxTime: 60)
     }
 
     /// With tokens and a CORS allow-list, and requests that carry no token: every answer but `/healthz` and the
     /// preflights is `401` with `WWW-Authenticate`, and preflights from the allowed origin carry the CORS headers.
-    @Test func unauthorizedAnswersConformToSpecification() throws {
+    @Test func unauthorizedAnswersConformToSpecification() async throws {
         let server = try ServerProcess([
             "--write-token", "contract-write", "--read-token", "contract-read", "--cors-origin", "https://app.example",
         ])
-        try Self.schemathesis(
+        try await Self.schemathesis(
             against: server, maxExamples: 10, maxTime: 30, extra: ["--header", "Origin: https://app.example"])
     }
 
@@ -80,13 +80,13 @@ import Testing
     /// Runs schemathesis against `server` and records an issue, with its report, unless every check passed.
     static func schemathesis(
         against server: ServerProcess, maxExamples: Int, maxTime: Int, extra: [String] = []
-    ) throws {
+    ) async throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("contract-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let started = Date()
         // Run from a scratch directory: schemathesis keeps a cache in `.schemathesis/` under the current one.
-        let result = try run(
+        let arguments =
             [
                 "python3", "-c", schemathesisLauncher,
                 "--config-file", packageRoot.appendingPathComponent("Tests/contract/schemathesis.toml").path,
@@ -94,7 +94,8 @@ import Testing
                 "--checks", checks.joined(separator: ","),
                 "--max-examples", "\(maxExamples)", "--max-time", "\(maxTime)", "--request-timeout", "15",
                 "--workers", "2", "--generation-allow-x00", "false", "--seed", "20261129", "--no-color",
-            ] + extra, in: scratch, timeout: Double(maxTime + 90))
+            ] + extra
+        let result = try await onOwnThread { try run(arguments, in: scratch, timeout: Double(maxTime + 90)) }
         let seconds = Int(Date().timeIntervalSince(started))
         #expect(
             result.status == 0,

@@ -5,10 +5,12 @@ import Testing
 /// node tests of `clients/web/test/cache.test.mjs` in front of the binary this run built: thousands of web
 /// clients collapsed into a few origin requests, and event streams passed through unbuffered.
 @Suite(.tags(.liveServer, .node)) struct LiveCacheTests {
-    @Test func webClientsThroughTheShippedCaches() throws {
-        let result = try LiveWebClientTests.run(
-            ["node", "--test", "clients/web/test/cache.test.mjs"],
-            environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 560)
+    @Test func webClientsThroughTheShippedCaches() async throws {
+        let result = try await onOwnThread {
+            try LiveWebClientTests.run(
+                ["node", "--test", "clients/web/test/cache.test.mjs"],
+                environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 560)
+        }
         #expect(result.status == 0, "node --test failed:\n\(result.output)")
         #expect(!result.output.contains("# skipped 1") && !result.output.contains("SKIP"), "skipped:\n\(result.output)")
     }

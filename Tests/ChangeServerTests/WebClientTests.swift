@@ -42,21 +42,26 @@ import Testing
 
     /// In TAP, so that skips are visible: a skipped test or suite is a `# SKIP` line, and a skipped suite's tests
     /// are not counted in `# skipped`.
-    @Test(.tags(.node)) func nodeTestsOfTheClientPass() throws {
-        let result = try Self.run(
-            ["node", "--test", "--test-reporter=tap", "clients/web/test/changefeed.test.mjs"],
-            environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 180)
+    @Test(.tags(.node)) func nodeTestsOfTheClientPass() async throws {
+        let result = try await onOwnThread {
+            try Self.run(
+                ["node", "--test", "--test-reporter=tap", "clients/web/test/changefeed.test.mjs"],
+                environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 180)
+        }
         #expect(result.status == 0, "node --test failed:\n\(result.output)")
         #expect(result.output.contains("\n# fail 0\n"), "no TAP summary:\n\(result.output)")
         let skipped = result.output.split(separator: "\n").filter { $0.contains("# SKIP") || $0.contains("# TODO") }
         #expect(skipped.isEmpty, "node skipped tests:\n\(skipped.joined(separator: "\n"))")
     }
 
-    @Test(.tags(.browser)) func browserTestsOfTheDemoPass() throws {
+    @Test(.tags(.browser)) func browserTestsOfTheDemoPass() async throws {
         let screenshot = NSTemporaryDirectory() + "/changeserver-demo.png"
-        let result = try Self.run(
-            ["python3", "-m", "unittest", "-v", "Tests/browser/test_demo.py"],
-            environment: ["CF_SERVER_BINARY": ServerProcess.binary.path, "CF_SCREENSHOT": screenshot], timeout: 240)
+        let result = try await onOwnThread {
+            try Self.run(
+                ["python3", "-m", "unittest", "-v", "Tests/browser/test_demo.py"],
+                environment: ["CF_SERVER_BINARY": ServerProcess.binary.path, "CF_SCREENSHOT": screenshot],
+                timeout: 240)
+        }
         #expect(result.status == 0, "the browser tests failed:\n\(result.output)")
         #expect(!result.output.contains("skipped"), "the browser tests were skipped:\n\(result.output)")
         #expect(result.output.contains("seed "), "the browser tests did not print their seed:\n\(result.output)")

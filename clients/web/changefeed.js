@@ -308,6 +308,20 @@ export function backoffDelay(attempt, { baseMs = 250, capMs = 15000, retryAfter 
     return retryAfter == null ? jittered : Math.max(jittered, retryAfter * 1000);
 }
 
+/** The longest a server holds a poll, in seconds (API.md: a `timeout` above it is clamped). */
+const MAXIMUM_TIMEOUT = 300;
+
+/**
+ * Milliseconds to wait after an empty answer to a poll sent at `asked` and answered at `now`: the rest of the
+ * poll's timeout (as the server clamps it), so that the client never polls more often than once per timeout while
+ * nothing changes. A server answers empty only once it held the poll that long; an earlier empty answer came from
+ * a shared cache that gave this client the answer of a poll another client sent before it (or from a cache or
+ * server that misbehaves), and re-polling at once would only join the next one early again.
+ */
+export function emptyAnswerWait(asked, now, pollTimeout) {
+    return Math.max(0, asked + Math.min(pollTimeout, MAXIMUM_TIMEOUT) * 1000 - now);
+}
+
 /** The query string of a poll from `since`, when the server gave no `next`. */
 function pollQuery(since, timeout) {
     return `since=${encodeURIComponent(since)}&timeout=${timeout}`;
@@ -484,12 +498,14 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         }
         while (!signal.aborted) {
             let answer;
+            let asked;
             const since = state.version;
             try {
                 const url =
                     since === null
                         ? `${collectionURL}/changes?timeout=${pollTimeout}`
                         : `${collectionURL}/changes?${state.next ?? pollQuery(since, pollTimeout)}`;
+                asked = Date.now();
                 answer = await request(url, since === null ? 0 : pollTimeout);
             } catch (error) {
                 if (signal.aborted) break;
@@ -524,6 +540,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 setStatus("live");
                 if (body.to === since) {
                     state.next = nextQuery(body, pollTimeout);
+                    await sleep(emptyAnswerWait(asked, Date.now(), pollTimeout), signal);
                     continue;
                 }
                 let next;

@@ -62,6 +62,18 @@ public struct FeedClient: Sendable {
         FeedEvents(client: self, cursor: cursor)
     }
 
+    /// The longest a server holds a poll (API.md: a `timeout` above it is clamped).
+    static let maximumPollTimeout = Duration.seconds(300)
+
+    /// How long the server holds a poll that ends empty: `pollTimeout`, as the server clamps it.
+    ///
+    /// After an empty answer that came sooner, the loop waits out the rest, so that it never polls more often than
+    /// once per timeout while nothing changes: a shared cache gives a pending poll's answer to every client that
+    /// joined it, also to one that joined late, and a cache or server that misbehaves may answer at once.
+    var emptyAnswerHold: Duration {
+        min(pollTimeout, Self.maximumPollTimeout)
+    }
+
     /// The feed URL for a poll: `next` as given by the last answer, else `since` (none asks for a reset).
     func feedURL(next: String?, since: Version?) throws(FeedError) -> URL {
         let seconds = pollTimeout.components.seconds

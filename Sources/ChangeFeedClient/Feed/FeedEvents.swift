@@ -22,8 +22,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var next: String?
         /// Failures in a row (network, `5xx`, `429`, `404`), for the backoff.
         var failures = 0
-        /// Answers in a row that brought nothing new without being held, or resets after a `410`: waited out
-        /// like failures, so that a misbehaving server or cache cannot make the loop spin.
+        /// Resets after a `410` in a row: waited out like failures, so that a misbehaving server or cache cannot
+        /// make the loop spin.
         var quickRepeats = 0
 
         init(client: FeedClient, since: Version?) {
@@ -93,12 +93,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 since = changeset.to
                 self.next = next
                 if changeset.isEmpty && changeset.from == changeset.to {
-                    if held < client.pollTimeout / 2 {
-                        quickRepeats += 1
-                        try await wait(after: .quickRepeat, retryAfter: nil)
-                    } else {
-                        quickRepeats = 0
-                    }
+                    quickRepeats = 0
+                    let rest = client.emptyAnswerHold - held
+                    if rest > .zero { try await Task.sleep(for: rest) }
                     return nil
                 }
                 quickRepeats = 0

@@ -19,3 +19,13 @@ func waitForExit(of process: Process, timeout: Double) -> Bool {
     process.waitUntilExit()
     return exited
 }
+
+/// Runs `work` on a thread of its own and awaits its result. A test that waits seconds or minutes for a program
+/// (node, Chromium, schemathesis) must not block a thread of the cooperative pool meanwhile: the pool has as many
+/// threads as the machine has cores (two here), and every async test of the run, with the tasks of the clients it
+/// drives, stops while they are all blocked.
+func onOwnThread<Result: Sendable>(_ work: @escaping @Sendable () throws -> Result) async throws -> Result {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Swift.Result { try work() }) }
+    }
+}

@@ -7,6 +7,7 @@ import {
     ChangesetError,
     applyChangeset,
     backoffDelay,
+    emptyAnswerWait,
     mapIndexPath,
     retryAfterSeconds,
     subscribe,
@@ -240,20 +241,46 @@ describe("backoff", () => {
             if (answer) return Promise.resolve(new Response(JSON.stringify(answer), { status: 200 }));
             return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
         };
-        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 7 });
+        // Timeout 0: empty answers are then on time, and the loop does not wait between them.
+        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 0 });
         const deadline = Date.now() + 5000;
         while (requests.length < 6 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
         await subscription.unsubscribe();
         const base = "http://test/v1/collections/c/changes?";
         assert.deepEqual(requests, [
-            `${base}timeout=7`,
+            `${base}timeout=0`,
             `${base}since=e.1&timeout=7`,
             `${base}since=e.1&timeout=7&cursor=41`,
             `${base}since=e.1&timeout=7&cursor=42`,
             `${base}since=e.2&timeout=7`,
-            `${base}since=e.2&timeout=7`,
+            `${base}since=e.2&timeout=0`,
         ]);
         assert.equal(ids(subscription.sections), "a:x,y");
+    });
+
+    test("after an early empty answer the client waits out the rest of the timeout", () => {
+        assert.equal(emptyAnswerWait(1000, 3000, 10), 8000, "the rest of the timeout");
+        assert.equal(emptyAnswerWait(0, 1000, 600), 299000, "the server's clamp");
+        assert.equal(emptyAnswerWait(0, 30000, 25), 0, "held its whole timeout");
+        assert.equal(emptyAnswerWait(0, 10, 0), 0, "timeout 0");
+    });
+
+    test("empty answers that come at once are not re-polled faster than the timeout", async () => {
+        const snapshot = { collection: "c", reset: true, to: "e.1", next: "since=e.1&timeout=1", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } };
+        const times = [];
+        const fakeFetch = () => {
+            times.push(Date.now());
+            const answer = times.length === 1 ? snapshot : { collection: "c", from: "e.1", to: "e.1", next: `since=e.1&timeout=1&cursor=${times.length}`, changes: empty() };
+            return Promise.resolve(new Response(JSON.stringify(answer), { status: 200 }));
+        };
+        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 1 });
+        const deadline = Date.now() + 10000;
+        while (times.length < 4 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        await subscription.unsubscribe();
+        assert.ok(times.length >= 4, `${times.length} requests in 10 s`);
+        for (let index = 2; index < 4; index += 1) {
+            assert.ok(times[index] - times[index - 1] >= 990, `re-polled after ${times[index] - times[index - 1]} ms`);
+        }
     });
 });
 
