@@ -65,13 +65,14 @@ public struct FeedClient: Sendable {
     /// The longest a server holds a poll (API.md: a `timeout` above it is clamped).
     static let maximumPollTimeout = Duration.seconds(300)
 
-    /// How long the server holds a poll that ends empty: `pollTimeout`, as the server clamps it.
-    ///
-    /// After an empty answer that came sooner, the loop waits out the rest, so that it never polls more often than
-    /// once per timeout while nothing changes: a shared cache gives a pending poll's answer to every client that
-    /// joined it, also to one that joined late, and a cache or server that misbehaves may answer at once.
-    var emptyAnswerHold: Duration {
-        min(pollTimeout, Self.maximumPollTimeout)
+    /// An empty answer held less than this came back quick: half of `pollTimeout`, as the server clamps it. The
+    /// server answers empty only once it held a poll its whole timeout; a quick empty answer came from a shared
+    /// cache, which gives a poll's answer to every client that joined it, also to one that joined late, or from a
+    /// cache or server that misbehaves. The first is polled again at once: the cache is holding the next poll right
+    /// now, and joining it puts the late client back in step with the others (waiting would keep it late, and a
+    /// client later than the cache keeps an empty answer reaches the server on its own).
+    var quickEmptyAnswer: Duration {
+        min(pollTimeout, Self.maximumPollTimeout) / 2
     }
 
     /// The feed URL for a poll: `next` as given by the last answer, else `since` (none asks for a reset).

@@ -22,8 +22,10 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var next: String?
         /// Failures in a row (network, `5xx`, `429`, `404`), for the backoff.
         var failures = 0
-        /// Resets after a `410` in a row: waited out like failures, so that a misbehaving server or cache cannot
-        /// make the loop spin.
+        /// Answers in a row that brought nothing new quickly: empty answers held less than half the poll's timeout,
+        /// or resets after a `410`. The first is polled again at once, the others wait like failures, so that a
+        /// misbehaving server or cache cannot make the loop spin (`FeedClient.quickEmptyAnswer` says why the first
+        /// does not wait).
         var quickRepeats = 0
 
         init(client: FeedClient, since: Version?) {
@@ -93,9 +95,12 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 since = changeset.to
                 self.next = next
                 if changeset.isEmpty && changeset.from == changeset.to {
-                    quickRepeats = 0
-                    let rest = client.emptyAnswerHold - held
-                    if rest > .zero { try await Task.sleep(for: rest) }
+                    guard held < client.quickEmptyAnswer else {
+                        quickRepeats = 0
+                        return nil
+                    }
+                    if quickRepeats > 0 { try await wait(after: .quickRepeat, retryAfter: nil) }
+                    quickRepeats += 1
                     return nil
                 }
                 quickRepeats = 0

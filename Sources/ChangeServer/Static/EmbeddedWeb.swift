@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"c4eac59063671f37\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"f2211d2642ac588a\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d2e61d282bb29833\"", text: file3),
@@ -334,14 +334,24 @@ export function backoffDelay(attempt, { baseMs = 250, capMs = 15000, retryAfter 
 const MAXIMUM_TIMEOUT = 300;
 
 /**
- * Milliseconds to wait after an empty answer to a poll sent at `asked` and answered at `now`: the rest of the
- * poll's timeout (as the server clamps it), so that the client never polls more often than once per timeout while
- * nothing changes. A server answers empty only once it held the poll that long; an earlier empty answer came from
- * a shared cache that gave this client the answer of a poll another client sent before it (or from a cache or
- * server that misbehaves), and re-polling at once would only join the next one early again.
+ * Whether an empty answer to a poll with timeout `pollTimeout` (seconds), held `heldMs`, came back quick: in less
+ * than half the timeout (as the server clamps it). The server answers empty only once it held a poll its whole
+ * timeout; a quick empty answer came from a shared cache, or from a cache or server that misbehaves.
  */
-export function emptyAnswerWait(asked, now, pollTimeout) {
-    return Math.max(0, asked + Math.min(pollTimeout, MAXIMUM_TIMEOUT) * 1000 - now);
+export function isQuickEmptyAnswer(heldMs, pollTimeout) {
+    return heldMs < (Math.min(pollTimeout, MAXIMUM_TIMEOUT) * 1000) / 2;
+}
+
+/**
+ * Milliseconds to wait after the `inARow`-th quick empty answer in a row (1-based). The first is re-polled at once:
+ * a shared cache gives a poll's answer to every client that joined it, also to one that joined late, and the next
+ * poll is being held by the cache right now, so polling at once puts the late client back in step with the others
+ * (waiting would keep it late, and a client later than the cache keeps an empty answer reaches the server on its
+ * own). More in a row mean a cache or server that answers empty at once (one that ignores the query string, say):
+ * they back off as failures do, so the loop never spins.
+ */
+export function quickEmptyWait(inARow, backoff = {}) {
+    return inARow <= 1 ? 0 : backoffDelay(inARow - 2, backoff);
 }
 
 /** The query string of a poll from `since`, when the server gave no `next`. */
@@ -518,6 +528,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             setStatus("stopped");
             return;
         }
+        let quickEmpties = 0;
         while (!signal.aborted) {
             let answer;
             let asked;
@@ -562,9 +573,12 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 setStatus("live");
                 if (body.to === since) {
                     state.next = nextQuery(body, pollTimeout);
-                    await sleep(emptyAnswerWait(asked, Date.now(), pollTimeout), signal);
+                    quickEmpties = isQuickEmptyAnswer(Date.now() - asked, pollTimeout) ? quickEmpties + 1 : 0;
+                    const wait = quickEmptyWait(quickEmpties, { baseMs: options.baseMs, capMs: options.capMs });
+                    if (wait > 0) await sleep(wait, signal);
                     continue;
                 }
+                quickEmpties = 0;
                 let next;
                 try {
                     next = applyChangeset(state.sections, body.changes);

@@ -48,12 +48,13 @@ const missing = skip("nginx");
  * `count` subscribers through a cache (`startFront`) whose collapsing is shared by `workers` processes: each
  * applies every change in order and ends equal to the snapshot; the origin sees at most 2 feed requests per
  * mutation per worker, and with no mutation for 3 poll timeouts at most 2 per timeout per worker, every collapsed
- * poll held its whole timeout, and no client re-polling faster than its timeout.
+ * poll held its whole timeout, and no client polling more than twice per timeout.
  *
  * A cache hands a pending poll's answer to every client that joined it, also to one that joined late (here: one
  * whose last answer this process read late, reading thousands of them on a shared core), which is then answered
- * early; the web client waits out the rest of its timeout before polling again (emptyAnswerWait), so the early
- * answers are counted and printed, and what is asserted is that the first request of every URL was held.
+ * early and polls again at once (changefeed.js, quickEmptyWait), joining the poll the cache holds for the others:
+ * the early answers are counted and printed, and what is asserted is that the first request of every URL was held
+ * and that no client polled more than twice per timeout.
  */
 const collapsing = (title, program, startFront, count, workers) => describe(title, { skip: skip(program) }, () => {
     let server;
@@ -115,15 +116,14 @@ const collapsing = (title, program, startFront, count, workers) => describe(titl
             await sleep(3 * timeout * 1000);
             const idleRequests = (await originFeedRequests(server.url)) - idleBefore;
             assert.ok(idleRequests <= 2 * 3 * workers, `${idleRequests} origin feed requests in 3 idle timeouts`);
-            let shortest = Infinity;
+            let mostRequests = 0;
             let answered = 0;
             let early = 0;
             let earliest = Infinity;
             const firstAsked = new Map();
             const firstAnswered = new Map();
             for (const client of clients) {
-                const idle = client.requests.filter((request) => request.at >= idleStart);
-                for (let index = 1; index < idle.length; index += 1) shortest = Math.min(shortest, idle[index].at - idle[index - 1].at);
+                mostRequests = Math.max(mostRequests, client.requests.filter((request) => request.at >= idleStart).length);
                 for (const request of client.requests) {
                     firstAsked.set(request.target, Math.min(firstAsked.get(request.target) ?? Infinity, request.at));
                     if (request.answeredAt === null) continue;
@@ -139,11 +139,13 @@ const collapsing = (title, program, startFront, count, workers) => describe(titl
             console.log(
                 `${title}: ${perMutation.toFixed(2)} origin requests per mutation, ${idleRequests} idle in ${3 * timeout} s, ` +
                     `${held.length} idle poll URLs held ${Math.min(...held)}–${Math.max(...held)} ms, ` +
-                    `${early} of ${answered} idle answers early (the earliest after ${earliest} ms), shortest re-poll ${shortest} ms`,
+                    `${early} of ${answered} idle answers early (the earliest after ${earliest} ms), ` +
+                    `at most ${mostRequests} polls by one client`,
             );
-            assert.ok(held.length >= 1 && Number.isFinite(shortest), `no poll URL was asked and answered twice in ${3 * timeout} idle seconds`);
+            assert.ok(held.length >= 1, `no poll URL was asked and answered in ${3 * timeout} idle seconds`);
             for (const time of held) assert.ok(time >= 0.95 * timeout * 1000, `a poll URL first asked was answered after ${time} ms`);
-            assert.ok(shortest >= timeout * 1000 - 20, `a client re-polled after ${shortest} ms`);
+            // Twice per timeout, and one more begun in the last.
+            assert.ok(mostRequests <= 2 * 3 + 1, `a client polled ${mostRequests} times in ${3 * timeout} idle seconds`);
         } finally {
             await Promise.all(clients.map((client) => client.subscription.unsubscribe()));
         }

@@ -7,8 +7,9 @@ import {
     ChangesetError,
     applyChangeset,
     backoffDelay,
-    emptyAnswerWait,
+    isQuickEmptyAnswer,
     mapIndexPath,
+    quickEmptyWait,
     retryAfterSeconds,
     subscribe,
 } from "../changefeed.js";
@@ -258,29 +259,31 @@ describe("backoff", () => {
         assert.equal(ids(subscription.sections), "a:x,y");
     });
 
-    test("after an early empty answer the client waits out the rest of the timeout", () => {
-        assert.equal(emptyAnswerWait(1000, 3000, 10), 8000, "the rest of the timeout");
-        assert.equal(emptyAnswerWait(0, 1000, 600), 299000, "the server's clamp");
-        assert.equal(emptyAnswerWait(0, 30000, 25), 0, "held its whole timeout");
-        assert.equal(emptyAnswerWait(0, 10, 0), 0, "timeout 0");
+    test("a quick empty answer is re-polled at once, more in a row back off", () => {
+        assert.equal(isQuickEmptyAnswer(4999, 10), true);
+        assert.equal(isQuickEmptyAnswer(5000, 10), false, "held half its timeout");
+        assert.equal(isQuickEmptyAnswer(149000, 600), true, "the server's clamp: 300 s");
+        assert.equal(isQuickEmptyAnswer(0, 0), false, "timeout 0 is never quick");
+        assert.equal(quickEmptyWait(0), 0);
+        assert.equal(quickEmptyWait(1), 0, "the first: at once");
+        const backoff = { baseMs: 100, capMs: 1000, random: () => 1 };
+        assert.deepEqual([2, 3, 4, 7, 20].map((n) => quickEmptyWait(n, backoff)), [100, 200, 400, 1000, 1000]);
     });
 
-    test("empty answers that come at once are not re-polled faster than the timeout", async () => {
-        const snapshot = { collection: "c", reset: true, to: "e.1", next: "since=e.1&timeout=1", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } };
+    test("empty answers that come at once do not make the loop spin", async () => {
+        const snapshot = { collection: "c", reset: true, to: "e.1", next: "since=e.1&timeout=10", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } };
         const times = [];
         const fakeFetch = () => {
             times.push(Date.now());
-            const answer = times.length === 1 ? snapshot : { collection: "c", from: "e.1", to: "e.1", next: `since=e.1&timeout=1&cursor=${times.length}`, changes: empty() };
+            const answer = times.length === 1 ? snapshot : { collection: "c", from: "e.1", to: "e.1", next: `since=e.1&timeout=10&cursor=${times.length}`, changes: empty() };
             return Promise.resolve(new Response(JSON.stringify(answer), { status: 200 }));
         };
-        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 1 });
-        const deadline = Date.now() + 10000;
-        while (times.length < 4 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 10, baseMs: 20, capMs: 100 });
+        await new Promise((resolve) => setTimeout(resolve, 1000));
         await subscription.unsubscribe();
-        assert.ok(times.length >= 4, `${times.length} requests in 10 s`);
-        for (let index = 2; index < 4; index += 1) {
-            assert.ok(times[index] - times[index - 1] >= 990, `re-polled after ${times[index] - times[index - 1]} ms`);
-        }
+        // The backoff (20 ms doubling to 100 ms, full jitter) averages about 50 ms a wait once capped: some 20 to
+        // 40 polls in a second. A loop that spun would make thousands.
+        assert.ok(times.length >= 3 && times.length < 80, `${times.length} polls in a second`);
     });
 });
 
