@@ -41,17 +41,6 @@ struct ChunkedList: Sendable {
     /// - Complexity: O(n).
     var elements: some Collection<Int32> { order.lazy.flatMap { chunks[Int($0)] } }
 
-    /// Calls `body` with each handle, in order.
-    /// - Complexity: O(n).
-    @inline(__always)
-    func forEachHandle(_ body: (Int32) -> Void) {
-        for chunk in order {
-            chunks[Int(chunk)].withUnsafeBufferPointer { handles in
-                for handle in handles { body(handle) }
-            }
-        }
-    }
-
     /// The handles a chunk holds, for re-reading after an operation reported it.
     func elements(ofChunk chunk: Int32) -> [Int32] { chunks[Int(chunk)] }
 

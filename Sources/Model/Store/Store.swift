@@ -105,13 +105,15 @@ struct Store: Sendable {
     /// - Complexity: O(n).
     func snapshot() -> [Section] { (0..<sectionCount).map { section(at: $0) } }
 
-    /// Calls `body` with every item's id and data, in order, without building the content.
-    /// - Complexity: O(n).
+    /// How many item slots there are (items and free slots): the bound of `forEachItem(inSlots:)`.
+    var itemSlotCount: Int { items.count }
+
+    /// Calls `body` with the id and data of the items in the slots `slots` (of `0..<itemSlotCount`), in slot
+    /// order, not the content's: parts of the slots can be read on several threads at once.
+    /// - Complexity: O(slots).
     @inline(__always)
-    func forEachItem(_ body: (String, JSONData) -> Void) {
-        order.forEachHandle { section in
-            sections[Int(section)].items.forEachHandle { handle in body(itemIDs[Int(handle)], items[Int(handle)].data) }
-        }
+    func forEachItem(inSlots slots: Range<Int>, _ body: (String, JSONData) -> Void) {
+        for slot in slots where !itemIDs[slot].isEmpty { body(itemIDs[slot], items[slot].data) }
     }
 
     mutating func insertSection(id: String, data: JSONData, at index: Int) {

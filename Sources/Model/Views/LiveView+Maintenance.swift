@@ -47,38 +47,22 @@ extension LiveView {
     /// data buffer that are no longer in the processor's cache, which costs more than the sorting does.
     /// - Complexity: O(n log n) for n source items.
     mutating func derive(from source: VersionedCollection?) -> [Section] {
-        // The members that pass the filter, in source order, in a buffer they are moved out of at the end.
-        let capacity = max(1, source?.itemCount ?? 0)
-        let passed = UnsafeMutablePointer<Member>.allocate(capacity: capacity)
-        defer { passed.deallocate() }
-        var passedCount = 0
-        // Room for every source item from the start: growing by copying would write each buffer twice over.
-        var ids: [String] = []
-        ids.reserveCapacity(capacity)
-        var bounds: [Range<Int>] = []
-        bounds.reserveCapacity(capacity)
-        var flat: [UInt8] = []
-        flat.reserveCapacity(capacity * 32)
-        source?.store.forEachItem { id, data in
-            guard let placement = rules.placement(id: id, data: data) else { return }
-            bounds.append(flat.count..<(flat.count + placement.key.count))
-            flat.append(contentsOf: placement.key)
-            // The buffer has room for `itemCount` items: the store's count of its ids, which are unique.
-            precondition(passedCount < capacity, "the source holds more items than it counts")
-            (passed + passedCount).initialize(to: Member(placement: placement, data: data))
-            passedCount += 1
-            ids.append(id)
+        let passed = LiveView.filter(source?.store, by: rules)
+        defer {
+            passed.ids.deinitialize(count: passed.count)
+            passed.ids.deallocate()
+            passed.members.deallocate()
         }
-        let order = LiveView.sortByKey(flat, bounds)
+        let order = LiveView.sortByKey(passed.flat, passed.bounds)
         index = OrderedIndex(
-            sorted: order.lazy.map { OrderedIndex.Element(key: passed[$0].placement.key, id: ids[$0]) })
+            sorted: order.lazy.map { OrderedIndex.Element(key: passed.members[$0].placement.key, id: passed.ids[$0]) })
         let content = group(count: shownCount) { k in
-            (ids[order[k]], passed[order[k]].placement.section, passed[order[k]].data)
+            (passed.ids[order[k]], passed.members[order[k]].placement.section, passed.members[order[k]].data)
         } sectionKey: { k in
-            passed[order[k]].placement.sectionKey
+            passed.members[order[k]].placement.sectionKey
         }
-        members = Dictionary(minimumCapacity: passedCount)
-        for position in 0..<passedCount { members[ids[position]] = (passed + position).move() }
+        members = Dictionary(minimumCapacity: passed.count)
+        for position in 0..<passed.count { members[passed.ids[position]] = (passed.members + position).move() }
         return content
     }
 
