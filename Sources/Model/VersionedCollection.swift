@@ -143,17 +143,48 @@ public struct VersionedCollection: Sendable {
         return false
     }
 
-    /// Replaces the whole content, diffing the old against the new; same no-op rule as `apply`.
+    /// Replaces the whole content, diffing the old against the new; same no-op rule as `apply`. A large content
+    /// is diffed while its store is built on another thread (`diffAndStore`).
     /// - Throws: `invalid_id` or `duplicate_id` for an invalid or repeated id in `sections`.
     /// - Complexity: O(n log n).
     public mutating func replace(with sections: [Section]) throws(ModelError) -> Changeset {
         let next = version.next
         let old = store.snapshot()
-        let changeset = try Changeset.diff(from: old, to: sections, versions: (version, next))
-        guard !changeset.isEmpty else { return Changeset(from: version, to: version) }
-        store = Store(validated: sections)
+        let changeset: Changeset
+        let replacement: Store
+        if sections.reduce(0, { $0 + $1.items.count }) < VersionedCollection.concurrentReplaceMinimum {
+            changeset = try Changeset.diff(from: old, to: sections, versions: (version, next))
+            guard !changeset.isEmpty else { return Changeset(from: version, to: version) }
+            replacement = Store(validated: sections)
+        } else {
+            var built: Store?
+            (changeset, built) = try VersionedCollection.diffAndStore(old, sections, versions: (version, next))
+            guard !changeset.isEmpty, let built else { return Changeset(from: version, to: version) }
+            replacement = built
+        }
+        store = replacement
         commit([.replaced(old: old)], as: next)
         return changeset
+    }
+
+    /// Content with fewer items than this is replaced on the calling thread alone.
+    static let concurrentReplaceMinimum = 16_384
+
+    /// The diff from `old` to `new` and the store of `new`, built at the same time: the store does not depend on
+    /// the diff, and is dropped when the diff rejects `new` (building it from unchecked ids is safe, only
+    /// useless).
+    /// - Complexity: O(n log n), over two threads.
+    private static func diffAndStore(_ old: [Section], _ new: [Section], versions: (from: Version, to: Version))
+        throws(ModelError) -> (Changeset, Store?)
+    {
+        var diffed = Result<Changeset, ModelError>.success(Changeset(from: versions.from, to: versions.from))
+        var built: Store?
+        concurrently(&diffed, &built, if: true) { diffed in
+            diffed = Result { () throws(ModelError) in try Changeset.diff(from: old, to: new, versions: versions) }
+        } _: { built in
+            built = Store(validated: new)
+        }
+        return (try diffed.get(), built)
     }
 
     /// ONE coalesced changeset from `since` to the current version, obeying all the rules of a single one

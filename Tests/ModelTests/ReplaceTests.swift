@@ -73,3 +73,36 @@ import Testing
         }
     }
 }
+
+/// Content of `VersionedCollection.concurrentReplaceMinimum` items or more is diffed while its store is built on
+/// another thread: the result is the same, and a rejected content still changes nothing.
+@Suite struct LargeReplaceTests {
+    static func content(_ count: Int, shift: Int, repeating: Bool = false) -> [Section] {
+        let ids = (0..<count).map { "i\(($0 * 7 + shift) % count)" }
+        let items = ids.enumerated().map { Item(id: repeating && $0.offset == count - 1 ? ids[0] : $0.element) }
+        return [
+            Section(id: "a", items: Array(items[..<(count / 3)])),
+            Section(id: "b", items: Array(items[(count / 3)...])),
+        ]
+    }
+
+    @Test func aLargeReplacementIsDiffedWhileItsStoreIsBuilt() throws {
+        let count = VersionedCollection.concurrentReplaceMinimum + 1_000
+        let old = Self.content(count, shift: 0)
+        var collection = try VersionedCollection(epoch: "e", sections: old)
+        let new = Self.content(count, shift: 3)
+        let changeset = try collection.replace(with: new)
+        #expect(collection.snapshot() == new)
+        #expect(collection.version.seq == 2)
+        #expect(changeset.items.moved.count > 0)
+        verify(changeset, from: old, to: new, "a large replacement")
+        #expect(collection.changes(since: Version(epoch: "e", seq: 1)) == changeset)
+
+        let repeated = Self.content(count, shift: 5, repeating: true)
+        #expect(throws: ModelError.self) { try collection.replace(with: repeated) }
+        #expect(collection.snapshot() == new)
+        #expect(collection.version.seq == 2)
+        #expect(try collection.replace(with: new).isEmpty)
+        #expect(collection.version.seq == 2)
+    }
+}

@@ -39,31 +39,52 @@ extension LiveView {
         return .moved(touch)
     }
 
-    /// Rebuilds the members and the index from the source, and returns the content they give.
+    /// Rebuilds the members and the index from the source, and hands the content they give to `commit`, which
+    /// puts it into the view's collection.
     ///
     /// The order keys are also copied into one flat buffer, and positions are sorted by it (`sortByKey`): a sort
     /// of arrays of arrays would retain and release every key it compares. Members are moved, not copied, into
     /// the dictionary, and the content takes only their data: in a large view every copy retains a key and a
-    /// data buffer that are no longer in the processor's cache, which costs more than the sorting does.
+    /// data buffer that are no longer in the processor's cache, which costs more than the sorting does. The
+    /// steps that do not depend on each other run at the same time for a large view (`concurrently`): the old
+    /// members and index are freed while the keys are sorted and the new index built, and the members'
+    /// dictionary is built while `commit` runs (for a new definition, the full diff and the collection's new
+    /// store). Steps that retain the same objects (freeing the old members and building the content both touch
+    /// the items' data) are not paired: two cores writing one reference count slow each other down more than
+    /// they gain.
     /// - Complexity: O(n log n) for n source items.
-    mutating func derive(from source: VersionedCollection?) -> [Section] {
+    mutating func derive(from source: VersionedCollection?, commit: (inout VersionedCollection, [Section]) -> Void) {
         let passed = LiveView.filter(source?.store, by: rules)
         defer {
             passed.ids.deinitialize(count: passed.count)
             passed.ids.deallocate()
             passed.members.deallocate()
         }
-        let order = LiveView.sortByKey(passed.flat, passed.bounds)
-        index = OrderedIndex(
-            sorted: order.lazy.map { OrderedIndex.Element(key: passed.members[$0].placement.key, id: passed.ids[$0]) })
+        let large = passed.count >= LiveView.partedFilterMinimum
+        var retired = (members: members, index: index)
+        members = [:]
+        index = OrderedIndex()
+        var order: [Int] = []
+        concurrently(&retired, &index, if: large) { retired in
+            retired = ([:], OrderedIndex())
+        } _: { index in
+            order = LiveView.sortByKey(passed.flat, passed.bounds)
+            index = OrderedIndex(
+                sorted: order.lazy.map {
+                    OrderedIndex.Element(key: passed.members[$0].placement.key, id: passed.ids[$0])
+                })
+        }
         let content = group(count: shownCount) { k in
             (passed.ids[order[k]], passed.members[order[k]].placement.section, passed.members[order[k]].data)
         } sectionKey: { k in
             passed.members[order[k]].placement.sectionKey
         }
-        members = Dictionary(minimumCapacity: passed.count)
-        for position in 0..<passed.count { members[passed.ids[position]] = (passed.members + position).move() }
-        return content
+        concurrently(&members, &collection, if: large) { members in
+            members = Dictionary(minimumCapacity: passed.count)
+            for position in 0..<passed.count { members[passed.ids[position]] = (passed.members + position).move() }
+        } _: { collection in
+            commit(&collection, content)
+        }
     }
 
     /// The positions of `bounds` in the order of their keys in `flat`.

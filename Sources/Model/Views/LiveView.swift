@@ -42,8 +42,9 @@ public struct LiveView: Sendable {
         self.definition = definition
         rules = ViewRules(definition)
         collection = LiveView.uncheckedCollection(epoch: epoch, limits: limits)
-        let content = derive(from: source)
-        collection = LiveView.uncheckedCollection(epoch: epoch, sections: content, limits: limits)
+        derive(from: source) { collection, content in
+            collection = LiveView.uncheckedCollection(epoch: epoch, sections: content, limits: limits)
+        }
     }
 
     /// A view restored after a restart: its persisted collection (content, version, history) and the source as
@@ -54,8 +55,9 @@ public struct LiveView: Sendable {
         self.definition = definition
         rules = ViewRules(definition)
         self.collection = collection
-        let content = derive(from: source)
-        if content != collection.snapshot() { replaceContent(with: content) }
+        derive(from: source) { collection, content in
+            if content != collection.snapshot() { LiveView.replace(&collection, with: content) }
+        }
     }
 
     /// The current version of the view.
@@ -88,7 +90,8 @@ public struct LiveView: Sendable {
                 index = OrderedIndex()
             }
             for (id, data) in delta.items { _ = update(id: id, data: data) }
-            let changeset = replaceContent(with: materialize())
+            let content = materialize()
+            let changeset = LiveView.replace(&collection, with: content)
             return changeset.isEmpty ? nil : changeset
         }
         var touches: [Touch] = []
@@ -111,11 +114,14 @@ public struct LiveView: Sendable {
     public mutating func redefine(_ definition: ViewDefinition, source: VersionedCollection?) -> Changeset {
         self.definition = definition
         rules = ViewRules(definition)
-        return replaceContent(with: derive(from: source))
+        var changeset = Changeset(from: version, to: version)
+        derive(from: source) { collection, content in changeset = LiveView.replace(&collection, with: content) }
+        return changeset
     }
 
+    /// Replaces the content of a view's collection with content the view built.
     @discardableResult
-    private mutating func replaceContent(with content: [Section]) -> Changeset {
+    private static func replace(_ collection: inout VersionedCollection, with content: [Section]) -> Changeset {
         do {
             return try collection.replace(with: content)
         } catch {

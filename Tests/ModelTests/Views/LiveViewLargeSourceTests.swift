@@ -3,7 +3,8 @@ import Testing
 @testable import Model
 
 /// A source large enough to be filtered in parts on several threads (`LiveView.filter`), with free item slots
-/// and items whose slots are not in the content's order: the view is what the naive evaluation gives.
+/// and items whose slots are not in the content's order, and a view large enough to be rebuilt on two threads
+/// (`LiveView.derive`, `VersionedCollection.replace`): the view is what the naive evaluation gives.
 @Suite struct LiveViewLargeSourceTests {
     static func item(_ number: Int) -> Item {
         Item(
@@ -12,7 +13,7 @@ import Testing
     }
 
     @Test func aLargeSourceIsFilteredInPartsAsAWhole() throws {
-        let count = LiveView.partedFilterMinimum + 4_000
+        let count = LiveView.partedFilterMinimum + 12_000
         var source = try VersionedCollection(
             epoch: "src",
             sections: [
@@ -40,5 +41,29 @@ import Testing
         let changeset = view.redefine(limited, source: source)
         #expect(view.snapshot() == NaiveView.content(limited, source: source.snapshot()))
         verify(changeset, from: expected, to: view.snapshot(), "redefined with a limit")
+
+        // A new sort order over the whole view: the members, the index and the content are all rebuilt.
+        let ascending =
+            "{\"source\":\"src\",\"filter\":{\"field\":\"/done\",\"eq\":false},\"sectionBy\":{\"field\":\"/status\"},"
+            + "\"sortBy\":[{\"field\":\"/priority\"}]}"
+        let reversed = try ViewDefinition(json: Array(ascending.utf8))
+        let limitedContent = view.snapshot()
+        let resorted = view.redefine(reversed, source: source)
+        let resortedContent = NaiveView.content(reversed, source: source.snapshot())
+        #expect(view.snapshot() == resortedContent)
+        #expect(resortedContent.reduce(0) { $0 + $1.items.count } >= VersionedCollection.concurrentReplaceMinimum)
+        verify(resorted, from: limitedContent, to: resortedContent, "re-sorted")
+        #expect(view.members.count == view.index.count)
+
+        // The rebuilt members and index are kept up to date by the next change.
+        let moved = Item(id: "i1", data: json("{\"done\":false,\"priority\":200,\"status\":\"s4\"}"))
+        let since = source.version
+        _ = try source.apply([.updateItems([moved])])
+        let delta = try #require(SourceDelta(source: source, since: since))
+        let applied = view.apply(delta)
+        let updated = try #require(applied)
+        let final = NaiveView.content(reversed, source: source.snapshot())
+        #expect(view.snapshot() == final)
+        verify(updated, from: resortedContent, to: final, "updated after the re-sort")
     }
 }
