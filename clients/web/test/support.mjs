@@ -72,16 +72,21 @@ export async function startServer({ port = 0, dataDir, args = [] } = {}) {
     };
 }
 
-/** JSON over HTTP: resolves {status, body, headers}. */
+/** JSON over HTTP: resolves {status, body, headers}; a request that fails or takes over 30 s names itself. */
 export async function call(baseURL, method, route, body) {
-    const response = await fetch(baseURL + route, {
-        method,
-        headers: body === undefined ? {} : { "Content-Type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(30000),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
+    const started = Date.now();
+    try {
+        const response = await fetch(baseURL + route, {
+            method,
+            headers: body === undefined ? {} : { "Content-Type": "application/json" },
+            body: body === undefined ? undefined : JSON.stringify(body),
+            signal: AbortSignal.timeout(30000),
+        });
+        const text = await response.text();
+        return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
+    } catch (error) {
+        throw new Error(`${method} ${baseURL}${route} after ${Date.now() - started} ms: ${error.message}`, { cause: error });
+    }
 }
 
 /** mulberry32: a small seeded generator, so that a failing history can be replayed from its seed. */
