@@ -65,7 +65,8 @@ extension LiveView {
         members = [:]
         index = OrderedIndex()
         var order: [Int] = []
-        concurrently(&retired, &index, if: large) { retired in
+        // A new view has nothing old to free: the hop to a second thread would cost without gaining.
+        concurrently(&retired, &index, if: large && !retired.members.isEmpty) { retired in
             retired = ([:], OrderedIndex())
         } _: { index in
             order = LiveView.sortByKey(passed.flat, passed.bounds)
