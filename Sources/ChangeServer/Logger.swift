@@ -42,7 +42,8 @@ struct Logger: Sendable {
 }
 
 /// Hands whole lines to the log's writer thread, so that lines from several threads never interleave and no
-/// caller waits for stderr.
+/// caller waits for stderr; they are written at once, not collected as request lines are.
 func writeToStandardError(_ line: String) {
-    LogWriter.standardError.submit(Array(line.utf8), lines: line.utf8.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 })
+    LogWriter.standardError.submit(
+        Array(line.utf8), lines: line.utf8.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 }, urgent: true)
 }

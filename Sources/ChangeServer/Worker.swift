@@ -13,8 +13,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     /// Request lines of the current loop turn, formatted straight into bytes.
     private var requestLog: [UInt8] = []
     private var requestLogLines = 0
-    /// The time of the current loop turn, shared by its request lines.
-    private var requestLogTimestamp: [UInt8]?
+    /// The time of the current loop turn and the level, shared by its request lines (empty until the first).
+    private var requestLogPrefix: [UInt8] = []
+    /// Whether requests are logged (`--log-level` info or below), read once.
+    private let logsRequests: Bool
     /// Requests answered in a row with the same method, route and status, counted into `Metrics` together at the
     /// end of the loop turn or when another kind comes: a run of reads then takes the metrics' lock once, not once
     /// per request.
@@ -23,6 +25,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     init(app: App, server: HTTPServer) {
         self.app = app
         self.server = server
+        logsRequests = app.logger.level <= .info
         feed = Feed(metrics: app.metrics, caching: app.feedCaching) { [unowned server] exchanges, response in
             server.answer(exchanges, with: response)
         }
@@ -56,7 +59,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
             "\(Logger.timestamp()) error libmicrohttpd refused the \(status.rawValue) response to "
             + "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path)) (its headers do not fit the "
             + "connection's memory); " + (fallback ? "answered 500 instead" : "connection closed") + "\n"
-        LogWriter.standardError.submit(Array(line.utf8), lines: 1)
+        LogWriter.standardError.submit(Array(line.utf8), lines: 1, urgent: true)
     }
 
     func handle(_ exchange: Exchange) -> HandlerResult {
@@ -89,23 +92,11 @@ final class Worker: HTTPHandler, @unchecked Sendable {
 
     func didRespond(_ exchange: Exchange, status: HTTPStatus) {
         countRequest(method: exchange.method, route: exchange.route, status: status.rawValue)
-        guard app.logger.level <= .info else { return }
-        let timestamp = requestLogTimestamp ?? Array((Logger.timestamp() + " info ").utf8)
-        requestLogTimestamp = timestamp
-        // Written into a local array moved out of the stored one and back: appending to the stored property byte
-        // by byte checked exclusive access for every byte (a tenth of a fan-out's answers).
-        var log: [UInt8] = []
-        swap(&log, &requestLog)
-        log += timestamp
-        Self.appendEscaped(exchange.method, to: &log)
-        log.append(UInt8(ascii: " "))
-        Self.appendEscaped(exchange.path, to: &log)
-        log.append(UInt8(ascii: " "))
-        Self.appendDecimal(status.rawValue, to: &log)
-        log.append(UInt8(ascii: " "))
-        Self.appendDecimal(Int(MonotonicClock.now() - exchange.started), to: &log)
-        log += [UInt8(ascii: "m"), UInt8(ascii: "s"), UInt8(ascii: "\n")]
-        swap(&log, &requestLog)
+        guard logsRequests else { return }
+        if requestLogPrefix.isEmpty { requestLogPrefix = Array((Logger.timestamp() + " info ").utf8) }
+        requestLog.appendRequestLine(
+            prefix: requestLogPrefix, method: exchange.method, path: exchange.path, status: status.rawValue,
+            milliseconds: Int(MonotonicClock.now() - exchange.started))
         requestLogLines += 1
     }
 
@@ -122,14 +113,15 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     }
 
     /// Request lines of one loop turn go to the log's writer thread in one batch: a change fanned out to 10,000
-    /// polls logs 10,000 lines without 10,000 system calls, and the loop never waits for stderr.
+    /// polls logs 10,000 lines without 10,000 system calls, and the loop never waits for stderr. The writer
+    /// collects batches for a moment (`LogWriter.flushInterval`) before it writes them.
     func loopDidRun() {
         flushRequestCounts()
         guard !requestLog.isEmpty else { return }
         LogWriter.standardError.submit(requestLog, lines: requestLogLines)
         requestLog.removeAll(keepingCapacity: true)
         requestLogLines = 0
-        requestLogTimestamp = nil
+        requestLogPrefix.removeAll(keepingCapacity: true)
     }
 
     private func countRequest(method: String, route: String, status: Int) {
@@ -149,47 +141,4 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         app.metrics.request(method: method, route: route, status: status, count: count)
         pendingRequests.count = 0
     }
-
-    /// Control bytes, DEL, bytes past ASCII, `"` and `\` are written as `\xHH` (as nginx escapes its log):
-    /// a request line cannot forge a log line nor a terminal sequence.
-    private static func appendEscaped(_ text: String, to log: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { bytes in
-            guard bytes.contains(where: logNeedsEscape) else { return log.append(contentsOf: bytes) }
-            for byte in bytes {
-                if logNeedsEscape(byte) { log += logEscape(byte) } else { log.append(byte) }
-            }
-        }
-    }
-
-    /// Writes the digits from the most significant down, so that nothing is reversed in place afterwards.
-    private static func appendDecimal(_ value: Int, to log: inout [UInt8]) {
-        let value = max(value, 0)
-        var divisor = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            log.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
-    }
-}
-
-/// Whether a byte of a request is written escaped in the log.
-func logNeedsEscape(_ byte: UInt8) -> Bool {
-    byte < 0x20 || byte >= 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
-}
-
-/// `\xHH` for a byte.
-func logEscape(_ byte: UInt8) -> [UInt8] {
-    let digits = Array("0123456789ABCDEF".utf8)
-    return [UInt8(ascii: "\\"), UInt8(ascii: "x"), digits[Int(byte >> 4)], digits[Int(byte & 0xF)]]
-}
-
-/// Text from a request, escaped as the request log escapes it.
-func escapedForLog(_ text: String) -> String {
-    var bytes: [UInt8] = []
-    for byte in text.utf8 { bytes += logNeedsEscape(byte) ? logEscape(byte) : [byte] }
-    return String(decoding: bytes, as: UTF8.self)
 }

@@ -15,6 +15,7 @@ import Testing
             try server.client.put("/v1/collections/c", ["sections": []], headers: ["Authorization": "Bearer w-secret"])
                 .status == 201)
         #expect(try server.client.get("/v1/collections/c").status == 200)
+        #expect(waitUntil(timeout: 10) { server.log.contains(" GET /v1/collections/c 200 ") })
         #expect(!server.log.contains("w-secret"))
     }
 

@@ -157,10 +157,15 @@ final class HTTPServer: @unchecked Sendable {
             let timeout = runAgain ? 0 : waitTimeout(now: now)
             runAgain = false
             let ready = epoll_wait(loopEpoll, &events, Int32(events.count), timeout)
-            var counter: UInt64 = 0
-            _ = read(wakeDescriptor, &counter, 8)
+            let readyEvents = events.prefix(Int(max(0, ready)))
+            // The wake descriptor stays readable until it is read: a post that comes after this read wakes the
+            // next wait. Reading it only when it is ready spares a busy loop a system call per turn.
+            if readyEvents.contains(where: { $0.data.fd == wakeDescriptor }) {
+                var counter: UInt64 = 0
+                _ = read(wakeDescriptor, &counter, 8)
+            }
             runTasks()
-            for event in events.prefix(Int(max(0, ready))) {
+            for event in readyEvents {
                 if writing[event.data.fd] != nil {
                     continueWriting(event.data.fd, events: event.events)
                 } else if event.events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
