@@ -5,8 +5,10 @@ import Synchronization
 /// Writes the log to stderr on a thread of its own, so that no event loop, journal thread or snapshot ever blocks
 /// on a stderr that nobody reads. Each loop hands over the request lines of one turn at once; while more than
 /// `capacity` bytes wait, what comes is dropped and counted (`changeserver_log_lines_dropped_total`), as a log
-/// shipper's bounded buffer does. A batch larger than `capacity` still goes when nothing waits, so that a fan-out
-/// to many polls is logged. Once closed (the process is ending), lines are written at once.
+/// shipper's bounded buffer does. A batch of any size still goes while less than `flushBytes` waits (lines the
+/// writer is only collecting), so that a fan-out to many polls is logged even right after other requests; what
+/// waits is then at most `flushBytes` and one batch. Once closed (the process is ending), lines are written at
+/// once.
 ///
 /// Request lines are written in bulk, as nginx's `access_log … buffer= flush=` does: the first batch wakes the
 /// writer, which then collects for `flushInterval`, or until `flushBytes` wait, and writes them all with one
@@ -50,26 +52,29 @@ final class LogWriter: Sendable {
     /// Queues lines (`lines` of them); never blocks. Urgent lines are written at once, others within
     /// `flushInterval`. The writer thread starts with the first batch.
     func submit(_ batch: [UInt8], lines: Int, urgent: Bool = false) {
-        enum Outcome { case queued(wake: Bool), dropped, direct }
+        enum Outcome {
+            case queued(wake: Bool)
+            case dropped, direct
+        }
         let outcome = state.withLock { state -> Outcome in
             if state.closed { return .direct }
-            guard state.bytes == 0 || state.bytes + batch.count <= capacity else {
+            guard state.bytes < flushBytes || state.bytes + batch.count <= capacity else {
                 state.dropped += lines
                 return .dropped
             }
             // The writer waits for a first batch, then, while it collects, for a reason to stop collecting.
-            var wake = state.bytes == 0
+            var wakeWriter = state.bytes == 0
             state.batches.append(batch)
             state.bytes += batch.count
             if !state.hurry && (urgent || state.bytes >= flushBytes) {
                 state.hurry = true
-                wake = true
+                wakeWriter = true
             }
             if state.thread == nil { state.thread = JoinableThread { [self] in run() } }
-            return .queued(wake: wake)
+            return .queued(wake: wakeWriter)
         }
         switch outcome {
-        case .queued(let wake): if wake { self.wake.signal() }
+        case .queued(let wakeWriter): if wakeWriter { wake.signal() }
         case .direct: writeAll(batch)
         case .dropped: break
         }
@@ -88,8 +93,9 @@ final class LogWriter: Sendable {
         thread?.join()
     }
 
-    /// A wake the writer did not need (one that came after it stopped collecting) only makes it collect once more
-    /// for nothing: every pass writes whatever waits, and an empty pass writes nothing.
+    /// A wake the writer did not use (both signals of a batch came before it looked at `hurry`) stays with the
+    /// semaphore and only ends a later pass's collecting early: every pass writes whatever waits, an empty pass
+    /// writes nothing, and each spare wake costs at most one such pass.
     private func run() {
         while true {
             wake.wait()

@@ -20,15 +20,12 @@ extension [UInt8] {
     }
 
     private mutating func appendEscapedForLog(_ text: String) {
-        let contiguous: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
-            if bytes.contains(where: logNeedsEscape) { appendEscapedForLog(bytes) } else { append(contentsOf: bytes) }
-        }
-        if contiguous == nil { appendEscapedForLog(text.utf8) }
-    }
-
-    private mutating func appendEscapedForLog(_ bytes: some Sequence<UInt8>) {
-        for byte in bytes {
-            if logNeedsEscape(byte) { append(contentsOf: logEscape(byte)) } else { append(byte) }
+        var text = text
+        text.withUTF8 { bytes in
+            guard bytes.contains(where: logNeedsEscape) else { return append(contentsOf: bytes) }
+            for byte in bytes {
+                if logNeedsEscape(byte) { append(contentsOf: logEscape(byte)) } else { append(byte) }
+            }
         }
     }
 
