@@ -32,7 +32,7 @@ import Testing
         let path = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let directory = try DataDirectory.open(path)
-        FileManager.default.createFile(atPath: directory.segmentPath(1), contents: Data(bytes))
+        try #require(FileManager.default.createFile(atPath: directory.segmentPath(1), contents: Data(bytes)))
         let registry = Registry()
         let position = try Recovery.run(
             directory, executor: Executor(registry: registry, limits: HistoryLimits()), logger: Logger(level: .critical)

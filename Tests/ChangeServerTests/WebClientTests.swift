@@ -78,7 +78,7 @@ import Testing
         process.currentDirectoryURL = repository
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let logPath = try ServerProcess.temporaryDirectory() + "/output.log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         defer { try? FileManager.default.removeItem(atPath: (logPath as NSString).deletingLastPathComponent) }
         process.standardOutput = log
