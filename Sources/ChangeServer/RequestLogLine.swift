@@ -11,34 +11,21 @@ extension [UInt8] {
         append(UInt8(ascii: " "))
         appendEscapedForLog(path)
         append(UInt8(ascii: " "))
-        appendDecimalForLog(status)
+        appendDecimal(status)
         append(UInt8(ascii: " "))
-        appendDecimalForLog(milliseconds)
+        appendDecimal(milliseconds)
         append(UInt8(ascii: "m"))
         append(UInt8(ascii: "s"))
         append(UInt8(ascii: "\n"))
     }
 
-    private mutating func appendEscapedForLog(_ text: String) {
+    fileprivate mutating func appendEscapedForLog(_ text: String) {
         var text = text
         text.withUTF8 { bytes in
             guard bytes.contains(where: logNeedsEscape) else { return append(contentsOf: bytes) }
             for byte in bytes {
                 if logNeedsEscape(byte) { append(contentsOf: logEscape(byte)) } else { append(byte) }
             }
-        }
-    }
-
-    /// Writes the digits from the most significant down, so that nothing is reversed in place afterwards.
-    private mutating func appendDecimalForLog(_ value: Int) {
-        let value = Swift.max(value, 0)
-        var divisor = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
         }
     }
 }
@@ -57,6 +44,6 @@ func logEscape(_ byte: UInt8) -> [UInt8] {
 /// Text from a request, escaped as the request log escapes it.
 func escapedForLog(_ text: String) -> String {
     var bytes: [UInt8] = []
-    for byte in text.utf8 { bytes += logNeedsEscape(byte) ? logEscape(byte) : [byte] }
+    bytes.appendEscapedForLog(text)
     return String(decoding: bytes, as: UTF8.self)
 }

@@ -67,7 +67,7 @@ final class SharedResponse: Sendable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256 + response.body.count)
         bytes += "HTTP/1.1 ".utf8
-        appendDecimal(response.status.rawValue, to: &bytes)
+        bytes.appendDecimal(response.status.rawValue)
         bytes.append(UInt8(ascii: " "))
         if let reason = MHD_get_reason_phrase_for(UInt32(response.status.rawValue)) {
             bytes += UnsafeRawBufferPointer(start: reason, count: strlen(reason))
@@ -82,20 +82,10 @@ final class SharedResponse: Sendable {
             bytes += "\r\n".utf8
         }
         bytes += "Content-Length: ".utf8
-        appendDecimal(response.body.count, to: &bytes)
+        bytes.appendDecimal(response.body.count)
         bytes += "\r\n\r\n".utf8
         bytes += response.body
         return bytes
-    }
-
-    private static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
-        let start = bytes.count
-        var rest = value
-        repeat {
-            bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
-            rest /= 10
-        } while rest > 0
-        bytes[start...].reverse()
     }
 
     /// The current time as an HTTP date (`Tue, 01 Dec 2026 00:54:24 GMT`), as MHD writes it.
