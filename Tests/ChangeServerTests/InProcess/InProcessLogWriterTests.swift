@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Testing
 
@@ -66,43 +67,44 @@ import Testing
 
     private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-    @Test func anUrgentLineEndsTheCollectingAndKeepsTheOrder() throws {
+    /// Runs `body` with a writer into a pipe of its own, and closes the writer (while the pipe is still open) at the
+    /// end.
+    private func withWriter(
+        capacity: Int = 256 << 10, flushBytes: Int = 64 << 10, flushInterval: DispatchTimeInterval,
+        _ body: (Pipe, LogWriter) throws -> Void
+    ) throws {
         let pipe = try Pipe()
-        let writer = LogWriter(flushInterval: .seconds(600), descriptor: pipe.write)
-        defer {
-            writer.close()
-            withExtendedLifetime(pipe) {}
+        let writer = LogWriter(
+            capacity: capacity, flushBytes: flushBytes, flushInterval: flushInterval, descriptor: pipe.write)
+        defer { writer.close() }
+        try body(pipe, writer)
+    }
+
+    @Test func anUrgentLineEndsTheCollectingAndKeepsTheOrder() throws {
+        try withWriter(flushInterval: .seconds(600)) { pipe, writer in
+            writer.submit(bytes("GET /a 200 0ms\n"), lines: 1)
+            writer.submit(bytes("warning disk\n"), lines: 1, urgent: true)
+            let expected = bytes("GET /a 200 0ms\nwarning disk\n")
+            #expect(pipe.read(count: expected.count, within: 20) == expected)
         }
-        writer.submit(bytes("GET /a 200 0ms\n"), lines: 1)
-        writer.submit(bytes("warning disk\n"), lines: 1, urgent: true)
-        let expected = bytes("GET /a 200 0ms\nwarning disk\n")
-        #expect(pipe.read(count: expected.count, within: 20) == expected)
     }
 
     @Test func enoughBytesEndTheCollecting() throws {
-        let pipe = try Pipe()
-        let writer = LogWriter(flushBytes: 20, flushInterval: .seconds(600), descriptor: pipe.write)
-        defer {
-            writer.close()
-            withExtendedLifetime(pipe) {}
+        try withWriter(flushBytes: 20, flushInterval: .seconds(600)) { pipe, writer in
+            writer.submit(bytes("GET /a 200 0ms\n"), lines: 1)
+            writer.submit(bytes("GET /b 200 0ms\n"), lines: 1)
+            let expected = bytes("GET /a 200 0ms\nGET /b 200 0ms\n")
+            #expect(pipe.read(count: expected.count, within: 20) == expected)
         }
-        writer.submit(bytes("GET /a 200 0ms\n"), lines: 1)
-        writer.submit(bytes("GET /b 200 0ms\n"), lines: 1)
-        let expected = bytes("GET /a 200 0ms\nGET /b 200 0ms\n")
-        #expect(pipe.read(count: expected.count, within: 20) == expected)
     }
 
     @Test func requestLinesAreWrittenAfterTheInterval() throws {
-        let pipe = try Pipe()
-        let writer = LogWriter(flushInterval: .milliseconds(20), descriptor: pipe.write)
-        defer {
-            writer.close()
-            withExtendedLifetime(pipe) {}
-        }
-        for turn in 0..<3 {
-            let line = bytes("GET /\(turn) 200 0ms\n")
-            writer.submit(line, lines: 1)
-            #expect(pipe.read(count: line.count, within: 20) == line)
+        try withWriter(flushInterval: .milliseconds(20)) { pipe, writer in
+            for turn in 0..<3 {
+                let line = bytes("GET /\(turn) 200 0ms\n")
+                writer.submit(line, lines: 1)
+                #expect(pipe.read(count: line.count, within: 20) == line)
+            }
         }
     }
 
@@ -122,18 +124,14 @@ import Testing
     }
 
     @Test func aLargeBatchGoesWhileTheWriterOnlyCollects() throws {
-        let pipe = try Pipe()
-        let writer = LogWriter(capacity: 100, flushBytes: 50, flushInterval: .seconds(600), descriptor: pipe.write)
-        defer {
-            writer.close()
-            withExtendedLifetime(pipe) {}
+        try withWriter(capacity: 100, flushBytes: 50, flushInterval: .seconds(600)) { pipe, writer in
+            let first = bytes("GET /a 200 0ms\n")
+            let fanOut = Array(repeating: bytes("GET /v1/collections/c/changes 200 9ms\n"), count: 100).flatMap { $0 }
+            writer.submit(first, lines: 1)
+            writer.submit(fanOut, lines: 100)
+            #expect(writer.droppedLines == 0)
+            #expect(pipe.read(count: first.count + fanOut.count, within: 20) == first + fanOut)
         }
-        let first = bytes("GET /a 200 0ms\n")
-        let fanOut = Array(repeating: bytes("GET /v1/collections/c/changes 200 9ms\n"), count: 100).flatMap { $0 }
-        writer.submit(first, lines: 1)
-        writer.submit(fanOut, lines: 100)
-        #expect(writer.droppedLines == 0)
-        #expect(pipe.read(count: first.count + fanOut.count, within: 20) == first + fanOut)
     }
 
     @Test func linesPastTheCapacityAreDroppedAndCounted() throws {
