@@ -133,7 +133,7 @@ import Testing
         #expect(try server.client.put("/v1/collections/c", ["sections": []]).status == 201)
         #expect(FileManager.default.fileExists(atPath: nested + "/journal-00000000000000000001.log"))
 
-        FileManager.default.createFile(atPath: parent + "/file", contents: Data("x".utf8))
+        try #require(FileManager.default.createFile(atPath: parent + "/file", contents: Data("x".utf8)))
         let refused = Process()
         refused.executableURL = ServerProcess.binary
         refused.arguments = ["--port", "0", "--data-dir", parent + "/file/data"]
