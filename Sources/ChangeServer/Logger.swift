@@ -28,16 +28,35 @@ struct Logger: Sendable {
     func error(_ message: @autoclosure () -> String) { log(.error, message()) }
 
     static func timestamp() -> String {
+        var bytes: [UInt8] = []
+        appendTimestamp(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the time now, in UTC, as `2026-12-02T06:55:50.359Z`: written as bytes, since the request log
+    /// stamps every loop turn's lines with it.
+    static func appendTimestamp(to bytes: inout [UInt8]) {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         var parts = tm()
         var seconds = spec.tv_sec
         gmtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let millis = Int(spec.tv_nsec / 1_000_000)
-        let fraction = String(millis + 1000).dropFirst()
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(fraction)Z"
+        func append(_ value: Int32, digits: Int, then separator: Unicode.Scalar) {
+            var divisor: Int32 = 1
+            for _ in 1..<digits { divisor *= 10 }
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value / divisor % 10))
+                divisor /= 10
+            }
+            bytes.append(UInt8(ascii: separator))
+        }
+        append(parts.tm_year + 1900, digits: 4, then: "-")
+        append(parts.tm_mon + 1, digits: 2, then: "-")
+        append(parts.tm_mday, digits: 2, then: "T")
+        append(parts.tm_hour, digits: 2, then: ":")
+        append(parts.tm_min, digits: 2, then: ":")
+        append(parts.tm_sec, digits: 2, then: ".")
+        append(Int32(spec.tv_nsec / 1_000_000), digits: 3, then: "Z")
     }
 }
 

@@ -1,11 +1,74 @@
-/// The request log's line, `<timestamp> info <method> <path> <status> <duration>ms`, written straight into a loop
-/// turn's buffer: one call appends a whole line (one exclusive access to the worker's buffer, not one per byte),
-/// so that logging every request stays a small part of a small read's cost. The buffer grows as appending grows
-/// it (geometrically): reserving room for each line would make it grow by one line at a time.
+import Glibc
+
+/// The request lines of one loop turn, `<timestamp> info <method> <path> <status> <duration>ms`, formatted straight
+/// into bytes and handed to the log's writer thread together at the end of the turn. One value, so that a line
+/// costs the worker one exclusive access, not one per field.
+struct RequestLogBatch {
+    private(set) var bytes: [UInt8] = []
+    private(set) var lines = 0
+    /// The turn's timestamp and level, shared by its lines (empty until the first).
+    private var prefix: [UInt8] = []
+
+    mutating func add(method: String, path: UnsafeBufferPointer<UInt8>, status: Int, milliseconds: Int) {
+        if prefix.isEmpty {
+            Logger.appendTimestamp(to: &prefix)
+            prefix.append(contentsOf: " info ".utf8)
+        }
+        bytes.appendRequestLine(prefix: prefix, method: method, path: path, status: status, milliseconds: milliseconds)
+        lines += 1
+    }
+
+    /// Empties the batch, keeping its memory for the next turn.
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        lines = 0
+        prefix.removeAll(keepingCapacity: true)
+    }
+}
+
+/// The request log's line, written by one call into a turn's buffer. The buffer grows as appending grows it
+/// (geometrically): reserving room for each line would make it grow by one line at a time.
 extension [UInt8] {
     /// Appends one request line after `prefix` (the turn's timestamp and level, with its trailing space). Bytes of
     /// the method and path that could forge a line or a terminal sequence are escaped (`logNeedsEscape`).
-    mutating func appendRequestLine(prefix: [UInt8], method: String, path: String, status: Int, milliseconds: Int) {
+    mutating func appendRequestLine(
+        prefix: [UInt8], method: String, path: UnsafeBufferPointer<UInt8>, status: Int, milliseconds: Int
+    ) {
+        var method = method
+        method.withUTF8 { method in
+            guard !method.contains(where: logNeedsEscape), !path.contains(where: logNeedsEscape) else {
+                return appendEscapedLine(
+                    prefix: prefix, method: method, path: path, status: status, milliseconds: milliseconds)
+            }
+            // The usual line has nothing to escape: its length is known, and it is written on the stack in one
+            // pass, then appended with one copy.
+            let status = Swift.max(status, 0)
+            let milliseconds = Swift.max(milliseconds, 0)
+            let length =
+                prefix.count + method.count + path.count + decimalDigits(status) + decimalDigits(milliseconds) + 6
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { line in
+                guard var cursor = line.baseAddress else { return }
+                cursor = cursor.written(prefix)
+                cursor = cursor.written(method)
+                cursor = cursor.written(UInt8(ascii: " "))
+                cursor = cursor.written(path)
+                cursor = cursor.written(UInt8(ascii: " "))
+                cursor = cursor.writtenDecimal(status)
+                cursor = cursor.written(UInt8(ascii: " "))
+                cursor = cursor.writtenDecimal(milliseconds)
+                cursor = cursor.written(UInt8(ascii: "m"))
+                cursor = cursor.written(UInt8(ascii: "s"))
+                _ = cursor.written(UInt8(ascii: "\n"))
+                append(contentsOf: UnsafeBufferPointer(line))
+            }
+        }
+    }
+
+    /// `appendRequestLine` for a line with bytes to escape.
+    private mutating func appendEscapedLine(
+        prefix: [UInt8], method: UnsafeBufferPointer<UInt8>, path: UnsafeBufferPointer<UInt8>, status: Int,
+        milliseconds: Int
+    ) {
         append(contentsOf: prefix)
         appendEscapedForLog(method)
         append(UInt8(ascii: " "))
@@ -14,20 +77,54 @@ extension [UInt8] {
         appendDecimal(status)
         append(UInt8(ascii: " "))
         appendDecimal(milliseconds)
-        append(UInt8(ascii: "m"))
-        append(UInt8(ascii: "s"))
-        append(UInt8(ascii: "\n"))
+        append(contentsOf: "ms\n".utf8)
     }
 
-    fileprivate mutating func appendEscapedForLog(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            guard bytes.contains(where: logNeedsEscape) else { return append(contentsOf: bytes) }
-            for byte in bytes {
-                if logNeedsEscape(byte) { append(contentsOf: logEscape(byte)) } else { append(byte) }
-            }
+    fileprivate mutating func appendEscapedForLog(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard bytes.contains(where: logNeedsEscape) else { return append(contentsOf: bytes) }
+        for byte in bytes {
+            if logNeedsEscape(byte) { append(contentsOf: logEscape(byte)) } else { append(byte) }
         }
     }
+}
+
+extension UnsafeMutablePointer<UInt8> {
+    /// Writes `bytes` here; returns the position after them.
+    fileprivate func written(_ bytes: UnsafeBufferPointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
+        if let base = bytes.baseAddress { update(from: base, count: bytes.count) }
+        return self + bytes.count
+    }
+
+    fileprivate func written(_ bytes: [UInt8]) -> UnsafeMutablePointer<UInt8> {
+        bytes.withUnsafeBufferPointer { written($0) }
+    }
+
+    fileprivate func written(_ byte: UInt8) -> UnsafeMutablePointer<UInt8> {
+        pointee = byte
+        return self + 1
+    }
+
+    /// Writes the decimal digits of a value that is not negative; returns the position after them.
+    fileprivate func writtenDecimal(_ value: Int) -> UnsafeMutablePointer<UInt8> {
+        let digits = decimalDigits(value)
+        var rest = value
+        for index in stride(from: digits - 1, through: 0, by: -1) {
+            self[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+        }
+        return self + digits
+    }
+}
+
+/// The number of decimal digits of a value that is not negative.
+private func decimalDigits(_ value: Int) -> Int {
+    var digits = 1
+    var rest = value
+    while rest >= 10 {
+        rest /= 10
+        digits += 1
+    }
+    return digits
 }
 
 /// Whether a byte of a request is written escaped in the log.
@@ -43,7 +140,8 @@ func logEscape(_ byte: UInt8) -> [UInt8] {
 
 /// Text from a request, escaped as the request log escapes it.
 func escapedForLog(_ text: String) -> String {
+    var text = text
     var bytes: [UInt8] = []
-    bytes.appendEscapedForLog(text)
+    text.withUTF8 { bytes.appendEscapedForLog($0) }
     return String(decoding: bytes, as: UTF8.self)
 }

@@ -10,11 +10,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     let server: HTTPServer
     let feed: Feed
     let streams: StreamHub
-    /// Request lines of the current loop turn, formatted straight into bytes.
-    private var requestLog: [UInt8] = []
-    private var requestLogLines = 0
-    /// The time of the current loop turn and the level, shared by its request lines (empty until the first).
-    private var requestLogPrefix: [UInt8] = []
+    /// Request lines of the current loop turn.
+    private var requestLog = RequestLogBatch()
     /// Whether requests are logged (`--log-level` info or below), read once.
     private let logsRequests: Bool
     /// Requests answered in a row with the same method, route and status, counted into `Metrics` together at the
@@ -93,11 +90,27 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     func didRespond(_ exchange: Exchange, status: HTTPStatus) {
         countRequest(method: exchange.method, route: exchange.route, status: status.rawValue)
         guard logsRequests else { return }
-        if requestLogPrefix.isEmpty { requestLogPrefix = Array((Logger.timestamp() + " info ").utf8) }
-        requestLog.appendRequestLine(
-            prefix: requestLogPrefix, method: exchange.method, path: exchange.path, status: status.rawValue,
-            milliseconds: Int(MonotonicClock.now() - exchange.started))
-        requestLogLines += 1
+        var path = exchange.path
+        path.withUTF8 { path in
+            requestLog.add(
+                method: exchange.method, path: path, status: status.rawValue,
+                milliseconds: Int(MonotonicClock.now() - exchange.started))
+        }
+    }
+
+    func quickAnswer(path: UnsafeBufferPointer<UInt8>, header: (StaticString) -> String?)
+        -> (route: String, response: SharedResponse)?
+    {
+        guard let (route, response) = app.quickRead(path: path, header: header), let share = response.share else {
+            return nil
+        }
+        return (route, share.shared(response))
+    }
+
+    /// A quick answer is queued as soon as the request's headers are read: it took no time worth a millisecond.
+    func didAnswerQuickly(method: String, path: UnsafeBufferPointer<UInt8>, route: String, status: HTTPStatus) {
+        countRequest(method: method, route: route, status: status.rawValue)
+        if logsRequests { requestLog.add(method: method, path: path, status: status.rawValue, milliseconds: 0) }
     }
 
     var nextDeadline: Int64? {
@@ -117,11 +130,9 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     /// collects batches for a moment (`LogWriter.flushInterval`) before it writes them.
     func loopDidRun() {
         flushRequestCounts()
-        guard !requestLog.isEmpty else { return }
-        LogWriter.standardError.submit(requestLog, lines: requestLogLines)
-        requestLog.removeAll(keepingCapacity: true)
-        requestLogLines = 0
-        requestLogPrefix.removeAll(keepingCapacity: true)
+        guard requestLog.lines > 0 else { return }
+        LogWriter.standardError.submit(requestLog.bytes, lines: requestLog.lines)
+        requestLog.removeAll()
     }
 
     private func countRequest(method: String, route: String, status: Int) {

@@ -72,6 +72,46 @@ import Testing
         #expect(after.text.contains(#""id":"m3""#))
     }
 
+    /// Reads of an unchanged snapshot are answered before a request value is built (`App.quickRead`): on one
+    /// keep-alive connection, every read after the first gets the same bytes as the first, and the connection stays
+    /// open; each is counted and logged as any request is; a `GET` with a body still goes the usual way.
+    @Test func quickReadsKeepTheConnectionAndAreCountedAndLogged() throws {
+        let server = try ServerProcess()
+        let version = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)
+        let connection = try HTTPConnection(port: server.port)
+        defer { connection.close() }
+        connection.sendRequest("GET", "/v1/collections/c")
+        let first = try connection.readResponse()
+        #expect(first.status == 200 && first.header("ETag") == "\"\(version)\"")
+        for round in 0..<20 {
+            connection.sendRequest("GET", "/v1/collections/c")
+            let read = try connection.readResponse()
+            #expect(read.status == 200 && read.body == first.body, "round \(round)")
+            #expect(read.header("ETag") == first.header("ETag") && read.header("Connection") == nil, "round \(round)")
+            connection.sendRequest("HEAD", "/v1/collections/c")
+            let head = try connection.readResponse(method: "HEAD")
+            #expect(head.status == 200 && head.header("Content-Length") == first.header("Content-Length"))
+            connection.sendRequest("GET", "/v1/collections/c", headers: ["If-None-Match": "\"\(version)\""])
+            #expect(try connection.readResponse().status == 304, "round \(round)")
+        }
+        connection.sendRequest("GET", "/v1/collections/c", body: Array("{}".utf8))
+        let withBody = try connection.readResponse()
+        #expect(withBody.status == 200 && withBody.body == first.body)
+        #expect(!connection.isClosed(within: 0.2))
+
+        let metrics = try server.client.get("/metrics").text
+        for (method, status, count) in [("GET", 200, 22), ("HEAD", 200, 20), ("GET", 304, 20)] {
+            let labels = #"method="\#(method)",route="/v1/collections/{name}",status="\#(status)""#
+            #expect(metrics.contains("changeserver_requests_total{\(labels)} \(count)\n"))
+        }
+        #expect(
+            waitUntil(timeout: 10) {
+                server.log.components(separatedBy: " info GET /v1/collections/c 200 ").count - 1 == 22
+                    && server.log.components(separatedBy: " info HEAD /v1/collections/c 200 ").count - 1 == 20
+                    && server.log.components(separatedBy: " info GET /v1/collections/c 304 ").count - 1 == 20
+            })
+    }
+
     @Test func replaceDiffsAndNoOpKeepsVersion() throws {
         let server = try ServerProcess()
         let version1 = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)

@@ -43,6 +43,13 @@ protocol HTTPHandler: AnyObject {
     func response(to refusal: Refusal) -> Response
     /// A response was queued: one log line and the request metrics.
     func didRespond(_ exchange: Exchange, status: HTTPStatus)
+    /// The answer to a body-less `GET` or `HEAD` of `path` (raw, without its query) that needs no `Exchange`: a
+    /// response shared byte for byte by the requests like it (a snapshot at an unchanged version), with the route
+    /// template it matched; nil to take the request the usual way. `header` looks up a request header by name.
+    func quickAnswer(path: UnsafeBufferPointer<UInt8>, header: (StaticString) -> String?)
+        -> (route: String, response: SharedResponse)?
+    /// A quick answer was queued: its log line and the request metrics, as `didRespond`.
+    func didAnswerQuickly(method: String, path: UnsafeBufferPointer<UInt8>, route: String, status: HTTPStatus)
     /// The earliest deadline (monotonic milliseconds) the handler wants to be woken for, if any.
     var nextDeadline: Int64? { get }
     /// The loop woke up: expire what is due.
@@ -391,14 +398,23 @@ final class HTTPServer: @unchecked Sendable {
     ) -> MHD_Result {
         guard let handler else { return .NO }
         guard let opaque = context.pointee else {
-            let exchange = Exchange(
-                connection: connection, method: String(cString: method), path: String(cString: url),
-                isHTTP11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false)
-            context.pointee = Unmanaged.passRetained(exchange).toOpaque()
             inFlight += 1
-            return headersArrived(exchange, handler)
+            if mayAnswerQuickly(connection, method) {
+                context.pointee = UnsafeMutableRawPointer(bitPattern: Self.quickAnswerMark)
+                return .YES
+            }
+            return headersArrived(start(connection, method, url, version, context), handler)
         }
-        let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeUnretainedValue()
+        let exchange: Exchange
+        if UInt(bitPattern: opaque) == Self.quickAnswerMark {
+            if answerQuickly(connection, method, url, handler) { return .YES }
+            // No quick answer: the request goes the usual way from here, its headers screened now. With no body
+            // and no `Expect`, screening queues nothing (a refusal is kept and answered below).
+            exchange = start(connection, method, url, version, context)
+            guard headersArrived(exchange, handler) == .YES else { return .NO }
+        } else {
+            exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeUnretainedValue()
+        }
         // Answered outside MHD: MHD's side of the connection is closed (its socket is a placeholder by now, or the
         // client is gone).
         if exchange.leavesLibrary { return .NO }
@@ -433,6 +449,55 @@ final class HTTPServer: @unchecked Sendable {
             return .YES
         }
     }
+
+    /// The exchange of a request, made when it is first handled, and kept as MHD's context for the request.
+    private func start(
+        _ connection: OpaquePointer, _ method: UnsafePointer<CChar>, _ url: UnsafePointer<CChar>,
+        _ version: UnsafePointer<CChar>?, _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> Exchange {
+        let exchange = Exchange(
+            connection: connection, method: String(cString: method), path: String(cString: url),
+            isHTTP11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false)
+        context.pointee = Unmanaged.passRetained(exchange).toOpaque()
+        return exchange
+    }
+
+    /// Whether a request may have a quick answer (`answerQuickly`): a `GET` or `HEAD` without a body or `Expect`,
+    /// while the server is not stopping. Its answer is asked for in MHD's second call, as every answer is: MHD
+    /// closes the connection after a response queued in the first.
+    private func mayAnswerQuickly(_ connection: OpaquePointer, _ method: UnsafePointer<CChar>) -> Bool {
+        (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) && stopDeadline == nil
+            && MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") == nil
+            && MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") == nil
+            && MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect") == nil
+    }
+
+    /// Answers a request `mayAnswerQuickly` let through when the handler has a shared answer for it
+    /// (`HTTPHandler.quickAnswer`): no `Exchange`, no `Request`, no route matching. False when the request is to
+    /// take the usual way; nothing is queued then.
+    private func answerQuickly(
+        _ connection: OpaquePointer, _ method: UnsafePointer<CChar>, _ url: UnsafePointer<CChar>,
+        _ handler: HTTPHandler
+    ) -> Bool {
+        let path = UnsafeBufferPointer(
+            start: UnsafeRawPointer(url).assumingMemoryBound(to: UInt8.self), count: strlen(url))
+        let answer = handler.quickAnswer(path: path) { name in
+            // A literal's bytes end with a NUL: they are a C string as they are.
+            name.utf8Start.withMemoryRebound(to: CChar.self, capacity: name.utf8CodeUnitCount + 1) {
+                MHD_lookup_connection_value(connection, .HEADER_KIND, $0).map { String(cString: $0) }
+            }
+        }
+        guard let (route, response) = answer, response.isComplete, fits(response, on: connection),
+            response.queue(on: connection)
+        else { return false }
+        let isHead = strcmp(method, "HEAD") == 0
+        handler.didAnswerQuickly(method: isHead ? "HEAD" : "GET", path: path, route: route, status: response.status)
+        return true
+    }
+
+    /// The request context of a request that may have a quick answer (`mayAnswerQuickly`), as an address: no object
+    /// has it, and it is never dereferenced.
+    private static let quickAnswerMark: UInt = 1
 
     /// The first call for a request carries only its headers. Everything that can be refused from them is decided
     /// here, before a byte of the body is read: a body announced too large, or announced twice with different
@@ -548,6 +613,17 @@ final class HTTPServer: @unchecked Sendable {
         requestPoolBytes(of: exchange) + response.headerBytes + Self.poolBytesAdded <= options.connectionMemory
     }
 
+    /// `fits` for a request without an exchange, from the request's header bytes as MHD counted them.
+    private func fits(_ response: SharedResponse, on connection: OpaquePointer) -> Bool {
+        let headerBytes = Int(chttpd_request_header_size(connection))
+        let values =
+            Int(MHD_get_connection_values(connection, .HEADER_KIND, nil, nil))
+            + Int(MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, nil, nil))
+        return headerBytes > 0
+            && headerBytes + values * Self.poolBytesPerValue + response.headerBytes + Self.poolBytesAdded
+                <= options.connectionMemory
+    }
+
     /// The pool bytes the request takes (worked out once per exchange: a fan-out asks for each of its answers).
     private func requestPoolBytes(of exchange: Exchange) -> Int {
         if let bytes = exchange.requestPoolBytes { return bytes }
@@ -592,10 +668,11 @@ final class HTTPServer: @unchecked Sendable {
 
     private static let completedHandler: MHD_RequestCompletedCallback = { opaqueServer, _, context, _ in
         guard let opaqueServer, let context, let opaque = context.pointee else { return }
-        let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeRetainedValue()
         context.pointee = nil
         let server = Unmanaged<HTTPServer>.fromOpaque(opaqueServer).takeUnretainedValue()
         server.inFlight -= 1
+        if UInt(bitPattern: opaque) == quickAnswerMark { return }
+        let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeRetainedValue()
         server.releaseBody(of: exchange)
         server.unwatch(exchange)
     }

@@ -193,7 +193,8 @@ enum Route: Equatable {
         return name.withUTF8 { isValidName($0) }
     }
 
-    private static func isValidName(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    /// `isValidCollectionName` of a name's bytes.
+    static func isValidName(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let first = bytes.first, bytes.count <= 128 else { return false }
         func isAlphanumeric(_ byte: UInt8) -> Bool {
             (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)

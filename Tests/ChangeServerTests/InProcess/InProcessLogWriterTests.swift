@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Glibc
 import Testing
 
@@ -156,16 +157,30 @@ import Testing
     func aRequestLineEscapesWhatCouldForgeALine(byte: UInt8) {
         var path = Array("/v1/collections/a".utf8)
         path.append(byte)
-        let text = String(decoding: path, as: UTF8.self)
         var line: [UInt8] = []
-        line.appendRequestLine(prefix: bytes("T info "), method: "G\nET", path: text, status: 404, milliseconds: 12)
+        path.withUnsafeBufferPointer { path in
+            line.appendRequestLine(
+                prefix: bytes("T info "), method: "G\nET", path: path, status: 404, milliseconds: 12)
+        }
         // The test's own reading of the rule: control bytes, DEL, bytes past ASCII, `"` and `\` as `\xHH`.
         let hex = Array("0123456789ABCDEF")
-        let escapedPath = text.utf8.map { byte in
+        let escapedPath = path.map { byte in
             byte < 0x20 || byte >= 0x7F || byte == 0x22 || byte == 0x5C
                 ? "\\x\(hex[Int(byte >> 4)])\(hex[Int(byte & 0xF)])" : String(UnicodeScalar(byte))
         }.joined()
         #expect(String(decoding: line, as: UTF8.self) == "T info G\\x0AET \(escapedPath) 404 12ms\n")
         #expect(!line.dropLast().contains { $0 < 0x20 || $0 >= 0x7F || $0 == 0x22 })
+    }
+
+    /// Log lines are stamped with the time in UTC, to the millisecond, as ISO 8601 writes it.
+    @Test func theTimestampIsTheTimeNowInUTC() throws {
+        let before = Date()
+        let stamp = Logger.timestamp()
+        let after = Date()
+        #expect(stamp.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/) != nil, "\(stamp)")
+        let parser = ISO8601DateFormatter()
+        parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let time = try #require(parser.date(from: stamp))
+        #expect(time >= before.addingTimeInterval(-0.001) && time <= after, "\(stamp)")
     }
 }
