@@ -33,17 +33,17 @@ struct Logger: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Appends the time now, in UTC, as `2026-12-02T06:55:50.359Z`: written as bytes, since the request log
-    /// stamps every loop turn's lines with it.
-    static func appendTimestamp(to bytes: inout [UInt8]) {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
+    /// Appends the time (now unless given), in UTC, as `2026-12-02T06:55:50.359Z`: written as bytes, since the
+    /// request log stamps every loop turn's lines with it.
+    static func appendTimestamp(to bytes: inout [UInt8], at time: timespec = now()) {
         var parts = tm()
-        var seconds = spec.tv_sec
+        var seconds = time.tv_sec
         gmtime_r(&seconds, &parts)
+        /// At least `digits` digits, zero-padded; more if the value has them.
         func append(_ value: Int32, digits: Int, then separator: Unicode.Scalar) {
             var divisor: Int32 = 1
             for _ in 1..<digits { divisor *= 10 }
+            while divisor <= value / 10 { divisor *= 10 }
             while divisor > 0 {
                 bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value / divisor % 10))
                 divisor /= 10
@@ -56,7 +56,13 @@ struct Logger: Sendable {
         append(parts.tm_hour, digits: 2, then: ":")
         append(parts.tm_min, digits: 2, then: ":")
         append(parts.tm_sec, digits: 2, then: ".")
-        append(Int32(spec.tv_nsec / 1_000_000), digits: 3, then: "Z")
+        append(Int32(time.tv_nsec / 1_000_000), digits: 3, then: "Z")
+    }
+
+    private static func now() -> timespec {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return time
     }
 }
 

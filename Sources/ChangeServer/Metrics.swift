@@ -18,6 +18,7 @@ final class Metrics: Sendable {
         var pollTimeouts = 0
         var journalBytes = 0
         var responseFailures = 0
+        var quickReads = 0
         var writesRefusedForDisk = 0
         /// Cumulative fsync latency histogram: counts per upper bound (seconds), plus sum and count.
         var fsyncBuckets = [Int](repeating: 0, count: Metrics.fsyncBounds.count)
@@ -57,6 +58,7 @@ final class Metrics: Sendable {
     func pollsTimedOut(_ count: Int) { state.withLock { $0.pollTimeouts += count } }
     func setJournalBytes(_ bytes: Int) { state.withLock { $0.journalBytes = bytes } }
     func responseFailed() { state.withLock { $0.responseFailures += 1 } }
+    func quickReadsAnswered(_ count: Int) { state.withLock { $0.quickReads += count } }
     func writeRefusedForDisk() { state.withLock { $0.writesRefusedForDisk += 1 } }
 
     func fsyncTook(seconds: Double) {
@@ -121,6 +123,10 @@ final class Metrics: Sendable {
             "changeserver_response_failures_total", "counter",
             "Responses libmicrohttpd refused (headers too large for the connection), answered 500 or closed.")
         lines.append("changeserver_response_failures_total \(snapshot.responseFailures)")
+        metric(
+            "changeserver_quick_reads_total", "counter",
+            "Snapshot reads answered with the shared response from the request line, before routing.")
+        lines.append("changeserver_quick_reads_total \(snapshot.quickReads)")
         metric(
             "changeserver_log_lines_dropped_total", "counter",
             "Request log lines dropped because stderr did not keep up.")

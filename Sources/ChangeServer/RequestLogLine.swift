@@ -1,5 +1,3 @@
-import Glibc
-
 /// The request lines of one loop turn, `<timestamp> info <method> <path> <status> <duration>ms`, formatted straight
 /// into bytes and handed to the log's writer thread together at the end of the turn. One value, so that a line
 /// costs the worker one exclusive access, not one per field.
@@ -40,8 +38,8 @@ extension [UInt8] {
                 return appendEscapedLine(
                     prefix: prefix, method: method, path: path, status: status, milliseconds: milliseconds)
             }
-            // The usual line has nothing to escape: its length is known, and it is written on the stack in one
-            // pass, then appended with one copy.
+            // The usual line has nothing to escape: its length is known, and it is written in one pass into a
+            // temporary buffer (on the stack unless the path is long), then appended with one copy.
             let status = Swift.max(status, 0)
             let milliseconds = Swift.max(milliseconds, 0)
             let length =
@@ -58,7 +56,8 @@ extension [UInt8] {
                 cursor = cursor.writtenDecimal(milliseconds)
                 cursor = cursor.written(UInt8(ascii: "m"))
                 cursor = cursor.written(UInt8(ascii: "s"))
-                _ = cursor.written(UInt8(ascii: "\n"))
+                cursor = cursor.written(UInt8(ascii: "\n"))
+                assert(cursor - line.baseAddress.unsafelyUnwrapped == length, "the line's length was counted exactly")
                 append(contentsOf: UnsafeBufferPointer(line))
             }
         }
@@ -89,9 +88,9 @@ extension [UInt8] {
 }
 
 extension UnsafeMutablePointer<UInt8> {
-    /// Writes `bytes` here; returns the position after them.
+    /// Writes `bytes` into the uninitialized memory here; returns the position after them.
     fileprivate func written(_ bytes: UnsafeBufferPointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
-        if let base = bytes.baseAddress { update(from: base, count: bytes.count) }
+        if let base = bytes.baseAddress { initialize(from: base, count: bytes.count) }
         return self + bytes.count
     }
 
@@ -100,16 +99,17 @@ extension UnsafeMutablePointer<UInt8> {
     }
 
     fileprivate func written(_ byte: UInt8) -> UnsafeMutablePointer<UInt8> {
-        pointee = byte
+        initialize(to: byte)
         return self + 1
     }
 
-    /// Writes the decimal digits of a value that is not negative; returns the position after them.
+    /// Writes the decimal digits of a value that is not negative, as `appendDecimal` appends them, into memory
+    /// counted for them in advance (`decimalDigits`); returns the position after them.
     fileprivate func writtenDecimal(_ value: Int) -> UnsafeMutablePointer<UInt8> {
         let digits = decimalDigits(value)
         var rest = value
         for index in stride(from: digits - 1, through: 0, by: -1) {
-            self[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+            (self + index).initialize(to: UInt8(ascii: "0") + UInt8(rest % 10))
             rest /= 10
         }
         return self + digits

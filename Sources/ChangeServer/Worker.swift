@@ -18,6 +18,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     /// end of the loop turn or when another kind comes: a run of reads then takes the metrics' lock once, not once
     /// per request.
     private var pendingRequests = (method: "", route: "", status: 0, count: 0)
+    /// Quick answers of this loop turn (`didAnswerQuickly`), counted into `Metrics` at its end.
+    private var quickReads = 0
 
     init(app: App, server: HTTPServer) {
         self.app = app
@@ -98,7 +100,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         }
     }
 
-    func quickAnswer(path: UnsafeBufferPointer<UInt8>, header: (StaticString) -> String?)
+    func quickAnswer(path: UnsafeBufferPointer<UInt8>, header: (String) -> String?)
         -> (route: String, response: SharedResponse)?
     {
         guard let (route, response) = app.quickRead(path: path, header: header), let share = response.share else {
@@ -110,6 +112,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     /// A quick answer is queued as soon as the request's headers are read: it took no time worth a millisecond.
     func didAnswerQuickly(method: String, path: UnsafeBufferPointer<UInt8>, route: String, status: HTTPStatus) {
         countRequest(method: method, route: route, status: status.rawValue)
+        quickReads += 1
         if logsRequests { requestLog.add(method: method, path: path, status: status.rawValue, milliseconds: 0) }
     }
 
@@ -147,6 +150,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     }
 
     private func flushRequestCounts() {
+        if quickReads > 0 {
+            app.metrics.quickReadsAnswered(quickReads)
+            quickReads = 0
+        }
         guard pendingRequests.count > 0 else { return }
         let (method, route, status, count) = pendingRequests
         app.metrics.request(method: method, route: route, status: status, count: count)

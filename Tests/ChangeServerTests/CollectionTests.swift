@@ -100,6 +100,8 @@ import Testing
         #expect(!connection.isClosed(within: 0.2))
 
         let metrics = try server.client.get("/metrics").text
+        // The first read and the one with a body took the usual way; the other 60 were answered quickly.
+        #expect(metrics.contains("changeserver_quick_reads_total 60\n"))
         for (method, status, count) in [("GET", 200, 22), ("HEAD", 200, 20), ("GET", 304, 20)] {
             let labels = #"method="\#(method)",route="/v1/collections/{name}",status="\#(status)""#
             #expect(metrics.contains("changeserver_requests_total{\(labels)} \(count)\n"))

@@ -46,7 +46,7 @@ protocol HTTPHandler: AnyObject {
     /// The answer to a body-less `GET` or `HEAD` of `path` (raw, without its query) that needs no `Exchange`: a
     /// response shared byte for byte by the requests like it (a snapshot at an unchanged version), with the route
     /// template it matched; nil to take the request the usual way. `header` looks up a request header by name.
-    func quickAnswer(path: UnsafeBufferPointer<UInt8>, header: (StaticString) -> String?)
+    func quickAnswer(path: UnsafeBufferPointer<UInt8>, header: (String) -> String?)
         -> (route: String, response: SharedResponse)?
     /// A quick answer was queued: its log line and the request metrics, as `didRespond`.
     func didAnswerQuickly(method: String, path: UnsafeBufferPointer<UInt8>, route: String, status: HTTPStatus)
@@ -482,10 +482,8 @@ final class HTTPServer: @unchecked Sendable {
         let path = UnsafeBufferPointer(
             start: UnsafeRawPointer(url).assumingMemoryBound(to: UInt8.self), count: strlen(url))
         let answer = handler.quickAnswer(path: path) { name in
-            // A literal's bytes end with a NUL: they are a C string as they are.
-            name.utf8Start.withMemoryRebound(to: CChar.self, capacity: name.utf8CodeUnitCount + 1) {
-                MHD_lookup_connection_value(connection, .HEADER_KIND, $0).map { String(cString: $0) }
-            }
+            // `withCString`: a short name is copied on the stack, where passing the String would allocate.
+            name.withCString { MHD_lookup_connection_value(connection, .HEADER_KIND, $0).map { String(cString: $0) } }
         }
         guard let (route, response) = answer, response.isComplete, fits(response, on: connection),
             response.queue(on: connection)

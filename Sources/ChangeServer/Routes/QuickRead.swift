@@ -1,8 +1,8 @@
 import Glibc
 
 /// The snapshot read of an unchanged collection or view, answered from the request line and a header or two, before
-/// a `Request` is built: the server's most frequent request then costs about what serving a static body costs (the
-/// way the fastest C servers serve their hottest responses from a cache in front of their request pipeline).
+/// a `Request` is built: the server's most frequent request then costs about what serving a static body costs
+/// (README, "Quick snapshot reads": 9,100 instructions a read with the request log where the usual way took 16,800).
 ///
 /// It gives the same answer `handle` gives, byte for byte (the shared `200` or `304` of `EncodedSnapshot`), and only
 /// where nothing else could change that answer; every other request, and every case it is unsure of, returns nil and
@@ -12,7 +12,7 @@ import Glibc
 extension App {
     /// The route template and the shared answer of a body-less `GET` or `HEAD` of `path` (raw, without its query);
     /// `header` looks up a request header by name (case-insensitive).
-    func quickRead(path: UnsafeBufferPointer<UInt8>, header: (StaticString) -> String?) -> (route: String, Response)? {
+    func quickRead(path: UnsafeBufferPointer<UInt8>, header: (String) -> String?) -> (route: String, Response)? {
         guard config.readToken == nil, config.writeToken == nil, currentState == .serving,
             let (kind, name) = Route.snapshotSubject(path)
         else { return nil }

@@ -183,4 +183,29 @@ import Testing
         let time = try #require(parser.date(from: stamp))
         #expect(time >= before.addingTimeInterval(-0.001) && time <= after, "\(stamp)")
     }
+
+    /// Fields are zero-padded to their width, the year is written whole, and the milliseconds are truncated.
+    @Test(arguments: [
+        (0, 0, "1970-01-01T00:00:00.000Z"),
+        (1_764_658_550, 359_999_999, "2025-12-02T06:55:50.359Z"),
+        (951_782_399, 999_000_000, "2000-02-28T23:59:59.999Z"),
+        (253_402_300_800, 1_000_000, "10000-01-01T00:00:00.001Z"),
+    ])
+    func aTimestampIsWrittenInFullForAnyTime(seconds: Int, nanoseconds: Int, expected: String) {
+        var bytes = Array("x ".utf8)
+        Logger.appendTimestamp(to: &bytes, at: timespec(tv_sec: seconds, tv_nsec: nanoseconds))
+        #expect(String(decoding: bytes, as: UTF8.self) == "x " + expected)
+    }
+
+    /// A line with nothing to escape is written in one pass: after what the buffer holds, exactly these bytes.
+    @Test(arguments: [(200, 0), (304, 9), (404, 10), (503, 12345), (-1, -5)])
+    func aRequestLineIsWrittenExactly(status: Int, milliseconds: Int) {
+        var line = bytes("earlier\n")
+        Array("/v1/collections/inbox".utf8).withUnsafeBufferPointer { path in
+            line.appendRequestLine(
+                prefix: bytes("T info "), method: "HEAD", path: path, status: status, milliseconds: milliseconds)
+        }
+        let expected = "earlier\nT info HEAD /v1/collections/inbox \(max(status, 0)) \(max(milliseconds, 0))ms\n"
+        #expect(String(decoding: line, as: UTF8.self) == expected)
+    }
 }

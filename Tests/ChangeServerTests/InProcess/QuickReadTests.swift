@@ -25,7 +25,7 @@ import Testing
         var path = path
         return path.withUTF8 { bytes in
             server.app.quickRead(path: bytes) { name in
-                headers.first { $0.0.lowercased() == name.description.lowercased() }?.1
+                headers.first { $0.0.lowercased() == name.lowercased() }?.1
             }
         }.map { ($0.route, Answer($0.1)) }
     }
