@@ -4,14 +4,13 @@ import Foundation
 /// A real ChangeServer process on a free loopback port, started from the binary this test run built, and
 /// stopped by its PID when the test is done.
 final class ServerProcess: @unchecked Sendable {
-    // @unchecked: the log text is guarded by logLock; everything else is set once in init.
+    // @unchecked: the log is a locked box; everything else is set once in init.
     let process = Process()
     let port: Int
     private let errorPipe = Pipe()
     /// Signalled once, when the process exits.
     private let exited = DispatchSemaphore(value: 0)
-    private let logLock = NSLock()
-    private var logText = ""
+    private let logText = LockedText()
 
     /// The built `ChangeServer` next to the test bundle.
     static var binary: URL {
@@ -50,7 +49,7 @@ final class ServerProcess: @unchecked Sendable {
         process.terminationHandler = { [exited] _ in exited.signal() }
         try process.run()
         let (found, pending) = Self.readListeningPort(errorPipe.fileHandleForReading, within: Self.startTimeout)
-        logText = pending
+        logText.append(pending)
         guard let port = found else {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -58,11 +57,26 @@ final class ServerProcess: @unchecked Sendable {
             throw TestFailure("the server did not listen within \(Self.startTimeout) s: \(pending)")
         }
         self.port = port
-        errorPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self, !data.isEmpty else { return }
-            self.logLock.withLock { self.logText += String(decoding: data, as: UTF8.self) }
+        Self.readUntilEnd(errorPipe, into: logText)
+    }
+
+    /// Reads the rest of `stderr` on a thread of its own with blocking reads, until the end of the stream (every
+    /// writer gone). Not `FileHandle.readabilityHandler`: tearing down its libdispatch read source races the
+    /// descriptor's close and has crashed test processes in `_dispatch_event_loop_drain`
+    /// (swift-corelibs-libdispatch#949). The thread holds the pipe, so its descriptor stays open while it reads.
+    private static func readUntilEnd(_ pipe: Pipe, into log: LockedText) {
+        let thread = Thread {
+            let descriptor = pipe.fileHandleForReading.fileDescriptor
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(descriptor, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return }
+                log.append(String(decoding: buffer[..<count], as: UTF8.self))
+            }
         }
+        thread.name = "server stderr"
+        thread.start()
     }
 
     /// The server's base URL.
@@ -96,7 +110,7 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// Everything the server wrote to stderr so far.
-    var log: String { logLock.withLock { logText } }
+    var log: String { logText.value }
 
     /// Sends a signal and waits up to `timeout` seconds for the exit status.
     @discardableResult
@@ -122,7 +136,6 @@ final class ServerProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-        errorPipe.fileHandleForReading.readabilityHandler = nil
         if ownsDataDirectory { try? FileManager.default.removeItem(atPath: dataDirectory) }
     }
 
@@ -132,4 +145,15 @@ final class ServerProcess: @unchecked Sendable {
         guard let path = mkdtemp(&template) else { throw TestFailure("mkdtemp failed") }
         return String(cString: path)
     }
+}
+
+/// Text appended by one thread and read by others.
+final class LockedText: @unchecked Sendable {
+    // @unchecked: text is only touched under lock.
+    private let lock = NSLock()
+    private var text = ""
+
+    func append(_ more: String) { lock.withLock { text += more } }
+
+    var value: String { lock.withLock { text } }
 }
