@@ -9,7 +9,7 @@ import Testing
         let result = try await onOwnThread {
             try LiveWebClientTests.run(
                 ["node", "--test", "clients/web/test/cache.test.mjs"],
-                environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 560)
+                environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 840)
         }
         #expect(result.status == 0, "node --test failed:\n\(result.output)")
         #expect(!result.output.contains("# skipped 1") && !result.output.contains("SKIP"), "skipped:\n\(result.output)")

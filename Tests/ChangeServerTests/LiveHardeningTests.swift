@@ -93,7 +93,7 @@ import Testing
         let response = try connection.readResponse()
         #expect(response.status == 500)
         #expect(try metric(server, "changeserver_response_failures_total") == 1)
-        #expect(server.log.contains("libmicrohttpd refused the 200 response"))
+        #expect(waitUntil(timeout: 10) { server.log.contains("libmicrohttpd refused the 200 response") })
         let fits = try server.client.get(
             "/healthz", headers: ["Origin": "https://" + String(repeating: "a", count: 3000)])
         #expect(fits.status == 200)

@@ -71,7 +71,7 @@ final class ServerProcess: @unchecked Sendable {
             while true {
                 let count = read(descriptor, &buffer, buffer.count)
                 if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { return }
+                guard count > 0 else { return log.finish() }
                 log.append(String(decoding: buffer[..<count], as: UTF8.self))
             }
         }
@@ -109,14 +109,13 @@ final class ServerProcess: @unchecked Sendable {
         return (nil, text)
     }
 
-    /// Everything the server wrote to stderr so far.
+    /// Everything the server wrote to stderr so far; once it has exited (`stop`, `waitForExit`), everything.
     var log: String { logText.value }
 
     /// Sends a signal and waits up to `timeout` seconds for the exit status.
     @discardableResult
     func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
-        guard process.isRunning else { return process.terminationStatus }
-        kill(process.processIdentifier, signal)
+        if process.isRunning { kill(process.processIdentifier, signal) }
         return waitForExit(timeout: timeout)
     }
 
@@ -125,9 +124,11 @@ final class ServerProcess: @unchecked Sendable {
         if process.isRunning && exited.wait(timeout: .now() + timeout) == .timedOut {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
+            logText.waitUntilFinished(timeout: 5)
             return nil
         }
         process.waitUntilExit()
+        logText.waitUntilFinished(timeout: 5)
         return process.terminationStatus
     }
 
@@ -147,13 +148,30 @@ final class ServerProcess: @unchecked Sendable {
     }
 }
 
-/// Text appended by one thread and read by others.
+/// Text appended by one thread and read by others, until its writer says it is finished.
 final class LockedText: @unchecked Sendable {
-    // @unchecked: text is only touched under lock.
-    private let lock = NSLock()
+    // @unchecked: text and finished are only touched under the condition's lock.
+    private let condition = NSCondition()
     private var text = ""
+    private var finished = false
 
-    func append(_ more: String) { lock.withLock { text += more } }
+    func append(_ more: String) { condition.withLock { text += more } }
 
-    var value: String { lock.withLock { text } }
+    func finish() {
+        condition.withLock {
+            finished = true
+            condition.broadcast()
+        }
+    }
+
+    /// Waits up to `timeout` seconds for the writer to finish (the end of the stream: a process that exited has
+    /// closed its side, unless a child it started still holds it).
+    func waitUntilFinished(timeout: Double) {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.withLock {
+            while !finished && condition.wait(until: deadline) {}
+        }
+    }
+
+    var value: String { condition.withLock { text } }
 }

@@ -69,7 +69,7 @@ const collapsing = (title, program, startFront, count, workers) => describe(titl
         await server?.stop();
     });
 
-    test(`${count} subscribers, 50 mutations, then 3 idle timeouts`, { timeout: 400000 }, async () => {
+    test(`${count} subscribers, 50 mutations, then 3 idle timeouts`, { timeout: 600000 }, async () => {
         const runSeed = seed();
         const rng = random(runSeed);
         const counter = { next: 0 };
