@@ -40,8 +40,8 @@ extension [UInt8] {
             }
             // The usual line has nothing to escape: its length is known, and it is written in one pass into a
             // temporary buffer (on the stack unless the path is long), then appended with one copy.
-            let status = Swift.max(status, 0)
-            let milliseconds = Swift.max(milliseconds, 0)
+            let status = UInt(Swift.max(status, 0))
+            let milliseconds = UInt(Swift.max(milliseconds, 0))
             let length =
                 prefix.count + method.count + path.count + decimalDigits(status) + decimalDigits(milliseconds) + 6
             withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { line in
@@ -102,29 +102,6 @@ extension UnsafeMutablePointer<UInt8> {
         initialize(to: byte)
         return self + 1
     }
-
-    /// Writes the decimal digits of a value that is not negative, as `appendDecimal` appends them, into memory
-    /// counted for them in advance (`decimalDigits`); returns the position after them.
-    fileprivate func writtenDecimal(_ value: Int) -> UnsafeMutablePointer<UInt8> {
-        let digits = decimalDigits(value)
-        var rest = value
-        for index in stride(from: digits - 1, through: 0, by: -1) {
-            (self + index).initialize(to: UInt8(ascii: "0") + UInt8(rest % 10))
-            rest /= 10
-        }
-        return self + digits
-    }
-}
-
-/// The number of decimal digits of a value that is not negative.
-private func decimalDigits(_ value: Int) -> Int {
-    var digits = 1
-    var rest = value
-    while rest >= 10 {
-        rest /= 10
-        digits += 1
-    }
-    return digits
 }
 
 /// Whether a byte of a request is written escaped in the log.

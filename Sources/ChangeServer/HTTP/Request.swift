@@ -37,7 +37,9 @@ struct Request: Sendable {
     }
 
     /// Whether a stored (lowercased) header name is `name` in any case; header names are ASCII (RFC 9110 §5.1).
+    /// Names of another length (most of them) are told apart without comparing bytes.
     private static func equalsLowercased(_ stored: String, _ name: String) -> Bool {
-        stored.utf8.elementsEqual(name.utf8) { $0 == ($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
+        stored.utf8.count == name.utf8.count
+            && stored.utf8.elementsEqual(name.utf8) { $0 == ($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
     }
 }

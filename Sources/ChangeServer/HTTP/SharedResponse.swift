@@ -42,7 +42,12 @@ final class SharedResponse: Sendable {
         var bytes = 0
         if let created {
             for header in response.headers {
-                complete = complete && MHD_add_response_header(created, header.name, header.value) == .YES
+                // withCString hands over a native string's own bytes; passing the strings would copy each into an array.
+                complete =
+                    complete
+                    && header.name.withCString { name in
+                        header.value.withCString { value in MHD_add_response_header(created, name, value) == .YES }
+                    }
                 bytes += header.name.utf8.count + header.value.utf8.count + 4
             }
         }

@@ -91,25 +91,41 @@ struct JSONValue {
         }
     }
 
-    /// The object's members, in the order of the text.
-    var members: [(key: String, value: JSONValue)]? {
-        guard node.kind == .object else { return nil }
-        var result: [(key: String, value: JSONValue)] = []
+    /// The object's members with their keys' decoded UTF-8 bytes (a slice of the body unless the key has escapes),
+    /// in the order of the text: what canonical form sorts, without making a `String` of each key.
+    var memberBytes: [(key: ArraySlice<UInt8>, value: JSONValue)] {
+        guard node.kind == .object else { return [] }
+        var result: [(key: ArraySlice<UInt8>, value: JSONValue)] = []
         result.reserveCapacity(Int(node.b))
         var key = index + 1
         while key < Int(node.a) {
-            result.append((tape.string(at: key) ?? "", JSONValue(tape, key + 1)))
+            result.append((tape.stringBytes(at: key), JSONValue(tape, key + 1)))
             key = tape.next(after: key + 1)
         }
         return result
     }
 
+    /// A string's text as it stands in the body when it has no escapes, which is then its decoded text too.
+    var unescapedText: ArraySlice<UInt8>? {
+        node.kind == .string ? tape.stringBytes(at: index) : nil
+    }
+
+    /// The first of the object's keys that is not one of `allowed` (nil when all are, or for a non-object).
+    func firstKey(notIn allowed: [String]) -> String? {
+        guard node.kind == .object else { return nil }
+        var key = index + 1
+        while key < Int(node.a) {
+            if !allowed.contains(where: { tape.string(at: key, equals: $0) }) { return tape.string(at: key) }
+            key = tape.next(after: key + 1)
+        }
+        return nil
+    }
+
     subscript(key: String) -> JSONValue? {
         guard node.kind == .object else { return nil }
-        let wanted = Array(key.utf8)
         var member = index + 1
         while member < Int(node.a) {
-            if tape.keyBytes(at: member) == wanted { return JSONValue(tape, member + 1) }
+            if tape.string(at: member, equals: key) { return JSONValue(tape, member + 1) }
             member = tape.next(after: member + 1)
         }
         return nil
@@ -171,14 +187,30 @@ final class JSONTape {
     func string(at index: Int) -> String? {
         let node = nodes[index]
         guard node.kind == .string || node.kind == .escapedString else { return nil }
-        return String(decoding: keyBytes(at: index), as: UTF8.self)
+        return String(decoding: stringBytes(at: index), as: UTF8.self)
     }
 
-    /// The decoded UTF-8 bytes of the string at `index`.
-    func keyBytes(at index: Int) -> [UInt8] {
+    /// The decoded UTF-8 bytes of the string at `index`: a slice of the body, or of a decoded copy when the string
+    /// has escapes.
+    func stringBytes(at index: Int) -> ArraySlice<UInt8> {
         let node = nodes[index]
         let text = bytes[Int(node.a)..<Int(node.a + node.b)]
-        return node.kind == .escapedString ? JSONParser.unescape(text) : Array(text)
+        return node.kind == .escapedString ? JSONParser.unescape(text)[...] : text
+    }
+
+    /// Whether the string at `index` decodes to `text`, compared without copying a string without escapes.
+    func string(at index: Int, equals text: String) -> Bool {
+        let node = nodes[index]
+        guard node.kind == .string else {
+            return node.kind == .escapedString && stringBytes(at: index).elementsEqual(text.utf8)
+        }
+        guard Int(node.b) == text.utf8.count else { return false }
+        var text = text
+        return text.withUTF8 { wanted in
+            bytes.withUnsafeBufferPointer { body in
+                UnsafeBufferPointer(rebasing: body[Int(node.a)..<Int(node.a + node.b)]).elementsEqual(wanted)
+            }
+        }
     }
 
     func integer(at index: Int) -> Int? {

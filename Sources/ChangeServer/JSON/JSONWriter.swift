@@ -1,63 +1,140 @@
 /// Writes JSON text into bytes. The server encodes every response with it, so that one changeset is turned into
 /// bytes once, without building a tree of values first.
-struct JSONWriter {
-    private(set) var bytes: [UInt8] = []
+///
+/// The text is written into memory of its own, grown by doubling, and copied out once by `bytes`: appending to an
+/// array byte by byte checked its uniqueness and capacity at every byte, and a small changeset cost about 50
+/// instructions per byte written. Not copyable, so that the memory has exactly one owner.
+struct JSONWriter: ~Copyable {
+    private var start: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private var count = 0
     /// Whether the object being written has a member already (so that the next one needs a comma).
     private var objectHasMembers = false
 
     init(capacity: Int = 256) {
-        bytes.reserveCapacity(capacity)
+        self.capacity = max(capacity, 16)
+        start = .allocate(capacity: self.capacity)
     }
 
+    deinit {
+        start.deallocate()
+    }
+
+    /// What was written so far.
+    var bytes: [UInt8] { Array(UnsafeBufferPointer(start: start, count: count)) }
+
+    @inline(__always)
     mutating func raw(_ text: StaticString) {
-        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        text.withUTF8Buffer { raw($0) }
     }
 
     mutating func raw(_ other: [UInt8]) {
-        bytes.append(contentsOf: other)
+        other.withUnsafeBufferPointer { raw($0) }
+    }
+
+    @inline(__always)
+    mutating func raw(_ other: UnsafeBufferPointer<UInt8>) {
+        guard let source = other.baseAddress else { return }
+        reserve(other.count)
+        (start + count).initialize(from: source, count: other.count)
+        count += other.count
     }
 
     mutating func integer(_ value: Int) {
-        bytes.append(contentsOf: String(value).utf8)
+        if value < 0 { byte(UInt8(ascii: "-")) }
+        digits(value.magnitude)
     }
 
-    /// A JSON string: quotes, backslashes and control characters escaped, everything else as UTF-8.
+    /// The decimal digits of `value`, unquoted.
+    mutating func digits(_ value: UInt) {
+        reserve(20)
+        count = (start + count).writtenDecimal(value) - start
+    }
+
+    /// A JSON string: quotes, backslashes and control characters escaped, everything else as UTF-8. Runs that need
+    /// no escape (usually the whole string) are copied as they are.
     mutating func string(_ text: String) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): raw("\\\"")
-            case UInt8(ascii: "\\"): raw("\\\\")
-            case 0x0A: raw("\\n")
-            case 0x0D: raw("\\r")
-            case 0x09: raw("\\t")
-            case 0x08: raw("\\b")
-            case 0x0C: raw("\\f")
-            case 0..<0x20:
-                raw("\\u00")
-                bytes.append(Self.hexDigits[Int(byte >> 4)])
-                bytes.append(Self.hexDigits[Int(byte & 0xF)])
-            default: bytes.append(byte)
-            }
+        var text = text
+        text.withUTF8 { string(utf8: $0) }
+    }
+
+    /// `string` for text given as UTF-8 bytes.
+    mutating func string(utf8: UnsafeBufferPointer<UInt8>) {
+        byte(UInt8(ascii: "\""))
+        escaped(utf8: utf8)
+        byte(UInt8(ascii: "\""))
+    }
+
+    /// The inside of a JSON string, without its quotes.
+    mutating func escaped(utf8: UnsafeBufferPointer<UInt8>) {
+        var run = 0
+        for index in utf8.indices where Self.needsEscape(utf8[index]) {
+            raw(UnsafeBufferPointer(rebasing: utf8[run..<index]))
+            escape(utf8[index])
+            run = index + 1
         }
-        bytes.append(UInt8(ascii: "\""))
+        raw(UnsafeBufferPointer(rebasing: utf8[run...]))
+    }
+
+    private static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
+    private mutating func escape(_ byte: UInt8) {
+        switch byte {
+        case UInt8(ascii: "\""): raw("\\\"")
+        case UInt8(ascii: "\\"): raw("\\\\")
+        case 0x0A: raw("\\n")
+        case 0x0D: raw("\\r")
+        case 0x09: raw("\\t")
+        case 0x08: raw("\\b")
+        case 0x0C: raw("\\f")
+        default:
+            raw("\\u00")
+            self.byte(Self.hexDigits[Int(byte >> 4)])
+            self.byte(Self.hexDigits[Int(byte & 0xF)])
+        }
+    }
+
+    @inline(__always)
+    mutating func byte(_ value: UInt8) {
+        reserve(1)
+        start[count] = value
+        count += 1
+    }
+
+    /// Makes room for `more` bytes after `count`.
+    @inline(__always)
+    private mutating func reserve(_ more: Int) {
+        if capacity - count < more { grow(more) }
+    }
+
+    @inline(never)
+    private mutating func grow(_ more: Int) {
+        var grown = capacity * 2
+        while grown - count < more { grown *= 2 }
+        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: grown)
+        moved.initialize(from: start, count: count)
+        start.deallocate()
+        start = moved
+        capacity = grown
     }
 
     /// `{...}`: `members` writes the members with the `field` methods, which place the commas.
     mutating func object(_ members: (inout JSONWriter) -> Void) {
         let outer = objectHasMembers
         objectHasMembers = false
-        bytes.append(UInt8(ascii: "{"))
+        byte(UInt8(ascii: "{"))
         members(&self)
-        bytes.append(UInt8(ascii: "}"))
+        byte(UInt8(ascii: "}"))
         objectHasMembers = outer
     }
 
     /// `"key":` and then what `value` writes.
     mutating func field(_ key: StaticString, _ value: (inout JSONWriter) -> Void) {
-        if objectHasMembers { bytes.append(UInt8(ascii: ",")) }
+        if objectHasMembers { byte(UInt8(ascii: ",")) }
         objectHasMembers = true
-        bytes.append(UInt8(ascii: "\""))
+        byte(UInt8(ascii: "\""))
         raw(key)
         raw("\":")
         value(&self)
@@ -70,14 +147,14 @@ struct JSONWriter {
 
     /// Writes `[element, element, ...]`.
     mutating func array<Element>(_ elements: some Sequence<Element>, _ write: (inout JSONWriter, Element) -> Void) {
-        bytes.append(UInt8(ascii: "["))
+        byte(UInt8(ascii: "["))
         var first = true
         for element in elements {
-            if !first { bytes.append(UInt8(ascii: ",")) }
+            if !first { byte(UInt8(ascii: ",")) }
             first = false
             write(&self, element)
         }
-        bytes.append(UInt8(ascii: "]"))
+        byte(UInt8(ascii: "]"))
     }
 
     /// Writes a value in canonical form: object keys sorted by their UTF-8 bytes, no whitespace, numbers as parsed
@@ -88,27 +165,36 @@ struct JSONWriter {
         case .null: raw("null")
         case .bool: value.isTrue ? raw("true") : raw("false")
         case .integer: integer(value.integer ?? 0)
-        case .real: bytes.append(contentsOf: value.real.description.utf8)
-        case .string: string(value.string ?? "")
+        case .real:
+            var text = value.real.description
+            text.withUTF8 { raw($0) }
+        case .string:
+            // A string without escapes reads back as its own text, which the parser checked holds no control
+            // character: copied as it stands.
+            guard let text = value.unescapedText else { return string(value.string ?? "") }
+            byte(UInt8(ascii: "\""))
+            text.withUnsafeBufferPointer { raw($0) }
+            byte(UInt8(ascii: "\""))
         case .array:
-            bytes.append(UInt8(ascii: "["))
+            byte(UInt8(ascii: "["))
             var first = true
             value.forEachElement { element in
-                if !first { bytes.append(UInt8(ascii: ",")) }
+                if !first { byte(UInt8(ascii: ",")) }
                 first = false
                 canonical(element)
             }
-            bytes.append(UInt8(ascii: "]"))
+            byte(UInt8(ascii: "]"))
         case .object:
-            let members = (value.members ?? []).sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-            bytes.append(UInt8(ascii: "{"))
+            var members = value.memberBytes
+            if members.count > 1 { members.sort { $0.key.lexicographicallyPrecedes($1.key) } }
+            byte(UInt8(ascii: "{"))
             for (offset, member) in members.enumerated() {
-                if offset > 0 { bytes.append(UInt8(ascii: ",")) }
-                string(member.key)
-                bytes.append(UInt8(ascii: ":"))
+                if offset > 0 { byte(UInt8(ascii: ",")) }
+                member.key.withUnsafeBufferPointer { string(utf8: $0) }
+                byte(UInt8(ascii: ":"))
                 canonical(member.value)
             }
-            bytes.append(UInt8(ascii: "}"))
+            byte(UInt8(ascii: "}"))
         }
     }
 

@@ -1,7 +1,8 @@
 import Model
 
 /// Reads request bodies into Model's values. Every shape error is a `400 bad_request` naming the JSON path that
-/// is wrong; an op's errors also carry the op's index.
+/// is wrong; an op's errors also carry the op's index. Paths are passed as autoclosures, so that one is made only
+/// for an error, not for each value of a large body.
 enum RequestDecoding {
     /// `{"sections": [Section, ...]}` of `PUT /v1/collections/{name}`.
     static func sections(_ body: [UInt8]) throws(HTTPError) -> [Section] {
@@ -9,7 +10,8 @@ enum RequestDecoding {
         return try document.withRoot { root throws(HTTPError) in
             let members = try object(root, at: "the body", allowed: ["sections"])
             guard let sections = members["sections"] else { throw missing("sections", in: "the body") }
-            return try list(sections, at: "sections") { value, path throws(HTTPError) in try section(value, at: path) }
+            return try list(sections, at: "sections") { value, path throws(HTTPError) in try section(value, at: path())
+            }
         }
     }
 
@@ -65,106 +67,112 @@ enum RequestDecoding {
 
     // MARK: Values
 
-    private static func op(_ value: JSONValue, at path: String) throws(HTTPError) -> Op {
+    private static func op(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError) -> Op {
         guard let name = value["op"]?.string else {
-            if value.kind != .object { throw wrongType(path, "an object") }
-            throw .badRequest("\(path) needs \"op\", the name of the op, as a string.")
+            if value.kind != .object { throw wrongType(path(), "an object") }
+            throw .badRequest("\(path()) needs \"op\", the name of the op, as a string.")
         }
         switch name {
         case "insertSections":
-            let members = try object(value, at: path, allowed: ["op", "at", "sections"])
+            let members = try object(value, at: path(), allowed: ["op", "at", "sections"])
             return .insertSections(
-                at: try integer(required(members, "at", in: path), at: "\(path).at"),
-                sections: try list(required(members, "sections", in: path), at: "\(path).sections") {
-                    value, path throws(HTTPError) in try section(value, at: path)
+                at: try integer(required(members, "at", in: path()), at: "\(path()).at"),
+                sections: try list(required(members, "sections", in: path()), at: "\(path()).sections") {
+                    value, path throws(HTTPError) in try section(value, at: path())
                 })
         case "deleteSections":
-            let members = try object(value, at: path, allowed: ["op", "sections"])
+            let members = try object(value, at: path(), allowed: ["op", "sections"])
             return .deleteSections(
-                try list(required(members, "sections", in: path), at: "\(path).sections") {
-                    value, path throws(HTTPError) in try sectionRef(value, at: path)
+                try list(required(members, "sections", in: path()), at: "\(path()).sections") {
+                    value, path throws(HTTPError) in try sectionRef(value, at: path())
                 })
         case "moveSection":
-            let members = try object(value, at: path, allowed: ["op", "section", "to"])
+            let members = try object(value, at: path(), allowed: ["op", "section", "to"])
             return .moveSection(
-                try sectionRef(required(members, "section", in: path), at: "\(path).section"),
-                to: try integer(required(members, "to", in: path), at: "\(path).to"))
+                try sectionRef(required(members, "section", in: path()), at: "\(path()).section"),
+                to: try integer(required(members, "to", in: path()), at: "\(path()).to"))
         case "updateSection":
-            let members = try object(value, at: path, allowed: ["op", "section", "data"])
+            let members = try object(value, at: path(), allowed: ["op", "section", "data"])
             return .updateSection(
-                try sectionRef(required(members, "section", in: path), at: "\(path).section"),
+                try sectionRef(required(members, "section", in: path()), at: "\(path()).section"),
                 data: members["data"].map(canonical) ?? .null)
         case "insertItems":
-            let members = try object(value, at: path, allowed: ["op", "at", "items"])
+            let members = try object(value, at: path(), allowed: ["op", "at", "items"])
             return .insertItems(
-                at: try position(required(members, "at", in: path), at: "\(path).at"),
-                items: try list(required(members, "items", in: path), at: "\(path).items") {
-                    value, path throws(HTTPError) in try item(value, at: path)
+                at: try position(required(members, "at", in: path()), at: "\(path()).at"),
+                items: try list(required(members, "items", in: path()), at: "\(path()).items") {
+                    value, path throws(HTTPError) in try item(value, at: path())
                 })
         case "deleteItems":
-            let members = try object(value, at: path, allowed: ["op", "items"])
+            let members = try object(value, at: path(), allowed: ["op", "items"])
             return .deleteItems(
-                try list(required(members, "items", in: path), at: "\(path).items") {
-                    value, path throws(HTTPError) in try itemRef(value, at: path)
+                try list(required(members, "items", in: path()), at: "\(path()).items") {
+                    value, path throws(HTTPError) in try itemRef(value, at: path())
                 })
         case "moveItem":
-            let members = try object(value, at: path, allowed: ["op", "item", "to"])
+            let members = try object(value, at: path(), allowed: ["op", "item", "to"])
             return .moveItem(
-                try itemRef(required(members, "item", in: path), at: "\(path).item"),
-                to: try position(required(members, "to", in: path), at: "\(path).to"))
+                try itemRef(required(members, "item", in: path()), at: "\(path()).item"),
+                to: try position(required(members, "to", in: path()), at: "\(path()).to"))
         case "updateItems":
-            let members = try object(value, at: path, allowed: ["op", "items"])
+            let members = try object(value, at: path(), allowed: ["op", "items"])
             return .updateItems(
-                try list(required(members, "items", in: path), at: "\(path).items") {
-                    value, path throws(HTTPError) in try item(value, at: path, requireData: true)
+                try list(required(members, "items", in: path()), at: "\(path()).items") {
+                    value, path throws(HTTPError) in try item(value, at: path(), requireData: true)
                 })
         default:
             throw .unknownOp(
-                "\(path).op '\(name)' is not an op; the ops are insertSections, deleteSections, moveSection, "
+                "\(path()).op '\(name)' is not an op; the ops are insertSections, deleteSections, moveSection, "
                     + "updateSection, insertItems, deleteItems, moveItem and updateItems.")
         }
     }
 
-    private static func section(_ value: JSONValue, at path: String) throws(HTTPError) -> Section {
-        let members = try object(value, at: path, allowed: ["id", "data", "items"])
+    private static func section(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError) -> Section {
+        let members = try object(value, at: path(), allowed: ["id", "data", "items"])
         return Section(
-            id: try string(required(members, "id", in: path), at: "\(path).id"),
+            id: try string(required(members, "id", in: path()), at: "\(path()).id"),
             data: members["data"].map(canonical) ?? .null,
             items: try members["items"].map { items throws(HTTPError) in
-                try list(items, at: "\(path).items") { value, path throws(HTTPError) in try item(value, at: path) }
+                try list(items, at: "\(path()).items") { value, path throws(HTTPError) in try item(value, at: path()) }
             } ?? [])
     }
 
-    private static func item(_ value: JSONValue, at path: String, requireData: Bool = false) throws(HTTPError) -> Item {
-        let members = try object(value, at: path, allowed: ["id", "data"])
-        let data = requireData ? try required(members, "data", in: path) : members["data"]
+    private static func item(_ value: JSONValue, at path: @autoclosure () -> String, requireData: Bool = false)
+        throws(HTTPError) -> Item
+    {
+        let members = try object(value, at: path(), allowed: ["id", "data"])
+        let data = requireData ? try required(members, "data", in: path()) : members["data"]
         return Item(
-            id: try string(required(members, "id", in: path), at: "\(path).id"), data: data.map(canonical) ?? .null)
+            id: try string(required(members, "id", in: path()), at: "\(path()).id"), data: data.map(canonical) ?? .null)
     }
 
-    private static func sectionRef(_ value: JSONValue, at path: String) throws(HTTPError) -> SectionRef {
+    private static func sectionRef(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError)
+        -> SectionRef
+    {
         if let index = integral(value) { return .index(index) }
         guard let id = value.string else {
-            throw wrongType(path, "a section index (integer) or a section id (string)")
+            throw wrongType(path(), "a section index (integer) or a section id (string)")
         }
         return .id(id)
     }
 
-    private static func itemRef(_ value: JSONValue, at path: String) throws(HTTPError) -> ItemRef {
+    private static func itemRef(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError) -> ItemRef {
         if let id = value.string { return .id(id) }
         guard value.kind == .array else {
-            throw wrongType(path, "an item id (string) or an index path [section, index]")
+            throw wrongType(path(), "an item id (string) or an index path [section, index]")
         }
-        let place = try position(value, at: path)
+        let place = try position(value, at: path())
         return .path(place.section, place.index)
     }
 
-    private static func position(_ value: JSONValue, at path: String) throws(HTTPError) -> ItemPosition {
+    private static func position(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError)
+        -> ItemPosition
+    {
         guard let pair = value.array, pair.count == 2 else {
-            throw wrongType(path, "an index path [section, index]: a section index or id, then an integer")
+            throw wrongType(path(), "an index path [section, index]: a section index or id, then an integer")
         }
         return ItemPosition(
-            section: try sectionRef(pair[0], at: "\(path)[0]"), index: try integer(pair[1], at: "\(path)[1]"))
+            section: try sectionRef(pair[0], at: "\(path())[0]"), index: try integer(pair[1], at: "\(path())[1]"))
     }
 
     // MARK: Primitives
@@ -175,46 +183,54 @@ enum RequestDecoding {
         return JSONData(canonical: writer.bytes)
     }
 
-    private static func object(_ value: JSONValue, at path: String, allowed: Set<String>) throws(HTTPError)
-        -> [String: JSONValue]
+    /// `value` when it is an object whose keys are all `allowed`; its members are then read by key, without a
+    /// dictionary of them.
+    private static func object(_ value: JSONValue, at path: @autoclosure () -> String, allowed: [String])
+        throws(HTTPError) -> JSONValue
     {
-        guard let members = value.members else { throw wrongType(path, "an object") }
-        var result: [String: JSONValue] = [:]
-        for (key, member) in members {
-            guard allowed.contains(key) else {
-                let names = allowed.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
-                throw .badRequest(
-                    "\(path) has an unknown field \"\(key)\"; it takes \(names).")
-            }
-            result[key] = member
+        guard value.kind == .object else { throw wrongType(path(), "an object") }
+        if let key = value.firstKey(notIn: allowed) {
+            let names = allowed.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+            throw .badRequest("\(path()) has an unknown field \"\(key)\"; it takes \(names).")
         }
-        return result
-    }
-
-    private static func required(_ members: [String: JSONValue], _ key: String, in path: String) throws(HTTPError)
-        -> JSONValue
-    {
-        guard let value = members[key] else { throw missing(key, in: path) }
         return value
     }
 
-    private static func list<Element>(
-        _ value: JSONValue, at path: String, _ element: (JSONValue, String) throws(HTTPError) -> Element
-    ) throws(HTTPError) -> [Element] {
-        guard let elements = value.array else { throw wrongType(path, "an array") }
-        var result: [Element] = []
-        result.reserveCapacity(elements.count)
-        for (index, value) in elements.enumerated() { result.append(try element(value, "\(path)[\(index)]")) }
-        return result
+    private static func required(_ members: JSONValue, _ key: String, in path: @autoclosure () -> String)
+        throws(HTTPError)
+        -> JSONValue
+    {
+        guard let value = members[key] else { throw missing(key, in: path()) }
+        return value
     }
 
-    private static func string(_ value: JSONValue, at path: String) throws(HTTPError) -> String {
-        guard let text = value.string else { throw wrongType(path, "a string") }
+    /// The elements of an array, each read by `element` with its path (`path[index]`, made only for an error).
+    private static func list<Element>(
+        _ value: JSONValue, at path: @autoclosure () -> String,
+        _ element: (JSONValue, @autoclosure () -> String) throws(HTTPError) -> Element
+    ) throws(HTTPError) -> [Element] {
+        guard let elements = value.array else { throw wrongType(path(), "an array") }
+        // The element's path closes over `path`, which `element` cannot keep: it only ever calls it.
+        let built: Result<[Element], HTTPError> = withoutActuallyEscaping(path) { path in
+            var result: [Element] = []
+            result.reserveCapacity(elements.count)
+            do throws(HTTPError) {
+                for (index, value) in elements.enumerated() { result.append(try element(value, "\(path())[\(index)]")) }
+                return .success(result)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try built.get()
+    }
+
+    private static func string(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError) -> String {
+        guard let text = value.string else { throw wrongType(path(), "a string") }
         return text
     }
 
-    private static func integer(_ value: JSONValue, at path: String) throws(HTTPError) -> Int {
-        guard let number = integral(value) else { throw wrongType(path, "an integer") }
+    private static func integer(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError) -> Int {
+        guard let number = integral(value) else { throw wrongType(path(), "an integer") }
         return number
     }
 
@@ -228,8 +244,8 @@ enum RequestDecoding {
         return Int(real)
     }
 
-    private static func missing(_ key: String, in path: String) -> HTTPError {
-        .badRequest("\(path) needs the field \"\(key)\".")
+    private static func missing(_ key: String, in path: @autoclosure () -> String) -> HTTPError {
+        .badRequest("\(path()) needs the field \"\(key)\".")
     }
 
     private static func wrongType(_ path: String, _ expected: String) -> HTTPError {

@@ -5,8 +5,8 @@ extension JSONWriter {
     /// `{"from", "to", "sections": {...}, "items": {...}}`, all eight arrays present.
     mutating func changeset(_ changeset: Changeset) {
         object { writer in
-            writer.field("from", changeset.from.description)
-            writer.field("to", changeset.to.description)
+            writer.field("from", version: changeset.from)
+            writer.field("to", version: changeset.to)
             writer.field("sections") { $0.sectionChanges(changeset.sections) }
             writer.field("items") { $0.itemChanges(changeset.items) }
         }
@@ -16,7 +16,7 @@ extension JSONWriter {
     mutating func snapshot(collection: String, version: Version, sections: [Section]) {
         object { writer in
             writer.field("collection", collection)
-            writer.field("version", version.description)
+            writer.field("version", version: version)
             writer.field("sections") { $0.array(sections) { $0.section($1) } }
         }
     }
@@ -25,7 +25,7 @@ extension JSONWriter {
     mutating func viewSnapshot(view: String, version: Version, definition: ViewDefinition, sections: [Section]) {
         object { writer in
             writer.field("view", view)
-            writer.field("version", version.description)
+            writer.field("version", version: version)
             writer.field("definition", json: definition.canonicalJSON.bytes)
             writer.field("sections") { $0.array(sections) { $0.section($1) } }
         }
@@ -35,7 +35,7 @@ extension JSONWriter {
     mutating func mutationResult(_ kind: FeedSubjectKind = .collection, name: String, changes: EncodedChangeset) {
         object { writer in
             writer.field(kind.key, name)
-            writer.field("version", changes.changeset.to.description)
+            writer.field("version", version: changes.changeset.to)
             writer.field("changes") { $0.raw(changes.json) }
         }
     }
@@ -44,8 +44,8 @@ extension JSONWriter {
     mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changeset: Changeset, next: String) {
         object { writer in
             writer.field(kind.key, name)
-            writer.field("from", changeset.from.description)
-            writer.field("to", changeset.to.description)
+            writer.field("from", version: changeset.from)
+            writer.field("to", version: changeset.to)
             writer.field("next", next)
             writer.field("changes") { $0.changeset(changeset) }
         }
@@ -55,10 +55,22 @@ extension JSONWriter {
     mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changes: EncodedChangeset, next: String) {
         object { writer in
             writer.field(kind.key, name)
-            writer.field("from", changes.changeset.from.description)
-            writer.field("to", changes.changeset.to.description)
+            writer.field("from", version: changes.changeset.from)
+            writer.field("to", version: changes.changeset.to)
             writer.field("next", next)
             writer.field("changes") { $0.raw(changes.json) }
+        }
+    }
+
+    /// `"key":"epoch.seq"`, written without making the version's string first.
+    mutating func field(_ key: StaticString, version: Version) {
+        field(key) { writer in
+            writer.byte(UInt8(ascii: "\""))
+            var epoch = version.epoch
+            epoch.withUTF8 { writer.escaped(utf8: $0) }
+            writer.byte(UInt8(ascii: "."))
+            writer.digits(UInt(version.seq))
+            writer.byte(UInt8(ascii: "\""))
         }
     }
 

@@ -1,0 +1,52 @@
+import Model
+import Testing
+
+@testable import ChangeServer
+
+/// Request bodies read into Model's values: the canonical data, and errors that name the JSON path that is wrong,
+/// however deep (paths are made only for an error).
+@Suite struct InProcessRequestDecodingTests {
+    private func opsError(_ text: String) -> HTTPError? {
+        do {
+            _ = try RequestDecoding.ops(Array(text.utf8))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func anUpsertReadsItsDataInCanonicalForm() throws {
+        let upsert = try RequestDecoding.upsert(
+            Array(#"{"index": 2, "data": {"z": "a\u0062", "a": [1.0, "\""]}}"#.utf8))
+        #expect(String(decoding: upsert.data.bytes, as: UTF8.self) == #"{"a":[1.0,"\""],"z":"ab"}"#)
+        #expect(upsert.index == 2)
+        #expect(upsert.section == nil)
+    }
+
+    @Test(arguments: [
+        (
+            #"{"ops":[{"op":"moveSection","section":0,"to":1},{"op":"insertItems","at":[0,0],"items":[{"id":7}]}]}"#,
+            "ops[1].items[0].id must be a string.", 1
+        ),
+        (
+            #"{"ops":[{"op":"insertSections","at":0,"sections":[{"id":"s","items":[{"id":"a"},{"id":"b","x":1}]}]}]}"#,
+            #"ops[0].sections[0].items[1] has an unknown field "x"; it takes "data", "id"."#, 0
+        ),
+        (
+            #"{"ops":[{"op":"updateItems","items":[{"id":"a","data":1},{"id":"b"}]}]}"#,
+            #"ops[0].items[1] needs the field "data"."#, 0
+        ),
+        (#"{"ops":[{"op":"deleteItems","items":[[0,"x"]]}]}"#, "ops[0].items[0][1] must be an integer.", 0),
+    ])
+    func anErrorNamesItsPathAndOp(_ body: String, _ message: String, _ op: Int) {
+        let error = opsError(body)
+        #expect(error?.code == .badRequest)
+        #expect(error?.message == message)
+        #expect(error?.opIndex == op)
+    }
+
+    @Test func anUnknownFieldOfTheBodyIsNamed() {
+        #expect(throws: HTTPError.self) { try RequestDecoding.upsert(Array(#"{"data":1,"extra":2}"#.utf8)) }
+        #expect(opsError(#"{"ops":[],"more":1}"#)?.message == #"the body has an unknown field "more"; it takes "ops"."#)
+    }
+}
