@@ -69,7 +69,7 @@ extension JSONWriter {
             var epoch = version.epoch
             epoch.withUTF8 { writer.escaped(utf8: $0) }
             writer.byte(UInt8(ascii: "."))
-            writer.digits(UInt(version.seq))
+            writer.digits(UInt(truncatingIfNeeded: version.seq))
             writer.byte(UInt8(ascii: "\""))
         }
     }

@@ -35,7 +35,7 @@ extension App {
             writer.object { writer in
                 writer.field(subject.kind.key, subject.name)
                 writer.field("reset") { $0.raw("true") }
-                writer.field("to", version.description)
+                writer.field("to", version: version)
                 writer.field("next", FeedCaching.next(to: version, timeout: Self.defaultPollTimeout))
                 writer.field("snapshot") { $0.raw(snapshot.json) }
             }

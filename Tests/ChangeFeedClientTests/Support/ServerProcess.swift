@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// (A copy of `Tests/ChangeServerTests/Support/ServerProcess.swift`, which this target cannot import.)
 /// A real ChangeServer process on a free loopback port, started from the binary this test run built, and
@@ -165,12 +166,15 @@ final class LockedText: @unchecked Sendable {
     }
 
     /// Waits up to `timeout` seconds for the writer to finish (the end of the stream: a process that exited has
-    /// closed its side, unless a child it started still holds it).
+    /// closed its side, unless a child it started still holds it); a test fails if it does not, since its checks
+    /// of the log would then read part of it.
     func waitUntilFinished(timeout: Double) {
         let deadline = Date(timeIntervalSinceNow: timeout)
-        condition.withLock {
+        let ended = condition.withLock {
             while !finished && condition.wait(until: deadline) {}
+            return finished
         }
+        if !ended { Issue.record("the server's stderr did not end within \(timeout) s of its exit") }
     }
 
     var value: String { condition.withLock { text } }
