@@ -6,23 +6,19 @@ import Testing
 /// Request bodies read into Model's values: the canonical data, and errors that name the JSON path that is wrong,
 /// however deep (paths are made only for an error).
 @Suite struct InProcessRequestDecodingTests {
-    private func opsError(_ text: String) -> HTTPError? {
+    /// The error `decode` throws for `text`, nil when it reads it.
+    private func error<Value>(_ decode: ([UInt8]) throws(HTTPError) -> Value, _ text: String) -> HTTPError? {
         do {
-            _ = try RequestDecoding.ops(Array(text.utf8))
+            _ = try decode(Array(text.utf8))
             return nil
         } catch {
             return error
         }
     }
 
-    private func upsertError(_ text: String) -> HTTPError? {
-        do {
-            _ = try RequestDecoding.upsert(Array(text.utf8))
-            return nil
-        } catch {
-            return error
-        }
-    }
+    private func opsError(_ text: String) -> HTTPError? { error(RequestDecoding.ops, text) }
+
+    private func upsertError(_ text: String) -> HTTPError? { error(RequestDecoding.upsert, text) }
 
     @Test func anUpsertReadsItsDataInCanonicalForm() throws {
         let upsert = try RequestDecoding.upsert(
