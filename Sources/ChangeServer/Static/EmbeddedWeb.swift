@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"f2211d2642ac588a\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"531d9fa1b1b5be2b\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d2e61d282bb29833\"", text: file3),
@@ -330,6 +330,24 @@ export function backoffDelay(attempt, { baseMs = 250, capMs = 15000, retryAfter 
     return retryAfter == null ? jittered : Math.max(jittered, retryAfter * 1000);
 }
 
+/**
+ * The text of `response`'s body, calling `progress()` when the answer begins and at every piece of it that
+ * arrives. A body without a stream (some `fetch` replacements) is read whole.
+ */
+async function readText(response, progress) {
+    progress();
+    if (!response.body?.getReader) return response.text();
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return text + decoder.decode();
+        progress();
+        text += decoder.decode(value, { stream: true });
+    }
+}
+
 /** The longest a server holds a poll, in seconds (API.md: a `timeout` above it is clamped). */
 const MAXIMUM_TIMEOUT = 300;
 
@@ -377,7 +395,9 @@ export function nextQuery(body, timeout) {
  * "missing" (404: the collection does not exist, the client waits for it) or "stopped", and
  * `handlers.onError(error)` for errors it retries after.
  *
- * options: `token` (bearer), `timeout` (seconds a poll is held, default 25), `baseMs`/`capMs` (backoff),
+ * options: `token` (bearer), `timeout` (seconds a poll is held, default 25), `silenceSeconds` (how long past a
+ * poll's hold an answer may take to begin, and a body may pause, before the connection is given up as vanished and
+ * polled again, default 30), `baseMs`/`capMs` (backoff),
  * `missingRetryMs` (how often a missing collection is looked for again, default 2000), `fetch`, `signal`,
  * `transport` ("poll", the default, or "sse": Server-Sent Events, falling back to long-polling when no stream
  * can be opened, e.g. with a `token`, which EventSource cannot send) and `EventSource` (the class to use).
@@ -394,6 +414,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     }
     const fetchFunction = options.fetch ?? globalThis.fetch.bind(globalThis);
     const pollTimeout = options.timeout ?? 25;
+    const silenceSeconds = options.silenceSeconds ?? 30;
     const base = String(baseURL ?? "").replace(/\/+$/, "");
     const collectionURL = `${base}/v1/collections/${encodeURIComponent(name)}`;
     const state = { version: null, sections: null, next: null };
@@ -407,18 +428,27 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         }
     };
 
+    /**
+     * GETs `url`, a poll the server may hold `holdSeconds`. The server ends a held poll by itself; a server or
+     * proxy that vanished silently is given up `silenceSeconds` past the hold with no answer begun, or that long
+     * without a byte while the body arrives (so a large snapshot on a slow network is never cut while it flows).
+     */
     async function request(url, holdSeconds) {
         const headers = { Accept: "application/json" };
         if (options.token) headers.Authorization = `Bearer ${options.token}`;
-        // The server ends a held poll by itself; this deadline covers a server that vanished silently.
         const deadline = new AbortController();
-        const timer = setTimeout(() => deadline.abort(), (holdSeconds + 30) * 1000);
+        const silent = (seconds) => () =>
+            deadline.abort(new Error(`nothing from the server for ${seconds} s: giving the connection up`));
+        let timer = setTimeout(silent(holdSeconds + silenceSeconds), (holdSeconds + silenceSeconds) * 1000);
         const onAbort = () => deadline.abort();
         signal.addEventListener("abort", onAbort, { once: true });
         try {
             const response = await fetchFunction(url, { headers, signal: deadline.signal, cache: "no-store" });
+            const text = await readText(response, () => {
+                clearTimeout(timer);
+                timer = setTimeout(silent(silenceSeconds), silenceSeconds * 1000);
+            });
             let body = null;
-            const text = await response.text();
             try {
                 body = text ? JSON.parse(text) : null;
             } catch {

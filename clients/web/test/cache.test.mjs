@@ -20,7 +20,14 @@ async function until(done, seconds, what) {
     }
 }
 
-/** `count` web clients following `name` through `url`, each recording what it applied and when it asked. */
+/**
+ * `count` web clients following `name` through `url`, each recording what it applied and when it asked; an error
+ * is recorded with the request it ended (its URL and how long it was out).
+ *
+ * They wait 120 s past a poll's hold before giving a silent connection up (30 s by default, which has its own test
+ * in changefeed.test.mjs): CI once ran the whole suite at a third of this machine's speed, and one of the 2,000
+ * clients through nginx gave a request up after the default. What is tested here is collapsing and order.
+ */
 function subscribers(url, name, count, timeout) {
     return Array.from({ length: count }, () => {
         const client = { versions: [], snapshots: 0, errors: [], requests: [] };
@@ -34,8 +41,12 @@ function subscribers(url, name, count, timeout) {
         client.subscription = subscribe(url, name, {
             onSnapshot: () => (client.snapshots += 1),
             onChangeset: ({ from, to }) => client.versions.push([from, to]),
-            onError: (error) => client.errors.push(String(error)),
-        }, { timeout, fetch: recordingFetch, baseMs: 100, capMs: 1000 });
+            onError: (error) => {
+                const last = client.requests.at(-1);
+                const out = last && last.answeredAt === null ? `, ${last.target} out for ${Date.now() - last.at} ms` : "";
+                client.errors.push(`${error}${out}`);
+            },
+        }, { timeout, fetch: recordingFetch, baseMs: 100, capMs: 1000, silenceSeconds: 120 });
         return client;
     });
 }
@@ -98,6 +109,11 @@ const collapsing = (title, program, startFront, count, workers) => describe(titl
             assert.ok(perMutation <= 2 * workers, `seed ${runSeed}: ${perMutation} origin feed requests per mutation`);
 
             const snapshot = normalized((await call(server.url, "GET", `/v1/collections/${name}`)).body.sections);
+            const errors = clients.flatMap((client) => client.errors);
+            if (errors.length > 0) {
+                await sleep(1500); // nginx flushes its access log every second
+                assert.deepEqual(errors, [], `the slowest requests through the cache:\n${(front.slowestRequests?.(5) ?? []).join("\n")}`);
+            }
             for (const client of clients) {
                 let at = client.versions[0]?.[0];
                 for (const [from, to] of client.versions) {
@@ -107,7 +123,6 @@ const collapsing = (title, program, startFront, count, workers) => describe(titl
                 assert.equal(at, version);
                 assert.equal(normalized(client.subscription.sections), snapshot, `seed ${runSeed}`);
                 assert.equal(client.snapshots, 1);
-                assert.deepEqual(client.errors, []);
             }
 
             // Idle for 3 poll timeouts: the polls are collapsed, and each client waits its timeout every time.
@@ -135,12 +150,13 @@ const collapsing = (title, program, startFront, count, workers) => describe(titl
                     earliest = Math.min(earliest, held);
                 }
             }
+            const slowest = Math.max(...clients.flatMap((client) => client.requests.map((request) => (request.answeredAt ?? Date.now()) - request.at)));
             const held = [...firstAsked].filter(([target, at]) => at >= idleStart && firstAnswered.has(target)).map(([target, at]) => firstAnswered.get(target) - at);
             console.log(
                 `${title}: ${perMutation.toFixed(2)} origin requests per mutation, ${idleRequests} idle in ${3 * timeout} s, ` +
                     `${held.length} idle poll URLs held ${Math.min(...held)}–${Math.max(...held)} ms, ` +
                     `${early} of ${answered} idle answers early (the earliest after ${earliest} ms), ` +
-                    `at most ${mostRequests} polls by one client`,
+                    `at most ${mostRequests} polls by one client, the slowest request ${slowest} ms`,
             );
             assert.ok(held.length >= 1, `no poll URL was asked and answered in ${3 * timeout} idle seconds`);
             for (const time of held) assert.ok(time >= 0.95 * timeout * 1000, `a poll URL first asked was answered after ${time} ms`);

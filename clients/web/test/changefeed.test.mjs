@@ -2,6 +2,7 @@
 // (CF_SERVER_BINARY, or the usual build folders). CF_SEED replays a history; CF_STEPS sets its length.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import http from "node:http";
 import { after, before, describe, test } from "node:test";
 import {
     ChangesetError,
@@ -268,6 +269,44 @@ describe("backoff", () => {
         assert.equal(quickEmptyWait(1), 0, "the first: at once");
         const backoff = { baseMs: 100, capMs: 1000, random: () => 1 };
         assert.deepEqual([2, 3, 4, 7, 20].map((n) => quickEmptyWait(n, backoff)), [100, 200, 400, 1000, 1000]);
+    });
+
+    test("a silent server is given up after silenceSeconds, a slow body that keeps flowing is not", async () => {
+        const snapshot = JSON.stringify({ collection: "c", reset: true, to: "e.1", next: "since=e.1&timeout=1", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } });
+        const asked = [];
+        const server = http.createServer((request, response) => {
+            asked.push(request.url);
+            if (asked.length === 1) return; // accepted, never answered
+            response.writeHead(200, { "Content-Type": "application/json" });
+            if (asked.length === 2) {
+                // The snapshot in six pieces 200 ms apart: 1.2 s in all, each pause under the 0.5 s of silence.
+                const pieces = Array.from({ length: 6 }, (_, n) => snapshot.slice((n * snapshot.length) / 6, ((n + 1) * snapshot.length) / 6));
+                const send = () => (pieces.length === 1 ? response.end(pieces.shift()) : (response.write(pieces.shift()), setTimeout(send, 200)));
+                return send();
+            }
+            response.write(snapshot.slice(0, 10)); // begun, then silent
+        });
+        await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+        const errors = [];
+        const snapshots = [];
+        const subscription = subscribe(`http://127.0.0.1:${server.address().port}`, "c", {
+            onSnapshot: (s) => snapshots.push(s.version),
+            onError: (error) => errors.push({ message: String(error), at: Date.now() }),
+        }, { timeout: 1, silenceSeconds: 0.5, baseMs: 10, capMs: 20 });
+        try {
+            const started = Date.now();
+            const deadline = started + 10000;
+            while (errors.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+            assert.deepEqual(snapshots, ["e.1"], "the slow snapshot was read whole");
+            assert.deepEqual(asked.slice(0, 3), ["/v1/collections/c/changes?timeout=1", "/v1/collections/c/changes?timeout=1", "/v1/collections/c/changes?since=e.1&timeout=1"]);
+            assert.equal(errors.length, 2, "the unanswered request and the stalled body were given up");
+            for (const error of errors) assert.match(error.message, /nothing from the server for 0\.5 s/);
+            assert.ok(errors[0].at - started >= 450 && errors[0].at - started < 3000, `given up after ${errors[0].at - started} ms`);
+        } finally {
+            await subscription.unsubscribe();
+            server.closeAllConnections();
+            await new Promise((resolve) => server.close(resolve));
+        }
     });
 
     test("empty answers that come at once do not make the loop spin", async () => {

@@ -1,7 +1,7 @@
 // Test support: the shipped caches in front of a ChangeServer, started the way the README says (nginx through
 // scripts/nginx-front.sh, Varnish with deploy/varnish/changeserver.vcl) on a free loopback port, stopped by PID.
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -80,7 +80,19 @@ export async function startNginx(upstreamPort) {
     child.stdout.on("data", (chunk) => (log += chunk));
     child.stderr.on("data", (chunk) => (log += chunk));
     await waitForPort(port, child, () => log);
-    return frontHandle(child, port, directory, () => log);
+    const front = frontHandle(child, port, directory, () => log);
+    /** The `count` slowest requests of nginx's access log so far (it is flushed every second), slowest first. */
+    front.slowestRequests = (count) => {
+        let lines = [];
+        try {
+            lines = readFileSync(path.join(directory, "logs/access.log"), "utf8").split("\n");
+        } catch {
+            return [];
+        }
+        const time = (line) => Number(/ time=([0-9.]+)/.exec(line)?.[1] ?? 0);
+        return lines.filter((line) => line).sort((a, b) => time(b) - time(a)).slice(0, count);
+    };
+    return front;
 }
 
 /** Varnish with deploy/varnish/changeserver.vcl in front of `upstreamPort`, through scripts/varnish-front.sh. */
