@@ -8,6 +8,8 @@ final class CollectionEntry: Sendable {
     let content: Mutex<VersionedCollection>
     /// The snapshot's JSON at one version, encoded once for all the reads at that version (`FeedSubject`).
     let encodedSnapshot = Mutex<EncodedSnapshot?>(nil)
+    /// The polls and streams that follow it (`FeedSubject`).
+    let followers = Followers()
 
     init(name: String, content: consuming VersionedCollection) {
         self.name = name

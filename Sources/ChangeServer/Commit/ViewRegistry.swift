@@ -8,6 +8,8 @@ final class ViewEntry: Sendable {
     let live: Mutex<LiveView>
     /// The snapshot's JSON at one version, encoded once for all the reads at that version (`FeedSubject`).
     let encodedSnapshot = Mutex<EncodedSnapshot?>(nil)
+    /// The polls and streams that follow it (`FeedSubject`).
+    let followers = Followers()
 
     init(name: String, live: consuming LiveView) {
         self.name = name

@@ -27,9 +27,13 @@ final class Feed {
             self.bucket = bucket
         }
 
-        /// A cursor from a server sharing this one's database that has applied more records than this one yet
-        /// (only held with `--postgres`): it waits until this server catches up past it.
-        func isAhead(of current: Version) -> Bool { since.epoch == current.epoch && since.seq > current.seq }
+        func isAhead(of current: Version) -> Bool { Feed.isAhead(since, of: current) }
+    }
+
+    /// A cursor from a server sharing this one's database that has applied more records than this one yet (only
+    /// held with `--postgres`): it waits until this server catches up past it.
+    private static func isAhead(_ since: Version, of current: Version) -> Bool {
+        since.epoch == current.epoch && since.seq > current.seq
     }
 
     /// What a group of waiters is answered with.
@@ -64,11 +68,21 @@ final class Feed {
 
     /// Holds `exchange` until `subject` moves past `since` or `timeout` seconds pass, plus a little random extra
     /// time (up to a tenth, at most a second) so that polls held with the same timeout do not all end together.
+    ///
+    /// The poll is counted among the subject's followers before its version is read again: a commit that came
+    /// after the route's read and before the count was not posted here (`Followers`), so a poll that finds the
+    /// subject moved is due at once and answered on the loop's next turn, once libmicrohttpd has suspended it.
     func hold(_ exchange: Exchange, on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
+        subject.followers.join()
+        let now = MonotonicClock.now()
+        let current = subject.version
+        let movedMeanwhile = current != since && !Self.isAhead(since, of: current)
         let milliseconds = Int64(timeout) * 1000
         let jitter = Int64.random(in: 0...min(1000, milliseconds / 10), using: &jitterSource)
-        let deadline = MonotonicClock.now() + milliseconds + jitter
-        let bucket = (deadline + Self.bucketMilliseconds - 1) / Self.bucketMilliseconds
+        let deadline = now + milliseconds + jitter
+        let bucket =
+            movedMeanwhile
+            ? now / Self.bucketMilliseconds : (deadline + Self.bucketMilliseconds - 1) / Self.bucketMilliseconds
         let id = ObjectIdentifier(exchange)
         waiters[id] = Waiter(
             exchange: exchange, subject: subject, since: since, timeout: timeout, cursor: cursor, bucket: bucket)
@@ -278,7 +292,7 @@ final class Feed {
     /// bucket lives no longer than the polls' timeout.
     private func remove(_ waiter: Waiter) {
         let id = ObjectIdentifier(waiter.exchange)
-        waiters[id] = nil
+        if waiters.removeValue(forKey: id) != nil { waiter.subject.followers.leave() }
         let subject = ObjectIdentifier(waiter.subject)
         guard var ids = bySubject.removeValue(forKey: subject) else { return }
         ids.remove(id)

@@ -10,11 +10,13 @@ final class FeedFanOut: Sendable {
     }
 
     /// Posts the publication to every worker's loop, where its feed answers the polls and its stream hub feeds the
-    /// streams it concerns.
+    /// streams it concerns. A commit nobody follows goes nowhere (`Followers`); a deletion always goes, so that a
+    /// poll held on a collection being deleted gets its `410` at once.
     @Sendable func publish(_ publication: Committer.Publication) {
         guard let app = app.withLock({ $0 }) else { return }
         switch publication {
         case .committed(let subject, let changes):
+            guard !subject.followers.isEmpty else { return }
             app.onEveryWorker { worker in
                 worker.feed.committed(subject, changes)
                 worker.streams.committed(subject, changes)

@@ -14,6 +14,8 @@ protocol FeedSubject: AnyObject, Sendable {
     func writeSnapshot(into writer: inout JSONWriter) -> Version
     /// Where the snapshot's JSON is kept between reads.
     var encodedSnapshot: Mutex<EncodedSnapshot?> { get }
+    /// The held polls and open streams that follow the subject, on every loop.
+    var followers: Followers { get }
 }
 
 /// A snapshot's JSON and the version it shows, with the answers to a read of it, shared by every read of that

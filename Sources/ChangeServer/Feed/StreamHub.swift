@@ -37,7 +37,9 @@ final class StreamHub {
     var count: Int { members.count }
 
     /// Starts a stream: sends `start.initial`, and either ends it (`start.ends`) or follows `start.subject` from
-    /// `start.version`.
+    /// `start.version`. The stream is counted among the subject's followers before its version is read again: a
+    /// commit that came after the route's read and before the count was not posted here (`Followers`), so it is
+    /// sent now.
     func open(_ stream: EventStream, _ start: StreamStart) {
         stream.send(StreamEvent(start.initial))
         if start.ends {
@@ -47,9 +49,14 @@ final class StreamHub {
         let id = ObjectIdentifier(stream)
         members[id] = Member(stream: stream, subject: start.subject, version: start.version)
         bySubject[ObjectIdentifier(start.subject), default: []].insert(id)
+        start.subject.followers.join()
         metrics.adjustOpenStreams(by: 1)
         if nextHeartbeat == nil { nextHeartbeat = MonotonicClock.now() + ServerSentEvents.heartbeatMilliseconds }
         stream.onClose = { [unowned self] stream in self.remove(ObjectIdentifier(stream)) }
+        if start.subject.version != start.version {
+            let delivered = catchUp([id], from: start.version, on: start.subject)
+            if delivered > 0 { metrics.changesetsDelivered(delivered) }
+        }
     }
 
     /// `subject` committed `changes`: every stream behind it gets its event.
@@ -69,17 +76,23 @@ final class StreamHub {
                 byVersion[member.version, default: []].append(id)
             }
         }
-        for (version, group) in byVersion {
-            let changeset = subject.changes(since: version).changeset
-            guard let changeset else {
-                let event = StreamEvent(ServerSentEvents.gone(.cursorExpired(version.description, current: current)))
-                for id in group { end(id, with: event) }
-                continue
-            }
-            let event = StreamEvent(ServerSentEvents.changes(kind, name: name, changeset: changeset))
-            for id in group where deliver(event, to: id, at: changeset.to) { delivered += 1 }
-        }
+        for (version, group) in byVersion { delivered += catchUp(group, from: version, on: subject) }
         if delivered > 0 { metrics.changesetsDelivered(delivered) }
+    }
+
+    /// Sends the streams of `group`, all at `version`, one event with what `subject` committed since, encoded once;
+    /// or `gone` when that version left the kept history. Returns how many streams took the event.
+    private func catchUp(_ group: [ObjectIdentifier], from version: Version, on subject: FeedSubject) -> Int {
+        let (current, changeset) = subject.changes(since: version)
+        guard let changeset else {
+            let event = StreamEvent(ServerSentEvents.gone(.cursorExpired(version.description, current: current)))
+            for id in group { end(id, with: event) }
+            return 0
+        }
+        let event = StreamEvent(ServerSentEvents.changes(subject.kind, name: subject.name, changeset: changeset))
+        var delivered = 0
+        for id in group where deliver(event, to: id, at: changeset.to) { delivered += 1 }
+        return delivered
     }
 
     /// `subject` was deleted: its streams get `event: gone` (`collection_deleted`) and end.
@@ -171,6 +184,7 @@ final class StreamHub {
 
     private func remove(_ id: ObjectIdentifier) {
         guard let member = members.removeValue(forKey: id) else { return }
+        member.subject.followers.leave()
         member.stream.onClose = nil
         let collection = ObjectIdentifier(member.subject)
         bySubject[collection]?.remove(id)

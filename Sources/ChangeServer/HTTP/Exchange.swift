@@ -57,6 +57,14 @@ final class Exchange {
             headers: Self.values(connection, .HEADER_KIND, lowercasingNames: true))
     }
 
+    /// An exchange for a request read already, on a connection that is never touched: what tests of the feed
+    /// hold, where libmicrohttpd has no connection to give.
+    init(unconnected request: Request) {
+        connection = OpaquePointer(bitPattern: 1)!
+        isHTTP11 = true
+        self.request = request
+    }
+
     /// The values of one kind, in order; header names lowercased here (ASCII, RFC 9110 §5.1), as `Request` keeps
     /// them, so that it need not copy them again.
     private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercasingNames: Bool = false)

@@ -228,8 +228,16 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     /// Runs `task` on the loop thread soon; callable from any thread.
+    ///
+    /// Only the post that finds the queue empty wakes the loop: the loop takes the whole queue at once after every
+    /// wake, so a task added to a queue that is not empty goes with the tasks whose wake is still to come (or was
+    /// just read, before the loop took the queue).
     func post(_ task: @escaping @Sendable () -> Void) {
-        tasks.withLock { $0.append(task) }
+        let wasEmpty = tasks.withLock { queued in
+            queued.append(task)
+            return queued.count == 1
+        }
+        guard wasEmpty else { return }
         var one: UInt64 = 1
         _ = write(wakeDescriptor, &one, 8)
     }
