@@ -24,6 +24,8 @@ final class StreamHub {
     /// When the server began shutting down: backlogged streams are then cut `shutdownDrainMilliseconds` later at the
     /// latest, within the server's grace period (libmicrohttpd must not be stopped with a connection suspended).
     private var shutdownStarted: Int64?
+    /// Streams opened behind a commit that was not posted to them (`open`), caught up at the next `tick`.
+    private var openedBehind: Set<ObjectIdentifier> = []
     private let metrics: Metrics
 
     static let stallMilliseconds: Int64 = 30_000
@@ -39,7 +41,8 @@ final class StreamHub {
     /// Starts a stream: sends `start.initial`, and either ends it (`start.ends`) or follows `start.subject` from
     /// `start.version`. The stream is counted among the subject's followers before its version is read again: a
     /// commit that came after the route's read and before the count was not posted here (`Followers`), so it is
-    /// sent now.
+    /// sent on the loop's next turn (`tick`): this runs inside libmicrohttpd's callback, where a stream that a large
+    /// catch-up would overflow must not be cut.
     func open(_ stream: EventStream, _ start: StreamStart) {
         stream.send(StreamEvent(start.initial))
         if start.ends {
@@ -53,10 +56,7 @@ final class StreamHub {
         metrics.adjustOpenStreams(by: 1)
         if nextHeartbeat == nil { nextHeartbeat = MonotonicClock.now() + ServerSentEvents.heartbeatMilliseconds }
         stream.onClose = { [unowned self] stream in self.remove(ObjectIdentifier(stream)) }
-        if start.subject.version != start.version {
-            let delivered = catchUp([id], from: start.version, on: start.subject)
-            if delivered > 0 { metrics.changesetsDelivered(delivered) }
-        }
+        if start.subject.version != start.version { openedBehind.insert(id) }
     }
 
     /// `subject` committed `changes`: every stream behind it gets its event.
@@ -77,6 +77,16 @@ final class StreamHub {
             }
         }
         for (version, group) in byVersion { delivered += catchUp(group, from: version, on: subject) }
+        if delivered > 0 { metrics.changesetsDelivered(delivered) }
+    }
+
+    private func catchUpOpenedBehind() {
+        var delivered = 0
+        for id in openedBehind {
+            guard let member = members[id], member.version != member.subject.version else { continue }
+            delivered += catchUp([id], from: member.version, on: member.subject)
+        }
+        openedBehind.removeAll()
         if delivered > 0 { metrics.changesetsDelivered(delivered) }
     }
 
@@ -110,8 +120,10 @@ final class StreamHub {
         nextHeartbeat = nil
     }
 
-    /// When the next heartbeat is due, while streams are open, or the next backlogged stream would be cut.
+    /// When the next heartbeat is due, while streams are open, or the next backlogged stream would be cut; at once
+    /// when a stream opened behind waits for its catch-up.
     var nextDeadline: Int64? {
+        if !openedBehind.isEmpty { return 0 }
         let heartbeat = members.isEmpty ? nil : nextHeartbeat
         guard let stalled = backlogged.values.lazy.compactMap(\.stalledSince).min() else { return heartbeat }
         let cut = cutTime(stalledSince: stalled)
@@ -121,6 +133,7 @@ final class StreamHub {
     /// Sends the heartbeat comment on every stream when it is due; cuts streams whose client stopped taking their
     /// bytes.
     func tick(now: Int64) {
+        if !openedBehind.isEmpty { catchUpOpenedBehind() }
         if !backlogged.isEmpty { cutStalled(now: now) }
         guard let due = nextHeartbeat, now >= due else { return }
         nextHeartbeat = members.isEmpty ? nil : now + ServerSentEvents.heartbeatMilliseconds
