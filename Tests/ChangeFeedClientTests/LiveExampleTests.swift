@@ -6,7 +6,7 @@ import Testing
 @Suite("LiveExampleTests", .tags(.liveServer))
 struct LiveExampleTests {
     @Test func theFollowerPrintsEventsAndChecksItsMirror() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.started()
         let http = TestHTTP(baseURL: server.baseURL)
         try await http.mutate("PUT", "/v1/collections/inbox", #"{"sections":[{"id":"s","items":[{"id":"a"}]}]}"#)
         let follower = Process()
@@ -26,6 +26,6 @@ struct LiveExampleTests {
         #expect(text.components(separatedBy: "items -0 +1 ~0").count == 3, "\(text)")
         #expect(!text.contains("MISMATCH"))
         #expect(text.components(separatedBy: "mirror matches").count >= 2, "\(text)")
-        server.stop()
+        await server.stopped()
     }
 }

@@ -19,7 +19,7 @@ struct LiveFeedClientTests {
     static let items = #"{"sections":[{"id":"s","items":[{"id":"a"},{"id":"b","data":{"n":1}}]}]}"#
 
     @Test func cancellationEndsAHeldPollAtOnce() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.started()
         let http = TestHTTP(baseURL: server.baseURL)
         try await http.mutate("PUT", "/v1/collections/c", Self.items)
         let client = Self.client(server, "c")
@@ -42,13 +42,13 @@ struct LiveFeedClientTests {
         #expect(elapsed < .seconds(1), "cancellation took \(elapsed)")
         let last = try await task.value
         #expect(last == nil)
-        server.stop()
+        await server.stopped()
     }
 
     @Test func aRestartMidStreamResumesWithoutAReset() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let first = try ServerProcess(["--fsync", "always"], dataDirectory: directory)
+        let first = try await ServerProcess.started(["--fsync", "always"], dataDirectory: directory)
         let port = first.port
         let http = TestHTTP(baseURL: first.baseURL)
         try await http.mutate("PUT", "/v1/collections/c", Self.items)
@@ -65,8 +65,9 @@ struct LiveFeedClientTests {
         // 30 s: in the full suite on two busy cores, the blocking waits of other suites' servers can hold up the
         // cooperative threads the poll's task needs for seconds (once, more than 10).
         #expect(await waitUntil(timeout: 30) { await first.heldPolls() == 1 })
-        #expect(first.stop() == 0)
-        let second = try ServerProcess(["--fsync", "always", "--port", "\(port)"], dataDirectory: directory)
+        #expect(await first.stopped() == 0)
+        let second = try await ServerProcess.started(
+            ["--fsync", "always", "--port", "\(port)"], dataDirectory: directory)
         try await http.mutate(
             "POST", "/v1/collections/c/mutations", #"{"ops":[{"op":"updateItems","items":[{"id":"b","data":2}]}]}"#)
         let (event, resumed) = try await pulling.value
@@ -78,11 +79,11 @@ struct LiveFeedClientTests {
         #expect(follower.live.version.map { "\($0)" } == snapshot.version)
         #expect(follower.live.sections == snapshot.sections)
         #expect(follower.resets == 1)
-        second.stop()
+        await second.stopped()
     }
 
     @Test func anExpiredCursorGivesOneReset() async throws {
-        let server = try ServerProcess(["--history", "2"])
+        let server = try await ServerProcess.started(["--history", "2"])
         let http = TestHTTP(baseURL: server.baseURL)
         try await http.mutate("PUT", "/v1/collections/c", Self.items)
         var follower = Follower(Self.client(server, "c"))
@@ -99,11 +100,11 @@ struct LiveFeedClientTests {
         #expect(follower.resets == 2)
         #expect(follower.changesets == 1)
         #expect(follower.live.sections == (try await http.snapshot("/v1/collections/c")).sections)
-        server.stop()
+        await server.stopped()
     }
 
     @Test func aSavedMirrorResumesFromItsCursor() async throws {
-        let server = try ServerProcess(["--history", "3"])
+        let server = try await ServerProcess.started(["--history", "3"])
         let http = TestHTTP(baseURL: server.baseURL)
         try await http.mutate("PUT", "/v1/collections/c", Self.items)
         var follower = Follower(Self.client(server, "c"))
@@ -131,11 +132,11 @@ struct LiveFeedClientTests {
         try await stale.catchUp(to: try await http.snapshot("/v1/collections/c").version)
         #expect(stale.resets == 1)
         #expect(stale.live.sections == (try await http.snapshot("/v1/collections/c")).sections)
-        server.stop()
+        await server.stopped()
     }
 
     @Test func followingAViewMirrorsItsSnapshot() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.started()
         let http = TestHTTP(baseURL: server.baseURL)
         try await http.mutate(
             "PUT", "/v1/collections/tasks",
@@ -164,7 +165,7 @@ struct LiveFeedClientTests {
         }
         #expect(follower.resets == 1)
         #expect(follower.changesets >= 20)
-        server.stop()
+        await server.stopped()
     }
 }
 

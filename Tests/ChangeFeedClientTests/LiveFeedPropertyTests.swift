@@ -10,7 +10,7 @@ struct LiveFeedPropertyTests {
     @Test(arguments: [UInt64(1), 2, 3, 4])
     func randomHistories(seed: UInt64) async throws {
         let history = 6
-        let server = try ServerProcess(["--history", "\(history)"])
+        let server = try await ServerProcess.started(["--history", "\(history)"])
         let http = TestHTTP(baseURL: server.baseURL)
         var random = RandomHistory(seed: seed)
         let path = "/v1/collections/c\(seed)"
@@ -62,6 +62,6 @@ struct LiveFeedPropertyTests {
         }
         #expect(follower.changesets > 20)
         #expect(follower.resets == 1 + expiries + recreations)
-        server.stop()
+        await server.stopped()
     }
 }

@@ -133,6 +133,25 @@ final class ServerProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// Starts a server from an async test on a thread of its own: start-up blocks until the server listens, and
+    /// must not block a thread of the cooperative pool (two on a 2-core machine), which every async test of the run
+    /// and the clients they drive share.
+    static func started(_ arguments: [String] = [], dataDirectory: String? = nil) async throws -> ServerProcess {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try ServerProcess(arguments, dataDirectory: dataDirectory) })
+            }
+        }
+    }
+
+    /// `stop` from an async test, on a thread of its own (it waits up to 10 s for the exit).
+    @discardableResult
+    func stopped() async -> Int32? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { [self] in continuation.resume(returning: stop()) }
+        }
+    }
+
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
