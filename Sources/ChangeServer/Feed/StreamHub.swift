@@ -80,6 +80,7 @@ final class StreamHub {
         if delivered > 0 { metrics.changesetsDelivered(delivered) }
     }
 
+    /// Sends the streams opened behind a commit (`open`) what they missed, unless a posted commit did meanwhile.
     private func catchUpOpenedBehind() {
         var delivered = 0
         for id in openedBehind {
