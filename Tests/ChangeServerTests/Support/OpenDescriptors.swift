@@ -18,7 +18,7 @@ struct OpenDescriptors {
             guard let number = Int(name) else { continue }
             let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(name)")) ?? "?"
             // libdispatch opens one timerfd per clock the first time a timer of that clock is armed, at a moment
-            // no test controls (a CI run on a loaded machine saw one appear mid-test): never a per-request leak.
+            // no test controls (a CI run on a loaded machine saw one appear mid-test); the server opens none itself.
             if target == "anon_inode:[timerfd]" { continue }
             targets[number] = target
         }
