@@ -6,7 +6,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     libmicrohttpd-dev libpq-dev postgresql-15 pkg-config curl nodejs chromium chromium-driver nginx \
-    varnish >/dev/null
+    varnish gdb >/dev/null
 python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/requirements-test.txt"
 # The web client's tests (Tests/ChangeServerTests/WebClientTests.swift): node runs its unit tests, Debian's
 # chromium and chromium-driver the demo's browser tests (selenium is in requirements-test.txt).
@@ -15,3 +15,5 @@ python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/r
 # package also creates and starts a cluster on port 5432 as a service; the tests do not use it.
 # nginx and Varnish: the shipped caches in front of the feed (deploy/), which LiveCacheTests and the cache
 # benchmark start themselves through scripts/nginx-front.sh and scripts/varnish-front.sh (no service is used).
+# gdb: a test run that hangs prints the stacks of its threads with it before it stops
+# (Tests/ChangeServerTests/Support/RunWatchdog.swift).

@@ -23,7 +23,8 @@ import Testing
     ]
 
     @Test func specificationIsValidOpenAPI() throws {
-        let result = try Self.run(["python3", "-m", "openapi_spec_validator", Self.specification], timeout: 60)
+        let result = try Self.runPython(
+            ["-m", "openapi_spec_validator", Self.specification], in: Self.packageRoot, timeout: 60)
         #expect(result.status == 0, "openapi-spec-validator rejected openapi.yaml:\n\(result.output)")
         #expect(result.output.contains("OK"), "\(result.output)")
     }
@@ -88,18 +89,18 @@ import Testing
         // Run from a scratch directory: schemathesis keeps a cache in `.schemathesis/` under the current one.
         let arguments =
             [
-                "python3", "-c", schemathesisLauncher,
+                "-c", schemathesisLauncher,
                 "--config-file", packageRoot.appendingPathComponent("Tests/contract/schemathesis.toml").path,
                 "run", specification, "--url", "http://127.0.0.1:\(server.port)",
                 "--checks", checks.joined(separator: ","),
                 "--max-examples", "\(maxExamples)", "--max-time", "\(maxTime)", "--request-timeout", "15",
                 "--workers", "2", "--generation-allow-x00", "false", "--seed", "20261129", "--no-color",
             ] + extra
-        let result = try await onOwnThread { try run(arguments, in: scratch, timeout: Double(maxTime + 90)) }
+        let result = try await onOwnThread { try runPython(arguments, in: scratch, timeout: Double(maxTime + 90)) }
         let seconds = Int(Date().timeIntervalSince(started))
         #expect(
             result.status == 0,
-            "schemathesis found responses that break openapi.yaml (exit \(result.status), \(seconds) s):\n\(result.output)\nServer log (tail):\n\(server.log.suffix(4000))"
+            "schemathesis found responses that break openapi.yaml (exit \(result.status.map { "\($0)" } ?? "none: killed"), \(seconds) s):\n\(result.output)\nServer log (tail):\n\(server.log.suffix(4000))"
         )
         #expect(result.output.contains("passed"), "\(result.output)")
         #expect(server.process.isRunning, "the server died under schemathesis:\n\(server.log.suffix(4000))")
@@ -159,28 +160,10 @@ import Testing
         }
     }
 
-    /// Runs a command to its end (killed after `timeout` seconds), with standard output and error together.
-    static func run(_ arguments: [String], in directory: URL? = nil, timeout: Double) throws -> (
-        status: Int32, output: String
-    ) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = directory }
-        var environment = ProcessInfo.processInfo.environment
-        environment["PYTHONUNBUFFERED"] = "1"
-        environment["NO_COLOR"] = "1"
-        process.environment = environment
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        watchdog.cancel()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    /// Runs a Python program to its end (killed, with what it started, after `timeout` seconds).
+    static func runPython(_ arguments: [String], in directory: URL, timeout: Double) throws -> ProgramRun {
+        try ProgramRun.run(
+            ["python3"] + arguments, in: directory, environment: ["PYTHONUNBUFFERED": "1", "NO_COLOR": "1"],
+            timeout: timeout)
     }
 }

@@ -18,7 +18,7 @@ import Testing
     ]
 
     @Test func embeddedFilesAreUpToDateWithClientsWeb() throws {
-        let check = try Self.run(["bash", "scripts/embed-web.sh", "--check"], timeout: 30)
+        let check = try ProgramRun.run(["bash", "scripts/embed-web.sh", "--check"], in: Self.repository, timeout: 30)
         #expect(check.status == 0, "\(check.output)")
     }
 
@@ -41,14 +41,19 @@ import Testing
     }
 
     /// In TAP, so that skips are visible: a skipped test or suite is a `# SKIP` line, and a skipped suite's tests
-    /// are not counted in `# skipped`.
+    /// are not counted in `# skipped`. A test that hangs fails after two minutes, and node exits when its tests
+    /// are done even if one left a handle open (`--test-force-exit`).
     @Test(.tags(.node)) func nodeTestsOfTheClientPass() async throws {
         let result = try await onOwnThread {
-            try Self.run(
-                ["node", "--test", "--test-reporter=tap", "clients/web/test/changefeed.test.mjs"],
-                environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 180)
+            try ProgramRun.run(
+                [
+                    "node", "--test", "--test-force-exit", "--test-timeout=120000", "--test-reporter=tap",
+                    "clients/web/test/changefeed.test.mjs",
+                ], in: Self.repository,
+                environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 300)
         }
         #expect(result.status == 0, "node --test failed:\n\(result.output)")
+        #expect(result.leftRunning.isEmpty, "node left running: \(result.leftRunning)")
         #expect(result.output.contains("\n# fail 0\n"), "no TAP summary:\n\(result.output)")
         let skipped = result.output.split(separator: "\n").filter { $0.contains("# SKIP") || $0.contains("# TODO") }
         #expect(skipped.isEmpty, "node skipped tests:\n\(skipped.joined(separator: "\n"))")
@@ -57,44 +62,15 @@ import Testing
     @Test(.tags(.browser)) func browserTestsOfTheDemoPass() async throws {
         let screenshot = NSTemporaryDirectory() + "/changeserver-demo.png"
         let result = try await onOwnThread {
-            try Self.run(
-                ["python3", "-m", "unittest", "-v", "Tests/browser/test_demo.py"],
+            try ProgramRun.run(
+                ["python3", "-m", "unittest", "-v", "Tests/browser/test_demo.py"], in: Self.repository,
                 environment: ["CF_SERVER_BINARY": ServerProcess.binary.path, "CF_SCREENSHOT": screenshot],
-                timeout: 240)
+                timeout: 300)
         }
         #expect(result.status == 0, "the browser tests failed:\n\(result.output)")
+        #expect(result.leftRunning.isEmpty, "the browser tests left running: \(result.leftRunning)")
         #expect(!result.output.contains("skipped"), "the browser tests were skipped:\n\(result.output)")
         #expect(result.output.contains("seed "), "the browser tests did not print their seed:\n\(result.output)")
         #expect(FileManager.default.fileExists(atPath: screenshot))
-    }
-
-    /// Runs a program in the repository, its output collected in a file; killed (by PID) after `timeout` seconds.
-    static func run(_ arguments: [String], environment: [String: String] = [:], timeout: Double) throws -> (
-        status: Int32, output: String
-    ) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.currentDirectoryURL = repository
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let logPath = try ServerProcess.temporaryDirectory() + "/output.log"
-        try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        defer { try? FileManager.default.removeItem(atPath: (logPath as NSString).deletingLastPathComponent) }
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
-        try process.run()
-        let timedOut = exited.wait(timeout: .now() + timeout) == .timedOut
-        if timedOut {
-            kill(process.processIdentifier, SIGTERM)
-            if exited.wait(timeout: .now() + 2) == .timedOut { kill(process.processIdentifier, SIGKILL) }
-        }
-        process.waitUntilExit()
-        try log.close()
-        let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-        return (timedOut ? -1 : process.terminationStatus, (timedOut ? "timed out after \(timeout) s\n" : "") + output)
     }
 }

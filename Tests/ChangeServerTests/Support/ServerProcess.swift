@@ -29,6 +29,7 @@ final class ServerProcess: @unchecked Sendable {
         _ arguments: [String] = [], environment: [String: String] = [:], dataDirectory: String? = nil,
         launcher: [String] = []
     ) throws {
+        RunWatchdog.arm()
         let directory = try dataDirectory ?? Self.temporaryDirectory()
         self.dataDirectory = directory
         ownsDataDirectory = dataDirectory == nil

@@ -11,11 +11,12 @@ func waitUntil(timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool
     }
 }
 
-/// Waits up to `timeout` seconds for `process` to exit by itself, and kills it (SIGKILL, by its PID) if it does
-/// not, so that a server which should have refused to start cannot hold the test; whether it exited by itself.
+/// Waits up to `timeout` seconds for `process` to exit by itself, and kills it (SIGKILL, by its PID as the ID of the
+/// process group Foundation starts it in, so with anything it started) if it does not, so that a server which should
+/// have refused to start cannot hold the test; whether it exited by itself.
 func waitForExit(of process: Process, timeout: Double) -> Bool {
     let exited = waitUntil(timeout: timeout) { !process.isRunning }
-    if !exited { kill(process.processIdentifier, SIGKILL) }
+    if !exited { kill(-process.processIdentifier, SIGKILL) }
     process.waitUntilExit()
     return exited
 }

@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+
+/// The helper that runs node, Python and scripts for other tests ends whatever they start, within bounded time.
+@Suite struct ProgramRunTests {
+    static let here = URL(fileURLWithPath: NSTemporaryDirectory())
+
+    @Test func anExitStatusAndBothOutputsAreKept() throws {
+        let run = try ProgramRun.run(["bash", "-c", "echo out; echo err >&2; exit 3"], in: Self.here, timeout: 30)
+        #expect(run.status == 3)
+        #expect(run.output.contains("out\n") && run.output.contains("err\n"), "\(run.output)")
+        #expect(run.leftRunning.isEmpty)
+    }
+
+    /// The case that can hang a run for ever: the program exits, and a process it started holds Foundation's socket
+    /// on.
+    @Test func aProcessLeftRunningIsNamedAndKilled() throws {
+        let run = try ProgramRun.run(["bash", "-c", "sleep 300 & echo $!; exit 0"], in: Self.here, timeout: 2)
+        #expect(run.status == 0)
+        #expect(
+            run.leftRunning.count == 1 && run.leftRunning.first?.contains("sleep 300") == true, "\(run.leftRunning)")
+        try Self.expectGone(run.output)
+    }
+
+    /// A process left running that closed every inherited descriptor (as Python's subprocesses do) does not hold
+    /// the program's end back, and is found by its process group.
+    @Test func aProcessLeftRunningWithItsDescriptorsClosedIsKilled() throws {
+        let detach =
+            #"(for fd in $(ls /proc/$BASHPID/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done; exec sleep 301) & echo $!; exit 0"#
+        let started = ContinuousClock.now
+        let run = try ProgramRun.run(["bash", "-c", detach], in: Self.here, timeout: 60)
+        #expect(ContinuousClock.now - started < .seconds(30), "waited for the time out")
+        #expect(run.status == 0)
+        #expect(
+            run.leftRunning.count == 1 && run.leftRunning.first?.contains("sleep 301") == true, "\(run.leftRunning)")
+        try Self.expectGone(run.output)
+    }
+
+    @Test func aProgramPastItsTimeIsKilledWithWhatItStarted() throws {
+        let run = try ProgramRun.run(["bash", "-c", "sleep 302 & echo $!; wait"], in: Self.here, timeout: 1)
+        #expect(run.status == nil)
+        #expect(run.output.hasPrefix("timed out after 1.0 s\n"), "\(run.output)")
+        try Self.expectGone(run.output)
+    }
+
+    /// The PID the program printed on its last line is gone (or a zombie, waiting for its new parent).
+    static func expectGone(_ output: String) throws {
+        let pid = try #require(output.split(separator: "\n").last.flatMap { pid_t($0) }, "\(output)")
+        #expect(waitUntil(timeout: 10) { kill(pid, 0) != 0 || ProcessTable.isZombie(pid) }, "\(pid) still runs")
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+
+/// A program a test runs to its end (node, Python, a script) with everything it starts: its output, its exit status
+/// (nil when it ran past its time), and the processes it left running, which are killed.
+///
+/// Why not `Process.waitUntilExit()`: Foundation learns that a child exited only when every process holding the
+/// socket it hands the child has closed it, so a server or nginx that node started and left running keeps
+/// `terminationHandler` from firing and `waitUntilExit()` from returning, for ever (the likely cause of a CI run
+/// that hung past its 90 minutes: node, timed out and killed, leaves its servers behind). Foundation starts each child in a process group of its own, and the group ends with the program:
+/// on its time running out, or when it exited but the group lives on, the whole group is killed by its ID, which
+/// the program's unreaped PID keeps from being reused; and every wait here is bounded. Killed with SIGKILL at once:
+/// a child inherits the signal mask of the test thread that started it, in which SIGTERM is blocked.
+struct ProgramRun {
+    /// The exit status; nil when the program ran past its time and was killed.
+    var status: Int32?
+    /// Standard output and error together.
+    var output: String
+    /// The command lines of processes the program started and left running after it ended (killed since).
+    var leftRunning: [String]
+
+    /// Runs `arguments` (looked up on `PATH`) in `directory`, killed with every process it started after `timeout`
+    /// seconds.
+    static func run(
+        _ arguments: [String], in directory: URL, environment: [String: String] = [:], timeout: Double
+    ) throws -> ProgramRun {
+        RunWatchdog.arm()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let folder = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let logPath = folder + "/output.log"
+        try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        let ended = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in ended.signal() }
+        try process.run()
+        try log.close()
+        let group = process.processIdentifier
+        var timedOut = false
+        var leftRunning: [String] = []
+        if ended.wait(timeout: .now() + timeout) == .timedOut {
+            timedOut = !ProcessTable.isZombie(group)
+            leftRunning = ProcessTable.members(ofGroup: group).filter { $0.pid != group }.map(\.command)
+            kill(-group, SIGKILL)
+            if ended.wait(timeout: .now() + 10) == .timedOut {
+                Issue.record("\(arguments.joined(separator: " ")): its process group outlived SIGKILL")
+            }
+        } else {
+            // Ended, and reaped: what is left of the group closed Foundation's socket and runs on (a server started
+            // by a Python subprocess, say); killed one by one, since the group's ID is free again once it is empty.
+            for member in ProcessTable.members(ofGroup: group) {
+                leftRunning.append(member.command)
+                kill(member.pid, SIGKILL)
+            }
+        }
+        let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        return ProgramRun(
+            status: timedOut || process.isRunning ? nil : process.terminationStatus,
+            output: (timedOut ? "timed out after \(timeout) s\n" : "") + output, leftRunning: leftRunning)
+    }
+}
+
+/// What `/proc` tells of other processes.
+enum ProcessTable {
+    /// Whether `pid` has exited and waits to be reaped.
+    static func isZombie(_ pid: pid_t) -> Bool { fields(of: pid)?.state == "Z" }
+
+    /// The live (not zombie) processes of process group `group`, with their command lines.
+    static func members(ofGroup group: pid_t) -> [(pid: pid_t, command: String)] {
+        all().filter { $0.group == group }.map { ($0.pid, $0.command) }
+    }
+
+    /// The live processes `ancestor` started and the ones they started, and so on, with their command lines.
+    static func descendants(of ancestor: pid_t) -> [(pid: pid_t, command: String)] {
+        let processes = all()
+        var found: Set<pid_t> = [ancestor]
+        var grew = true
+        while grew {
+            let before = found.count
+            for process in processes where found.contains(process.parent) { found.insert(process.pid) }
+            grew = found.count > before
+        }
+        return processes.filter { $0.pid != ancestor && found.contains($0.pid) }.map { ($0.pid, $0.command) }
+    }
+
+    /// Every live (not zombie) process, with its parent, group and command line.
+    private static func all() -> [(pid: pid_t, parent: pid_t, group: pid_t, command: String)] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry in
+            guard let pid = pid_t(entry), let fields = fields(of: pid), fields.state != "Z" else { return nil }
+            let raw = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
+            let command = String(decoding: raw.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+            return (pid, fields.parent, fields.group, "\(pid): \(command)")
+        }
+    }
+
+    /// The state, parent and process group of `pid` from `/proc/PID/stat`, whose second field (the command name, in
+    /// parentheses) may itself hold spaces and parentheses: the fields are read after its last `)`.
+    private static func fields(of pid: pid_t) -> (state: Substring, parent: pid_t, group: pid_t)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        let rest = text[text.index(after: close)...].split(separator: " ")
+        guard rest.count > 2, let parent = pid_t(rest[1]), let group = pid_t(rest[2]) else { return nil }
+        return (rest[0], parent, group)
+    }
+}
