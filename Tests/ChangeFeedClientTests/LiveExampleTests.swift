@@ -3,7 +3,7 @@ import Testing
 
 /// The example follower (`Examples/FeedFollower`) against a live server: it prints each event and finds its
 /// mirror equal to the snapshot.
-@Suite("LiveExampleTests", .tags(.liveServer))
+@Suite("LiveExampleTests", .tags(.liveServer), .timeLimit(.minutes(10)))
 struct LiveExampleTests {
     @Test func theFollowerPrintsEventsAndChecksItsMirror() async throws {
         let server = try await ServerProcess.started()

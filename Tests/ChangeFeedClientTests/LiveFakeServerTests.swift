@@ -5,7 +5,7 @@ import Testing
 
 /// The client against a fake server (a local responder) for what a real server never answers: malformed or
 /// rule-breaking changesets, retry signals, refusals.
-@Suite("LiveFakeServerTests", .tags(.liveServer), .serialized)
+@Suite("LiveFakeServerTests", .tags(.liveServer), .serialized, .timeLimit(.minutes(10)))
 struct LiveFakeServerTests {
     static let reset =
         #"{"collection":"c","reset":true,"to":"e.1","snapshot":{"collection":"c","version":"e.1","#

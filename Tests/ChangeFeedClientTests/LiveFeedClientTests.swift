@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// The client loop against a live server: cancellation, restarts, expiry, saved mirrors, views.
-@Suite("LiveFeedClientTests", .tags(.liveServer), .serialized)
+@Suite("LiveFeedClientTests", .tags(.liveServer), .serialized, .timeLimit(.minutes(10)))
 struct LiveFeedClientTests {
     static let fastBackoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(200))
 

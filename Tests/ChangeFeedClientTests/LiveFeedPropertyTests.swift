@@ -5,7 +5,7 @@ import Testing
 
 /// Random histories against a live server while a `FeedClient` follows: after every step the mirror equals the
 /// server's snapshot, and every event's update value, applied as one batch to the UIKit model, reproduces it.
-@Suite("LiveFeedPropertyTests", .tags(.liveServer), .serialized)
+@Suite("LiveFeedPropertyTests", .tags(.liveServer), .serialized, .timeLimit(.minutes(10)))
 struct LiveFeedPropertyTests {
     @Test(arguments: [UInt64(1), 2, 3, 4])
     func randomHistories(seed: UInt64) async throws {

@@ -289,12 +289,13 @@ describe("backoff", () => {
         await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
         const errors = [];
         const snapshots = [];
+        // Before subscribing: the first request, and its silence timer, start inside subscribe().
+        const started = Date.now();
         const subscription = subscribe(`http://127.0.0.1:${server.address().port}`, "c", {
             onSnapshot: (s) => snapshots.push(s.version),
             onError: (error) => errors.push({ message: String(error), at: Date.now() }),
         }, { timeout: 1, silenceSeconds: 0.5, baseMs: 10, capMs: 20 });
         try {
-            const started = Date.now();
             const deadline = started + 10000;
             while (errors.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
             assert.deepEqual(snapshots, ["e.1"], "the slow snapshot was read whole");
