@@ -22,13 +22,19 @@ let package = Package(
         .executableTarget(name: "Load"),
         .executableTarget(name: "BareHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         .executableTarget(name: "ClientBench", dependencies: ["ChangeFeedClient", "Model"]),
-        .executableTarget(name: "FeedFollower", dependencies: ["ChangeFeedClient", "Model"], path: "Examples/FeedFollower"),
+        .executableTarget(
+            name: "FeedFollower", dependencies: ["ChangeFeedClient", "Model"], path: "Examples/FeedFollower"),
         // The tests' independent checks of changesets (UIKit's batch rules, minimal moves), shared by the test targets.
         .target(name: "ChangesetChecks", dependencies: ["Model"], path: "Tests/ChangesetChecks"),
+        // Real processes for the tests: the built server on a free port, programs run with all they start, and
+        // bounded waits; shared by the test targets that start them.
+        .target(name: "ProcessSupport", path: "Tests/ProcessSupport"),
         .testTarget(name: "ModelTests", dependencies: ["Model", "ChangesetChecks"]),
-        .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model"]),
+        .testTarget(name: "ChangeServerTests", dependencies: ["ChangeServer", "Model", "ProcessSupport"]),
         .testTarget(
             name: "ChangeFeedClientTests",
-            dependencies: ["ChangeFeedClient", "Model", "ChangeServer", "FeedFollower", "ChangesetChecks"]),
+            dependencies: [
+                "ChangeFeedClient", "Model", "ChangeServer", "FeedFollower", "ChangesetChecks", "ProcessSupport",
+            ]),
     ]
 )

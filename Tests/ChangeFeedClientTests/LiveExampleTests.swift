@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// The example follower (`Examples/FeedFollower`) against a live server: it prints each event and finds its

@@ -1,6 +1,7 @@
 import ChangeFeedClient
 import Foundation
 import Model
+import ProcessSupport
 import Testing
 
 /// The client against a fake server (a local responder) for what a real server never answers: malformed or

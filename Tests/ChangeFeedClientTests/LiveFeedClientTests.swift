@@ -1,6 +1,7 @@
 import ChangeFeedClient
 import Foundation
 import Model
+import ProcessSupport
 import Testing
 
 #if canImport(FoundationNetworking)

@@ -1,6 +1,7 @@
 import ChangeFeedClient
 import Foundation
 import Model
+import ProcessSupport
 import Testing
 
 /// Random histories against a live server while a `FeedClient` follows: after every step the mirror equals the

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// `openapi.yaml` against the tools of `scripts/requirements-test.txt`: the document is valid OpenAPI 3.1, and
@@ -30,7 +31,7 @@ import Testing
     }
 
     @Test func liveServerConformsToSpecification() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.started()
         try Self.seed(server.client)
         try await Self.schemathesis(against: server, maxExamples: 30, maxTime: 60)
     }
@@ -38,7 +39,7 @@ import Testing
     /// With tokens and a CORS allow-list, and requests that carry no token: every answer but `/healthz` and the
     /// preflights is `401` with `WWW-Authenticate`, and preflights from the allowed origin carry the CORS headers.
     @Test func unauthorizedAnswersConformToSpecification() async throws {
-        let server = try ServerProcess([
+        let server = try await ServerProcess.started([
             "--write-token", "contract-write", "--read-token", "contract-read", "--cors-origin", "https://app.example",
         ])
         try await Self.schemathesis(

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// The feed through the shipped caches (deploy/nginx, deploy/varnish), with real nginx and Varnish started by the

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// Issue 14 against a real server process: what a hostile client or a bad day could do, and now cannot.
@@ -105,7 +106,7 @@ import Testing
         connection.send(Array("GET /v1/collections/a\u{1B}[2Jb\u{07} HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
         _ = try connection.readResponse()
         _ = try server.client.get("/healthz")
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(20)
         // Each loop hands its lines to the log writer on its own: wait for the line itself.
         while !server.log.contains("GET /v1/collections/a") && Date() < deadline { usleep(20_000) }
         #expect(server.log.contains(#"/v1/collections/a\x1B[2Jb\x07"#))
@@ -190,11 +191,11 @@ import Testing
                 poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=120")
                 polls.append(poll)
             }
-            let deadline = Date().addingTimeInterval(5)
+            let deadline = Date().addingTimeInterval(20)
             while try metric(server, "changeserver_held_polls") != 400 && Date() < deadline { usleep(50_000) }
             #expect(try metric(server, "changeserver_held_polls") == 400)
             for poll in polls { poll.close() }
-            let released = Date().addingTimeInterval(5)
+            let released = Date().addingTimeInterval(20)
             while try metric(server, "changeserver_held_polls") != 0 && Date() < released { usleep(50_000) }
             #expect(try metric(server, "changeserver_held_polls") == 0)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Synchronization
 import Testing
 
@@ -296,9 +297,9 @@ import Testing
         #expect(ItemMirror(snapshot: try restarted.client.get("/v1/collections/c").object) == expected)
     }
 
-    /// Waits up to 5 s for `condition`.
+    /// Waits up to 20 s for `condition`.
     private func eventually(_ condition: () throws -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if try condition() { return true }
             usleep(10_000)
@@ -330,7 +331,7 @@ final class Workload: @unchecked Sendable {
         guard created.status == 201 else { throw ClientError.malformed("create: \(created.text)") }
         let start = ItemMirror(snapshot: ["version": created.object["version"] ?? "", "sections": [["items": []]]])
         // A server serves what it has applied: the others know `c` a few milliseconds later.
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(20)
         for server in servers {
             while try server.client.get("/v1/collections/c").status != 200 && Date() < deadline { usleep(5_000) }
         }

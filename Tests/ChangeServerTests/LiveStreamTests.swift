@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// The change feed as Server-Sent Events against a live server (API.md, "Stream"): events in order, resuming with
@@ -133,7 +134,7 @@ import Testing
         #expect(try stream.nextEvent()?.name == "reset")
         try Self.waitForMetric(server, "changeserver_streams_open", 1)
         stream.connection.close()
-        let deadline = Date().addingTimeInterval(3)
+        let deadline = Date().addingTimeInterval(10)
         while try Self.metric(server, "changeserver_streams_open") != 0 && Date() < deadline { usleep(10_000) }
         #expect(try Self.metric(server, "changeserver_streams_open") == 0)
     }
@@ -180,7 +181,7 @@ import Testing
         for stream in streams { stream.connection.close() }
         try Self.waitForMetric(server, "changeserver_streams_open", 0)
         let ownPorts = Set(streams.map(\.connection.localPort) + kept.map(\.localPort))
-        let released = waitUntil(timeout: 3) {
+        let released = waitUntil(timeout: 30) {
             let now = OpenDescriptors(of: pid)
             return now.count - now.foreignConnections(on: server.port, ownPorts: ownPorts) <= baseline.count
         }

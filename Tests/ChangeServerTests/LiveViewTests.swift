@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// Views on the real server: a poll held on a view wakes when its source commits, and a view (content, versions,

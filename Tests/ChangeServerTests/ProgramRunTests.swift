@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// The helper that runs node, Python and scripts for other tests ends whatever they start, within bounded time.

@@ -1,5 +1,6 @@
 import Foundation
 import Model
+import ProcessSupport
 import Testing
 
 @testable import ChangeServer

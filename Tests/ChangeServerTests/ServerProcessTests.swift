@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// The test support's own deadlines: a server that never says it listens cannot hold a test.

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 import Testing
 
 /// The web client and the demo page: the embedded files match `clients/web` and are served openly, the node tests

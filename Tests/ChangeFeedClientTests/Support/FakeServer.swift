@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 
 /// A tiny HTTP responder on 127.0.0.1 for answers a real server never gives: each request gets the answer
 /// `respond` makes from its index and target, then the connection closes. Runs on one thread until `stop()`.

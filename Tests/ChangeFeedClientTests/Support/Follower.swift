@@ -2,6 +2,7 @@ import ChangeFeedClient
 import ChangesetChecks
 import Foundation
 import Model
+import ProcessSupport
 
 /// A `FeedClient` driven by hand: pulls events into a `LiveCollection` and checks every step with the
 /// independent oracles (the UIKit batch model, minimal moves).

@@ -1,5 +1,6 @@
 import Foundation
 import Model
+import ProcessSupport
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 
 /// An HTTP response as the tests see it.
 struct HTTPResponse {
@@ -212,4 +213,9 @@ struct Client {
     func mutate(_ name: String, _ ops: [[String: Any]], headers: [String: String] = [:]) throws -> HTTPResponse {
         try post("/v1/collections/\(name)/mutations", ["ops": ops], headers: headers)
     }
+}
+
+extension ServerProcess {
+    /// A connection's worth of requests to this server.
+    var client: Client { Client(port: port) }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSupport
 
 /// A throwaway PostgreSQL 15 cluster for one test: `initdb` in a temporary directory (as the unprivileged user
 /// `postgres` when the tests run as root, since initdb refuses root), started on a free loopback port with

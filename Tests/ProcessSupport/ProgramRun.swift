@@ -11,17 +11,17 @@ import Testing
 /// on its time running out, or when it exited but the group lives on, the whole group is killed by its ID, which
 /// the program's unreaped PID keeps from being reused; and every wait here is bounded. Killed with SIGKILL at once:
 /// a child inherits the signal mask of the test thread that started it, in which SIGTERM is blocked.
-struct ProgramRun {
+public struct ProgramRun: Sendable {
     /// The exit status; nil when the program ran past its time and was killed.
-    var status: Int32?
+    public var status: Int32?
     /// Standard output and error together.
-    var output: String
+    public var output: String
     /// The command lines of processes the program started and left running after it ended (killed since).
-    var leftRunning: [String]
+    public var leftRunning: [String]
 
     /// Runs `arguments` (looked up on `PATH`) in `directory`, killed with every process it started after `timeout`
     /// seconds.
-    static func run(
+    public static func run(
         _ arguments: [String], in directory: URL, environment: [String: String] = [:], timeout: Double
     ) throws -> ProgramRun {
         RunWatchdog.arm()
@@ -68,17 +68,17 @@ struct ProgramRun {
 }
 
 /// What `/proc` tells of other processes.
-enum ProcessTable {
+public enum ProcessTable {
     /// Whether `pid` has exited and waits to be reaped.
-    static func isZombie(_ pid: pid_t) -> Bool { fields(of: pid)?.state == "Z" }
+    public static func isZombie(_ pid: pid_t) -> Bool { fields(of: pid)?.state == "Z" }
 
     /// The live (not zombie) processes of process group `group`, with their command lines.
-    static func members(ofGroup group: pid_t) -> [(pid: pid_t, command: String)] {
+    public static func members(ofGroup group: pid_t) -> [(pid: pid_t, command: String)] {
         all().filter { $0.group == group }.map { ($0.pid, $0.command) }
     }
 
     /// The live processes `ancestor` started and the ones they started, and so on, with their command lines.
-    static func descendants(of ancestor: pid_t) -> [(pid: pid_t, command: String)] {
+    public static func descendants(of ancestor: pid_t) -> [(pid: pid_t, command: String)] {
         let processes = all()
         var found: Set<pid_t> = [ancestor]
         var grew = true

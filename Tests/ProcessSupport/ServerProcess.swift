@@ -3,29 +3,29 @@ import Testing
 
 /// A real ChangeServer process on a free loopback port, started from the binary this test run built, and
 /// stopped by its PID when the test is done.
-final class ServerProcess: @unchecked Sendable {
+public final class ServerProcess: @unchecked Sendable {
     // @unchecked: the log is a locked box; everything else is set once in init.
-    let process = Process()
-    let port: Int
+    public let process = Process()
+    public let port: Int
     private let errorPipe = Pipe()
     /// Signalled once, when the process exits.
     private let exited = DispatchSemaphore(value: 0)
     private let logText = LockedText()
 
     /// The built `ChangeServer` next to the test bundle.
-    static var binary: URL {
+    public static var binary: URL {
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         return executable.deletingLastPathComponent().appendingPathComponent("ChangeServer")
     }
 
     /// The server's `--data-dir`.
-    let dataDirectory: String
+    public let dataDirectory: String
     private let ownsDataDirectory: Bool
 
     /// Starts a server; without `dataDirectory` it gets a fresh temporary one, removed when the test is done.
     /// `--fsync never` unless the arguments say otherwise (they come later and win).
     /// `launcher` runs the server through another program (`prlimit ...`) that execs it, keeping its PID.
-    init(
+    public init(
         _ arguments: [String] = [], environment: [String: String] = [:], dataDirectory: String? = nil,
         launcher: [String] = []
     ) throws {
@@ -55,7 +55,7 @@ final class ServerProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             if dataDirectory == nil { try? FileManager.default.removeItem(atPath: directory) }
-            throw ClientError.malformed("the server did not listen within \(Self.startTimeout) s: \(pending)")
+            throw TestFailure("the server did not listen within \(Self.startTimeout) s: \(pending)")
         }
         self.port = port
         Self.readUntilEnd(errorPipe, into: logText)
@@ -80,15 +80,16 @@ final class ServerProcess: @unchecked Sendable {
         thread.start()
     }
 
-    var client: Client { Client(port: port) }
+    /// The server's base URL.
+    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
     /// How long a server may take to print its `listening on` line.
-    static let startTimeout = 20.0
+    public static let startTimeout = 20.0
 
     /// Reads `stderr` until the `listening on <host>:<port>` line, its end, or `timeout` seconds, whichever comes
     /// first: each read waits (poll) only for what is left of the time, so a server that prints nothing cannot
     /// hold the test. The port (nil when none was printed in time) and everything read.
-    static func readListeningPort(_ stderr: FileHandle, within timeout: Double) -> (port: Int?, text: String) {
+    public static func readListeningPort(_ stderr: FileHandle, within timeout: Double) -> (port: Int?, text: String) {
         let deadline = ContinuousClock.now + .seconds(timeout)
         var text = ""
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -110,17 +111,17 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// Everything the server wrote to stderr so far; once it has exited (`stop`, `waitForExit`), everything.
-    var log: String { logText.value }
+    public var log: String { logText.value }
 
     /// Sends a signal and waits up to `timeout` seconds for the exit status.
     @discardableResult
-    func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
+    public func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
         if process.isRunning { kill(process.processIdentifier, signal) }
         return waitForExit(timeout: timeout)
     }
 
     /// Waits up to `timeout` seconds for the process to exit by itself; killed and nil if it does not.
-    func waitForExit(timeout: Double) -> Int32? {
+    public func waitForExit(timeout: Double) -> Int32? {
         if process.isRunning && exited.wait(timeout: .now() + timeout) == .timedOut {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -132,6 +133,25 @@ final class ServerProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// Starts a server from an async test on a thread of its own: start-up blocks until the server listens, and
+    /// must not block a thread of the cooperative pool (two on a 2-core machine), which every async test of the run
+    /// and the clients they drive share.
+    public static func started(_ arguments: [String] = [], dataDirectory: String? = nil) async throws -> ServerProcess {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try ServerProcess(arguments, dataDirectory: dataDirectory) })
+            }
+        }
+    }
+
+    /// `stop` from an async test, on a thread of its own (it waits up to 10 s for the exit).
+    @discardableResult
+    public func stopped() async -> Int32? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { [self] in continuation.resume(returning: stop()) }
+        }
+    }
+
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
@@ -141,9 +161,9 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// A new empty directory under the system's temporary directory.
-    static func temporaryDirectory() throws -> String {
+    public static func temporaryDirectory() throws -> String {
         var template = Array((NSTemporaryDirectory() + "/changeserver-test-XXXXXX").utf8CString)
-        guard let path = mkdtemp(&template) else { throw ClientError.malformed("mkdtemp failed") }
+        guard let path = mkdtemp(&template) else { throw TestFailure("mkdtemp failed") }
         return String(cString: path)
     }
 }
