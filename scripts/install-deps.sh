@@ -16,4 +16,4 @@ python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/r
 # nginx and Varnish: the shipped caches in front of the feed (deploy/), which LiveCacheTests and the cache
 # benchmark start themselves through scripts/nginx-front.sh and scripts/varnish-front.sh (no service is used).
 # gdb: a test run that hangs prints the stacks of its threads with it before it stops
-# (Tests/ChangeServerTests/Support/RunWatchdog.swift).
+# (Tests/ProcessSupport/RunWatchdog.swift).

@@ -13,9 +13,11 @@ struct LiveExampleTests {
         let follower = Process()
         follower.executableURL = ServerProcess.binary.deletingLastPathComponent().appendingPathComponent("FeedFollower")
         follower.arguments = [server.baseURL.absoluteString, "inbox", "--count", "3"]
-        let output = Pipe()
-        follower.standardOutput = output
-        try follower.run()
+        let output = try Spawning.run(follower) {
+            let pipe = Pipe()
+            follower.standardOutput = pipe
+            return pipe
+        }
         for id in ["b", "c"] {
             try await Task.sleep(for: .milliseconds(300))
             try await http.mutate("PUT", "/v1/collections/inbox/items/\(id)", #"{"data":1}"#)

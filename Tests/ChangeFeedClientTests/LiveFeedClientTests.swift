@@ -183,7 +183,7 @@ extension ServerProcess {
             text = String(decoding: data ?? Data(), as: UTF8.self)
             done.signal()
         }.resume()
-        done.wait()
+        _ = done.wait(timeout: .now() + 30)  // the request gives up after 5 s
         let line = text.split(separator: "\n").first { $0.hasPrefix("changeserver_held_polls ") }
         return line.flatMap { $0.split(separator: " ").last }.flatMap { Int($0) } ?? -1
     }

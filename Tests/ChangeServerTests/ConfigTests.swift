@@ -53,9 +53,11 @@ import Testing
         let process = Process()
         process.executableURL = ServerProcess.binary
         process.arguments = ["--no-such-flag"]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
+        let errors = try Spawning.run(process) {
+            let pipe = Pipe()
+            process.standardError = pipe
+            return pipe
+        }
         #expect(waitForExit(of: process, timeout: 10), "the server started despite an unknown flag")
         #expect(process.terminationStatus == 2)
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -64,9 +66,11 @@ import Testing
         let help = Process()
         help.executableURL = ServerProcess.binary
         help.arguments = ["--help"]
-        let output = Pipe()
-        help.standardOutput = output
-        try help.run()
+        let output = try Spawning.run(help) {
+            let pipe = Pipe()
+            help.standardOutput = pipe
+            return pipe
+        }
         #expect(waitForExit(of: help, timeout: 10), "--help did not exit")
         #expect(help.terminationStatus == 0)
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

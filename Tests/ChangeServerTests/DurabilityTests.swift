@@ -116,9 +116,11 @@ import Testing
         let second = Process()
         second.executableURL = ServerProcess.binary
         second.arguments = ["--host", "127.0.0.1", "--port", "0", "--data-dir", first.dataDirectory]
-        let errors = Pipe()
-        second.standardError = errors
-        try second.run()
+        let errors = try Spawning.run(second) {
+            let pipe = Pipe()
+            second.standardError = pipe
+            return pipe
+        }
         #expect(waitForExit(of: second, timeout: 10), "a second server started on the same --data-dir")
         #expect(second.terminationStatus == 1)
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -138,9 +140,11 @@ import Testing
         let refused = Process()
         refused.executableURL = ServerProcess.binary
         refused.arguments = ["--port", "0", "--data-dir", parent + "/file/data"]
-        let errors = Pipe()
-        refused.standardError = errors
-        try refused.run()
+        let errors = try Spawning.run(refused) {
+            let pipe = Pipe()
+            refused.standardError = pipe
+            return pipe
+        }
         #expect(waitForExit(of: refused, timeout: 10), "the server started without a usable --data-dir")
         #expect(refused.terminationStatus == 1)
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -177,7 +181,7 @@ import Testing
         let lift = Process()
         lift.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
         lift.arguments = ["--pid", String(server.process.processIdentifier), "--fsize=unlimited"]
-        try lift.run()
+        try Spawning.run(lift)
         lift.waitUntilExit()
         #expect(try server.client.put("/v1/collections/c/items/after", ["data": 1]).status == 201)
         #expect(server.stop() == 0)

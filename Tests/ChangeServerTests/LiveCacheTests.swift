@@ -9,7 +9,7 @@ import Testing
     @Test func webClientsThroughTheShippedCaches() async throws {
         let result = try await onOwnThread {
             try ProgramRun.run(
-                ["node", "--test", "--test-force-exit", "clients/web/test/cache.test.mjs"],
+                ["node", "--test", "clients/web/test/cache.test.mjs"],
                 in: LiveWebClientTests.repository,
                 environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 840)
         }

@@ -128,10 +128,11 @@ import Testing
             "--host", "127.0.0.1", "--port", String(port), "--fsync", "never", "--data-dir", directory,
             "--snapshot-bytes", "8192",
         ]
-        let unread = Pipe()
-        process.standardError = unread
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        // The pipe stays open, its read end unread, for as long as `process` holds it as its standard error.
+        try Spawning.run(process) {
+            process.standardError = Pipe()
+            process.standardOutput = FileHandle.nullDevice
+        }
         defer {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -257,14 +258,14 @@ import Testing
         let mount = Process()
         mount.executableURL = URL(fileURLWithPath: "/bin/mount")
         mount.arguments = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mountPoint]
-        try mount.run()
+        try Spawning.run(mount)
         mount.waitUntilExit()
         try #require(mount.terminationStatus == 0, "mounting a tmpfs needs root")
         defer {
             let unmount = Process()
             unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
             unmount.arguments = [mountPoint]
-            try? unmount.run()
+            try? Spawning.run(unmount)
             unmount.waitUntilExit()
         }
         let data = mountPoint + "/data"

@@ -7,12 +7,13 @@ import Testing
 /// Why not `Process.waitUntilExit()`: Foundation learns that a child exited only when every process holding the
 /// socket it hands the child has closed it, so a server or nginx that node started and left running keeps
 /// `terminationHandler` from firing and `waitUntilExit()` from returning, for ever (the likely cause of a CI run
-/// that hung past its 90 minutes: node, timed out and killed, leaves its servers behind). Foundation starts each child in a process group of its own, and the group ends with the program:
-/// on its time running out, or when it exited but the group lives on, the whole group is killed by its ID, which
-/// the program's unreaped PID keeps from being reused; and every wait here is bounded. Killed with SIGKILL at once:
-/// a child inherits the signal mask of the test thread that started it, in which SIGTERM is blocked.
+/// that hung past its 90 minutes: node, timed out and killed, left its servers behind). So the program's end is
+/// also looked for in `/proc`. Foundation starts each child in a process group of its own: when the program ran
+/// past its time, or ended with members of its group still running, the whole group is killed by its ID, which
+/// stays taken while the group has a member. With SIGKILL at once: a child inherits the signal mask of the test
+/// thread that started it, in which SIGTERM is blocked. Every wait here is bounded.
 public struct ProgramRun: Sendable {
-    /// The exit status; nil when the program ran past its time and was killed.
+    /// The exit status; nil when the program ran past its time or was killed by a signal.
     public var status: Int32?
     /// Standard output and error together.
     public var output: String
@@ -34,36 +35,42 @@ public struct ProgramRun: Sendable {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let logPath = folder + "/output.log"
         try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
+        let ended = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in ended.signal() }
+        process.standardInput = FileHandle.nullDevice
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = log
         process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        let ended = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in ended.signal() }
-        try process.run()
-        try log.close()
+        do {
+            defer { try? log.close() }
+            try Spawning.run(process)
+        }
         let group = process.processIdentifier
+        let deadline = ContinuousClock.now + .seconds(timeout)
         var timedOut = false
-        var leftRunning: [String] = []
-        if ended.wait(timeout: .now() + timeout) == .timedOut {
-            timedOut = !ProcessTable.isZombie(group)
-            leftRunning = ProcessTable.members(ofGroup: group).filter { $0.pid != group }.map(\.command)
+        var reaped = false
+        // The program's own end is seen in `/proc` too (a zombie, or gone once Foundation reaped it): Foundation's
+        // handler waits for the group as well while a process of it holds the socket.
+        while !reaped && ProcessTable.isRunning(group) && !timedOut {
+            reaped = ended.wait(timeout: .now() + 0.2) == .success
+            timedOut = !reaped && ContinuousClock.now >= deadline
+        }
+        // While the group has a member, its ID stays taken, so killing by it cannot reach another process.
+        let left = ProcessTable.members(ofGroup: group).filter { $0.pid != group }
+        if timedOut || !left.isEmpty {
             kill(-group, SIGKILL)
-            if ended.wait(timeout: .now() + 10) == .timedOut {
-                Issue.record("\(arguments.joined(separator: " ")): its process group outlived SIGKILL")
-            }
-        } else {
-            // Ended, and reaped: what is left of the group closed Foundation's socket and runs on (a server started
-            // by a Python subprocess, say); killed one by one, since the group's ID is free again once it is empty.
-            for member in ProcessTable.members(ofGroup: group) {
-                leftRunning.append(member.command)
-                kill(member.pid, SIGKILL)
-            }
+        }
+        if !reaped && ended.wait(timeout: .now() + 10) == .timedOut {
+            Issue.record("\(arguments.joined(separator: " ")): its process group outlived SIGKILL by 10 s")
         }
         let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        let killedBy = process.isRunning || process.terminationReason == .exit ? nil : process.terminationStatus
         return ProgramRun(
-            status: timedOut || process.isRunning ? nil : process.terminationStatus,
-            output: (timedOut ? "timed out after \(timeout) s\n" : "") + output, leftRunning: leftRunning)
+            status: timedOut || process.isRunning || killedBy != nil ? nil : process.terminationStatus,
+            output: (timedOut ? "timed out after \(timeout) s\n" : "")
+                + (killedBy.map { "killed by signal \($0)\n" } ?? "")
+                + output,
+            leftRunning: left.map(\.command))
     }
 }
 
@@ -71,6 +78,9 @@ public struct ProgramRun: Sendable {
 public enum ProcessTable {
     /// Whether `pid` has exited and waits to be reaped.
     public static func isZombie(_ pid: pid_t) -> Bool { fields(of: pid)?.state == "Z" }
+
+    /// Whether `pid` runs: neither a zombie nor gone.
+    public static func isRunning(_ pid: pid_t) -> Bool { fields(of: pid).map { $0.state != "Z" } ?? false }
 
     /// The live (not zombie) processes of process group `group`, with their command lines.
     public static func members(ofGroup group: pid_t) -> [(pid: pid_t, command: String)] {

@@ -1,9 +1,10 @@
 import Foundation
 
 /// Ends a test run that hangs, with a diagnosis: once armed (by the first server or program a test starts), a run
-/// still going after `limit` prints the processes on the machine and the stacks of every thread of the test process
-/// (with gdb, which `scripts/install-deps.sh` installs), then exits with status 70. The whole suite takes minutes;
-/// a run that hung instead would be stopped by CI at its 90 minutes with nothing to show where.
+/// still going `limit` later prints the stacks of every thread of the test process (with gdb, which
+/// `scripts/install-deps.sh` installs), their frames in the tests, and the processes the run started, then exits with
+/// status 70 at once. The whole suite takes minutes; a run that hung instead would be stopped by CI at its 90 minutes
+/// with nothing to show where.
 enum RunWatchdog {
     static let limit: Double = 45 * 60
 
@@ -26,7 +27,8 @@ enum RunWatchdog {
             let processes = ProcessTable.descendants(of: getpid()).map(\.command)
             report("The processes it started, still running:\n" + processes.joined(separator: "\n"))
             report(verdict + ": stopped (see above)")
-            exit(70)
+            // Not `exit`: its handlers could wait on a lock a stuck thread holds; the reports went out unbuffered.
+            _exit(70)
         }
         thread.name = "run watchdog"
         thread.start()

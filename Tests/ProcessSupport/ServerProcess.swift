@@ -7,7 +7,7 @@ public final class ServerProcess: @unchecked Sendable {
     // @unchecked: the log is a locked box; everything else is set once in init.
     public let process = Process()
     public let port: Int
-    private let errorPipe = Pipe()
+    private let errorPipe: Pipe
     /// Signalled once, when the process exits.
     private let exited = DispatchSemaphore(value: 0)
     private let logText = LockedText()
@@ -45,10 +45,14 @@ public final class ServerProcess: @unchecked Sendable {
         var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
         variables.merge(environment) { $1 }
         process.environment = variables
-        process.standardError = errorPipe
         process.standardOutput = FileHandle.nullDevice
         process.terminationHandler = { [exited] _ in exited.signal() }
-        try process.run()
+        let process = self.process
+        errorPipe = try Spawning.run(process) {
+            let pipe = Pipe()
+            process.standardError = pipe
+            return pipe
+        }
         let (found, pending) = Self.readListeningPort(errorPipe.fileHandleForReading, within: Self.startTimeout)
         logText.append(pending)
         guard let port = found else {

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessSupport
+import Testing
 
 /// A tiny HTTP responder on 127.0.0.1 for answers a real server never gives: each request gets the answer
 /// `respond` makes from its index and target, then the connection closes. Runs on one thread until `stop()`.
@@ -46,7 +47,8 @@ final class FakeServer: @unchecked Sendable {
 
     func stop() {
         lock.withLock { stopped = true }
-        finished.wait()
+        // Its loop looks at `stopped` every 50 ms, and a connection's read gives up after 10 s.
+        if finished.wait(timeout: .now() + 30) == .timedOut { Issue.record("the fake server did not stop") }
         close(listener)
     }
 
@@ -56,6 +58,8 @@ final class FakeServer: @unchecked Sendable {
             guard poll(&request, 1, 50) > 0 else { continue }
             let connection = accept(listener, nil, nil)
             guard connection >= 0 else { continue }
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var text = ""
             var buffer = [UInt8](repeating: 0, count: 4096)
             while !text.contains("\r\n\r\n") {
