@@ -22,4 +22,9 @@ public enum Spawning {
     public static func run(_ process: Process) throws {
         try run(process) {}
     }
+
+    /// Runs `spawn`, which starts a child without Foundation (`posix_spawn`), under the same lock.
+    public static func withLock<Result>(_ spawn: () throws -> Result) rethrows -> Result {
+        try lock.withLock(spawn)
+    }
 }

@@ -97,7 +97,7 @@ final class PostgresCluster: @unchecked Sendable {
         let arguments = argv.map { strdup($0) } + [nil]
         defer { for argument in arguments { free(argument) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, argv[0], &actions, nil, arguments, environ)
+        let spawned = Spawning.withLock { posix_spawn(&pid, argv[0], &actions, nil, arguments, environ) }
         guard spawned == 0 else { throw ClientError.malformed("cannot run \(argv[0]): \(spawned)") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
