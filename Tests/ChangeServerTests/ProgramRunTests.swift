@@ -20,9 +20,10 @@ import Testing
         let run = try ProgramRun.run(["bash", "-c", "sleep 300 & echo $!; exit 0"], in: Self.here, timeout: 60)
         #expect(ContinuousClock.now - started < .seconds(30), "waited for the time out")
         #expect(run.status == 0)
+        let pid = try Self.printedPID(run.output)
         #expect(
-            run.leftRunning.count == 1 && run.leftRunning.first?.contains("sleep 300") == true, "\(run.leftRunning)")
-        try Self.expectGone(run.output)
+            run.leftRunning.count == 1 && run.leftRunning.first?.hasPrefix("\(pid): ") == true, "\(run.leftRunning)")
+        Self.expectGone(pid)
     }
 
     /// A process left running that closed every inherited descriptor (as Python's subprocesses do) does not hold
@@ -34,21 +35,26 @@ import Testing
         let run = try ProgramRun.run(["bash", "-c", detach], in: Self.here, timeout: 60)
         #expect(ContinuousClock.now - started < .seconds(30), "waited for the time out")
         #expect(run.status == 0)
+        let pid = try Self.printedPID(run.output)
         #expect(
-            run.leftRunning.count == 1 && run.leftRunning.first?.contains("sleep 301") == true, "\(run.leftRunning)")
-        try Self.expectGone(run.output)
+            run.leftRunning.count == 1 && run.leftRunning.first?.hasPrefix("\(pid): ") == true, "\(run.leftRunning)")
+        Self.expectGone(pid)
     }
 
     @Test func aProgramPastItsTimeIsKilledWithWhatItStarted() throws {
         let run = try ProgramRun.run(["bash", "-c", "sleep 302 & echo $!; wait"], in: Self.here, timeout: 1)
         #expect(run.status == nil)
         #expect(run.output.hasPrefix("timed out after 1.0 s\nkilled by signal 9\n"), "\(run.output)")
-        try Self.expectGone(run.output)
+        Self.expectGone(try Self.printedPID(run.output))
     }
 
-    /// The PID the program printed on its last line is gone (or a zombie, waiting for its new parent).
-    static func expectGone(_ output: String) throws {
-        let pid = try #require(output.split(separator: "\n").last.flatMap { pid_t($0) }, "\(output)")
+    /// The PID the program printed on its last line.
+    static func printedPID(_ output: String) throws -> pid_t {
+        try #require(output.split(separator: "\n").last.flatMap { pid_t($0) }, "\(output)")
+    }
+
+    /// `pid` is gone (or a zombie, waiting for its new parent).
+    static func expectGone(_ pid: pid_t) {
         #expect(waitUntil(timeout: 10) { kill(pid, 0) != 0 || ProcessTable.isZombie(pid) }, "\(pid) still runs")
     }
 }

@@ -107,18 +107,19 @@ public enum ProcessTable {
             guard let pid = pid_t(entry), let fields = fields(of: pid), fields.state != "Z" else { return nil }
             let raw = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
             let command = String(decoding: raw.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
-            return (pid, fields.parent, fields.group, "\(pid): \(command)")
+            // Empty while the process execs or exits: its name from `stat` then.
+            return (pid, fields.parent, fields.group, "\(pid): \(command.isEmpty ? "(\(fields.name))" : command)")
         }
     }
 
-    /// The state, parent and process group of `pid` from `/proc/PID/stat`, whose second field (the command name, in
+    /// The name, state, parent and process group of `pid` from `/proc/PID/stat`, whose second field (the command name, in
     /// parentheses) may itself hold spaces and parentheses: the fields are read after its last `)`.
-    private static func fields(of pid: pid_t) -> (state: Substring, parent: pid_t, group: pid_t)? {
+    private static func fields(of pid: pid_t) -> (name: Substring, state: Substring, parent: pid_t, group: pid_t)? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
+            let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")")
         else { return nil }
         let rest = text[text.index(after: close)...].split(separator: " ")
         guard rest.count > 2, let parent = pid_t(rest[1]), let group = pid_t(rest[2]) else { return nil }
-        return (rest[0], parent, group)
+        return (text[text.index(after: open)..<close], rest[0], parent, group)
     }
 }
