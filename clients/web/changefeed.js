@@ -433,6 +433,9 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 body = null;
             }
             return { status: response.status, headers: response.headers, body };
+        } catch (error) {
+            // Some fetch implementations (node 18's) reject with a bare AbortError, not the reason given to abort().
+            throw deadline.signal.aborted && deadline.signal.reason instanceof Error ? deadline.signal.reason : error;
         } finally {
             clearTimeout(timer);
             signal.removeEventListener("abort", onAbort);

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"531d9fa1b1b5be2b\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"cda4498283725c17\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d2e61d282bb29833\"", text: file3),
@@ -455,6 +455,9 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 body = null;
             }
             return { status: response.status, headers: response.headers, body };
+        } catch (error) {
+            // Some fetch implementations (node 18's) reject with a bare AbortError, not the reason given to abort().
+            throw deadline.signal.aborted && deadline.signal.reason instanceof Error ? deadline.signal.reason : error;
         } finally {
             clearTimeout(timer);
             signal.removeEventListener("abort", onAbort);
