@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// A program a test runs to its end (node, Python, a script) with everything it starts: its output, its exit status
-/// (nil when it ran past its time), and the processes it left running, which are killed.
+/// (nil when it ran past its time or a signal killed it), and the processes it left running, which are killed.
 ///
 /// Why not `Process.waitUntilExit()`: Foundation learns that a child exited only when every process holding the
 /// socket it hands the child has closed it, so a server or nginx that node started and left running keeps
