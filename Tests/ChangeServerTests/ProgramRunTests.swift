@@ -16,14 +16,7 @@ import Testing
     /// The case that can hang a run for ever: the program exits, and a process it started holds Foundation's socket
     /// on.
     @Test func aProcessLeftRunningIsNamedAndKilled() throws {
-        let started = ContinuousClock.now
-        let run = try ProgramRun.run(["bash", "-c", "sleep 300 & echo $!; exit 0"], in: Self.here, timeout: 60)
-        #expect(ContinuousClock.now - started < .seconds(30), "waited for the time out")
-        #expect(run.status == 0)
-        let pid = try Self.printedPID(run.output)
-        #expect(
-            run.leftRunning.count == 1 && run.leftRunning.first?.hasPrefix("\(pid): ") == true, "\(run.leftRunning)")
-        Self.expectGone(pid)
+        try Self.expectLeftProcessFoundAtOnceAndKilled("sleep 300 & echo $!; exit 0")
     }
 
     /// A process left running that closed every inherited descriptor (as Python's subprocesses do) does not hold
@@ -31,14 +24,7 @@ import Testing
     @Test func aProcessLeftRunningWithItsDescriptorsClosedIsKilled() throws {
         let detach =
             #"(for fd in $(ls /proc/$BASHPID/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done; exec sleep 301) & echo $!; exit 0"#
-        let started = ContinuousClock.now
-        let run = try ProgramRun.run(["bash", "-c", detach], in: Self.here, timeout: 60)
-        #expect(ContinuousClock.now - started < .seconds(30), "waited for the time out")
-        #expect(run.status == 0)
-        let pid = try Self.printedPID(run.output)
-        #expect(
-            run.leftRunning.count == 1 && run.leftRunning.first?.hasPrefix("\(pid): ") == true, "\(run.leftRunning)")
-        Self.expectGone(pid)
+        try Self.expectLeftProcessFoundAtOnceAndKilled(detach)
     }
 
     @Test func aProgramPastItsTimeIsKilledWithWhatItStarted() throws {
@@ -46,6 +32,19 @@ import Testing
         #expect(run.status == nil)
         #expect(run.output.hasPrefix("timed out after 1.0 s\nkilled by signal 9\n"), "\(run.output)")
         Self.expectGone(try Self.printedPID(run.output))
+    }
+
+    /// Runs `script`, which starts one process, prints its PID and exits 0: the run ends long before its time out,
+    /// names that process as left running, and kills it.
+    static func expectLeftProcessFoundAtOnceAndKilled(_ script: String) throws {
+        let started = ContinuousClock.now
+        let run = try ProgramRun.run(["bash", "-c", script], in: here, timeout: 60)
+        #expect(ContinuousClock.now - started < .seconds(30), "waited for the time out")
+        #expect(run.status == 0)
+        let pid = try printedPID(run.output)
+        #expect(
+            run.leftRunning.count == 1 && run.leftRunning.first?.hasPrefix("\(pid): ") == true, "\(run.leftRunning)")
+        expectGone(pid)
     }
 
     /// The PID the program printed on its last line.
