@@ -141,11 +141,7 @@ public final class ServerProcess: @unchecked Sendable {
     /// must not block a thread of the cooperative pool (two on a 2-core machine), which every async test of the run
     /// and the clients they drive share.
     public static func started(_ arguments: [String] = [], dataDirectory: String? = nil) async throws -> ServerProcess {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try ServerProcess(arguments, dataDirectory: dataDirectory) })
-            }
-        }
+        try await onOwnThread { try ServerProcess(arguments, dataDirectory: dataDirectory) }
     }
 
     /// `stop` from an async test, on a thread of its own (it waits up to 10 s for the exit).
