@@ -2,8 +2,9 @@
 # The feed through the shipped caches and as event streams (README, "The feed through HTTP caches"), measured
 # by Load in one run on loopback: N long-poll subscribers straight to the server (the baseline), the same N
 # through nginx (scripts/nginx-front.sh) and through Varnish (scripts/varnish-front.sh), then N event streams
-# (one mutation, then --sustained rounds, and the server's memory per idle stream). Every process it starts is
-# stopped by its PID when it ends.
+# (one mutation, then --sustained rounds, and the server's memory per idle stream), and last the same number of
+# mutations sent by 4 writers back to back, to streams and to polls (`Load fanout --burst 4`). Every process it
+# starts is stopped by its PID when it ends.
 # Usage: scripts/bench-cache.sh [--subscribers 10000] [--sustained 10]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,3 +60,6 @@ load --collection streams --sse 1 --server-pid "$server"
 load --collection sustained --sse 1 --sustained "$sustained"
 echo "== long-poll, direct, $sustained mutations (the same run's long-poll figure)"
 load --collection sustainedpoll --sustained "$sustained"
+echo "== $sustained mutations from 4 writers back to back: event streams, then long-poll"
+load --collection burststreams --sse 1 --sustained "$sustained" --burst 4 --server-pid "$server"
+load --collection burstpolls --sustained "$sustained" --burst 4 --server-pid "$server"

@@ -12,6 +12,10 @@
  *            origin's feed requests per mutation. --sse 1: the subscribers hold Server-Sent Events streams
  *            instead of polls (no re-poll between rounds). --server-pid PID: the server's resident memory per
  *            subscriber, and the CPU time it spent (all threads) from each mutation's send to its last delivery.
+ *            --burst W (with --sustained K): W writers send K mutations in all, each as soon as its last one is
+ *            acknowledged, without waiting for the subscribers; every subscriber follows until it has the last
+ *            version (a poll re-polls from the version it got): mutations delivered per second, and the events
+ *            received per subscriber and mutation (below 1 when the server coalesces what a subscriber missed).
  *   churn    polls that time out or whose clients vanish, by the hundred thousand; the server's resident
  *            memory and open descriptors before and after (--server-pid).
  *   writes   durable mutations per second (small item upserts) from 1, 16 and 64 concurrent keep-alive clients;
@@ -33,6 +37,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +56,8 @@ typedef struct {
     size_t used;
     int done;          /* the current round's response has arrived */
     double latency_ms; /* of the current round */
+    int events;        /* --burst: events (or poll answers with changes) received */
+    char since[128];   /* --burst: the version the subscriber is at */
 } Subscriber;
 
 static const char *host = "127.0.0.1";
@@ -181,7 +188,11 @@ static int wait_for_held(long count, double timeout_ms) {
     return 0;
 }
 
-static void send_poll(Subscriber *subscriber) {
+static void send_poll_since(Subscriber *subscriber, const char *version);
+
+static void send_poll(Subscriber *subscriber) { send_poll_since(subscriber, version); }
+
+static void send_poll_since(Subscriber *subscriber, const char *version) {
     char head[512];
     int length = nchan ? snprintf(head, sizeof head, "GET /sub/%s HTTP/1.1\r\nHost: %s\r\n\r\n", collection, host)
                  : sse ? snprintf(head, sizeof head,
@@ -194,6 +205,24 @@ static void send_poll(Subscriber *subscriber) {
     subscriber->used = 0;
     subscriber->done = 0;
     if (write(subscriber->fd, head, length) != length) subscriber->done = -1;
+}
+
+/* `count` subscribers on `target_port`, each with its poll or stream request sent, watched by `epoll_fd`; NULL when
+   one cannot connect. */
+static Subscriber *subscribe(int count, int target_port, int epoll_fd) {
+    Subscriber *subscribers = calloc(count, sizeof *subscribers);
+    for (int index = 0; index < count; index++) {
+        subscribers[index].fd = connect_to(target_port, 1);
+        if (subscribers[index].fd < 0) {
+            fprintf(stderr, "connection %d failed: %s\n", index, strerror(errno));
+            return NULL;
+        }
+        send_poll(&subscribers[index]);
+        fcntl(subscribers[index].fd, F_SETFL, fcntl(subscribers[index].fd, F_GETFL) | O_NONBLOCK);
+        struct epoll_event event = {.events = EPOLLIN, .data.ptr = &subscribers[index]};
+        epoll_ctl(epoll_fd, EPOLL_CTL_ADD, subscribers[index].fd, &event);
+    }
+    return subscribers;
 }
 
 /* Whether the subscriber's buffer holds one whole response (headers and Content-Length body). */
@@ -331,6 +360,14 @@ static int create_collection(const char *sections_json) {
     return 1;
 }
 
+/* Closes the subscribers' connections, frees them, and waits until the server holds none of them. */
+static void unsubscribe(Subscriber *subscribers, int count, int epoll_fd) {
+    for (int index = 0; index < count; index++) close(subscribers[index].fd);
+    free(subscribers);
+    close(epoll_fd);
+    wait_for_no_held(10000);
+}
+
 static int fanout(const char *sizes, int sustained, int server_pid) {
     char list[256];
     snprintf(list, sizeof list, "%s", sizes);
@@ -350,18 +387,8 @@ static int fanout(const char *sizes, int sustained, int server_pid) {
         int epoll_fd = epoll_create1(0);
         long rss_before = -1, rss_after = -1, descriptors;
         if (server_pid > 0) process_usage(server_pid, &rss_before, &descriptors);
-        Subscriber *subscribers = calloc(count, sizeof *subscribers);
-        for (int index = 0; index < count; index++) {
-            subscribers[index].fd = connect_to(front_port ? front_port : port, 1);
-            if (subscribers[index].fd < 0) {
-                fprintf(stderr, "connection %d failed: %s\n", index, strerror(errno));
-                return 1;
-            }
-            send_poll(&subscribers[index]);
-            fcntl(subscribers[index].fd, F_SETFL, fcntl(subscribers[index].fd, F_GETFL) | O_NONBLOCK);
-            struct epoll_event event = {.events = EPOLLIN, .data.ptr = &subscribers[index]};
-            epoll_ctl(epoll_fd, EPOLL_CTL_ADD, subscribers[index].fd, &event);
-        }
+        Subscriber *subscribers = subscribe(count, front_port ? front_port : port, epoll_fd);
+        if (!subscribers) return 1;
         if (!wait_for_held(count, 30000)) {
             fprintf(stderr, "the server never held %d polls (it holds %ld)\n", count, held_polls());
             return 1;
@@ -426,11 +453,8 @@ static int fanout(const char *sizes, int sustained, int server_pid) {
                    rounds, total / (delivering_ms / 1000), total / (wall_ms / 1000));
         }
         fflush(stdout);
-        for (int index = 0; index < count; index++) close(subscribers[index].fd);
-        free(subscribers);
         free(latencies);
-        close(epoll_fd);
-        wait_for_no_held(10000);
+        unsubscribe(subscribers, count, epoll_fd);
     }
     return 0;
 }
@@ -849,11 +873,171 @@ static int restart(const char *server, int items) {
     return system(command) == 0 ? 0 : 1;
 }
 
+
+typedef struct {
+    int first, step, mutations;
+    int refused;
+} BurstWriter;
+
+/* One mutation on a fresh connection, its answer read into a buffer of the caller's thread; the status. */
+static int post_mutation(const char *path, const char *json) {
+    int fd = open_connection(1);
+    if (fd < 0) return -1;
+    struct timeval timeout = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    char head[512], response[8192];
+    size_t length = strlen(json);
+    int head_length = snprintf(head, sizeof head,
+                               "POST %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                               "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                               path, host, length);
+    int status = -1;
+    if (write(fd, head, head_length) == head_length && write(fd, json, length) == (ssize_t)length) {
+        size_t used = 0;
+        ssize_t got;
+        while (used < sizeof response - 1 && (got = read(fd, response + used, sizeof response - 1 - used)) > 0)
+            used += got;
+        response[used] = 0;
+        sscanf(response, "HTTP/1.%*d %d", &status);
+    }
+    close(fd);
+    return status;
+}
+
+static void *write_burst(void *argument) {
+    BurstWriter *writer = argument;
+    char ops[256], path[256];
+    snprintf(path, sizeof path, "/v1/collections/%s/mutations", collection);
+    for (int index = writer->first; index < writer->mutations; index += writer->step) {
+        snprintf(ops, sizeof ops,
+                 "{\"ops\":[{\"op\":\"insertItems\",\"at\":[0,0],\"items\":[{\"id\":\"b%d\",\"data\":{\"n\":%d}}]}]}",
+                 index, index);
+        if (post_mutation(path, ops) != 200) writer->refused++;
+    }
+    return NULL;
+}
+
+/* Takes what a subscriber read: whole events of a stream (counted; done at the event with id `last`), or a whole
+   poll answer (done at `last`, else the next poll from the version it reached). */
+static void follow(Subscriber *subscriber, const char *last) {
+    subscriber->buffer[subscriber->used] = 0;
+    if (sse) {
+        char *start = subscriber->buffer, *end;
+        size_t last_length = strlen(last);
+        while ((end = strstr(start, "\n\n"))) {
+            *end = 0;
+            if (strstr(start, "event: changes\n")) {
+                subscriber->events++;
+                const char *id = strstr(start, "\nid: ");
+                if (id && !strncmp(id + 5, last, last_length) && id[5 + last_length] == '\n') subscriber->done = 1;
+            }
+            start = end + 2;
+        }
+        subscriber->used -= start - subscriber->buffer;
+        memmove(subscriber->buffer, start, subscriber->used);
+        return;
+    }
+    if (!complete(subscriber)) return;
+    char *body = strstr(subscriber->buffer, "\r\n\r\n");
+    char to[128];
+    if (!body || !extract(body, "to", to, sizeof to)) {
+        subscriber->done = -1;
+        return;
+    }
+    subscriber->events++;
+    if (!strcmp(to, last)) {
+        subscriber->done = 1;
+        return;
+    }
+    snprintf(subscriber->since, sizeof subscriber->since, "%s", to);
+    send_poll_since(subscriber, subscriber->since);
+}
+
+/* fanout --burst: `writers` writers send `mutations` mutations back to back while `count` subscribers follow. */
+static int burst(int count, int writers, int mutations, int server_pid) {
+    if (writers < 1 || writers > 64 || mutations < 1 || count < 1 || count > 100000) return 2;
+    if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}")) return 1;
+    char *dot = strrchr(version, '.');
+    if (!dot) return 1;
+    char last[128];
+    snprintf(last, sizeof last, "%.*s.%lld", (int)(dot - version), version, atoll(dot + 1) + mutations);
+    int epoll_fd = epoll_create1(0);
+    Subscriber *subscribers = subscribe(count, port, epoll_fd);
+    if (!subscribers) return 1;
+    if (!wait_for_held(count, 30000)) {
+        fprintf(stderr, "the server never held %d subscribers (it holds %ld)\n", count, held_polls());
+        return 1;
+    }
+    /* A stream's opening bytes are not events. */
+    if (sse) usleep(200000);
+    for (int index = 0; index < count; index++) {
+        subscribers[index].used = 0;
+        subscribers[index].done = subscribers[index].events = 0;
+    }
+    double cpu_before = server_pid > 0 ? process_cpu_ns(server_pid) : -1;
+    BurstWriter burst_writers[64];
+    pthread_t threads[64];
+    double started = now_ms();
+    for (int index = 0; index < writers; index++) {
+        burst_writers[index] = (BurstWriter){.first = index, .step = writers, .mutations = mutations};
+        pthread_create(&threads[index], NULL, write_burst, &burst_writers[index]);
+    }
+    double *latencies = malloc(sizeof(double) * count);
+    int finished = 0, failed = 0;
+    struct epoll_event events[512];
+    double deadline = started + 60000;
+    while (finished + failed < count && now_ms() < deadline) {
+        int ready = epoll_wait(epoll_fd, events, 512, 100);
+        for (int index = 0; index < ready; index++) {
+            Subscriber *subscriber = events[index].data.ptr;
+            if (subscriber->done) continue;
+            size_t room = sizeof subscriber->buffer - 1 - subscriber->used;
+            ssize_t got = read(subscriber->fd, subscriber->buffer + subscriber->used, room);
+            if (got <= 0 || (got == (ssize_t)room && !sse && !complete(subscriber))) {
+                if (got < 0 && errno == EAGAIN) continue;
+                subscriber->done = -1;
+            } else {
+                subscriber->used += got;
+                follow(subscriber, last);
+            }
+            if (subscriber->done == 1) latencies[finished++] = now_ms() - started;
+            if (subscriber->done == -1) failed++;
+        }
+    }
+    double elapsed = now_ms() - started;
+    double cpu_after = server_pid > 0 ? process_cpu_ns(server_pid) : -1;
+    int refused = 0;
+    for (int index = 0; index < writers; index++) {
+        pthread_join(threads[index], NULL);
+        refused += burst_writers[index].refused;
+    }
+    long received = 0;
+    for (int index = 0; index < count; index++) received += subscribers[index].events;
+    qsort(latencies, finished, sizeof(double), compare);
+    if (finished) elapsed = latencies[finished - 1];
+    printf("%-12s %8s %10s %10s %10s %14s %10s\n", "subscribers", "writers", "p50_ms", "p99_ms", "done",
+           "mutations/s", "events");
+    printf("%-12d %8d %10.2f %10.2f %10d %14.0f %10ld\n", count, writers, finished ? latencies[finished / 2] : 0,
+           finished ? latencies[(int)(finished * 0.99)] : 0, finished, (double)finished * mutations / (elapsed / 1000),
+           received);
+    printf("  %d mutations delivered to every subscriber that finished, %.0f per second; %.2f events per subscriber"
+           " per mutation\n", mutations, (double)finished * mutations / (elapsed / 1000),
+           (double)received / count / mutations);
+    if (cpu_before >= 0 && cpu_after >= 0 && finished)
+        printf("  server CPU: %.2f us per mutation delivered\n", (cpu_after - cpu_before) / 1e3 / finished / mutations);
+    if (refused || failed) fprintf(stderr, "%d mutations refused, %d subscribers failed\n", refused, failed);
+    fflush(stdout);
+    free(latencies);
+    unsubscribe(subscribers, count, epoll_fd);
+    return refused || failed || finished < count ? 1 : 0;
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: Load MODE [--host 127.0.0.1] [--port 8080] [--collection NAME] [options]\n"
             "  fanout  [--subscribers 100,1000,10000] [--sustained K] [--nchan 1: the server is nginx + nchan]\n"
             "          [--front PORT: through a cache] [--sse 1: event streams] [--server-pid PID: memory, CPU]\n"
+            "          [--burst W --sustained K: W writers send K mutations back to back]\n"
             "  churn   --server-pid PID [--polls 100000] [--batch 5000]\n"
             "  writes  [--connections 1,16,64] [--seconds 5] [--spread N: over N collections]\n"
             "  isolation [--items 300000] [--seconds 5]\n"
@@ -867,7 +1051,7 @@ int main(int argc, char **argv) {
     if (argc < 2) usage();
     const char *mode = argv[1];
     const char *sizes = NULL, *server = NULL;
-    int sustained = 0, polls = 100000, batch = 5000, server_pid = 0, items = 0, count = 1000;
+    int sustained = 0, writers = 0, polls = 100000, batch = 5000, server_pid = 0, items = 0, count = 1000;
     double seconds = 5;
     for (int index = 2; index < argc; index++) {
         const char *option = argv[index], *value = index + 1 < argc ? argv[index + 1] : NULL;
@@ -878,6 +1062,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--collection")) collection = value;
         else if (!strcmp(option, "--subscribers") || !strcmp(option, "--connections")) sizes = value;
         else if (!strcmp(option, "--sustained")) sustained = atoi(value);
+        else if (!strcmp(option, "--burst")) writers = atoi(value);
         else if (!strcmp(option, "--nchan")) nchan = atoi(value);
         else if (!strcmp(option, "--front")) front_port = atoi(value);
         else if (!strcmp(option, "--sse")) sse = atoi(value);
@@ -907,6 +1092,7 @@ int main(int argc, char **argv) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
     signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(mode, "fanout") && writers) return burst(sizes ? atoi(sizes) : 10000, writers, sustained ? sustained : 100, server_pid);
     if (!strcmp(mode, "fanout")) return fanout(sizes ? sizes : "100,1000,10000", sustained, server_pid);
     if (!strcmp(mode, "churn") && server_pid > 0 && batch > 0) return churn(polls, batch, server_pid);
     if (!strcmp(mode, "writes")) return writes(sizes ? sizes : "1,16,64", seconds);

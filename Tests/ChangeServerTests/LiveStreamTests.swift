@@ -1,5 +1,6 @@
 import Foundation
 import ProcessSupport
+import Synchronization
 import Testing
 
 /// The change feed as Server-Sent Events against a live server (API.md, "Stream"): events in order, resuming with
@@ -123,6 +124,45 @@ import Testing
         let snapshot = try server.client.get("/v1/collections/c").object
         let items = ((snapshot["sections"] as? [[String: Any]])?.first?["items"] as? [[String: Any]])?.count
         #expect(items == ids.count)
+    }
+
+    /// Eight writers at once: commits come faster than they are fanned out, and a stream that falls behind gets one
+    /// event covering what it missed (`StreamHub.catchUp`). Every stream still gets every change, in order, and
+    /// ends equal to the snapshot.
+    @Test func concurrentWritersReachEveryStreamWholeAndInOrder() throws {
+        let server = try ServerProcess()
+        let first = try Self.collection(server)
+        let streams = try (0..<8).map { _ in
+            try EventStreamReader(port: server.port, path: "/v1/collections/c/changes?since=\(first)")
+        }
+        try Self.waitForMetric(server, "changeserver_streams_open", streams.count)
+        let (writers, each) = (8, 40)
+        let refused = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: writers) { writer in
+            let client = server.client
+            for index in 0..<each {
+                let item: [String: Any] = ["id": "w\(writer)-\(index)", "data": index]
+                let answer = try? client.mutate("c", [["op": "insertItems", "at": [0, 0], "items": [item]]])
+                if answer?.status != 200 { refused.withLock { $0 += 1 } }
+            }
+        }
+        #expect(refused.withLock { $0 } == 0)
+        let snapshot = ItemMirror(snapshot: try server.client.get("/v1/collections/c").object)
+        #expect(snapshot.items.count == writers * each)
+        var events = 0
+        for stream in streams {
+            var mirror = ItemMirror(snapshot: ["version": first, "sections": [["id": "s", "items": []]]])
+            while mirror.version != snapshot.version {
+                let event = try #require(try stream.nextEvent())
+                #expect(event.name == "changes")
+                let applied = mirror.apply(poll: event.object)
+                try #require(applied, "event \(events) does not apply at \(mirror.version)")
+                #expect(event.id == mirror.version)
+                events += 1
+            }
+            #expect(mirror == snapshot)
+        }
+        #expect(events >= streams.count && events <= streams.count * writers * each)
     }
 
     /// A stream whose client leaves is let go as soon as the client closes its side (its socket is watched), not
