@@ -84,19 +84,11 @@ struct Config: Sendable {
         "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
     ]
 
-    /// Reads the environment first, then the arguments (without the program name). Nil when `--help` was asked.
+    /// Reads the arguments (without the program name), then the environment for the options the arguments do not
+    /// give: a flag wins over its variable, and a bad variable that a flag overrides is not an error. Nil when
+    /// `--help` was asked.
     static func parse(arguments: [String], environment: [String: String]) throws(UsageError) -> Config? {
-        var config = Config()
-        for name in valued.sorted() {
-            let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
-            guard let value = environment[variable] else { continue }
-            if name == "cors-origin" {
-                for origin in value.split(separator: ",") { try config.set(name, String(origin), from: variable) }
-            } else {
-                try config.set(name, value, from: variable)
-            }
-        }
-        var fromCommandLineCORS = false
+        var given: [(name: String, value: String)] = []
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -115,12 +107,20 @@ struct Config: Sendable {
                 value = arguments[index]
                 index += 1
             }
-            if name == "cors-origin" && !fromCommandLineCORS {
-                config.corsOrigins = []
-                fromCommandLineCORS = true
-            }
-            try config.set(name, value ?? "", from: "--\(name)")
+            given.append((name, value ?? ""))
         }
+        var config = Config()
+        let onCommandLine = Set(given.map(\.name))
+        for name in valued.sorted() where !onCommandLine.contains(name) {
+            let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
+            guard let value = environment[variable] else { continue }
+            if name == "cors-origin" {
+                for origin in value.split(separator: ",") { try config.set(name, String(origin), from: variable) }
+            } else {
+                try config.set(name, value, from: variable)
+            }
+        }
+        for (name, value) in given { try config.set(name, value, from: "--\(name)") }
         return config
     }
 

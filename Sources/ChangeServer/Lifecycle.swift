@@ -24,6 +24,20 @@ enum Lifecycle {
         // A journal write past a file-size limit fails with EFBIG (answered 503) instead of killing the process.
         signal(SIGXFSZ, SIG_IGN)
         blockTerminationSignals()
+        // Taken from the start: a signal while the server starts (replaying a long journal, waiting for its
+        // database) ends it at once; once it serves, a signal drains it.
+        let serving = Mutex<App?>(nil)
+        startSignalThread {
+            serving.withLock { app in
+                guard let app else {
+                    logger.log(.notice, "stopped by a signal before serving")
+                    LogWriter.standardError.close()
+                    _exit(0)
+                }
+                // The shutdown runs on a thread of its own, so that a second signal still stops at once meanwhile.
+                startThread { app.shutDown() }
+            }
+        }
         let budget = CPUBudget.current()
         let loops = config.threads ?? budget.loops
         let why = config.threads == nil ? "\(budget)" : "--threads; \(budget)"
@@ -45,9 +59,9 @@ enum Lifecycle {
                         bodyBudget: app.bodyBudget))
                 app.add(Worker(app: app, server: server))
             }
-            // The shutdown runs on a thread of its own, so that a second signal still stops at once meanwhile.
-            startSignalThread { startThread { app.shutDown() } }
+            // In this order: a signal that finds the app has it drain (`shutDown` stops only a serving app).
             app.startServing()
+            serving.withLock { $0 = app }
             logger.info("listening on \(config.host):\(port) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))")
             let threads = app.workers.dropFirst().map { worker in
                 JoinableThread { worker.server.run(handler: worker) }

@@ -37,6 +37,15 @@ import Testing
         #expect(both.history == 5)
     }
 
+    /// A variable that a flag overrides is not read, so a bad one is no error; one that no flag overrides is.
+    @Test func aBadVariableThatAFlagOverridesIsNoError() throws {
+        let environment = ["CHANGESERVER_PORT": "abc", "CHANGESERVER_HISTORY": "7"]
+        let config = try #require(try Config.parse(arguments: ["--port", "9002"], environment: environment))
+        #expect(config.port == 9002)
+        #expect(config.history == 7)
+        #expect(throws: Config.UsageError.self) { try Config.parse(arguments: [], environment: environment) }
+    }
+
     @Test(arguments: [
         ["--bogus"], ["--port"], ["--port", "70000"], ["--port", "x"], ["--fsync", "sometimes"], ["--history", "0"],
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],

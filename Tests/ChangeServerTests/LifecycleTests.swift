@@ -22,6 +22,36 @@ import Testing
         #expect(server.log.contains("stopped"))
     }
 
+    /// A signal while the server starts (here it waits for a database that refuses connections) ends it at once,
+    /// not after its 30 s of retrying: Ctrl-C and `docker stop` work during a start too.
+    @Test func aSignalWhileStartingEndsTheServerAtOnce() throws {
+        let folder = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let logPath = folder + "/stderr.log"
+        try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
+        let process = Process()
+        process.executableURL = ServerProcess.binary
+        process.arguments = [
+            "--host", "127.0.0.1", "--port", "0", "--postgres", "postgresql://changeserver@127.0.0.1:1/none",
+        ]
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        do {
+            defer { try? log.close() }
+            try Spawning.run(process)
+        }
+        func text() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+        let retrying = waitUntil(timeout: 20) { text().contains("cannot connect to PostgreSQL yet") }
+        #expect(retrying, "\(text())")
+        let signalled = Date()
+        kill(process.processIdentifier, SIGTERM)
+        #expect(waitForExit(of: process, timeout: 10))
+        #expect(Date().timeIntervalSince(signalled) < 5)
+        #expect(process.terminationStatus == 0)
+        #expect(text().contains("stopped by a signal before serving"), "\(text())")
+    }
+
     /// Every loop binds with SO_REUSEPORT; a second server on a taken port must refuse to start, not share it.
     @Test func aSecondServerOnATakenPortRefusesToStart() throws {
         let first = try ServerProcess()
