@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs what ChangeServer needs to build and test on Debian 12 (run as root, or it uses sudo):
-# the C libraries it links, and the Python tools of the contract tests. The Swift 6.3 toolchain is assumed on PATH.
+# the C libraries it links, the programs its tests start, and the Python tools of the contract and browser tests.
+# The Swift 6.3 toolchain is assumed on PATH.
 set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     libmicrohttpd-dev libpq-dev postgresql-15 pkg-config curl nodejs chromium chromium-driver nginx \
-    varnish gdb >/dev/null
-python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/requirements-test.txt"
+    varnish gdb python3-venv >/dev/null
+# The Python tools go into a virtual environment in the repository (.venv, which the tests use when it exists):
+# Debian 12's Python refuses `pip install` outside one (PEP 668), and nothing is installed system-wide.
+python3 -m venv "$here/.venv"
+"$here/.venv/bin/python3" -m pip install --quiet --disable-pip-version-check -r "$here/scripts/requirements-test.txt"
 # The web client's tests (Tests/ChangeServerTests/WebClientTests.swift): node runs its unit tests, Debian's
 # chromium and chromium-driver the demo's browser tests (selenium is in requirements-test.txt).
 # libpq-dev links the PostgreSQL backend (--postgres); postgresql-15 is the server LivePostgresTests starts as a

@@ -61,7 +61,7 @@ import Testing
         let screenshot = NSTemporaryDirectory() + "/changeserver-demo.png"
         let result = try await onOwnThread {
             try ProgramRun.run(
-                ["python3", "-m", "unittest", "-v", "Tests/browser/test_demo.py"], in: Self.repository,
+                [TestPython.executable, "-m", "unittest", "-v", "Tests/browser/test_demo.py"], in: Self.repository,
                 environment: ["CF_SERVER_BINARY": ServerProcess.binary.path, "CF_SCREENSHOT": screenshot],
                 timeout: 300)
         }
