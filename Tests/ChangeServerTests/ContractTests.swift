@@ -166,7 +166,7 @@ import Testing
     /// Runs a Python program to its end (killed, with what it started, after `timeout` seconds).
     static func runPython(_ arguments: [String], in directory: URL, timeout: Double) throws -> ProgramRun {
         try ProgramRun.run(
-            [TestPython.executable] + arguments, in: directory, environment: ["PYTHONUNBUFFERED": "1", "NO_COLOR": "1"],
-            timeout: timeout)
+            [TestPython.executable] + arguments, in: directory,
+            environment: ["PYTHONUNBUFFERED": "1", "NO_COLOR": "1"], timeout: timeout)
     }
 }
