@@ -11,7 +11,8 @@ as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-r
     varnish gdb python3-venv >/dev/null
 # The Python tools go into a virtual environment in the repository (.venv, which the tests use when it exists):
 # Debian 12's Python refuses `pip install` outside one (PEP 668), and nothing is installed system-wide.
-python3 -m venv "$here/.venv"
+# A .venv whose Python no longer runs (its interpreter was removed or changed) is made again from scratch.
+"$here/.venv/bin/python3" -c '' 2>/dev/null || python3 -m venv --clear "$here/.venv"
 "$here/.venv/bin/python3" -m pip install --quiet --disable-pip-version-check -r "$here/scripts/requirements-test.txt"
 # The web client's tests (Tests/ChangeServerTests/WebClientTests.swift): node runs its unit tests, Debian's
 # chromium and chromium-driver the demo's browser tests (selenium is in requirements-test.txt).

@@ -110,6 +110,7 @@ struct Config: Sendable {
             given.append((name, value ?? ""))
         }
         var config = Config()
+        for (name, value) in given { try config.set(name, value, from: "--\(name)") }
         let onCommandLine = Set(given.map(\.name))
         for name in valued.sorted() where !onCommandLine.contains(name) {
             let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
@@ -120,7 +121,6 @@ struct Config: Sendable {
                 try config.set(name, value, from: variable)
             }
         }
-        for (name, value) in given { try config.set(name, value, from: "--\(name)") }
         return config
     }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Model
 import Synchronization
@@ -26,16 +27,17 @@ enum Lifecycle {
         blockTerminationSignals()
         // Taken from the start: a signal while the server starts (replaying a long journal, waiting for its
         // database) ends it at once; once it serves, a signal drains it.
-        let serving = Mutex<App?>(nil)
+        let phase = Mutex(Phase.starting)
         startSignalThread {
-            serving.withLock { app in
-                guard let app else {
-                    logger.log(.notice, "stopped by a signal before serving")
-                    LogWriter.standardError.close()
-                    _exit(0)
-                }
-                // The shutdown runs on a thread of its own, so that a second signal still stops at once meanwhile.
-                startThread { app.shutDown() }
+            let now = phase.withLock { phase in
+                defer { if case .starting = phase { phase = .ending } }
+                return phase
+            }
+            switch now {
+            // On threads of their own, so that a second signal still ends the process at once meanwhile.
+            case .starting: startThread { exit(logging: "stopped by a signal before serving", logger) }
+            case .serving(let app): startThread { app.shutDown() }
+            case .ending: break
             }
         }
         let budget = CPUBudget.current()
@@ -59,9 +61,15 @@ enum Lifecycle {
                         bodyBudget: app.bodyBudget))
                 app.add(Worker(app: app, server: server))
             }
-            // In this order: a signal that finds the app has it drain (`shutDown` stops only a serving app).
-            app.startServing()
-            serving.withLock { $0 = app }
+            let serves = phase.withLock { phase in
+                guard case .starting = phase else { return false }
+                // Before the signal thread can see the app: `shutDown` drains only an app that serves.
+                app.startServing()
+                phase = .serving(app)
+                return true
+            }
+            // A signal came while the server started: the signal's thread ends the process.
+            while !serves { sleep(60) }
             logger.info("listening on \(config.host):\(port) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))")
             let threads = app.workers.dropFirst().map { worker in
                 JoinableThread { worker.server.run(handler: worker) }
@@ -72,9 +80,31 @@ enum Lifecycle {
             logger.info("stopped")
             return app.exitStatus
         } catch {
+            phase.withLock { $0 = .ending }
             logger.log(.critical, "cannot start: \(error)")
             return 1
         }
+    }
+
+    /// Where the server is, for the thread that takes signals: a signal while it starts ends it, one while it
+    /// serves drains it, and one while it ends by itself (a start that failed) changes nothing.
+    private enum Phase {
+        case starting
+        case serving(App)
+        case ending
+    }
+
+    /// Logs `line` and ends the process with status 0 once the log is written, or after a second: stderr may be a
+    /// pipe that nobody reads.
+    private static func exit(logging line: String, _ logger: Logger) -> Never {
+        logger.log(.notice, line)
+        let written = DispatchSemaphore(value: 0)
+        startThread {
+            LogWriter.standardError.close()
+            written.signal()
+        }
+        _ = written.wait(timeout: .now() + 1)
+        _exit(0)
     }
 
     /// Lets 10,000+ held polls fit: the soft open-files limit goes up to the hard one. Returns the limit in force.

@@ -83,10 +83,12 @@ final class LogWriter: Sendable {
     /// Lines dropped so far because the writer was behind.
     var droppedLines: Int { state.withLock { $0.dropped } }
 
-    /// Writes what is queued and stops the thread (as the process ends); later lines are written at once.
+    /// Writes what is queued and stops the thread (as the process ends); later lines are written at once. Only
+    /// the first call waits for the thread.
     func close() {
         let thread = state.withLock { state in
             state.closed = true
+            defer { state.thread = nil }
             return state.thread
         }
         wake.signal()

@@ -14,8 +14,10 @@
  *            subscriber, and the CPU time it spent (all threads) from each mutation's send to its last delivery.
  *            --burst W (with --sustained K): W writers send K mutations in all, each as soon as its last one is
  *            acknowledged, without waiting for the subscribers; every subscriber follows until it has the last
- *            version (a poll re-polls from the version it got): mutations delivered per second, and the events
- *            received per subscriber and mutation (below 1 when the server coalesces what a subscriber missed).
+ *            version (a poll re-polls from the version it got): deliveries (subscriber x mutation) per second
+ *            from the first write to the last delivery, and the events received per subscriber and mutation
+ *            (below 1 when the server coalesces what a subscriber missed). Streams are read as the server writes
+ *            to a waiting stream, each event in a chunk of its own (chunk framing is not decoded).
  *   churn    polls that time out or whose clients vanish, by the hundred thousand; the server's resident
  *            memory and open descriptors before and after (--server-pid).
  *   writes   durable mutations per second (small item upserts) from 1, 16 and 64 concurrent keep-alive clients;
@@ -38,6 +40,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -879,6 +882,9 @@ typedef struct {
     int refused;
 } BurstWriter;
 
+/* Set when a burst ends (its deadline passed): writers send nothing more. */
+static atomic_int stop_writers;
+
 /* One mutation on a fresh connection, its answer read into a buffer of the caller's thread; the status. */
 static int post_mutation(const char *path, const char *json) {
     int fd = open_connection(1);
@@ -908,7 +914,7 @@ static void *write_burst(void *argument) {
     BurstWriter *writer = argument;
     char ops[256], path[256];
     snprintf(path, sizeof path, "/v1/collections/%s/mutations", collection);
-    for (int index = writer->first; index < writer->mutations; index += writer->step) {
+    for (int index = writer->first; index < writer->mutations && !atomic_load(&stop_writers); index += writer->step) {
         snprintf(ops, sizeof ops,
                  "{\"ops\":[{\"op\":\"insertItems\",\"at\":[0,0],\"items\":[{\"id\":\"b%d\",\"data\":{\"n\":%d}}]}]}",
                  index, index);
@@ -955,7 +961,10 @@ static void follow(Subscriber *subscriber, const char *last) {
 
 /* fanout --burst: `writers` writers send `mutations` mutations back to back while `count` subscribers follow. */
 static int burst(int count, int writers, int mutations, int server_pid) {
-    if (writers < 1 || writers > 64 || mutations < 1 || count < 1 || count > 100000) return 2;
+    if (writers < 1 || writers > 64 || mutations < 1 || count < 1 || count > 100000) {
+        fprintf(stderr, "--burst takes 1 to 64 writers, --sustained at least 1, 1 to 100000 subscribers\n");
+        return 2;
+    }
     if (!create_collection("{\"sections\":[{\"id\":\"s\"}]}")) return 1;
     char *dot = strrchr(version, '.');
     if (!dot) return 1;
@@ -968,19 +977,16 @@ static int burst(int count, int writers, int mutations, int server_pid) {
         fprintf(stderr, "the server never held %d subscribers (it holds %ld)\n", count, held_polls());
         return 1;
     }
-    /* A stream's opening bytes are not events. */
-    if (sse) usleep(200000);
-    for (int index = 0; index < count; index++) {
-        subscribers[index].used = 0;
-        subscribers[index].done = subscribers[index].events = 0;
-    }
     double cpu_before = server_pid > 0 ? process_cpu_ns(server_pid) : -1;
     BurstWriter burst_writers[64];
     pthread_t threads[64];
     double started = now_ms();
+    atomic_store(&stop_writers, 0);
+    int running = 0;
     for (int index = 0; index < writers; index++) {
-        burst_writers[index] = (BurstWriter){.first = index, .step = writers, .mutations = mutations};
-        pthread_create(&threads[index], NULL, write_burst, &burst_writers[index]);
+        burst_writers[running] = (BurstWriter){.first = index, .step = writers, .mutations = mutations};
+        if (pthread_create(&threads[running], NULL, write_burst, &burst_writers[running]) == 0) running++;
+        else fprintf(stderr, "writer %d could not start: its mutations are not sent\n", index);
     }
     double *latencies = malloc(sizeof(double) * count);
     int finished = 0, failed = 0;
@@ -990,11 +996,14 @@ static int burst(int count, int writers, int mutations, int server_pid) {
         int ready = epoll_wait(epoll_fd, events, 512, 100);
         for (int index = 0; index < ready; index++) {
             Subscriber *subscriber = events[index].data.ptr;
-            if (subscriber->done) continue;
             size_t room = sizeof subscriber->buffer - 1 - subscriber->used;
-            ssize_t got = read(subscriber->fd, subscriber->buffer + subscriber->used, room);
-            if (got <= 0 || (got == (ssize_t)room && !sse && !complete(subscriber))) {
-                if (got < 0 && errno == EAGAIN) continue;
+            ssize_t got = room ? read(subscriber->fd, subscriber->buffer + subscriber->used, room) : 0;
+            if (got < 0 && errno == EAGAIN) continue;
+            if (!room) {
+                fprintf(stderr, "subscriber %ld: an answer or event larger than its %zu-byte buffer\n",
+                        (long)(subscriber - subscribers), sizeof subscriber->buffer);
+                subscriber->done = -1;
+            } else if (got <= 0) {
                 subscriber->done = -1;
             } else {
                 subscriber->used += got;
@@ -1002,12 +1011,15 @@ static int burst(int count, int writers, int mutations, int server_pid) {
             }
             if (subscriber->done == 1) latencies[finished++] = now_ms() - started;
             if (subscriber->done == -1) failed++;
+            /* A subscriber that is done is not read again: its connection would be reported ready for ever. */
+            if (subscriber->done) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, subscriber->fd, NULL);
         }
     }
     double elapsed = now_ms() - started;
     double cpu_after = server_pid > 0 ? process_cpu_ns(server_pid) : -1;
+    atomic_store(&stop_writers, 1);
     int refused = 0;
-    for (int index = 0; index < writers; index++) {
+    for (int index = 0; index < running; index++) {
         pthread_join(threads[index], NULL);
         refused += burst_writers[index].refused;
     }
@@ -1016,15 +1028,15 @@ static int burst(int count, int writers, int mutations, int server_pid) {
     qsort(latencies, finished, sizeof(double), compare);
     if (finished) elapsed = latencies[finished - 1];
     printf("%-12s %8s %10s %10s %10s %14s %10s\n", "subscribers", "writers", "p50_ms", "p99_ms", "done",
-           "mutations/s", "events");
+           "deliveries/s", "events");
     printf("%-12d %8d %10.2f %10.2f %10d %14.0f %10ld\n", count, writers, finished ? latencies[finished / 2] : 0,
            finished ? latencies[(int)(finished * 0.99)] : 0, finished, (double)finished * mutations / (elapsed / 1000),
            received);
-    printf("  %d mutations delivered to every subscriber that finished, %.0f per second; %.2f events per subscriber"
-           " per mutation\n", mutations, (double)finished * mutations / (elapsed / 1000),
-           (double)received / count / mutations);
+    printf("  %d mutations to each of %d subscribers that finished: %.0f deliveries (subscriber x mutation) per second,"
+           " from the first write to the last delivery; %.2f events per subscriber and mutation\n", mutations, finished,
+           (double)finished * mutations / (elapsed / 1000), (double)received / count / mutations);
     if (cpu_before >= 0 && cpu_after >= 0 && finished)
-        printf("  server CPU: %.2f us per mutation delivered\n", (cpu_after - cpu_before) / 1e3 / finished / mutations);
+        printf("  server CPU: %.2f us per delivery\n", (cpu_after - cpu_before) / 1e3 / finished / mutations);
     if (refused || failed) fprintf(stderr, "%d mutations refused, %d subscribers failed\n", refused, failed);
     fflush(stdout);
     free(latencies);
@@ -1092,6 +1104,10 @@ int main(int argc, char **argv) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
     signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(mode, "fanout") && writers && (front_port || nchan)) {
+        fprintf(stderr, "--burst goes straight to the server: it takes no --front or --nchan\n");
+        return 2;
+    }
     if (!strcmp(mode, "fanout") && writers) return burst(sizes ? atoi(sizes) : 10000, writers, sustained ? sustained : 100, server_pid);
     if (!strcmp(mode, "fanout")) return fanout(sizes ? sizes : "100,1000,10000", sustained, server_pid);
     if (!strcmp(mode, "churn") && server_pid > 0 && batch > 0) return churn(polls, batch, server_pid);

@@ -43,7 +43,11 @@ import Testing
         let config = try #require(try Config.parse(arguments: ["--port", "9002"], environment: environment))
         #expect(config.port == 9002)
         #expect(config.history == 7)
-        #expect(throws: Config.UsageError.self) { try Config.parse(arguments: [], environment: environment) }
+        #expect {
+            try Config.parse(arguments: [], environment: environment)
+        } throws: { error in
+            "\(error)".contains("CHANGESERVER_PORT")
+        }
     }
 
     @Test(arguments: [

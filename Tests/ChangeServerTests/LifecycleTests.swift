@@ -33,7 +33,9 @@ import Testing
         process.executableURL = ServerProcess.binary
         process.arguments = [
             "--host", "127.0.0.1", "--port", "0", "--postgres", "postgresql://changeserver@127.0.0.1:1/none",
+            "--log-level", "info",
         ]
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardError = log
         process.standardOutput = FileHandle.nullDevice
