@@ -6,11 +6,7 @@ import Testing
 /// schemathesis, driving a live server with requests generated from it, finds no server error and no response
 /// whose status, content type, headers or body the document does not describe.
 @Suite(.tags(.liveServer, .contract)) struct LiveContractTests {
-    /// The package root, found from this file's path (`Tests/ChangeServerTests/ContractTests.swift`).
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
-    static var specification: String { packageRoot.appendingPathComponent("openapi.yaml").path }
+    static var specification: String { Repository.root.appendingPathComponent("openapi.yaml").path }
 
     /// The checks schemathesis runs on every response. Left out on purpose: `positive_data_acceptance` and
     /// `negative_data_rejection` (a schema-valid mutation may rightly be `409`/`412`, and `412` rightly wins
@@ -25,7 +21,7 @@ import Testing
 
     @Test func specificationIsValidOpenAPI() throws {
         let result = try Self.runPython(
-            ["-m", "openapi_spec_validator", Self.specification], in: Self.packageRoot, timeout: 60)
+            ["-m", "openapi_spec_validator", Self.specification], in: Repository.root, timeout: 60)
         #expect(result.status == 0, "openapi-spec-validator rejected openapi.yaml:\n\(result.output)")
         #expect(result.output.contains("OK"), "\(result.output)")
         #expect(result.leftRunning.isEmpty, "left running: \(result.leftRunning)")
@@ -92,7 +88,7 @@ import Testing
         let arguments =
             [
                 "-c", schemathesisLauncher,
-                "--config-file", packageRoot.appendingPathComponent("Tests/contract/schemathesis.toml").path,
+                "--config-file", Repository.root.appendingPathComponent("Tests/contract/schemathesis.toml").path,
                 "run", specification, "--url", "http://127.0.0.1:\(server.port)",
                 "--checks", checks.joined(separator: ","),
                 "--max-examples", "\(maxExamples)", "--max-time", "\(maxTime)", "--request-timeout", "15",

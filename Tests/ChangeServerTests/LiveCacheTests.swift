@@ -10,7 +10,7 @@ import Testing
         let result = try await onOwnThread {
             try ProgramRun.run(
                 ["node", "--test", "clients/web/test/cache.test.mjs"],
-                in: LiveWebClientTests.repository,
+                in: Repository.root,
                 environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 840)
         }
         #expect(result.status == 0, "node --test failed:\n\(result.output)")

@@ -6,8 +6,6 @@ import Testing
 /// of `changefeed.js` (random histories against a real server) and the browser tests of the demo (headless
 /// Chromium driven by Selenium) pass. The last two start their own servers from the binary this run built.
 @Suite(.serialized, .tags(.liveServer)) struct LiveWebClientTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
 
     static let assets: [(path: String, file: String, type: String)] = [
         ("/", "demo/index.html", "text/html; charset=utf-8"),
@@ -19,7 +17,7 @@ import Testing
     ]
 
     @Test func embeddedFilesAreUpToDateWithClientsWeb() throws {
-        let check = try ProgramRun.run(["bash", "scripts/embed-web.sh", "--check"], in: Self.repository, timeout: 30)
+        let check = try ProgramRun.run(["bash", "scripts/embed-web.sh", "--check"], in: Repository.root, timeout: 30)
         #expect(check.status == 0, "\(check.output)")
     }
 
@@ -30,7 +28,7 @@ import Testing
             #expect(response.status == 200, "\(asset.path)")
             #expect(response.header("Content-Type") == asset.type, "\(asset.path)")
             #expect(response.header("Cache-Control") == "no-cache", "\(asset.path)")
-            let onDisk = try Data(contentsOf: Self.repository.appendingPathComponent("clients/web/\(asset.file)"))
+            let onDisk = try Data(contentsOf: Repository.root.appendingPathComponent("clients/web/\(asset.file)"))
             #expect(response.body == [UInt8](onDisk), "\(asset.path) differs from clients/web/\(asset.file)")
             let etag = try #require(response.header("ETag"))
             let again = try server.client.request("GET", asset.path, headers: ["If-None-Match": etag])
@@ -47,7 +45,7 @@ import Testing
     @Test(.tags(.node)) func nodeTestsOfTheClientPass() async throws {
         let result = try await onOwnThread {
             try ProgramRun.run(
-                ["node", "--test", "--test-reporter=tap", "clients/web/test/changefeed.test.mjs"], in: Self.repository,
+                ["node", "--test", "--test-reporter=tap", "clients/web/test/changefeed.test.mjs"], in: Repository.root,
                 environment: ["CF_SERVER_BINARY": ServerProcess.binary.path], timeout: 300)
         }
         #expect(result.status == 0, "node --test failed:\n\(result.output)")
@@ -61,7 +59,7 @@ import Testing
         let screenshot = NSTemporaryDirectory() + "/changeserver-demo.png"
         let result = try await onOwnThread {
             try ProgramRun.run(
-                [TestPython.executable, "-m", "unittest", "-v", "Tests/browser/test_demo.py"], in: Self.repository,
+                [TestPython.executable, "-m", "unittest", "-v", "Tests/browser/test_demo.py"], in: Repository.root,
                 environment: ["CF_SERVER_BINARY": ServerProcess.binary.path, "CF_SCREENSHOT": screenshot],
                 timeout: 300)
         }

@@ -6,9 +6,7 @@ import Foundation
 /// virtual environment (PEP 668). A `.venv` whose Python is broken is still used, so that the tests say so.
 public enum TestPython {
     public static let executable: String = {
-        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let environment = repository.appendingPathComponent(".venv")
+        let environment = Repository.root.appendingPathComponent(".venv")
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: environment.path, isDirectory: &isFolder), isFolder.boolValue
         else { return "python3" }
