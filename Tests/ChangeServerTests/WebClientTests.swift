@@ -6,7 +6,6 @@ import Testing
 /// of `changefeed.js` (random histories against a real server) and the browser tests of the demo (headless
 /// Chromium driven by Selenium) pass. The last two start their own servers from the binary this run built.
 @Suite(.serialized, .tags(.liveServer)) struct LiveWebClientTests {
-
     static let assets: [(path: String, file: String, type: String)] = [
         ("/", "demo/index.html", "text/html; charset=utf-8"),
         ("/demo", "demo/index.html", "text/html; charset=utf-8"),
