@@ -10,6 +10,16 @@ public struct Item: Hashable, Sendable {
         self.id = id
         self.data = data
     }
+
+    /// Ids compare byte for byte (`ExactString`), as the contract compares them.
+    public static func == (lhs: Item, rhs: Item) -> Bool {
+        lhs.id.isIdentical(to: rhs.id) && lhs.data == rhs.data
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactString(id))
+        hasher.combine(data)
+    }
 }
 
 /// A section with its items, as a plain value: what requests carry in and snapshots give out.
@@ -26,6 +36,17 @@ public struct Section: Hashable, Sendable {
         self.id = id
         self.data = data
         self.items = items
+    }
+
+    /// Ids compare byte for byte (`ExactString`), as the contract compares them.
+    public static func == (lhs: Section, rhs: Section) -> Bool {
+        lhs.id.isIdentical(to: rhs.id) && lhs.data == rhs.data && lhs.items == rhs.items
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactString(id))
+        hasher.combine(data)
+        hasher.combine(items)
     }
 }
 

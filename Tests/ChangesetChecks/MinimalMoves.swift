@@ -17,30 +17,34 @@ public enum MinimalMoves {
         return tails.count
     }
 
+    /// An id as the contract compares it: by its bytes (Swift's `String` equality merges canonically equivalent
+    /// ids).
+    static func key(_ id: String) -> [UInt8] { Array(id.utf8) }
+
     /// Checks the changeset's move counts; returns a description of the first mismatch, or nil.
     public static func mismatch(_ changeset: Changeset, old: [Section], new: [Section]) -> String? {
-        let rebuilt = Set(changeset.sections.deleted.map(\.id)).intersection(
-            changeset.sections.inserted.map(\.section.id))
-        let oldIndex = Dictionary(uniqueKeysWithValues: old.enumerated().map { ($0.element.id, $0.offset) })
-        let survivors = new.compactMap { oldIndex[$0.id] }.filter { !rebuilt.contains(old[$0].id) }
+        let rebuilt = Set(changeset.sections.deleted.map { key($0.id) }).intersection(
+            changeset.sections.inserted.map { key($0.section.id) })
+        let oldIndex = Dictionary(uniqueKeysWithValues: old.enumerated().map { (key($0.element.id), $0.offset) })
+        let survivors = new.compactMap { oldIndex[key($0.id)] }.filter { !rebuilt.contains(key(old[$0].id)) }
         let sectionMoves = survivors.count - lisLength(survivors)
         if changeset.sections.moved.count != sectionMoves {
             return "section moves \(changeset.sections.moved.count), minimum \(sectionMoves)"
         }
-        let moved = Set(changeset.sections.moved.map(\.id))
+        let moved = Set(changeset.sections.moved.map { key($0.id) })
         var expectedItemMoves = 0
-        for section in new
-        where oldIndex[section.id] != nil && !moved.contains(section.id) && !rebuilt.contains(section.id) {
-            let before = old[oldIndex[section.id]!]
+        for section in new {
+            let id = key(section.id)
+            guard let oldSection = oldIndex[id], !moved.contains(id), !rebuilt.contains(id) else { continue }
             let position = Dictionary(
-                uniqueKeysWithValues: before.items.enumerated().map { ($0.element.id, $0.offset) })
-            let stay = section.items.compactMap { position[$0.id] }
+                uniqueKeysWithValues: old[oldSection].items.enumerated().map { (key($0.element.id), $0.offset) })
+            let stay = section.items.compactMap { position[key($0.id)] }
             expectedItemMoves += stay.count - lisLength(stay)
         }
-        var oldSectionOfItem = [String: String]()
-        for section in old { for item in section.items { oldSectionOfItem[item.id] = section.id } }
+        var oldSectionOfItem = [[UInt8]: [UInt8]]()
+        for section in old { for item in section.items { oldSectionOfItem[key(item.id)] = key(section.id) } }
         let within = changeset.items.moved.filter { move in
-            new.indices.contains(move.to.section) && oldSectionOfItem[move.id] == new[move.to.section].id
+            new.indices.contains(move.to.section) && oldSectionOfItem[key(move.id)] == key(new[move.to.section].id)
         }
         if within.count != expectedItemMoves {
             return "item moves within sections \(within.count), minimum \(expectedItemMoves)"

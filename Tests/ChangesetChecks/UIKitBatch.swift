@@ -28,13 +28,15 @@ public enum UIKitBatch {
         var deletedSections = Set<Int>()
         var movedSources = [Int: Int]()
         for entry in c.sections.deleted {
-            guard old.indices.contains(entry.index), old[entry.index].id == entry.id else {
+            guard old.indices.contains(entry.index), old[entry.index].id.utf8.elementsEqual(entry.id.utf8) else {
                 try reject("bad section delete \(entry)")
             }
             deletedSections.insert(entry.index)
         }
         for move in c.sections.moved {
-            guard old.indices.contains(move.from), old[move.from].id == move.id else { try reject("bad move \(move)") }
+            guard old.indices.contains(move.from), old[move.from].id.utf8.elementsEqual(move.id.utf8) else {
+                try reject("bad move \(move)")
+            }
             guard !deletedSections.contains(move.from) else { try reject("section \(move.from) deleted and moved") }
             movedSources[move.from] = move.to
         }
@@ -75,7 +77,8 @@ public enum UIKitBatch {
             guard old.indices.contains(path.section), !deletedSections.contains(path.section),
                 movedSources[path.section] == nil
             else { try reject("item source \(path) in a deleted or moved section") }
-            guard old[path.section].items.indices.contains(path.item), old[path.section].items[path.item].id == id
+            guard old[path.section].items.indices.contains(path.item),
+                old[path.section].items[path.item].id.utf8.elementsEqual(id.utf8)
             else { try reject("bad item source \(path) for \(id)") }
         }
         func checkDestination(_ path: ItemPath) throws(Rejection) {
@@ -124,7 +127,7 @@ public enum UIKitBatch {
         // Updates, after the batch.
         for update in c.sections.updated {
             guard result.indices.contains(update.index), !insertedSections.contains(update.index),
-                result[update.index].id == update.id
+                result[update.index].id.utf8.elementsEqual(update.id.utf8)
             else { try reject("bad section update \(update)") }
             result[update.index].data = update.data
         }
@@ -132,7 +135,7 @@ public enum UIKitBatch {
             let path = update.at
             guard result.indices.contains(path.section), !insertedSections.contains(path.section),
                 result[path.section].items.indices.contains(path.item),
-                result[path.section].items[path.item].id == update.item.id,
+                result[path.section].items[path.item].id.utf8.elementsEqual(update.item.id.utf8),
                 placed[path] == nil
                     || c.items.moved.contains(where: { $0.to == path })
             else { try reject("bad item update \(update.at)") }

@@ -12,7 +12,7 @@ extension LiveCollection {
         var movedItems = [Item?](repeating: nil, count: changeset.items.moved.count)
         try removeItems(changeset.items, oldToNew: oldToNew, movedItems: &movedItems)
         for entry in changeset.sections.inserted {
-            for item in entry.section.items where !itemIDs.insert(item.id).inserted {
+            for item in entry.section.items where !itemIDs.insert(ExactString(item.id)).inserted {
                 throw FeedError.invalidChangeset("inserted item id \(item.id.debugDescription) is already there")
             }
         }
@@ -35,13 +35,13 @@ extension LiveCollection {
         var deleted = [Bool](repeating: false, count: oldCount)
         var moveTarget = [Int?](repeating: nil, count: oldCount)
         for entry in changes.deleted {
-            guard entry.index < oldCount, mirror[entry.index].id == entry.id else {
+            guard entry.index < oldCount, mirror[entry.index].id.isIdentical(to: entry.id) else {
                 throw FeedError.invalidChangeset("no section \(entry.id.debugDescription) at \(entry.index) to delete")
             }
             deleted[entry.index] = true
         }
         for move in changes.moved {
-            guard move.from < oldCount, mirror[move.from].id == move.id else {
+            guard move.from < oldCount, mirror[move.from].id.isIdentical(to: move.id) else {
                 throw FeedError.invalidChangeset("no section \(move.id.debugDescription) at \(move.from) to move")
             }
             moveTarget[move.from] = move.to
@@ -70,7 +70,7 @@ extension LiveCollection {
         var free = 0
         for index in 0..<oldCount {
             if deleted[index] {
-                for chunk in old[index].items.chunks { for item in chunk { itemIDs.remove(item.id) } }
+                for chunk in old[index].items.chunks { for item in chunk { itemIDs.remove(ExactString(item.id)) } }
                 continue
             }
             let target: Int
@@ -88,10 +88,10 @@ extension LiveCollection {
         }
         var sections: [MirrorSection] = []
         sections.reserveCapacity(newCount)
-        var sectionIDs = Set<String>(minimumCapacity: newCount)
+        var sectionIDs = Set<ExactString>(minimumCapacity: newCount)
         for slot in slots {
             guard let section = slot else { throw FeedError.invalidChangeset("section counts do not add up") }
-            guard sectionIDs.insert(section.id).inserted else {
+            guard sectionIDs.insert(ExactString(section.id)).inserted else {
                 throw FeedError.invalidChangeset("section id \(section.id.debugDescription) appears twice")
             }
             sections.append(section)
@@ -124,11 +124,11 @@ extension LiveCollection {
                     throw FeedError.invalidChangeset("no item at \(at)")
                 }
                 let item = mirror[section].items.remove(at: index, from: &cursor)
-                guard item.id == id else {
+                guard item.id.isIdentical(to: id) else {
                     throw FeedError.invalidChangeset(
                         "item at \(at) is \(item.id.debugDescription), not \(id.debugDescription)")
                 }
-                if source < 0 { movedItems[~source] = item } else { itemIDs.remove(item.id) }
+                if source < 0 { movedItems[~source] = item } else { itemIDs.remove(ExactString(item.id)) }
                 removed += 1
                 start += 1
             }
@@ -139,7 +139,7 @@ extension LiveCollection {
     private mutating func insertItems(
         _ changes: ItemChanges, roles: [SectionRole], movedItems: [Item?]
     ) throws(FeedError) {
-        for entry in changes.inserted where !itemIDs.insert(entry.item.id).inserted {
+        for entry in changes.inserted where !itemIDs.insert(ExactString(entry.item.id)).inserted {
             throw FeedError.invalidChangeset("inserted item id \(entry.item.id.debugDescription) is already there")
         }
         // Insertions are sorted by their after-batch paths; move destinations are sorted here, then merged.
@@ -178,7 +178,8 @@ extension LiveCollection {
     /// Applies `updated` of sections and items, at their after-batch coordinates.
     private mutating func applyUpdates(_ changeset: Changeset, roles: [SectionRole]) throws(FeedError) {
         for update in changeset.sections.updated {
-            guard update.index < mirror.count, roles[update.index] != .inserted, mirror[update.index].id == update.id
+            guard update.index < mirror.count, roles[update.index] != .inserted,
+                mirror[update.index].id.isIdentical(to: update.id)
             else {
                 throw FeedError.invalidChangeset(
                     "no section \(update.id.debugDescription) at \(update.index) to update")
@@ -196,7 +197,8 @@ extension LiveCollection {
                 cursor = ItemList.Cursor()
                 cursorSection = path.section
             }
-            guard mirror[path.section].items.item(at: path.item, from: &cursor).id == update.item.id else {
+            guard mirror[path.section].items.item(at: path.item, from: &cursor).id.isIdentical(to: update.item.id)
+            else {
                 throw FeedError.invalidChangeset("item at \(path) is not \(update.item.id.debugDescription)")
             }
             mirror[path.section].items.setData(update.item.data, at: path.item, from: &cursor)

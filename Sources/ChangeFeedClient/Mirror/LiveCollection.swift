@@ -31,7 +31,7 @@ public struct LiveCollection: Sendable {
     public private(set) var version: Version?
     var mirror: [MirrorSection] = []
     /// Every item id of the mirror.
-    var itemIDs: Set<String> = []
+    var itemIDs: Set<ExactString> = []
 
     /// An empty mirror, at no version: its first event must be a reset.
     public init() {}
@@ -86,6 +86,9 @@ public struct LiveCollection: Sendable {
                 )
             }
             do {
+                // Decoded changesets were checked already; one built by other means is checked here, as
+                // applying relies on it (sorted arrays, indices not negative).
+                try ChangesetShape.check(changeset)
                 try applyBatch(changeset)
             } catch {
                 self.version = nil
@@ -98,13 +101,13 @@ public struct LiveCollection: Sendable {
 
     private mutating func reset(to snapshot: Snapshot) throws(FeedError) {
         version = nil
-        var ids = Set<String>(minimumCapacity: snapshot.sections.reduce(0) { $0 + $1.items.count })
-        var sectionIDs = Set<String>(minimumCapacity: snapshot.sections.count)
+        var ids = Set<ExactString>(minimumCapacity: snapshot.sections.reduce(0) { $0 + $1.items.count })
+        var sectionIDs = Set<ExactString>(minimumCapacity: snapshot.sections.count)
         for section in snapshot.sections {
-            guard sectionIDs.insert(section.id).inserted else {
+            guard sectionIDs.insert(ExactString(section.id)).inserted else {
                 throw FeedError.invalidChangeset("section id \(section.id.debugDescription) appears twice")
             }
-            for item in section.items where !ids.insert(item.id).inserted {
+            for item in section.items where !ids.insert(ExactString(item.id)).inserted {
                 throw FeedError.invalidChangeset("item id \(item.id.debugDescription) appears twice")
             }
         }

@@ -1,15 +1,28 @@
 import Model
 
-/// The changeset rules that need no content (`docs/changesets.md`): every array sorted by its first index, and
-/// rule 1 (no section index nor index path twice among the before-batch coordinates, nor among the after-batch
-/// ones). The rules that need the content (ids at their places, rule 3's sections, rule 5) are checked where the
-/// changeset is applied (`LiveCollection`).
+/// The changeset rules that need no content (`docs/changesets.md`): no negative index, every array sorted by its
+/// first index, and rule 1 (no section index nor index path twice among the before-batch coordinates, nor among
+/// the after-batch ones). The rules that need the content (ids at their places, rule 3's sections, rule 5) are
+/// checked where the changeset is applied (`LiveCollection`).
 enum ChangesetShape {
     /// - Throws: `FeedError.invalidChangeset` naming the first broken rule.
     /// - Complexity: O(n log n) for n entries.
     static func check(_ changeset: Changeset) throws(FeedError) {
         let sections = changeset.sections
         let items = changeset.items
+        let sectionIndices =
+            sections.deleted.map(\.index) + sections.inserted.map(\.index)
+            + sections.moved.flatMap { [$0.from, $0.to] }
+            + sections.updated.map(\.index)
+        let paths =
+            items.deleted.map(\.at) + items.inserted.map(\.at) + items.moved.flatMap { [$0.from, $0.to] }
+            + items.updated.map(\.at)
+        if let negative = sectionIndices.first(where: { $0 < 0 }) {
+            throw FeedError.invalidChangeset("section index \(negative) is negative")
+        }
+        if let negative = paths.first(where: { $0.section < 0 || $0.item < 0 }) {
+            throw FeedError.invalidChangeset("index path \(negative) has a negative index")
+        }
         try sorted(sections.deleted.map(\.index), "sections.deleted")
         try sorted(sections.inserted.map(\.index), "sections.inserted")
         try sorted(sections.moved.map(\.from), "sections.moved")

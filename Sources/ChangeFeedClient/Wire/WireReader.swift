@@ -2,7 +2,7 @@ import Model
 
 /// Typed reads of a parsed answer: each names the field it wanted, so a refusal says what was wrong and where.
 struct WireReader {
-    let members: [String: JSON]
+    let members: [ExactString: JSON]
     let path: String
 
     init(_ value: JSON, path: String) throws(FeedError) {
@@ -11,10 +11,10 @@ struct WireReader {
         self.path = path
     }
 
-    func has(_ key: String) -> Bool { members[key] != nil }
+    func has(_ key: String) -> Bool { members[ExactString(key)] != nil }
 
     func value(_ key: String) throws(FeedError) -> JSON {
-        guard let value = members[key] else { throw FeedError.invalidAnswer("\(path).\(key) is missing") }
+        guard let value = members[ExactString(key)] else { throw FeedError.invalidAnswer("\(path).\(key) is missing") }
         return value
     }
 
@@ -63,7 +63,7 @@ struct WireReader {
 
     /// The canonical text of a `data` member; a missing one is `null`, as in requests.
     func data(_ key: String = "data") -> JSONData {
-        members[key].map(\.data) ?? .null
+        members[ExactString(key)].map(\.data) ?? .null
     }
 
     /// An id: a string of 1 to 256 UTF-8 bytes without NUL (the contract's limit).

@@ -45,17 +45,17 @@ private enum OldValue {
 private struct Walk {
     let store: Store
     var sectionIDs: [String] = []
-    var sectionTracker: [String: Int] = [:]
+    var sectionTracker: [ExactString: Int] = [:]
     var itemIDs: [String] = []
-    var itemTracker: [String: Int] = [:]
+    var itemTracker: [ExactString: Int] = [:]
     /// Items whose data was set, in the order first seen; those also tracked are handled as tracked.
     var dataOnlyItems: [String] = []
-    var dataItems: Set<String> = []
-    var dirtySections: Set<String> = []
+    var dataItems: Set<ExactString> = []
+    var dirtySections: Set<ExactString> = []
     /// Whether a section is gone from the store, by id, as far as asked.
-    var gone: [String: Bool] = [:]
+    var gone: [ExactString: Bool] = [:]
     /// Whether a section's first mention in the log is its insertion (so it did not exist before), by id.
-    var born: [String: Bool] = [:]
+    var born: [ExactString: Bool] = [:]
     /// Removals from gone sections and insertions into born ones, which need no walking (so far: their items
     /// may turn out tracked).
     var skipped = 0
@@ -65,10 +65,10 @@ private struct Walk {
     var itemPlaces: [WalkPlace?] = []
     /// The tracked items of each section, sorted by their index there, so that a removal or an insertion
     /// finds its place by binary search and shifts only the items after it.
-    var trackedBySection: [String: [Int]] = [:]
-    var itemCounts: [String: Int] = [:]
-    var oldSectionData: [String: OldValue] = [:]
-    var oldItemData: [String: OldValue] = [:]
+    var trackedBySection: [ExactString: [Int]] = [:]
+    var itemCounts: [ExactString: Int] = [:]
+    var oldSectionData: [ExactString: OldValue] = [:]
+    var oldItemData: [ExactString: OldValue] = [:]
 
     /// Notes what a change touches; false for a change that cannot be walked back cheaply.
     mutating func collect(_ change: Change) -> Bool {
@@ -83,11 +83,11 @@ private struct Walk {
             mention(id)
         case .itemInserted(let id, let section, _):
             mention(section)
-            if born[section] == true {
+            if born[ExactString(section)] == true {
                 skipped += 1
             } else {
                 track(item: id)
-                dirtySections.insert(section)
+                dirtySections.insert(ExactString(section))
             }
         case .itemRemoved(let item, let section, _):
             mention(section)
@@ -95,16 +95,16 @@ private struct Walk {
                 skipped += 1
             } else {
                 track(item: item.id)
-                dirtySections.insert(section)
+                dirtySections.insert(ExactString(section))
             }
         case .itemMoved(let id, let from, _, let to, _):
             mention(from)
             mention(to)
             track(item: id)
-            dirtySections.insert(from)
-            dirtySections.insert(to)
+            dirtySections.insert(ExactString(from))
+            dirtySections.insert(ExactString(to))
         case .itemDataSet(let id, _):
-            if dataItems.insert(id).inserted { dataOnlyItems.append(id) }
+            if dataItems.insert(ExactString(id)).inserted { dataOnlyItems.append(id) }
         case .replaced:
             return false
         }
@@ -112,25 +112,25 @@ private struct Walk {
     }
 
     private mutating func mention(_ section: String, inserting: Bool = false) {
-        if born[section] == nil { born[section] = inserting }
+        if born[ExactString(section)] == nil { born[ExactString(section)] = inserting }
     }
 
     private mutating func isGone(_ section: String) -> Bool {
-        if let known = gone[section] { return known }
+        if let known = gone[ExactString(section)] { return known }
         let answer = store.sectionIndex(of: section) == nil
-        gone[section] = answer
+        gone[ExactString(section)] = answer
         return answer
     }
 
     private mutating func track(section id: String) {
-        guard sectionTracker[id] == nil else { return }
-        sectionTracker[id] = sectionIDs.count
+        guard sectionTracker[ExactString(id)] == nil else { return }
+        sectionTracker[ExactString(id)] = sectionIDs.count
         sectionIDs.append(id)
     }
 
     private mutating func track(item id: String) {
-        guard itemTracker[id] == nil else { return }
-        itemTracker[id] = itemIDs.count
+        guard itemTracker[ExactString(id)] == nil else { return }
+        itemTracker[ExactString(id)] = itemIDs.count
         itemIDs.append(id)
     }
 
@@ -141,14 +141,14 @@ private struct Walk {
         itemPlaces = itemIDs.enumerated().map { tracked, id in
             guard let path = store.location(ofItem: id) else { return nil }
             let section = store.sectionID(at: path.section)
-            trackedBySection[section, default: []].append(tracked)
+            trackedBySection[ExactString(section), default: []].append(tracked)
             return WalkPlace(section: section, index: path.item)
         }
         for section in Array(trackedBySection.keys) {
             trackedBySection[section]?.sort { itemPlaces[$0]!.index < itemPlaces[$1]!.index }
         }
         for id in dirtySections {
-            itemCounts[id] = store.sectionIndex(of: id).map { store.itemCount(inSection: $0) } ?? 0
+            itemCounts[id] = store.sectionIndex(of: id.string).map { store.itemCount(inSection: $0) } ?? 0
         }
     }
 
@@ -158,28 +158,28 @@ private struct Walk {
         switch change {
         case .sectionInserted(let id, let at):
             removeSection(id, at: at)
-            oldSectionData[id] = .absent
+            oldSectionData[ExactString(id)] = .absent
         case .sectionRemoved(let id, let data, let at):
             insertSection(id, at: at)
-            oldSectionData[id] = .present(data)
+            oldSectionData[ExactString(id)] = .present(data)
         case .sectionMoved(let id, let from, let to):
             removeSection(id, at: to)
             insertSection(id, at: from)
         case .sectionDataSet(let id, let old):
-            oldSectionData[id] = .present(old)
+            oldSectionData[ExactString(id)] = .present(old)
         case .itemInserted(let id, let section, let at):
-            guard itemTracker[id] != nil else { return }
+            guard itemTracker[ExactString(id)] != nil else { return }
             removeItem(id, from: section, at: at)
-            oldItemData[id] = .absent
+            oldItemData[ExactString(id)] = .absent
         case .itemRemoved(let item, let section, let at):
-            guard itemTracker[item.id] != nil else { return }
+            guard itemTracker[ExactString(item.id)] != nil else { return }
             insertItem(item.id, into: section, at: at)
-            oldItemData[item.id] = .present(item.data)
+            oldItemData[ExactString(item.id)] = .present(item.data)
         case .itemMoved(let id, let from, let fromIndex, let to, let toIndex):
             removeItem(id, from: to, at: toIndex)
             insertItem(id, into: from, at: fromIndex)
         case .itemDataSet(let id, let old):
-            oldItemData[id] = .present(old)
+            oldItemData[ExactString(id)] = .present(old)
         case .replaced:
             preconditionFailure("a replaced change cannot be walked")
         }
@@ -189,7 +189,7 @@ private struct Walk {
         for tracked in sectionPositions.indices {
             if let position = sectionPositions[tracked], position > index { sectionPositions[tracked] = position - 1 }
         }
-        sectionPositions[sectionTracker[id]!] = nil
+        sectionPositions[sectionTracker[ExactString(id)]!] = nil
         sectionCount -= 1
     }
 
@@ -197,14 +197,14 @@ private struct Walk {
         for tracked in sectionPositions.indices {
             if let position = sectionPositions[tracked], position >= index { sectionPositions[tracked] = position + 1 }
         }
-        sectionPositions[sectionTracker[id]!] = index
+        sectionPositions[sectionTracker[ExactString(id)]!] = index
         sectionCount += 1
     }
 
     /// - Complexity: O(log t) to find the place among the t tracked items of the section, plus the items after it.
     private mutating func removeItem(_ id: String, from section: String, at index: Int) {
-        let removed = itemTracker[id]!
-        var members = trackedBySection.removeValue(forKey: section) ?? []
+        let removed = itemTracker[ExactString(id)]!
+        var members = trackedBySection.removeValue(forKey: ExactString(section)) ?? []
         let position = firstMember(of: members, atOrAfter: index)
         if position < members.count, members[position] == removed {
             members.remove(at: position)
@@ -212,21 +212,21 @@ private struct Walk {
             members.remove(at: elsewhere)
         }
         for tracked in members[firstMember(of: members, atOrAfter: index + 1)...] { itemPlaces[tracked]!.index -= 1 }
-        trackedBySection[section] = members
+        trackedBySection[ExactString(section)] = members
         itemPlaces[removed] = nil
-        itemCounts[section, default: 0] -= 1
+        itemCounts[ExactString(section), default: 0] -= 1
     }
 
     /// - Complexity: O(log t) to find the place among the t tracked items of the section, plus the items after it.
     private mutating func insertItem(_ id: String, into section: String, at index: Int) {
-        let inserted = itemTracker[id]!
-        var members = trackedBySection.removeValue(forKey: section) ?? []
+        let inserted = itemTracker[ExactString(id)]!
+        var members = trackedBySection.removeValue(forKey: ExactString(section)) ?? []
         let position = firstMember(of: members, atOrAfter: index)
         for tracked in members[position...] { itemPlaces[tracked]!.index += 1 }
         members.insert(inserted, at: position)
-        trackedBySection[section] = members
+        trackedBySection[ExactString(section)] = members
         itemPlaces[inserted] = WalkPlace(section: section, index: index)
-        itemCounts[section, default: 0] += 1
+        itemCounts[ExactString(section), default: 0] += 1
     }
 
     /// The position in `members` (sorted by index) of the first one whose index is `index` or more.
@@ -251,9 +251,11 @@ private struct Walk {
                 Delta.SectionEntry(key: key, old: sectionPositions[tracked], new: delta.sectionNewIndex[key]))
         }
         for (id, old) in oldSectionData {
-            guard case .present(let data) = old, let index = store.sectionIndex(of: id) else { continue }
+            guard case .present(let data) = old, let index = store.sectionIndex(of: id.string) else { continue }
             if let tracked = sectionTracker[id], sectionPositions[tracked] == nil { continue }
-            if store.sectionData(at: index) != data { delta.changedSectionData.append(builder.key(id, in: &delta)) }
+            if store.sectionData(at: index) != data {
+                delta.changedSectionData.append(builder.key(id.string, in: &delta))
+            }
         }
         for (tracked, id) in itemIDs.enumerated() {
             let path = store.location(ofItem: id)
@@ -265,22 +267,22 @@ private struct Walk {
             }
             guard old != nil || new != nil else { continue }
             var changed = false
-            if let path, old != nil, case .present(let data) = oldItemData[id] {
+            if let path, old != nil, case .present(let data) = oldItemData[ExactString(id)] {
                 changed = store.item(at: path).data != data
             }
             delta.addItem(id, old: old, new: new, structural: true, dataChanged: changed)
         }
-        for id in dataOnlyItems where itemTracker[id] == nil {
-            guard case .present(let data) = oldItemData[id], let path = store.location(ofItem: id),
+        for id in dataOnlyItems where itemTracker[ExactString(id)] == nil {
+            guard case .present(let data) = oldItemData[ExactString(id)], let path = store.location(ofItem: id),
                 store.item(at: path).data != data
             else { continue }
             let new = Delta.Place(section: builder.key(store.sectionID(at: path.section), in: &delta), index: path.item)
             delta.addItem(id, old: nil, new: new, structural: false, dataChanged: true)
         }
         for (id, count) in itemCounts {
-            guard let index = store.sectionIndex(of: id) else { continue }
+            guard let index = store.sectionIndex(of: id.string) else { continue }
             if let tracked = sectionTracker[id], sectionPositions[tracked] == nil { continue }
-            delta.itemCounts[builder.key(id, in: &delta)] = (count, store.itemCount(inSection: index))
+            delta.itemCounts[builder.key(id.string, in: &delta)] = (count, store.itemCount(inSection: index))
         }
         return delta
     }
@@ -289,12 +291,12 @@ private struct Walk {
 /// Gives each section named in a delta a key, once, with its current index.
 private struct Builder {
     let store: Store
-    var keys: [String: Int] = [:]
+    var keys: [ExactString: Int] = [:]
 
     mutating func key(_ id: String, in delta: inout Delta) -> Int {
-        if let key = keys[id] { return key }
+        if let key = keys[ExactString(id)] { return key }
         let key = delta.addSection(id: id, newIndex: store.sectionIndex(of: id))
-        keys[id] = key
+        keys[ExactString(id)] = key
         return key
     }
 }

@@ -52,10 +52,10 @@ extension Editor {
             moveItem(from: from, to: ItemPath(section: section, item: to.index))
         case .updateItems(let items):
             var paths: [ItemPath] = []
-            var seen = Set<String>()
+            var seen = Set<ExactString>()
             for item in items {
                 paths.append(try store.resolve(.id(item.id)))
-                guard seen.insert(item.id).inserted else {
+                guard seen.insert(ExactString(item.id)).inserted else {
                     throw ModelError(.duplicateReference, "item \(item.id.debugDescription) is named twice")
                 }
             }

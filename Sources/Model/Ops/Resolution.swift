@@ -47,10 +47,10 @@ extension Store {
     /// Checks new item ids: valid, not in the store, not repeated.
     /// - Complexity: O(k) lookups for k ids.
     func checkNew(itemIDs ids: some Sequence<String>) throws(ModelError) {
-        var seen = Set<String>()
+        var seen = Set<ExactString>()
         for id in ids {
             try ModelError.check(id: id, what: "item")
-            guard location(ofItem: id) == nil, seen.insert(id).inserted else {
+            guard location(ofItem: id) == nil, seen.insert(ExactString(id)).inserted else {
                 throw ModelError(.duplicateID, "item id \(id.debugDescription) already exists")
             }
         }
@@ -58,10 +58,10 @@ extension Store {
 
     /// Checks new sections: valid unique section ids not in the store, and valid unique new item ids.
     func checkNew(sections: [Section]) throws(ModelError) {
-        var seen = Set<String>()
+        var seen = Set<ExactString>()
         for section in sections {
             try ModelError.check(id: section.id, what: "section")
-            guard sectionIndex(of: section.id) == nil, seen.insert(section.id).inserted else {
+            guard sectionIndex(of: section.id) == nil, seen.insert(ExactString(section.id)).inserted else {
                 throw ModelError(.duplicateID, "section id \(section.id.debugDescription) already exists")
             }
         }

@@ -24,7 +24,7 @@ struct Store: Sendable {
     private var freeItems: [Int32] = []
     private var sections: [SectionSlot] = []
     private var freeSections: [Int32] = []
-    private var sectionHandles: [String: Int32] = [:]
+    private var sectionHandles: [ExactString: Int32] = [:]
     private var order = ChunkedList()
 
     init() {}
@@ -45,7 +45,7 @@ struct Store: Sendable {
         itemIDs.reserveCapacity(itemTotal)
         for section in content {
             let handle = Int32(sectionSlots.count)
-            sectionHandles[section.id] = handle
+            sectionHandles[ExactString(section.id)] = handle
             let first = itemSlots.count
             for item in section.items {
                 itemIDs.append(item.id)
@@ -65,7 +65,7 @@ struct Store: Sendable {
 
     /// - Complexity: O(1) hashing plus O(log n + chunk).
     func sectionIndex(of id: String) -> Int? {
-        guard let handle = sectionHandles[id] else { return nil }
+        guard let handle = sectionHandles[ExactString(id)] else { return nil }
         return order.index(of: handle, inChunk: sections[Int(handle)].chunk)
     }
 
@@ -126,7 +126,7 @@ struct Store: Sendable {
             handle = Int32(sections.count)
             sections.append(slot)
         }
-        sectionHandles[id] = handle
+        sectionHandles[ExactString(id)] = handle
         let placed = order.insert(handle, at: index)
         sections[Int(handle)].chunk = placed.chunk
         if let moved = placed.moved { relocateSections(inChunk: moved) }
@@ -138,7 +138,7 @@ struct Store: Sendable {
         if let moved = removed.moved { relocateSections(inChunk: moved) }
         let handle = Int(removed.handle)
         precondition(sections[handle].items.count == 0, "removing a section that has items")
-        sectionHandles[sections[handle].id] = nil
+        sectionHandles[ExactString(sections[handle].id)] = nil
         sections[handle] = SectionSlot(id: "", data: .null)
         freeSections.append(removed.handle)
     }

@@ -57,7 +57,9 @@ struct IDTable: Sendable {
     private func slot(of id: String, hash: UInt64, in ids: [String]) -> Int? {
         var slot = home(hash)
         while slots[slot] != 0 {
-            if slots[slot] & IDTable.tagBits == hash & IDTable.tagBits, ids[IDTable.position(in: slots[slot])] == id {
+            if slots[slot] & IDTable.tagBits == hash & IDTable.tagBits,
+                ids[IDTable.position(in: slots[slot])].isIdentical(to: id)
+            {
                 return slot
             }
             slot = (slot + 1) & mask

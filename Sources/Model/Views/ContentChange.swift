@@ -95,7 +95,7 @@ struct ContentChange {
     private(set) var affected: [Affected] = []
     private(set) var runMoves: [RunMove] = []
     /// Positions in `sections` by id, once they are too many to search.
-    private var sectionPositions: [String: Int]?
+    private var sectionPositions: [ExactString: Int]?
 
     /// The change from the old content to the one the view's index now gives.
     /// - Parameters:
@@ -139,7 +139,8 @@ struct ContentChange {
         for (id, key) in dataChanges {
             let rank = index.rank(of: key)
             // Shown before too, or it crossed the limit and is inserted with its data.
-            guard rank < limit, shift.oldRank(key, newRank: rank) < limit, let member = view.members[id] else {
+            guard rank < limit, shift.oldRank(key, newRank: rank) < limit, let member = view.members[ExactString(id)]
+            else {
                 continue
             }
             let section = section(of: member.placement, view, shift)
@@ -158,7 +159,9 @@ struct ContentChange {
             let element = view.index[rank]
             guard !shift.isAdded(element.key) else { continue }
             let oldRank = shift.oldRank(element.key, newRank: rank)
-            guard (oldRank < limit) != (rank < limit), let member = view.members[element.id] else { continue }
+            guard (oldRank < limit) != (rank < limit), let member = view.members[ExactString(element.id)] else {
+                continue
+            }
             let section = section(of: member.placement, view, shift)
             let place = Place(
                 section: section, index: (rank < limit ? rank : oldRank) - sectionRank(section, rank < limit))
@@ -179,12 +182,12 @@ struct ContentChange {
         of placement: ViewRules.Placement, _ view: borrowing LiveView, _ shift: Shift, isShown: Bool = false
     ) -> Int {
         if let sectionPositions {
-            if let position = sectionPositions[placement.section] { return position }
-        } else if let position = sections.firstIndex(where: { $0.id == placement.section }) {
+            if let position = sectionPositions[ExactString(placement.section)] { return position }
+        } else if let position = sections.firstIndex(where: { $0.id.isIdentical(to: placement.section) }) {
             return position
         }
         let index = view.index
-        let wasShown = view.present[placement.section]
+        let wasShown = view.present[ExactString(placement.section)]
         let key = wasShown ?? placement.sectionKey
         let newRank = index.rank(of: key)
         let isShown =
@@ -195,10 +198,10 @@ struct ContentChange {
                 id: placement.section, key: key, wasShown: wasShown != nil, isShown: isShown,
                 oldRank: shift.oldRank(key, newRank: newRank), newRank: newRank))
         if sectionPositions != nil {
-            sectionPositions?[placement.section] = sections.count - 1
+            sectionPositions?[ExactString(placement.section)] = sections.count - 1
         } else if sections.count > 16 {
             sectionPositions = Dictionary(
-                uniqueKeysWithValues: sections.enumerated().map { ($0.element.id, $0.offset) })
+                uniqueKeysWithValues: sections.enumerated().map { (ExactString($0.element.id), $0.offset) })
         }
         return sections.count - 1
     }

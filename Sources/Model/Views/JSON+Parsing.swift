@@ -73,7 +73,7 @@ private struct JSONParser {
 
     private mutating func object(depth: Int) throws(JSON.ParseError) -> JSON {
         offset += 1
-        var members: [String: JSON] = [:]
+        var members: [ExactString: JSON] = [:]
         skipSpace()
         if current == UInt8(ascii: "}") {
             offset += 1
@@ -86,7 +86,7 @@ private struct JSONParser {
             skipSpace()
             guard current == UInt8(ascii: ":") else { throw failure("':' expected") }
             offset += 1
-            guard members.updateValue(try value(depth: depth), forKey: key) == nil else {
+            guard members.updateValue(try value(depth: depth), forKey: ExactString(key)) == nil else {
                 throw failure("member \(key.debugDescription) appears twice")
             }
             skipSpace()

@@ -12,7 +12,7 @@ public enum JSON: Hashable, Sendable {
     /// Elements in order.
     case array([JSON])
     /// Members by key; the canonical text lists them sorted by the keys' UTF-8 bytes.
-    case object([String: JSON])
+    case object([ExactString: JSON])
 
     /// The canonical JSON text: object keys sorted by their UTF-8 bytes, no whitespace, strings escaped as the
     /// server escapes them (quote, backslash and control characters only), numbers as they were written.
@@ -41,10 +41,10 @@ public enum JSON: Hashable, Sendable {
             bytes.append(UInt8(ascii: "]"))
         case .object(let members):
             bytes.append(UInt8(ascii: "{"))
-            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let keys = members.keys.sorted { $0.string.utf8.lexicographicallyPrecedes($1.string.utf8) }
             for (offset, key) in keys.enumerated() {
                 if offset > 0 { bytes.append(UInt8(ascii: ",")) }
-                JSON.writeString(key, into: &bytes)
+                JSON.writeString(key.string, into: &bytes)
                 bytes.append(UInt8(ascii: ":"))
                 members[key]?.write(into: &bytes)
             }

@@ -70,7 +70,7 @@ public struct JSONPointer: Hashable, Sendable, CustomStringConvertible {
         for (token, index) in zip(tokens, indices) {
             switch current {
             case .object(let members):
-                guard let member = members[String(decoding: token, as: UTF8.self)] else { return nil }
+                guard let member = members[ExactString(String(decoding: token, as: UTF8.self))] else { return nil }
                 current = member
             case .array(let elements):
                 guard let index, index < elements.count else { return nil }

@@ -30,10 +30,10 @@ extension LiveView {
         for section in change.sections where section.wasShown != section.isShown {
             if section.wasShown {
                 sections.remove(section.key)
-                present[section.id] = nil
+                present[ExactString(section.id)] = nil
             } else {
                 sections.insert(OrderedIndex.Element(key: section.key, id: section.id))
-                present[section.id] = section.key
+                present[ExactString(section.id)] = section.key
             }
         }
         let rules = self.rules

@@ -21,7 +21,11 @@ extension LiveView {
         let new = data.flatMap { data in rules.placement(id: id, data: data).map { Member(placement: $0, data: data) } }
         // One lookup of the id both reads the old member and stores the new one.
         let old: Member?
-        if let new { old = members.updateValue(new, forKey: id) } else { old = members.removeValue(forKey: id) }
+        if let new {
+            old = members.updateValue(new, forKey: ExactString(id))
+        } else {
+            old = members.removeValue(forKey: ExactString(id))
+        }
         if let old, let new, old.placement == new.placement {
             return old.data == new.data ? .none : .data(id: id, key: new.placement.key)
         }
@@ -82,7 +86,9 @@ extension LiveView {
         }
         concurrently(&members, &collection, if: large) { members in
             members = Dictionary(minimumCapacity: passed.count)
-            for position in 0..<passed.count { members[passed.ids[position]] = (passed.members + position).move() }
+            for position in 0..<passed.count {
+                members[ExactString(passed.ids[position])] = (passed.members + position).move()
+            }
         } _: { collection in
             commit(&collection, content)
         }
@@ -146,7 +152,9 @@ extension LiveView {
     mutating func materialize() -> [Section] {
         let members = self.members
         let shown = index.elements.prefix(shownCount).map { element in
-            guard let member = members[element.id] else { preconditionFailure("member \(element.id) is missing") }
+            guard let member = members[ExactString(element.id)] else {
+                preconditionFailure("member \(element.id) is missing")
+            }
             return (element.id, member)
         }
         return group(count: shown.count) { k in
@@ -166,7 +174,7 @@ extension LiveView {
         var keys: [OrderedIndex.Element] = []
         for k in 0..<count {
             let (id, section, data) = member(k)
-            if content.last?.id != section {
+            if content.last?.id.isIdentical(to: section) != true {
                 content.append(Section(id: section, data: rules.sectionData(section)))
                 keys.append(OrderedIndex.Element(key: sectionKey(k), id: section))
             }
@@ -177,7 +185,7 @@ extension LiveView {
             keys = [OrderedIndex.Element(key: [], id: ViewRules.allSection)]
         }
         sections = OrderedIndex(sorted: keys)
-        present = Dictionary(uniqueKeysWithValues: keys.map { ($0.id, $0.key) })
+        present = Dictionary(uniqueKeysWithValues: keys.map { (ExactString($0.id), $0.key) })
         return content
     }
 }

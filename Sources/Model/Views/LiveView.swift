@@ -24,13 +24,13 @@ public struct LiveView: Sendable {
     public internal(set) var collection: VersionedCollection
     var rules: ViewRules
     /// Every source item that passes the filter, by id.
-    var members: [String: Member] = [:]
+    var members: [ExactString: Member] = [:]
     /// The members by order key.
     var index = OrderedIndex()
     /// The sections of the content by section key.
     var sections = OrderedIndex()
     /// The section key of each section of the content, by id.
-    var present: [String: [UInt8]] = [:]
+    var present: [ExactString: [UInt8]] = [:]
 
     /// Creates the view at `<epoch>.1` with the content `definition` gives on `source` (empty when the source
     /// does not exist).

@@ -57,19 +57,21 @@ public struct SourceDelta: Sendable {
             }
         }
         var touched: [String] = []
-        var seen = Set<String>()
+        var seen = Set<ExactString>()
         var replaced = false
         for entry in entries {
             for change in entry.changes {
                 switch change {
                 case .itemInserted(let id, _, _), .itemDataSet(let id, _):
-                    if seen.insert(id).inserted { touched.append(id) }
+                    if seen.insert(ExactString(id)).inserted { touched.append(id) }
                 case .itemRemoved(let item, _, _):
-                    if seen.insert(item.id).inserted { touched.append(item.id) }
+                    if seen.insert(ExactString(item.id)).inserted { touched.append(item.id) }
                 case .replaced(let old):
                     replaced = true
                     for section in old {
-                        for item in section.items where seen.insert(item.id).inserted { touched.append(item.id) }
+                        for item in section.items where seen.insert(ExactString(item.id)).inserted {
+                            touched.append(item.id)
+                        }
                     }
                 case .sectionInserted, .sectionRemoved, .sectionMoved, .sectionDataSet, .itemMoved:
                     continue
@@ -82,14 +84,14 @@ public struct SourceDelta: Sendable {
         }
         // After a replacement every current item may be new: list them all, and the touched ones now gone.
         var items: [(id: String, data: JSONData?)] = []
-        var present = Set<String>()
+        var present = Set<ExactString>()
         for section in source.snapshot() {
             for item in section.items {
                 items.append((item.id, item.data))
-                present.insert(item.id)
+                present.insert(ExactString(item.id))
             }
         }
-        for id in touched where !present.contains(id) { items.append((id, nil)) }
+        for id in touched where !present.contains(ExactString(id)) { items.append((id, nil)) }
         self.init(items: items, removesEverything: false)
     }
 }

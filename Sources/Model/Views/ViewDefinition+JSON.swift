@@ -47,8 +47,8 @@ extension ViewDefinition {
     /// - Complexity: O(size of the definition).
     public var canonicalJSON: JSONData { JSON.object(wireMembers).data }
 
-    private var wireMembers: [String: JSON] {
-        var members: [String: JSON] = ["source": .string(source)]
+    private var wireMembers: [ExactString: JSON] {
+        var members: [ExactString: JSON] = ["source": .string(source)]
         if let filter { members["filter"] = filter.wire }
         if let sectionBy { members["sectionBy"] = sectionBy.wire }
         if !sortBy.isEmpty { members["sortBy"] = .array(sortBy.map(\.wire)) }
@@ -67,7 +67,7 @@ extension ViewFilter {
         case .all(let filters): .object(["all": .array(filters.map(\.wire))])
         case .any(let filters): .object(["any": .array(filters.map(\.wire))])
         case .not(let filter): .object(["not": filter.wire])
-        case .leaf(let field, let test): .object(["field": .string(field.text), test.name: test.operand])
+        case .leaf(let field, let test): .object(["field": .string(field.text), ExactString(test.name): test.operand])
         }
     }
 }
@@ -78,12 +78,12 @@ private enum Wire {
     static let combinators: Set<String> = ["all", "any", "not"]
 
     static func members(_ value: JSON, part: String, allowed: Set<String>) throws(ViewDefinitionError)
-        -> [String: JSON]
+        -> [ExactString: JSON]
     {
         guard case .object(let members) = value else {
             throw ViewDefinitionError(part: part, reason: "must be an object")
         }
-        if let unknown = members.keys.filter({ !allowed.contains($0) }).min() {
+        if let unknown = members.keys.map(\.string).filter({ !allowed.contains($0) }).min() {
             throw ViewDefinitionError(part: part, reason: "unknown field \(unknown.debugDescription)")
         }
         return members
@@ -124,11 +124,12 @@ private enum Wire {
             throw ViewDefinitionError(part: part, reason: "nested deeper than \(ViewDefinition.maximumDepth)")
         }
         if members["field"] != nil { return try leaf(members, part: part) }
-        let keys = members.keys.sorted()
+        let keys = members.keys.map(\.string).sorted()
         if let unknown = keys.first(where: { !combinators.contains($0) && !ops.contains($0) }) {
             throw ViewDefinitionError(part: part, reason: "unknown op \(unknown.debugDescription)")
         }
-        guard keys.count == 1, let key = keys.first, combinators.contains(key), let operand = members[key] else {
+        guard keys.count == 1, let key = keys.first, combinators.contains(key), let operand = members[ExactString(key)]
+        else {
             if keys.contains(where: ops.contains) {
                 throw ViewDefinitionError(part: "\(part).field", reason: "missing")
             }
@@ -147,13 +148,13 @@ private enum Wire {
         return key == "all" ? .all(filters) : .any(filters)
     }
 
-    private static func leaf(_ members: [String: JSON], part: String) throws(ViewDefinitionError) -> ViewFilter {
+    private static func leaf(_ members: [ExactString: JSON], part: String) throws(ViewDefinitionError) -> ViewFilter {
         let field = try pointer(members["field"], part: "\(part).field")
-        let names = members.keys.filter { $0 != "field" }.sorted()
+        let names = members.keys.map(\.string).filter { $0 != "field" }.sorted()
         if let unknown = names.first(where: { !ops.contains($0) }) {
             throw ViewDefinitionError(part: part, reason: "unknown op \(unknown.debugDescription)")
         }
-        guard names.count == 1, let name = names.first, let operand = members[name] else {
+        guard names.count == 1, let name = names.first, let operand = members[ExactString(name)] else {
             let count = names.count == 2 ? "two" : "\(names.count)"
             let reason = names.isEmpty ? "no op in leaf" : "\(count) ops in one leaf (\(names.joined(separator: ", ")))"
             throw ViewDefinitionError(part: part, reason: reason)

@@ -50,7 +50,7 @@ enum NaiveView {
             let token = raw.replacingOccurrences("~1", "/").replacingOccurrences("~0", "~")
             switch current {
             case .object(let members):
-                guard let next = members[token] else { return nil }
+                guard let next = members[ExactString(token)] else { return nil }
                 current = next
             case .array(let elements):
                 guard token.allSatisfy(\.isASCII), token.allSatisfy(\.isNumber), token == "0" || !token.hasPrefix("0"),

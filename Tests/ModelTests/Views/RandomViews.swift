@@ -26,8 +26,8 @@ struct RandomViews {
     /// object at all.
     mutating func data() -> JSONData {
         if chance(5) { return value().data }
-        var members: [String: JSON] = [:]
-        for name in ["a", "b", "c", "a/b"] where chance(70) { members[name] = value() }
+        var members: [ExactString: JSON] = [:]
+        for name: ExactString in ["a", "b", "c", "a/b"] where chance(70) { members[name] = value() }
         if chance(40) { members["n"] = .object(chance(80) ? ["a": value()] : [:]) }
         if chance(20) { members["l"] = .array((0..<int(0...2)).map { _ in value() }) }
         return JSON.object(members).data

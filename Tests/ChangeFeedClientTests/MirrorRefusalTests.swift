@@ -1,0 +1,48 @@
+import Model
+import Testing
+
+@testable import ChangeFeedClient
+
+/// A changeset made by hand (not decoded from a feed) that breaks a rule the decoder checks is refused with
+/// `FeedError.invalidChangeset` by `LiveCollection.apply`, as its documentation promises, never a trap.
+@Suite struct MirrorRefusalTests {
+    static let start = Version("e.1")!
+    static let next = Version("e.2")!
+
+    static func mirror() throws -> LiveCollection {
+        var live = LiveCollection()
+        let sections = [Section(id: "s", items: [Item(id: "a"), Item(id: "b")])]
+        try live.apply(.reset(Snapshot(name: "c", version: start, sections: sections)))
+        return live
+    }
+
+    static let broken: [(String, ItemChanges, SectionChanges)] = [
+        (
+            "unsorted deletions",
+            ItemChanges(deleted: [
+                ItemDeletion(at: ItemPath(section: 0, item: 1), id: "b"),
+                ItemDeletion(at: ItemPath(section: 0, item: 0), id: "a"),
+            ]), SectionChanges()
+        ),
+        (
+            "negative item index", ItemChanges(deleted: [ItemDeletion(at: ItemPath(section: 0, item: -1), id: "b")]),
+            SectionChanges()
+        ),
+        (
+            "unsorted updates",
+            ItemChanges(updated: [
+                ItemUpdate(at: ItemPath(section: 0, item: 1), item: Item(id: "b")),
+                ItemUpdate(at: ItemPath(section: 0, item: 0), item: Item(id: "a")),
+            ]), SectionChanges()
+        ),
+        ("negative section index", ItemChanges(), SectionChanges(deleted: [SectionDeletion(index: -1, id: "s")])),
+    ]
+
+    @Test(arguments: broken)
+    func aBrokenChangesetIsRefused(name: String, items: ItemChanges, sections: SectionChanges) throws {
+        var live = try Self.mirror()
+        let changeset = Changeset(from: Self.start, to: Self.next, sections: sections, items: items)
+        #expect(throws: FeedError.self, "\(name)") { try live.apply(.changes(changeset)) }
+        #expect(live.version == nil, "a refused changeset leaves the mirror without a version")
+    }
+}
