@@ -141,7 +141,11 @@ struct LiveFakeServerTests {
             ])
     }
 
-    @Test func quickEmptyAnswersDoNotSpin() async throws {
+    /// The requests of a client (`client` set up by `configure`) following for a second a fake server that answers
+    /// a reset, then empty answers at once.
+    static func followQuickEmptyAnswers(_ configure: (inout FeedClient) -> Void = { _ in }) async throws
+        -> [(target: String, at: ContinuousClock.Instant)]
+    {
         let server = try FakeServer { index, _ in
             FakeServer.Answer(
                 status: 200,
@@ -150,8 +154,9 @@ struct LiveFakeServerTests {
                     : Self.changes(#"{"deleted":[],"inserted":[],"moved":[],"updated":[]}"#, from: "e.1", to: "e.1"))
         }
         defer { server.stop() }
-        let client = Self.client(server)
-        let task = Task {
+        var client = Self.client(server)
+        configure(&client)
+        let task = Task { [client] in
             var events = client.events().makeAsyncIterator()
             _ = try await events.next()
             return try await events.next()
@@ -159,10 +164,55 @@ struct LiveFakeServerTests {
         try await Task.sleep(for: .seconds(1))
         task.cancel()
         _ = try await task.value
+        return server.received
+    }
+
+    @Test func quickEmptyAnswersDoNotSpin() async throws {
+        let received = try await Self.followQuickEmptyAnswers()
         // The first quick empty answer is polled again at once, the next ones back off (20 ms doubling to 100 ms,
         // each wait at least half its step): at most about 22 polls in a second. A loop that spun would make
         // thousands.
-        #expect(server.received.count >= 3)
-        #expect(server.received.count < 40)
+        #expect(received.count >= 3)
+        #expect(received.count < 40)
+    }
+
+    /// A `pollTimeout` under a second is sent as `timeout=1`: with `timeout=0` every answer came back at once and
+    /// none counted as quick, so the loop polled as fast as the server answered.
+    @Test func aZeroPollTimeoutDoesNotSpin() async throws {
+        let received = try await Self.followQuickEmptyAnswers { $0.pollTimeout = .zero }
+        #expect(received.first?.target == "/v1/collections/c/changes?timeout=1")
+        #expect(received.count >= 3)
+        #expect(received.count < 40)
+    }
+
+    /// After a `410` and its reset, the first quick empty answer is polled again at once, as every first one is
+    /// (a `410` once left the count of quick answers at 1, so that the late client waited and stayed late).
+    @Test func theFirstQuickEmptyAnswerAfterAGoneIsPolledAtOnce() async throws {
+        let gone = #"{"error":{"code":"cursor_expired","message":"expired","current":"e.1"}}"#
+        let empty = Self.changes(#"{"deleted":[],"inserted":[],"moved":[],"updated":[]}"#, from: "e.1", to: "e.1")
+        let server = try FakeServer { index, _ in
+            switch index {
+            case 0, 2: FakeServer.Answer(status: 200, body: Self.reset)
+            case 1: FakeServer.Answer(status: 410, body: gone)
+            default: FakeServer.Answer(status: 200, body: empty)
+            }
+        }
+        defer { server.stop() }
+        let client = FeedClient(
+            baseURL: server.baseURL, name: "c", pollTimeout: .seconds(5),
+            backoff: Backoff(initial: .seconds(4), maximum: .seconds(8)))
+        let task = Task {
+            var events = client.events().makeAsyncIterator()
+            for _ in 0..<3 { _ = try await events.next() }
+        }
+        // Requests 0-4 need no wait: reset, 410, reset, the first quick empty answer, and its re-poll; the second
+        // quick empty answer (request 4) waits at least 2 s.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.received.count < 5, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        task.cancel()
+        _ = try await task.value
+        let times = server.received.map(\.at)
+        #expect(times.count == 5)
+        if times.count >= 5 { #expect(times[4] - times[3] < .seconds(1)) }
     }
 }

@@ -30,7 +30,8 @@ public struct FeedClient: Sendable {
     /// Whether `name` is a collection or a view.
     public let kind: Kind
     let token: String?
-    /// How long the server may hold each poll (the `timeout` parameter).
+    /// How long the server may hold each poll (the `timeout` parameter), sent in whole seconds from 1 to 300
+    /// (`pollSeconds`).
     public var pollTimeout: Duration
     /// The wait before retrying after a failure.
     public var backoff: Backoff
@@ -72,12 +73,19 @@ public struct FeedClient: Sendable {
     /// now, and joining it puts the late client back in step with the others (waiting would keep it late, and a
     /// client later than the cache keeps an empty answer reaches the server on its own).
     var quickEmptyAnswer: Duration {
-        min(pollTimeout, Self.maximumPollTimeout) / 2
+        .seconds(pollSeconds) / 2
+    }
+
+    /// The `timeout` sent: `pollTimeout` in whole seconds, at least 1 (the server answers `timeout=0` at once, so
+    /// every empty answer would be quick and, after the first, a failure's wait; with a threshold of 0 none would
+    /// be, and the loop would spin), at most the server's longest.
+    var pollSeconds: Int64 {
+        min(max(pollTimeout.components.seconds, 1), Self.maximumPollTimeout.components.seconds)
     }
 
     /// The feed URL for a poll: `next` as given by the last answer, else `since` (none asks for a reset).
     func feedURL(next: String?, since: Version?) throws(FeedError) -> URL {
-        let seconds = pollTimeout.components.seconds
+        let seconds = pollSeconds
         let query = next ?? since.map { "since=\($0)&timeout=\(seconds)" } ?? "timeout=\(seconds)"
         guard
             let escapedName = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed),

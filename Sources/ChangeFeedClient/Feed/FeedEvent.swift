@@ -5,8 +5,9 @@ import Model
 public enum FeedEvent: Hashable, Sendable {
     /// The whole content at a version: replace everything shown (`reloadData`, or a diffable snapshot).
     case reset(Snapshot)
-    /// One changeset from the version of the event before to `changes.to`, already checked against the
-    /// changeset rules that need no content (sorting, distinct coordinates, ids).
+    /// One changeset from the version of the event before to `changes.to`. From a feed, it was checked against
+    /// the changeset rules that need no content (sorting, distinct coordinates, ids) when decoded;
+    /// `LiveCollection.apply` checks those again for an event made otherwise.
     case changes(Changeset)
 }
 

@@ -22,11 +22,13 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var next: String?
         /// Failures in a row (network, `5xx`, `429`, `404`), for the backoff.
         var failures = 0
-        /// Answers in a row that brought nothing new quickly: empty answers held less than half the poll's timeout,
-        /// or resets after a `410`. The first is polled again at once, the others wait like failures, so that a
-        /// misbehaving server or cache cannot make the loop spin (`FeedClient.quickEmptyAnswer` says why the first
-        /// does not wait).
+        /// Empty answers in a row held less than half the poll's timeout. The first is polled again at once, the
+        /// others wait like failures, so that a misbehaving server or cache cannot make the loop spin
+        /// (`FeedClient.quickEmptyAnswer` says why the first does not wait).
         var quickRepeats = 0
+        /// `410`s with nothing but resets between them: the first starts over at once, the others wait like
+        /// failures, so that a server that expires every version at once cannot make the loop spin either.
+        var goneRepeats = 0
 
         init(client: FeedClient, since: Version?) {
             self.client = client
@@ -54,7 +56,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             let answer: HTTPAnswer
             do {
                 answer = try await client.transport.get(
-                    url, token: client.token, timeout: client.pollTimeout + .seconds(15))
+                    url, token: client.token, timeout: .seconds(client.pollSeconds + 15))
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
@@ -69,8 +71,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 failures = 0
                 since = nil
                 next = nil
-                if quickRepeats > 0 { try await wait(after: .quickRepeat, retryAfter: answer.retryAfter) }
-                quickRepeats += 1
+                if goneRepeats > 0 { try await wait(after: .goneRepeat, retryAfter: answer.retryAfter) }
+                goneRepeats += 1
                 return nil
             case 404, 429, 500...599:
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
@@ -86,6 +88,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case .reset(let snapshot, let next):
                 since = snapshot.version
                 self.next = next
+                quickRepeats = 0
                 return .reset(snapshot)
             case .changes(let changeset, let next):
                 guard changeset.from == since else {
@@ -94,6 +97,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 }
                 since = changeset.to
                 self.next = next
+                goneRepeats = 0
                 if changeset.isEmpty && changeset.from == changeset.to {
                     guard held < client.quickEmptyAnswer else {
                         quickRepeats = 0
@@ -108,7 +112,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             }
         }
 
-        private enum Cause { case failure, quickRepeat }
+        private enum Cause { case failure, quickRepeat, goneRepeat }
 
         private mutating func wait(after cause: Cause, retryAfter: Duration?) async throws {
             let attempt: Int
@@ -118,6 +122,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 attempt = failures
             case .quickRepeat:
                 attempt = quickRepeats
+            case .goneRepeat:
+                attempt = goneRepeats
             }
             try await Task.sleep(for: client.backoff.delay(attempt: attempt, atLeast: retryAfter ?? .zero))
         }

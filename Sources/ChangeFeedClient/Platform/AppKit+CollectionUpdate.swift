@@ -24,10 +24,11 @@
     }
 
     extension NSCollectionViewDiffableDataSource where SectionIdentifierType == String, ItemIdentifierType == String {
-        /// Applies the mirror's ids after `update`, with its changed items reloaded; animated for a batch.
+        /// Applies the mirror's ids after `update`, with its changed items reloaded; animated for a batch. After a
+        /// reset every item is reloaded: items whose ids it keeps may have new data, which a diff of ids misses.
         public func apply(_ update: CollectionUpdate, animatingDifferences: Bool = true) {
             var snapshot = update.identifiers.diffableSnapshot()
-            snapshot.reloadItems(update.reconfiguredItemIDs)
+            snapshot.reloadItems(update.kind == .batch ? update.reconfiguredItemIDs : snapshot.itemIdentifiers)
             apply(snapshot, animatingDifferences: animatingDifferences && update.kind == .batch)
         }
     }

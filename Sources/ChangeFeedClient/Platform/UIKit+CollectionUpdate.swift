@@ -25,11 +25,14 @@
     }
 
     extension UICollectionViewDiffableDataSource where SectionIdentifierType == String, ItemIdentifierType == String {
-        /// Applies the mirror's ids after `update`, with its changed items reconfigured; animated for a batch.
+        /// Applies the mirror's ids after `update`, with its changed items reconfigured; animated for a batch. A
+        /// reset is applied as a reload: items whose ids it keeps may have new data, and since iOS 15 applying a
+        /// snapshot without animation diffs the ids rather than reloading.
         public func apply(_ update: CollectionUpdate, animatingDifferences: Bool = true) {
             var snapshot = update.identifiers.diffableSnapshot()
+            guard update.kind == .batch else { return applySnapshotUsingReloadData(snapshot) }
             snapshot.reconfigureItems(update.reconfiguredItemIDs)
-            apply(snapshot, animatingDifferences: animatingDifferences && update.kind == .batch)
+            apply(snapshot, animatingDifferences: animatingDifferences)
         }
     }
 #endif
