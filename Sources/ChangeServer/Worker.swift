@@ -85,7 +85,6 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .stopped: .error(.stoppedBeforeCompletion)
         case .conflictingContentLength: .error(.conflictingContentLength)
         case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
-        case .clientLeft: Response(.clientClosedRequest)
         }
     }
 

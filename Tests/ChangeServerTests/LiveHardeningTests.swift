@@ -206,6 +206,22 @@ import Testing
         #expect(waitUntil(timeout: 10) { server.log.contains(" 499 ") })
     }
 
+    /// A held poll whose client half-closes (shuts down its sending side) looks like one whose client left: it is
+    /// let go and its connection closed without an answer, as nginx closes one. A `499` status line, which no
+    /// contract names, once went on the wire.
+    @Test func aHalfClosedPollIsClosedWithoutAnAnswer() throws {
+        let server = try ServerProcess()
+        let version = try #require(
+            try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
+        let poll = try HTTPConnection(port: server.port)
+        poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=60")
+        #expect(waitUntil(timeout: 10) { (try? metric(server, "changeserver_held_polls")) == 1 })
+        poll.shutdownWriting()
+        #expect(poll.isClosed(within: 10), "closed with nothing sent")
+        #expect(waitUntil(timeout: 10) { (try? metric(server, "changeserver_held_polls")) == 0 })
+        #expect(waitUntil(timeout: 10) { server.log.contains(" 499 ") })
+    }
+
     @Test func connectionsPerAddressAreLimited() throws {
         let server = try ServerProcess(["--threads", "1", "--max-connections-per-address", "3"])
         let kept = try (0..<3).map { _ in try HTTPConnection(port: server.port) }

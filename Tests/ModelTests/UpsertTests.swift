@@ -72,8 +72,14 @@ import Testing
                 _ = try collection.upsert(id: id, data: .null, section: section, index: index)
             } catch {
                 #expect(error.code == code, "\(id) \(String(describing: section)) \(String(describing: index))")
+                #expect(error.opIndex == nil, "an upsert has no ops to point at")
             }
         }
         #expect(collection.snapshot() == before && collection.version.seq == 1)
+        var empty = try VersionedCollection(epoch: "e", sections: [])
+        // Its second op (after the "default" section's insertion) fails, yet the error names no op.
+        let error = #expect(throws: ModelError.self) { try empty.upsert(id: "x", data: .null, section: nil, index: 5) }
+        #expect(error?.code == .indexOutOfRange)
+        #expect(error?.opIndex == nil)
     }
 }

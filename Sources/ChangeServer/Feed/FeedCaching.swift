@@ -60,10 +60,11 @@ struct FeedCaching: Sendable {
     /// one interval ask the same next URL, so their groups merge in the cache instead of multiplying; and since
     /// such a URL is first asked in its interval and held for a whole timeout, it is still held (not yet cached
     /// empty) whenever a client asks it within that interval. Being greater than the request's cursor keeps a
-    /// client from ever asking the same URL twice in a row, whatever the clock does.
+    /// client from ever asking the same URL twice in a row, whatever the clock does; after the largest cursor the
+    /// server takes (`maximumCursor`, far beyond any interval's number) it goes back to the interval's number.
     static func nextCursor(after requestCursor: Int64?, timeout: Int, now: Int64 = wallClockSeconds()) -> Int64 {
         let interval = now / Int64(max(timeout, 1))
-        guard let requestCursor else { return interval }
+        guard let requestCursor, requestCursor < maximumCursor else { return interval }
         return max(requestCursor + 1, interval)
     }
 

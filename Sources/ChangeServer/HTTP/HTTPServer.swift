@@ -22,8 +22,6 @@ enum Refusal {
     case conflictingContentLength
     /// The bodies in flight on all connections already fill `--max-body-memory`.
     case bodyMemoryFull
-    /// The client of a held request closed its connection (logged as nginx does, `499`).
-    case clientLeft
 }
 
 /// The application behind the HTTP server. Every call comes on the server's loop thread.
@@ -32,8 +30,8 @@ protocol HTTPHandler: AnyObject {
     /// `extraHeaders`), and returns the answer to a request that can be refused from its headers alone (route,
     /// method, authorization, media type), before any of its body is read; nil to read the body and `handle` it.
     func screen(_ exchange: Exchange) -> Response?
-    /// The client of a held exchange hung up: true when the handler let go of it (a held poll), which is then
-    /// answered with `.clientLeft` so that libmicrohttpd closes the connection.
+    /// The client of a held exchange hung up: true when the handler let go of it (a held poll), whose connection
+    /// is then closed without an answer (logged `499`, as nginx logs a client that gave up).
     func clientLeft(_ exchange: Exchange) -> Bool
     /// libmicrohttpd refused a response: logged and counted by the handler.
     func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: Bool)
@@ -331,8 +329,8 @@ final class HTTPServer: @unchecked Sendable {
         unwatch(exchange)
     }
 
-    /// A watched socket reported hang-up: a held poll is let go and answered, so that MHD closes the connection
-    /// and its descriptor at once; a held mutation is left to its commit, which answers soon.
+    /// A watched socket reported hang-up: a held poll is let go and its connection closed unanswered, so that MHD
+    /// frees the connection and its descriptor at once; a held mutation is left to its commit, which answers soon.
     private func hungUp(_ descriptor: Int32) {
         // A stream's entry may be stale (the stream ended and the number was reused): a closed stream ignores it.
         if watched[descriptor] == nil, let stream = watchedStreams.removeValue(forKey: descriptor) {
@@ -342,9 +340,15 @@ final class HTTPServer: @unchecked Sendable {
         guard let exchange = watched[descriptor], let handler else { return }
         unwatch(exchange)
         guard exchange.isSuspended, handler.clientLeft(exchange) else { return }
-        // Nobody reads the answer: MHD takes it and closes the connection.
+        // Closed without an answer, as nginx closes a long request whose client gave up: a client that only
+        // half-closed its side (shut down writing) looks the same here, and an answer it may still read would be
+        // one no status fits (the poll did not run its course).
+        exchange.isSuspended = false
         exchange.answersDirectly = false
-        answer(exchange, with: handler.response(to: .clientLeft))
+        exchange.closesUnanswered = true
+        forget(exchange)
+        MHD_resume_connection(exchange.connection)
+        runAgain = true
     }
 
     /// Resumes a connection an event stream suspended in its content reader (loop thread only).
@@ -426,6 +430,11 @@ final class HTTPServer: @unchecked Sendable {
         // Answered outside MHD: MHD's side of the connection is closed (its socket is a placeholder by now, or the
         // client is gone).
         if exchange.leavesLibrary { return .NO }
+        if exchange.closesUnanswered {
+            releaseBody(of: exchange)
+            handler.didRespond(exchange, status: .clientClosedRequest)
+            return .NO
+        }
         if let pending = exchange.pendingResponse {
             exchange.pendingResponse = nil
             return finish(exchange, pending)

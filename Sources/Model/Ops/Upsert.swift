@@ -5,12 +5,18 @@ extension VersionedCollection {
     /// first gets a section with id "default" and null data) at `index` (default: the end).
     /// - Returns: the changeset, whether the item was created, and the ops it amounts to (replaying them with
     ///   `apply` gives the same result).
+    /// - Throws: `ModelError` without an `opIndex`: the request has no ops, the ones it amounts to are Model's.
     /// - Complexity: that of `apply` for one or two ops.
     public mutating func upsert(id: String, data: JSONData, section: SectionRef?, index: Int?) throws(ModelError)
         -> (changeset: Changeset, created: Bool, ops: [Op])
     {
         let ops = try upsertOps(id: id, data: data, section: section, index: index)
-        let changeset = try apply(ops.ops)
+        let changeset: Changeset
+        do {
+            changeset = try apply(ops.ops)
+        } catch {
+            throw ModelError(error.code, error.message)
+        }
         return (changeset, ops.created, ops.ops)
     }
 

@@ -69,6 +69,12 @@ final class HTTPConnection {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// Shuts down the sending side (a half-close): the server reads the end of the request stream, and this side
+    /// can still read.
+    func shutdownWriting() {
+        _ = Glibc.shutdown(descriptor, Int32(SHUT_WR))
+    }
+
     /// Closes the connection (once).
     func close() {
         if descriptor >= 0 { Glibc.close(descriptor) }
