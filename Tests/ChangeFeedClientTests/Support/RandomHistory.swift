@@ -25,9 +25,11 @@ struct RandomHistory {
 
     mutating func data() -> String { ["null", "1", "1.0", "{\"a\":[true]}", "\"x\""][int(0...4)] }
 
+    /// A new id. Ids come in pairs that Swift's `String` finds equal but whose bytes differ ("é" as U+00E9, then
+    /// as "e" + U+0301): the server and the mirror must keep them apart.
     mutating func freshID(_ prefix: String) -> String {
         nextID += 1
-        return "\(prefix)\(nextID)"
+        return "\(prefix)\(nextID / 2)" + (nextID.isMultiple(of: 2) ? "\u{E9}" : "e\u{301}")
     }
 
     mutating func items(_ count: Int) -> [Item] {

@@ -34,7 +34,8 @@ enum NaiveView {
         var content: [Section] = []
         for row in rows {
             let id = String(decoding: row.section.canonicalText, as: UTF8.self)
-            if content.last?.id != id {
+            // Bytes, as the contract compares keys: `String` would merge "é" and "e" + U+0301.
+            if content.last.map({ Array($0.id.utf8) }) != row.section.canonicalText {
                 content.append(Section(id: id, data: JSONData(canonical: "{\"key\":\(id)}")))
             }
             content[content.count - 1].items.append(row.item)

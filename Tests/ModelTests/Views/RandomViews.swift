@@ -17,6 +17,8 @@ struct RandomViews {
         .null, .bool(true), .bool(false), .number("0"), .number("1"), .number("2"), .number("-1"), .number("1.5"),
         .number("1.0"), .number("-0"), .string("x"), .string("y"), .string("xy"), .string(""), .string("é"),
         .string("x\"y"), .array([.number("1")]), .array([]), .object(["k": .number("1")]),
+        // Equal to "é" for Swift's `String`, a different value for the contract (bytes).
+        .string("e\u{301}"), .object(["\u{E9}": .number("1"), "e\u{301}": .number("1")]),
     ]
     static let fields = ["/a", "/b", "/c", "/n/a", "/l/0", "/zz", "/a~1b", ""]
 
@@ -33,9 +35,10 @@ struct RandomViews {
         return JSON.object(members).data
     }
 
+    /// A new id; pairs of them differ only as "é" (U+00E9) and "e" + U+0301 do (`RandomContent.freshID`).
     mutating func freshID(_ prefix: String) -> String {
         serial += 1
-        return "\(prefix)\(serial)"
+        return "\(prefix)\(serial / 2)" + (serial.isMultiple(of: 2) ? "\u{E9}" : "e\u{301}")
     }
 
     mutating func items(_ count: Int) -> [Item] { (0..<count).map { _ in Item(id: freshID("i"), data: data()) } }
