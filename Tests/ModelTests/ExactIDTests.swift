@@ -104,6 +104,8 @@ import Testing
         #expect(members.count == 2)
         #expect(members[ExactString(Self.decomposed)] == .number("2"))
         #expect(try #require(JSONPointer("/\(Self.composed)")).evaluate(in: value) == .number("1"))
+        #expect(JSON.string(Self.composed) != JSON.string(Self.decomposed))
+        #expect(Set([JSON.string(Self.composed), .string(Self.decomposed), .string("\u{E9}")]).count == 2)
         #expect(throws: JSON.ParseError.self) { try JSON(parsing: Array("{\"\(Self.composed)\":1,\"\u{E9}\":2}".utf8)) }
     }
 }
