@@ -31,8 +31,8 @@ final class App: Sendable {
     var views: ViewRegistry { committer.executor.views }
     /// Memory for request bodies in flight, shared by the workers (`--max-body-memory`).
     let bodyBudget: BodyBudget
-    /// Free space of `--data-dir`, against `--disk-reserve-bytes`.
-    let diskSpace: DiskSpace
+    /// Free space of `--data-dir`, against `--disk-reserve-bytes`; nil with `--postgres`.
+    let diskSpace: DiskSpace?
     private let state = Atomic<State>(.starting)
     private let workerList = Mutex<[Worker]>([])
     /// The process's exit status once the loops have returned: 0, or `fallenBehindStatus`.
@@ -49,7 +49,9 @@ final class App: Sendable {
         self.registry = registry
         self.committer = committer
         bodyBudget = BodyBudget(limit: config.maxBodyMemory)
-        diskSpace = DiskSpace(path: config.dataDirectory, reserve: config.diskReserveBytes)
+        // With --postgres nothing is written to --data-dir: its free space decides nothing.
+        diskSpace =
+            config.postgres == nil ? DiskSpace(path: config.dataDirectory, reserve: config.diskReserveBytes) : nil
     }
 
     var workers: [Worker] { workerList.withLock { $0 } }

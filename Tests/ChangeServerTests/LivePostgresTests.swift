@@ -3,10 +3,13 @@ import ProcessSupport
 import Synchronization
 import Testing
 
+@testable import ChangeServer
+
 /// Several real servers on one real PostgreSQL (`--postgres`), started by the tests on free loopback ports.
 @Suite(.serialized) struct LivePostgresTests {
     /// Two servers started at the same moment on an empty database both set up the schema (once, under the
-    /// advisory lock) and serve; what one writes, the other serves.
+    /// advisory lock) and serve; what one writes, the other serves. `--data-dir` is unused with `--postgres`: a disk
+    /// reserve larger than any disk refuses nothing.
     @Test func twoServersCreateTheSchemaAtOnce() throws {
         let cluster = try PostgresCluster()
         let url = try cluster.createDatabase("schema")
@@ -15,7 +18,7 @@ import Testing
         let threads = (0..<2).map { _ in
             Thread {
                 do {
-                    let server = try ServerProcess(["--postgres", url])
+                    let server = try ServerProcess(["--postgres", url, "--disk-reserve-bytes", "1125899906842624"])
                     started.withLock { $0.append(server) }
                 } catch {
                     failures.withLock { $0.append("\(error)") }
@@ -295,6 +298,67 @@ import Testing
         let restarted = try ServerProcess(["--postgres", url])
         let expected = ItemMirror(snapshot: try writer.client.get("/v1/collections/c").object)
         #expect(ItemMirror(snapshot: try restarted.client.get("/v1/collections/c").object) == expected)
+    }
+
+    /// A server's sessions are ended by the database when left idle inside a transaction (a server frozen between
+    /// a commit's round trips held its collections' rows, and every other server's writes to them, for good).
+    @Test func sessionsIdleInATransactionAreEndedByTheDatabase() throws {
+        let cluster = try PostgresCluster()
+        let connection = try PGConnection(try cluster.createDatabase("idle"))
+        let setting = try connection.execute("SHOW idle_in_transaction_session_timeout")
+        #expect(setting.string(0, 0) == PGConnection.idleInTransactionTimeout)
+    }
+
+    /// A server starting while another writes, snapshots and compacts reads one consistent state of the database:
+    /// its snapshot and the records after it (it once read them apart, and a snapshot written between the two
+    /// reads made it refuse to start: "lacks records").
+    @Test func serversStartWhileAnotherSnapshotsAndCompacts() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("starts")
+        let writer = try ServerProcess(["--postgres", url, "--snapshot-bytes", "4096"])
+        for index in 0..<4 {
+            #expect(try writer.client.put("/v1/collections/c\(index)", ["sections": [["id": "s"]]]).status == 201)
+        }
+        let port = writer.port
+        let stop = Atomic<Bool>(false)
+        let threads = (0..<8).map { thread in
+            Thread {
+                for step in 0..<3000 where !stop.load(ordering: .relaxed) {
+                    _ = try? Client(port: port).put(
+                        "/v1/collections/c\(thread % 4)/items/w\(thread)-\(step)", ["data": step])
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        defer {
+            stop.store(true, ordering: .relaxed)
+            while threads.contains(where: { !$0.isFinished }) { usleep(10_000) }
+        }
+        let snapshotted = try eventually {
+            let count = try cluster.sql(
+                "SELECT count(*) FROM changeserver_snapshots WHERE content IS NOT NULL", database: "starts")
+            return (Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0
+        }
+        #expect(snapshotted, "the writer snapshots as it writes")
+        for _ in 0..<6 {
+            let starting = try ServerProcess(["--postgres", url])
+            #expect(try starting.client.get("/healthz").status == 200, "\(starting.log)")
+            _ = starting.stop()
+        }
+    }
+
+    /// A server with no writes notices an outage through its follower: its store is reported down while the
+    /// database is (it once said "up" throughout), and the first write after the outage succeeds (it once met the
+    /// writer's dead connection and got 503).
+    @Test func anIdleServerReportsAnOutageAndWritesRightAfterIt() throws {
+        let cluster = try PostgresCluster()
+        let server = try ServerProcess(["--postgres", try cluster.createDatabase("outage")])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        cluster.stop()
+        #expect(try eventually { try server.client.get("/metrics").text.contains("changeserver_store_up 0\n") })
+        try cluster.start()
+        #expect(try eventually { try server.client.get("/metrics").text.contains("changeserver_store_up 1\n") })
+        #expect(try server.client.put("/v1/collections/c/items/a", ["data": 1]).status == 201)
     }
 
     /// Waits up to 20 s for `condition`.

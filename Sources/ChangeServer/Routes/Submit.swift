@@ -32,7 +32,7 @@ extension App {
     /// Below the free-space reserve, writes are refused `503` (deletions pass: their records are small and let a
     /// client make room), so that the journal leaves the reserve to snapshots, which compact it.
     private func checkDiskSpace() throws(HTTPError) {
-        guard !diskSpace.allowsWrites else { return }
+        guard let diskSpace, !diskSpace.allowsWrites else { return }
         metrics.writeRefusedForDisk()
         throw .insufficientStorage(free: diskSpace.freeBytes ?? 0, reserve: diskSpace.reserve)
     }

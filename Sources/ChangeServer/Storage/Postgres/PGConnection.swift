@@ -13,8 +13,15 @@ final class PGConnection {
         // Later keywords override earlier ones, so the URL's own settings win over these defaults: notices such as
         // "relation already exists, skipping" kept off stderr, and a database that vanished from the network (no
         // reset) noticed within about 10 s through keepalives and the TCP user timeout, instead of hanging writes.
+        // The database ends a session left idle inside a transaction after `idleInTransactionTimeout`: a server
+        // frozen or cut off between a commit's two round trips would otherwise hold its collections' rows, and so
+        // every other server's writes to them, until the database's own keepalives notice (hours by default).
         let defaults = [
-            ("connect_timeout", "5"), ("options", "-c client_min_messages=warning"),
+            ("connect_timeout", "5"),
+            (
+                "options",
+                "-c client_min_messages=warning -c idle_in_transaction_session_timeout=\(Self.idleInTransactionTimeout)"
+            ),
             ("application_name", "changeserver"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
             ("keepalives_count", "3"), ("tcp_user_timeout", "10000"),
         ]
@@ -36,6 +43,10 @@ final class PGConnection {
     }
 
     deinit { PQfinish(handle) }
+
+    /// How long the database lets a session of this server sit idle inside a transaction (see `init`): far above a
+    /// commit's two round trips.
+    static let idleInTransactionTimeout = "5s"
 
     var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
 

@@ -27,6 +27,10 @@ final class PostgresJournal: Journal {
         var isClosing = false
         /// Collections whose records of other servers the follower should read now.
         var toFollow: Set<String> = []
+        /// Set by the follower when its connection broke: the writer's, idle and so untested, is likely broken
+        /// too. The writer reconnects at once, so that the store is reported down while the database is, and the
+        /// first write after an outage does not meet a dead connection.
+        var writerConnectionSuspect = false
     }
 
     let delivery: SequencedDelivery
@@ -167,6 +171,12 @@ final class PostgresJournal: Journal {
             }
         }
         while true {
+            if queue.withLock({ queue in
+                defer { queue.writerConnectionSuspect = false }
+                return queue.writerConnectionSuspect
+            }) {
+                connection = nil
+            }
             if connection == nil {
                 do throws(StorageError) {
                     let fresh = try PGConnection(url)
@@ -436,6 +446,8 @@ final class PostgresJournal: Journal {
             } catch {
                 logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
                 connection = nil
+                queue.withLock { $0.writerConnectionSuspect = true }
+                writerWake.signal()
             }
         }
     }

@@ -17,6 +17,11 @@ enum PostgresRecovery {
         var fromSnapshots = 0
         var records = 0
         do {
+            // One snapshot of the database for every read: a snapshot and compaction another server writes while
+            // this one reads would otherwise remove records between the snapshot it loaded and the ones it
+            // replays. Replaying a page may take longer than the idle limit of other transactions.
+            try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try connection.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             let snapshots = try connection.execute(PostgresSchema.snapshots)
             for row in 0..<snapshots.rows {
                 let name = snapshots.string(row, 0)
@@ -50,6 +55,7 @@ enum PostgresRecovery {
                 }
                 if Int64(result.rows) < page { break }
             }
+            try connection.execute("COMMIT")
         } catch let error as StartupError {
             throw error
         } catch {
