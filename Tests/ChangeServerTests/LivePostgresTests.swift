@@ -361,6 +361,37 @@ import Testing
         #expect(try server.client.put("/v1/collections/c/items/a", ["data": 1]).status == 201)
     }
 
+    /// An event stream whose `Last-Event-ID` comes from a server that applied more than this one yet is followed
+    /// from there once this one catches up, as a held poll is: never `gone` (it once was, at once).
+    @Test func aStreamAheadOfItsServerWaitsForIt() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("ahead")
+        let a = try ServerProcess(["--postgres", url])
+        let b = try ServerProcess(["--postgres", url])
+        #expect(try a.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        #expect(try eventually { try b.client.get("/v1/collections/c").status == 200 })
+        kill(b.process.processIdentifier, SIGSTOP)
+        var ahead = ""
+        for step in 0..<3 {
+            ahead = try #require(
+                try a.client.put("/v1/collections/c/items/i\(step)", ["data": step]).object["version"] as? String)
+        }
+        let resume = Thread {
+            usleep(300_000)
+            kill(b.process.processIdentifier, SIGCONT)
+        }
+        resume.start()
+        let stream = try EventStreamReader(
+            port: b.port, path: "/v1/collections/c/changes", headers: ["Last-Event-ID": ahead])
+        #expect(stream.status == 200)
+        let last = try #require(
+            try a.client.put("/v1/collections/c/items/last", ["data": 0]).object["version"] as? String)
+        let event = try #require(try stream.nextEvent())
+        #expect(event.name == "changes", "\(event.data)")
+        #expect(event.object["from"] as? String == ahead)
+        #expect(event.object["to"] as? String == last)
+    }
+
     /// Waits up to 20 s for `condition`.
     private func eventually(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(20)

@@ -43,6 +43,14 @@ sub vcl_backend_response {
     if (bereq.url ~ "^/v1/(collections|views)/[^/]+/changes(\?|$)") {
         set beresp.grace = 0s;
         set beresp.keep = 0s;
+        # An answer not to be stored (no-store: a 404, a 429, a 503 at shutdown, every answer with --read-token)
+        # would become, by Varnish's built-in rules, a hit-for-miss object for 120 s, during which identical polls
+        # of that URL no longer wait for one another: each would go to the server. Passed once, and no longer.
+        if (beresp.ttl <= 0s || beresp.http.Cache-Control ~ "(?i)(no-cache|no-store|private)") {
+            set beresp.ttl = 0s;
+            set beresp.uncacheable = true;
+            return (deliver);
+        }
     }
 }
 

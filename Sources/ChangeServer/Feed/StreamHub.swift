@@ -67,7 +67,8 @@ final class StreamHub {
         var byVersion: [Version: [ObjectIdentifier]] = [:]
         var delivered = 0
         for id in ids {
-            guard let member = members[id], member.version != current else { continue }
+            guard let member = members[id], member.version != current, !Self.isAhead(member.version, of: current)
+            else { continue }
             if member.version == changes.changeset.from && changes.changeset.to == current {
                 let event = shared ?? StreamEvent(ServerSentEvents.changes(kind, name: name, encoded: changes))
                 shared = event
@@ -84,11 +85,19 @@ final class StreamHub {
     private func catchUpOpenedBehind() {
         var delivered = 0
         for id in openedBehind {
-            guard let member = members[id], member.version != member.subject.version else { continue }
+            guard let member = members[id], member.version != member.subject.version,
+                !Self.isAhead(member.version, of: member.subject.version)
+            else { continue }
             delivered += catchUp([id], from: member.version, on: member.subject)
         }
         openedBehind.removeAll()
         if delivered > 0 { metrics.changesetsDelivered(delivered) }
+    }
+
+    /// Whether a stream's version is ahead of its subject's: a cursor from a server that shares the database and
+    /// applied more than this one yet. The stream waits for this server to catch up, as a held poll does.
+    private static func isAhead(_ version: Version, of current: Version) -> Bool {
+        version.epoch == current.epoch && version.seq > current.seq
     }
 
     /// Sends the streams of `group`, all at `version`, one event with what `subject` committed since, encoded once;

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"cda4498283725c17\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"2c9c45f9a528d985\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d2e61d282bb29833\"", text: file3),
@@ -372,6 +372,25 @@ export function quickEmptyWait(inARow, backoff = {}) {
     return inARow <= 1 ? 0 : backoffDelay(inARow - 2, backoff);
 }
 
+/**
+ * The `timeout` a subscription polls with: whole seconds from 1 to 300. The server answers `timeout=0` at once, so
+ * with 0 no empty answer would count as quick (`isQuickEmptyAnswer`) and the loop would poll as fast as the
+ * server answers.
+ */
+export function pollSeconds(timeout) {
+    const seconds = Math.floor(Number(timeout));
+    return Number.isFinite(seconds) ? Math.min(Math.max(seconds, 1), MAXIMUM_TIMEOUT) : 25;
+}
+
+/**
+ * Milliseconds to wait before the `inARow`-th start over in a row (1-based: `410`s, changesets that do not start
+ * where the client is or do not fit, with nothing applied in between): the first at once, the next ones backing
+ * off as failures do, so that a cache that keeps serving a stale answer cannot make the client spin.
+ */
+export function startOverWait(inARow, backoff = {}) {
+    return quickEmptyWait(inARow, backoff);
+}
+
 /** The query string of a poll from `since`, when the server gave no `next`. */
 function pollQuery(since, timeout) {
     return `since=${encodeURIComponent(since)}&timeout=${timeout}`;
@@ -413,7 +432,10 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         else options.signal.addEventListener("abort", () => controller.abort(), { once: true });
     }
     const fetchFunction = options.fetch ?? globalThis.fetch.bind(globalThis);
-    const pollTimeout = options.timeout ?? 25;
+    const pollTimeout = pollSeconds(options.timeout ?? 25);
+    const backoffOptions = { baseMs: options.baseMs, capMs: options.capMs };
+    /** Start overs in a row (`startOverWait`), in either transport. */
+    let startOvers = 0;
     const silenceSeconds = options.silenceSeconds ?? 30;
     const base = String(baseURL ?? "").replace(/\/+$/, "");
     const collectionURL = `${base}/v1/collections/${encodeURIComponent(name)}`;
@@ -487,12 +509,19 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 signal.removeEventListener("abort", onAbort);
                 resolve(result);
             };
-            const onAbort = () => finish(true);
+            let reopening = null;
+            const onAbort = () => {
+                clearTimeout(reopening);
+                finish(true);
+            };
             const startOver = (reason) => {
                 source.close();
                 state.version = null;
                 setStatus("reset", { reason });
-                open();
+                startOvers += 1;
+                const wait = startOverWait(startOvers, backoffOptions);
+                if (wait === 0) open();
+                else reopening = setTimeout(open, wait);
             };
             const open = () => {
                 const query = state.version === null ? "" : `?since=${encodeURIComponent(state.version)}`;
@@ -525,6 +554,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     const previous = state.sections;
                     state.sections = next;
                     state.version = body.to;
+                    startOvers = 0;
                     setStatus("live");
                     call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
                 });
@@ -555,6 +585,11 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             failures += 1;
             setStatus("retrying", { delay, reason, attempt: failures });
             await sleep(delay, signal);
+        };
+        const startOverPause = async () => {
+            startOvers += 1;
+            const wait = startOverWait(startOvers, backoffOptions);
+            if (wait > 0) await sleep(wait, signal);
         };
         setStatus("connecting");
         if (options.transport === "sse" && (await stream(setStatus))) {
@@ -600,14 +635,16 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     call("onError", new FeedError(code, body, `a changeset from ${body?.from} while at ${since}`));
                     state.version = null;
                     setStatus("reset", { reason: "mismatch" });
+                    await startOverPause();
                     continue;
                 }
                 failures = 0;
                 setStatus("live");
                 if (body.to === since) {
+                    startOvers = 0;
                     state.next = nextQuery(body, pollTimeout);
                     quickEmpties = isQuickEmptyAnswer(Date.now() - asked, pollTimeout) ? quickEmpties + 1 : 0;
-                    const wait = quickEmptyWait(quickEmpties, { baseMs: options.baseMs, capMs: options.capMs });
+                    const wait = quickEmptyWait(quickEmpties, backoffOptions);
                     if (wait > 0) await sleep(wait, signal);
                     continue;
                 }
@@ -619,17 +656,20 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     call("onError", error);
                     state.version = null;
                     setStatus("reset", { reason: "inconsistent" });
+                    await startOverPause();
                     continue;
                 }
                 const previous = state.sections;
                 state.sections = next;
                 state.version = body.to;
+                startOvers = 0;
                 state.next = nextQuery(body, pollTimeout);
                 call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
             } else if (code === 410) {
                 failures = 0;
                 state.version = null;
                 setStatus("reset", { reason: body?.error?.code ?? "gone" });
+                await startOverPause();
             } else if (code === 404) {
                 state.version = null;
                 state.sections = null;

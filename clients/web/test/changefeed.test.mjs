@@ -10,6 +10,7 @@ import {
     backoffDelay,
     isQuickEmptyAnswer,
     mapIndexPath,
+    pollSeconds,
     quickEmptyWait,
     retryAfterSeconds,
     subscribe,
@@ -243,19 +244,19 @@ describe("backoff", () => {
             if (answer) return Promise.resolve(new Response(JSON.stringify(answer), { status: 200 }));
             return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
         };
-        // Timeout 0: empty answers are then on time, and the loop does not wait between them.
-        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 0 });
+        // Timeout 1 (the least; 0 is sent as 1): the empty answers come quick, the second after a short wait.
+        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 0, baseMs: 20, capMs: 40 });
         const deadline = Date.now() + 5000;
         while (requests.length < 6 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
         await subscription.unsubscribe();
         const base = "http://test/v1/collections/c/changes?";
         assert.deepEqual(requests, [
-            `${base}timeout=0`,
+            `${base}timeout=1`,
             `${base}since=e.1&timeout=7`,
             `${base}since=e.1&timeout=7&cursor=41`,
             `${base}since=e.1&timeout=7&cursor=42`,
             `${base}since=e.2&timeout=7`,
-            `${base}since=e.2&timeout=0`,
+            `${base}since=e.2&timeout=1`,
         ]);
         assert.equal(ids(subscription.sections), "a:x,y");
     });
@@ -324,6 +325,39 @@ describe("backoff", () => {
         // The backoff (20 ms doubling to 100 ms, full jitter) averages about 50 ms a wait once capped: some 20 to
         // 40 polls in a second. A loop that spun would make thousands.
         assert.ok(times.length >= 3 && times.length < 80, `${times.length} polls in a second`);
+    });
+
+    test("a timeout under a second is sent as 1: with timeout=0 every empty answer came at once and none was quick", async () => {
+        assert.deepEqual([0, 0.5, 1, 25.9, 600, "x"].map(pollSeconds), [1, 1, 1, 25, 300, 25]);
+        const snapshot = { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [] } };
+        const requests = [];
+        const fakeFetch = (url) => {
+            requests.push(url);
+            const answer = requests.length === 1 ? snapshot : { collection: "c", from: "e.1", to: "e.1", changes: empty() };
+            return Promise.resolve(new Response(JSON.stringify(answer), { status: 200 }));
+        };
+        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, timeout: 0, baseMs: 20, capMs: 100 });
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        await subscription.unsubscribe();
+        assert.equal(requests[0], "http://test/v1/collections/c/changes?timeout=1");
+        assert.ok(requests.length >= 3 && requests.length < 80, `${requests.length} polls in a second`);
+    });
+
+    test("410s in a row, each after its reset, back off: a cache serving a stale reset cannot make the loop spin", async () => {
+        const snapshot = { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [] } };
+        const gone = { error: { code: "cursor_expired", message: "expired", current: "e.9" } };
+        const requests = [];
+        const fakeFetch = (url) => {
+            requests.push(url);
+            const [body, status] = requests.length % 2 === 1 ? [snapshot, 200] : [gone, 410];
+            return Promise.resolve(new Response(JSON.stringify(body), { status }));
+        };
+        const subscription = subscribe("http://test", "c", {}, { fetch: fakeFetch, baseMs: 20, capMs: 100 });
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        await subscription.unsubscribe();
+        // The first start over is at once, the next ones wait 20 ms doubling to 100 ms (full jitter): some 20 to
+        // 80 requests in a second. Without the waits: thousands.
+        assert.ok(requests.length >= 4 && requests.length < 160, `${requests.length} requests in a second`);
     });
 });
 
