@@ -13,7 +13,7 @@ public struct Item: Hashable, Sendable {
 
     /// Ids compare byte for byte (`ExactString`), as the contract compares them.
     public static func == (lhs: Item, rhs: Item) -> Bool {
-        lhs.id.isIdentical(to: rhs.id) && lhs.data == rhs.data
+        lhs.id.hasSameBytes(as: rhs.id) && lhs.data == rhs.data
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -40,7 +40,7 @@ public struct Section: Hashable, Sendable {
 
     /// Ids compare byte for byte (`ExactString`), as the contract compares them.
     public static func == (lhs: Section, rhs: Section) -> Bool {
-        lhs.id.isIdentical(to: rhs.id) && lhs.data == rhs.data && lhs.items == rhs.items
+        lhs.id.hasSameBytes(as: rhs.id) && lhs.data == rhs.data && lhs.items == rhs.items
     }
 
     public func hash(into hasher: inout Hasher) {

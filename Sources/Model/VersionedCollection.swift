@@ -130,11 +130,11 @@ public struct VersionedCollection: Sendable {
             switch change {
             case .itemInserted(let id, _, _):
                 return !log.contains {
-                    if case .itemRemoved(let item, _, _) = $0 { item.id.isIdentical(to: id) } else { false }
+                    if case .itemRemoved(let item, _, _) = $0 { item.id.hasSameBytes(as: id) } else { false }
                 }
             case .sectionInserted(let id, _):
                 return !log.contains {
-                    if case .sectionRemoved(let removed, _, _) = $0 { removed.isIdentical(to: id) } else { false }
+                    if case .sectionRemoved(let removed, _, _) = $0 { removed.hasSameBytes(as: id) } else { false }
                 }
             default:
                 continue

@@ -26,8 +26,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// others wait like failures, so that a misbehaving server or cache cannot make the loop spin
         /// (`FeedClient.quickEmptyAnswer` says why the first does not wait).
         var quickRepeats = 0
-        /// `410`s with nothing but resets between them: the first starts over at once, the others wait like
-        /// failures, so that a server that expires every version at once cannot make the loop spin either.
+        /// `410`s with nothing but resets and quick empty answers between them: the first starts over at once, the
+        /// others wait like failures, so that a server or cache that expires every version at once cannot make the
+        /// loop spin either. Only an answer that brings changes, or one held its time, ends the run.
         var goneRepeats = 0
 
         init(client: FeedClient, since: Version?) {
@@ -97,10 +98,10 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 }
                 since = changeset.to
                 self.next = next
-                goneRepeats = 0
                 if changeset.isEmpty && changeset.from == changeset.to {
                     guard held < client.quickEmptyAnswer else {
                         quickRepeats = 0
+                        goneRepeats = 0
                         return nil
                     }
                     if quickRepeats > 0 { try await wait(after: .quickRepeat, retryAfter: nil) }
@@ -108,6 +109,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                     return nil
                 }
                 quickRepeats = 0
+                goneRepeats = 0
                 return .changes(changeset)
             }
         }

@@ -35,13 +35,13 @@ extension LiveCollection {
         var deleted = [Bool](repeating: false, count: oldCount)
         var moveTarget = [Int?](repeating: nil, count: oldCount)
         for entry in changes.deleted {
-            guard entry.index < oldCount, mirror[entry.index].id.isIdentical(to: entry.id) else {
+            guard entry.index < oldCount, mirror[entry.index].id.hasSameBytes(as: entry.id) else {
                 throw FeedError.invalidChangeset("no section \(entry.id.debugDescription) at \(entry.index) to delete")
             }
             deleted[entry.index] = true
         }
         for move in changes.moved {
-            guard move.from < oldCount, mirror[move.from].id.isIdentical(to: move.id) else {
+            guard move.from < oldCount, mirror[move.from].id.hasSameBytes(as: move.id) else {
                 throw FeedError.invalidChangeset("no section \(move.id.debugDescription) at \(move.from) to move")
             }
             moveTarget[move.from] = move.to
@@ -124,7 +124,7 @@ extension LiveCollection {
                     throw FeedError.invalidChangeset("no item at \(at)")
                 }
                 let item = mirror[section].items.remove(at: index, from: &cursor)
-                guard item.id.isIdentical(to: id) else {
+                guard item.id.hasSameBytes(as: id) else {
                     throw FeedError.invalidChangeset(
                         "item at \(at) is \(item.id.debugDescription), not \(id.debugDescription)")
                 }
@@ -179,7 +179,7 @@ extension LiveCollection {
     private mutating func applyUpdates(_ changeset: Changeset, roles: [SectionRole]) throws(FeedError) {
         for update in changeset.sections.updated {
             guard update.index < mirror.count, roles[update.index] != .inserted,
-                mirror[update.index].id.isIdentical(to: update.id)
+                mirror[update.index].id.hasSameBytes(as: update.id)
             else {
                 throw FeedError.invalidChangeset(
                     "no section \(update.id.debugDescription) at \(update.index) to update")
@@ -197,7 +197,7 @@ extension LiveCollection {
                 cursor = ItemList.Cursor()
                 cursorSection = path.section
             }
-            guard mirror[path.section].items.item(at: path.item, from: &cursor).id.isIdentical(to: update.item.id)
+            guard mirror[path.section].items.item(at: path.item, from: &cursor).id.hasSameBytes(as: update.item.id)
             else {
                 throw FeedError.invalidChangeset("item at \(path) is not \(update.item.id.debugDescription)")
             }

@@ -148,7 +148,7 @@ struct FullDiff {
         for (offset, i) in range.enumerated() {
             let id = items[i].id
             var ahead = expected
-            while ahead < min(expected + 4, end), claimed[ahead] || !spanIDs[ahead].isIdentical(to: id) { ahead += 1 }
+            while ahead < min(expected + 4, end), claimed[ahead] || !spanIDs[ahead].hasSameBytes(as: id) { ahead += 1 }
             if ahead < min(expected + 4, end) {
                 claimed[ahead] = true
                 matches[offset] = ahead
@@ -215,10 +215,10 @@ struct FullDiff {
     private static func commonEnds(_ before: [Item], _ after: [Item]) -> (prefix: Int, suffix: Int) {
         let shorter = min(before.count, after.count)
         var prefix = 0
-        while prefix < shorter, before[prefix].id.isIdentical(to: after[prefix].id) { prefix += 1 }
+        while prefix < shorter, before[prefix].id.hasSameBytes(as: after[prefix].id) { prefix += 1 }
         var suffix = 0
         while suffix < shorter - prefix,
-            before[before.count - 1 - suffix].id.isIdentical(to: after[after.count - 1 - suffix].id)
+            before[before.count - 1 - suffix].id.hasSameBytes(as: after[after.count - 1 - suffix].id)
         {
             suffix += 1
         }

@@ -20,13 +20,16 @@ public struct ExactString: Hashable, Sendable, ExpressibleByStringLiteral, Custo
 
     /// - Complexity: O(n) for n bytes.
     public static func == (lhs: ExactString, rhs: ExactString) -> Bool {
-        lhs.string.isIdentical(to: rhs.string)
+        lhs.string.hasSameBytes(as: rhs.string)
     }
 
+    /// The bytes, then an end mark (`0xFF`, never in UTF-8), so that a value hashed after this one in a compound
+    /// hash (an `Item`'s data) cannot combine with it into the same stream as other values do.
     /// - Complexity: O(n) for n bytes.
     public func hash(into hasher: inout Hasher) {
         var string = string
         string.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        hasher.combine(UInt8(0xFF))
     }
 }
 
@@ -34,7 +37,7 @@ extension String {
     /// Whether the two strings have the same UTF-8 bytes: stricter than `==`, which holds for canonically
     /// equivalent strings (`ExactString`).
     /// - Complexity: O(n) for n bytes.
-    public func isIdentical(to other: String) -> Bool {
+    package func hasSameBytes(as other: String) -> Bool {
         guard utf8.count == other.utf8.count else { return false }
         var (mine, theirs) = (self, other)
         return mine.withUTF8 { mine in

@@ -58,7 +58,7 @@ struct IDTable: Sendable {
         var slot = home(hash)
         while slots[slot] != 0 {
             if slots[slot] & IDTable.tagBits == hash & IDTable.tagBits,
-                ids[IDTable.position(in: slots[slot])].isIdentical(to: id)
+                ids[IDTable.position(in: slots[slot])].hasSameBytes(as: id)
             {
                 return slot
             }

@@ -183,7 +183,7 @@ struct ContentChange {
     ) -> Int {
         if let sectionPositions {
             if let position = sectionPositions[ExactString(placement.section)] { return position }
-        } else if let position = sections.firstIndex(where: { $0.id.isIdentical(to: placement.section) }) {
+        } else if let position = sections.firstIndex(where: { $0.id.hasSameBytes(as: placement.section) }) {
             return position
         }
         let index = view.index

@@ -6,7 +6,7 @@ extension JSON {
         switch (lhs, rhs) {
         case (.null, .null): true
         case (.bool(let a), .bool(let b)): a == b
-        case (.number(let a), .number(let b)), (.string(let a), .string(let b)): a.isIdentical(to: b)
+        case (.number(let a), .number(let b)), (.string(let a), .string(let b)): a.hasSameBytes(as: b)
         case (.array(let a), .array(let b)): a == b
         case (.object(let a), .object(let b)): a == b
         default: false

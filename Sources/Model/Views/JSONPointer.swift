@@ -45,10 +45,11 @@ public struct JSONPointer: Hashable, Sendable, CustomStringConvertible {
     /// The pointer's text, as written.
     public var description: String { text }
 
-    /// Pointers are equal when their texts are.
-    public static func == (lhs: JSONPointer, rhs: JSONPointer) -> Bool { lhs.text == rhs.text }
-    /// Hashes the text.
-    public func hash(into hasher: inout Hasher) { hasher.combine(text) }
+    /// Pointers are equal when their texts have the same bytes (`ExactString`): `/é` written with one code point
+    /// and with two address different members.
+    public static func == (lhs: JSONPointer, rhs: JSONPointer) -> Bool { lhs.text.hasSameBytes(as: rhs.text) }
+    /// Hashes the text's bytes.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ExactString(text)) }
 
     /// `0`, or digits without a leading zero, that fit an `Int`.
     private static func arrayIndex(_ token: [UInt8]) -> Int? {

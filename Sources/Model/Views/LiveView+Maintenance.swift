@@ -174,7 +174,7 @@ extension LiveView {
         var keys: [OrderedIndex.Element] = []
         for k in 0..<count {
             let (id, section, data) = member(k)
-            if content.last?.id.isIdentical(to: section) != true {
+            if content.last?.id.hasSameBytes(as: section) != true {
                 content.append(Section(id: section, data: rules.sectionData(section)))
                 keys.append(OrderedIndex.Element(key: sectionKey(k), id: section))
             }

@@ -170,6 +170,11 @@ public enum ViewTest: Sendable, Equatable {
         case .prefix(let value): .string(value)
         }
     }
+
+    /// Tests are equal when their ops and operands are, operands by their bytes (`JSON ==`).
+    public static func == (lhs: ViewTest, rhs: ViewTest) -> Bool {
+        lhs.name == rhs.name && lhs.operand == rhs.operand
+    }
 }
 
 /// Why a view definition is invalid (HTTP 400, code `invalid_view`): the part, as a path such as
