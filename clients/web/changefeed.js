@@ -365,7 +365,7 @@ export function pollSeconds(timeout) {
  * where the client is or do not fit, with nothing applied in between): the first at once, the next ones backing
  * off as failures do, so that a cache that keeps serving a stale answer cannot make the client spin.
  */
-export function startOverWait(inARow, backoff = {}) {
+function startOverWait(inARow, backoff = {}) {
     return quickEmptyWait(inARow, backoff);
 }
 

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"2c9c45f9a528d985\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"a69ca0235f23accd\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d2e61d282bb29833\"", text: file3),
@@ -387,7 +387,7 @@ export function pollSeconds(timeout) {
  * where the client is or do not fit, with nothing applied in between): the first at once, the next ones backing
  * off as failures do, so that a cache that keeps serving a stale answer cannot make the client spin.
  */
-export function startOverWait(inARow, backoff = {}) {
+function startOverWait(inARow, backoff = {}) {
     return quickEmptyWait(inARow, backoff);
 }
 
