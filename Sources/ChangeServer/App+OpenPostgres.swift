@@ -8,9 +8,10 @@ extension App {
         let registry = Registry()
         let views = ViewRegistry()
         let executor = Executor(registry: registry, views: views, limits: HistoryLimits(versions: config.history))
-        let applied = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
+        let recovered = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
         let journal = try PostgresJournal(
-            url: url, applied: applied, snapshotBytes: config.snapshotBytes,
+            url: url, applied: recovered.applied, snapshotBytes: config.snapshotBytes,
+            purgeDelay: Int64(config.purgeDelaySeconds) * 1000,
             viewSource: { name in views.entry(name)?.live.withLock { $0.definition.source } }, logger: logger)
         let feeds = FeedFanOut()
         let committer = Committer(
@@ -36,6 +37,7 @@ extension App {
                         + "snapshot of \(name) instead of serving it stale")
                 app.stop(exitStatus: App.fallenBehindStatus)
             })
+        journal.purgeLater(recovered.deleted)
         return app
     }
 }

@@ -24,6 +24,8 @@ struct Config: Sendable {
     var readToken: String?
     var corsOrigins: [String] = []
     var snapshotBytes = 64 << 20
+    /// `--purge-delay-seconds`: with `--postgres`, how long a deleted collection's records stay in the database.
+    var purgeDelaySeconds = 60
     var maxHeldPolls = 20_000
     /// Whether `--max-held-polls` was given: then it is kept as given (up to `--max-connections`), without the
     /// reserve of connections for other requests that the default leaves (`fitted`).
@@ -59,6 +61,9 @@ struct Config: Sendable {
           --max-body-bytes N     largest request body, larger ones get 413 (default 16777216) [CHANGESERVER_MAX_BODY_BYTES]
           --history N            versions kept per collection for the change feed (default 1000) [CHANGESERVER_HISTORY]
           --snapshot-bytes N     journal bytes after which a snapshot compacts it (default 67108864) [CHANGESERVER_SNAPSHOT_BYTES]
+          --purge-delay-seconds N
+                                 with --postgres, seconds before a deleted collection's records leave the database
+                                 (default 60) [CHANGESERVER_PURGE_DELAY_SECONDS]
           --write-token TOKEN    mutations need "Authorization: Bearer TOKEN"; it also allows reads [CHANGESERVER_WRITE_TOKEN]
           --read-token TOKEN     reads need "Authorization: Bearer TOKEN" (or the write token) [CHANGESERVER_READ_TOKEN]
           --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated]
@@ -82,6 +87,7 @@ struct Config: Sendable {
         "cors-origin", "postgres",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
         "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
+        "purge-delay-seconds",
     ]
 
     /// Reads the arguments (without the program name), then the environment for the options the arguments do not
@@ -150,6 +156,7 @@ struct Config: Sendable {
         case "max-body-bytes": maxBodyBytes = try integer(1...(1 << 30))
         case "history": history = try integer(1...1_000_000)
         case "snapshot-bytes": snapshotBytes = try integer(1...(1 << 40))
+        case "purge-delay-seconds": purgeDelaySeconds = try integer(0...86_400)
         case "write-token": writeToken = try nonEmpty()
         case "read-token": readToken = try nonEmpty()
         case "cors-origin": corsOrigins.append(try nonEmpty())

@@ -15,6 +15,15 @@ import Testing
         #expect(config.history == 1000)
         #expect(config.writeToken == nil && config.readToken == nil)
         #expect(config.corsOrigins.isEmpty)
+        #expect(config.purgeDelaySeconds == 60)
+    }
+
+    @Test func purgeDelayIsReadFromFlagOrVariable() throws {
+        let environment = ["CHANGESERVER_PURGE_DELAY_SECONDS": "5"]
+        #expect(try Config.parse(arguments: [], environment: environment)?.purgeDelaySeconds == 5)
+        #expect(
+            try Config.parse(arguments: ["--purge-delay-seconds", "0"], environment: environment)?.purgeDelaySeconds
+                == 0)
     }
 
     @Test func flagsWinOverEnvironment() throws {
@@ -53,6 +62,7 @@ import Testing
     @Test(arguments: [
         ["--bogus"], ["--port"], ["--port", "70000"], ["--port", "x"], ["--fsync", "sometimes"], ["--history", "0"],
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
+        ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {
         #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }

@@ -68,7 +68,11 @@ import Testing
                 }
             }
             for thread in threads { thread.start() }
-            usleep(UInt32(300_000 + round * 150_000))
+            // Killed mid-load: once writes are being acknowledged (a busy machine may take a while to get there),
+            // at a later moment each round.
+            let loaded = Date().addingTimeInterval(30)
+            while results.withLock({ $0.count }) < 50 && Date() < loaded { usleep(5_000) }
+            usleep(UInt32(50_000 + round * 150_000))
             kill(server.process.processIdentifier, SIGKILL)
             server.process.waitUntilExit()
             stop.store(true, ordering: .relaxed)
@@ -390,6 +394,94 @@ import Testing
         #expect(event.name == "changes", "\(event.data)")
         #expect(event.object["from"] as? String == ahead)
         #expect(event.object["to"] as? String == last)
+    }
+
+    /// A deleted collection's records leave the database after `--purge-delay-seconds`, once a snapshot at its
+    /// deletion (holding the view it fed) covers them; another server and a fresh one serve the same afterwards,
+    /// and the name written again goes on from there. A collection still there keeps its records.
+    @Test func aDeletedCollectionsRecordsArePurged() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("purge")
+        let a = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "1"])
+        let b = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "1"])
+        for name in ["gone", "kept"] {
+            #expect(try a.client.put("/v1/collections/\(name)", ["sections": [["id": "s"]]]).status == 201)
+            for step in 0..<20 {
+                #expect(try a.client.put("/v1/collections/\(name)/items/i\(step)", ["data": step]).status == 201)
+            }
+        }
+        #expect(try a.client.put("/v1/views/top", ["source": "gone", "limit": 5]).status == 201)
+        #expect(try a.client.request("DELETE", "/v1/collections/gone").status == 204)
+        let count = "SELECT count(*) FROM changeserver_records WHERE collection = "
+        let purged = try eventually {
+            try cluster.sql(count + "'gone'", database: "purge") == "0\n"
+        }
+        #expect(purged, "the deleted collection's records are purged")
+        #expect(try cluster.sql(count + "'kept'", database: "purge") == "21\n")
+        #expect(try b.client.get("/v1/collections/gone").status == 404)
+        let view = try a.client.get("/v1/views/top")
+        #expect(try eventually { try b.client.get("/v1/views/top").text == view.text })
+        let fresh = try ServerProcess(["--postgres", url])
+        #expect(try fresh.client.get("/v1/collections/gone").status == 404)
+        #expect(try fresh.client.get("/v1/views/top").text == view.text)
+        #expect(try a.client.put("/v1/collections/gone", ["sections": [["id": "again"]]]).status == 201)
+        let again = try a.client.get("/v1/collections/gone").text
+        #expect(try eventually { try b.client.get("/v1/collections/gone").text == again })
+        #expect(try eventually { try fresh.client.get("/v1/collections/gone").text == again })
+        #expect(b.process.isRunning && fresh.process.isRunning)
+    }
+
+    /// Records of collections deleted by a server that stopped before purging them are purged by the next server
+    /// to start, which serves the same as before: one snapshotted at its deletion, and one whose snapshot was never
+    /// stored (its row is removed here, as a stop right after the deletion leaves it).
+    @Test func leftoverRecordsOfADeletedCollectionArePurgedAtTheNextStart() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("leftover")
+        let first = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "3600"])
+        for name in ["snapshotted", "unsnapshotted"] {
+            #expect(try first.client.put("/v1/collections/\(name)", ["sections": [["id": "s"]]]).status == 201)
+            #expect(try first.client.put("/v1/collections/\(name)/items/a", ["data": 1]).status == 201)
+            #expect(try first.client.request("DELETE", "/v1/collections/\(name)").status == 204)
+        }
+        let snapshots = "SELECT count(*) FROM changeserver_snapshots"
+        #expect(try eventually { try cluster.sql(snapshots, database: "leftover") == "2\n" })
+        #expect(first.stop() == 0)
+        _ = try cluster.sql(
+            "DELETE FROM changeserver_snapshots WHERE collection = 'unsnapshotted'", database: "leftover")
+        let count = "SELECT count(*) FROM changeserver_records"
+        #expect(try cluster.sql(count, database: "leftover") == "6\n")
+        let next = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "0"])
+        #expect(try eventually { try cluster.sql(count, database: "leftover") == "0\n" })
+        #expect(try cluster.sql(snapshots, database: "leftover") == "2\n")
+        for name in ["snapshotted", "unsnapshotted"] {
+            #expect(try next.client.get("/v1/collections/\(name)").status == 404)
+            #expect(try next.client.put("/v1/collections/\(name)", ["sections": []]).status == 201)
+        }
+        let restarted = try ServerProcess(["--postgres", url])
+        for name in ["snapshotted", "unsnapshotted"] {
+            #expect(
+                try restarted.client.get("/v1/collections/\(name)").text
+                    == next.client.get("/v1/collections/\(name)").text)
+        }
+    }
+
+    /// A server that was cut off while another deleted a collection and purged its records finds none left to read:
+    /// it stops with exit status 75 rather than serve the collection for good, as after any compaction it missed.
+    @Test func aServerThatMissedAPurgeStopsInsteadOfServingTheDeletedCollection() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("missed")
+        let writer = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "0"])
+        let behind = try ServerProcess(["--postgres", url])
+        #expect(try writer.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        #expect(try eventually { try behind.client.get("/v1/collections/c").status == 200 })
+        kill(behind.process.processIdentifier, SIGSTOP)
+        #expect(try writer.client.request("DELETE", "/v1/collections/c").status == 204)
+        let count = "SELECT count(*) FROM changeserver_records WHERE collection = 'c'"
+        #expect(try eventually { try cluster.sql(count, database: "missed") == "0\n" })
+        kill(behind.process.processIdentifier, SIGCONT)
+        #expect(behind.waitForExit(timeout: 10) == 75, "\(behind.log)")
+        let restarted = try ServerProcess(["--postgres", url])
+        #expect(try restarted.client.get("/v1/collections/c").status == 404)
     }
 
     /// Waits up to 20 s for `condition`.

@@ -28,3 +28,9 @@ extension RecordCodec {
         }
     }
 }
+
+extension RecordCodec {
+    /// Whether the encoded record deletes a collection (what makes its records worth purging once it is gone).
+    /// - Complexity: O(1).
+    static func deletesCollection(_ record: [UInt8]) -> Bool { record.first == Kind.delete.rawValue }
+}

@@ -47,6 +47,9 @@ final class PostgresJournal: Journal {
     private let threads = Mutex<[JoinableThread]>([])
     /// Record bytes this server committed per collection after which it snapshots that collection.
     private let snapshotBytes: Int
+    /// Milliseconds between a collection's deletion and the purge of its records: long enough for every running
+    /// server to have read them (one that has not stops and starts again, as after any compaction it missed).
+    private let purgeDelay: Int64
     /// The source collection of a view, as this server has applied its records (nil: no such view).
     private let viewSource: @Sendable (String) -> String?
     /// What a snapshot of one sequence key holds: the collection of that name (nil: it does not exist) and the
@@ -62,12 +65,13 @@ final class PostgresJournal: Journal {
 
     /// `applied`: the last sequence of each collection that recovery applied.
     init(
-        url: String, applied: [String: Int64], snapshotBytes: Int, catchUpInterval: Int64 = 1000,
+        url: String, applied: [String: Int64], snapshotBytes: Int, purgeDelay: Int64, catchUpInterval: Int64 = 1000,
         viewSource: @escaping @Sendable (String) -> String?, logger: Logger
     ) throws(StartupError) {
         self.url = url
         self.viewSource = viewSource
         self.snapshotBytes = snapshotBytes
+        self.purgeDelay = purgeDelay
         self.logger = logger
         self.catchUpInterval = catchUpInterval
         delivery = SequencedDelivery(applied: applied, logger: logger)
@@ -349,13 +353,19 @@ final class PostgresJournal: Journal {
     static let keptRecords: Int64 = 1000
 
     /// Counts the committed batch's bytes per collection; a collection that grew by `snapshotBytes` since its last
-    /// snapshot is snapshotted, with the views it feeds, at its latest sequence. (Keys `view:<name>`, which
-    /// databases written before views were sequenced with their source still hold, are not snapshotted.)
+    /// snapshot, or was deleted, is snapshotted, with the views it feeds, at its latest sequence. (Keys
+    /// `view:<name>`, which databases written before views were sequenced with their source still hold, are not
+    /// snapshotted.)
     private func snapshotIfGrown(
         _ batch: [(collection: String, local: SequencedDelivery.Local)], _ bytesSince: inout [String: Int]
     ) {
-        for record in batch { bytesSince[record.collection, default: 0] += record.local.record.count }
-        for (name, bytes) in bytesSince where bytes >= snapshotBytes && !name.hasPrefix(LaneRouter.lane(ofView: "")) {
+        var deleted: Set<String> = []
+        for record in batch {
+            bytesSince[record.collection, default: 0] += record.local.record.count
+            if RecordCodec.deletesCollection(record.local.record) { deleted.insert(record.collection) }
+        }
+        for (name, bytes) in bytesSince
+        where (bytes >= snapshotBytes || deleted.contains(name)) && !name.hasPrefix(LaneRouter.lane(ofView: "")) {
             guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
             bytesSince[name] = 0
             let seq = delivery.lastCommitted(name)
@@ -368,7 +378,7 @@ final class PostgresJournal: Journal {
     }
 
     /// Stores the snapshot of `name` at `seq` (a `SnapshotFile` of the collection and its views) and deletes the
-    /// records it covers, but the last `keptRecords`.
+    /// records it covers, but the last `keptRecords`; those too after `purgeDelay` when the collection is gone.
     private func writeSnapshot(_ name: String, _ seq: Int64, _ copy: Copy) {
         defer { _ = snapshotting.withLock { $0.remove(name) } }
         let started = MonotonicClock.now()
@@ -384,8 +394,31 @@ final class PostgresJournal: Journal {
             logger.info(
                 "snapshot of \(name) at record \(seq) (\(bytes.count) bytes, \(copy.views.count) views) written in "
                     + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
+            if copy.content == nil { purgeLater([name: seq]) }
         } catch {
             logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")
+        }
+    }
+
+    /// Deletes, after `purgeDelay`, the records of each deleted collection up to the given sequence, where a stored
+    /// snapshot covers them (a collection of that name written since keeps its later records).
+    func purgeLater(_ deleted: [String: Int64]) {
+        guard !deleted.isEmpty else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(purgeDelay))) { [self] in
+            startThread { [self] in purge(deleted) }
+        }
+    }
+
+    private func purge(_ deleted: [String: Int64]) {
+        guard !queue.withLock({ $0.isClosing }) else { return }
+        do throws(StorageError) {
+            let connection = try PGConnection(url)
+            for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) {
+                try connection.execute(PostgresSchema.purge, [.text(name), .int64(seq)])
+                logger.info("records of the deleted collection \(name) up to \(seq) purged")
+            }
+        } catch {
+            logger.warning("purging the records of deleted collections failed (\(error)); the next start tries again")
         }
     }
 
@@ -458,18 +491,22 @@ final class PostgresJournal: Journal {
         metrics.caughtUp()
         for row in 0..<result.rows {
             let name = result.string(row, 0)
-            if result.int64(row, 1) > delivery.applied(name) { try follow(name, connection) }
+            let last = result.int64(row, 1)
+            if last > delivery.applied(name) { try follow(name, connection, last: last) }
         }
     }
 
-    /// Reads and hands on the records of `name` after the last one applied.
-    private func follow(_ name: String, _ connection: PGConnection) throws(StorageError) {
+    /// Reads and hands on the records of `name` after the last one applied; `last`, when known, is the collection's
+    /// last sequence: none left after the last one applied means they were purged.
+    private func follow(_ name: String, _ connection: PGConnection, last: Int64? = nil) throws(StorageError) {
         let page: Int64 = 1000
         while true {
+            let applied = delivery.applied(name)
             let result = try connection.execute(
-                PostgresSchema.recordsAfter, [.text(name), .int64(delivery.applied(name)), .int64(page)])
+                PostgresSchema.recordsAfter, [.text(name), .int64(applied), .int64(page)])
             let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
-            let (failed, gap) = delivery.offer(name, rows)
+            var (failed, gap) = delivery.offer(name, rows)
+            if rows.isEmpty, let last, last > applied, delivery.applied(name) == applied { gap = true }
             for record in failed { record.done(false) }
             if gap {
                 // Told once: the catch-ups that come while the server stops meet the same gap.

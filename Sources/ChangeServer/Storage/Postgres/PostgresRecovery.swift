@@ -8,14 +8,25 @@ enum PostgresRecovery {
     /// How long a starting server waits for the database to answer before giving up.
     static let connectPatience: Int64 = 30_000
 
-    /// Returns the last sequence applied per collection (where the follower goes on).
-    static func run(url: String, executor: Executor, logger: Logger) throws(StartupError) -> [String: Int64] {
+    /// Where the follower goes on, and what is left to purge.
+    struct Outcome {
+        /// The last sequence applied per collection.
+        var applied: [String: Int64]
+        /// Collections deleted by their last record whose records are still in the database (a server stopped
+        /// before it purged them), each with the sequence of that record, where a snapshot now stands: purged by
+        /// the journal later.
+        var deleted: [String: Int64]
+    }
+
+    static func run(url: String, executor: Executor, logger: Logger) throws(StartupError) -> Outcome {
         let started = MonotonicClock.now()
         let connection = try connect(url, logger: logger)
         try PostgresSchema.prepare(connection)
         var applied: [String: Int64] = [:]
         var fromSnapshots = 0
         var records = 0
+        var replayed: Set<String> = []
+        var leftover: [String] = []
         do {
             // One snapshot of the database for every read: a snapshot and compaction another server writes while
             // this one reads would otherwise remove records between the snapshot it loaded and the ones it
@@ -51,10 +62,17 @@ enum PostgresRecovery {
                     }
                     executor.replay(record)
                     applied[key.collection] = key.seq
+                    replayed.insert(key.collection)
                     records += 1
                 }
                 if Int64(result.rows) < page { break }
             }
+            let gone = applied.keys.filter { name in
+                executor.registry.entry(name) == nil && !name.hasPrefix(LaneRouter.lane(ofView: ""))
+            }
+            let left = try connection.execute(
+                PostgresSchema.namesWithRecords, [.byteArrays(gone.map { Array($0.utf8) })])
+            leftover = (0..<left.rows).map { left.string($0, 0) }
             try connection.execute("COMMIT")
         } catch let error as StartupError {
             throw error
@@ -64,7 +82,34 @@ enum PostgresRecovery {
         logger.info(
             "recovered \(executor.registry.count) collections from PostgreSQL: \(fromSnapshots) from snapshots, "
                 + "\(records) records replayed in \(MonotonicClock.now() - started) ms")
-        return applied
+        let deleted = snapshotDeleted(leftover, replayed, applied, executor: executor, connection, logger: logger)
+        return Outcome(applied: applied, deleted: deleted)
+    }
+
+    /// The deleted collections whose records may be purged, with the sequence of their last: a snapshot at it is
+    /// stored first for those whose deletion was replayed (the others' snapshot is already there). A snapshot
+    /// that cannot be stored is logged, and its collection's records stay.
+    private static func snapshotDeleted(
+        _ names: [String], _ replayed: Set<String>, _ applied: [String: Int64], executor: Executor,
+        _ connection: PGConnection, logger: Logger
+    ) -> [String: Int64] {
+        var stored: [String: Int64] = [:]
+        for name in names.sorted() {
+            let seq = applied[name] ?? 0
+            guard replayed.contains(name) else {
+                stored[name] = seq
+                continue
+            }
+            let bytes = SnapshotFile.encode(
+                nextSegment: 0, collections: [], views: executor.views.saved(feedingFrom: name))
+            do throws(StorageError) {
+                try connection.execute(PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
+                stored[name] = seq
+            } catch {
+                logger.warning("cannot snapshot the deleted collection \(name) (\(error)); its records are kept")
+            }
+        }
+        return stored
     }
 
     /// A snapshot row's content: a `SnapshotFile` of the collection and the views it feeds; or, as servers wrote

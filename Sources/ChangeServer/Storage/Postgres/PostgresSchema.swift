@@ -7,7 +7,8 @@
 /// - `changeserver_records(collection, seq, record)`: the journal, one row per record (the binary form of
 ///   `RecordCodec`); the primary key `(collection, seq)` forbids two records with one sequence.
 /// - `changeserver_snapshots(collection, seq, content)`: the latest snapshot of a collection, the state after its
-///   records up to `seq` (`content` NULL: the collection did not exist then); those records are deleted.
+///   records up to `seq` (`content` NULL: the collection did not exist then); those records are deleted, but the
+///   last 1,000 (for servers that have not read them yet); a deleted collection's go too, a while later.
 /// - `changeserver_schema(version)`: the schema's version, checked at start.
 enum PostgresSchema {
     static let version: Int64 = 1
@@ -94,4 +95,17 @@ enum PostgresSchema {
 
     /// Drops the records of collection `$1` that the snapshot at `$2` covers.
     static let compact = "DELETE FROM changeserver_records WHERE collection = $1 AND seq <= $2"
+
+    /// Which of the collections `$1` (a `bytea[]` of UTF-8 names) still have records.
+    static let namesWithRecords = """
+        SELECT convert_from(n, 'UTF8') FROM unnest($1::bytea[]) AS n
+        WHERE EXISTS (SELECT 1 FROM changeserver_records WHERE collection = convert_from(n, 'UTF8'))
+        """
+
+    /// Drops every record of collection `$1` up to `$2` when its stored snapshot covers them: a deleted
+    /// collection's, which no record after will ever make worth keeping.
+    static let purge = """
+        DELETE FROM changeserver_records WHERE collection = $1 AND seq <= $2
+        AND $2 <= (SELECT seq FROM changeserver_snapshots WHERE collection = $1)
+        """
 }
