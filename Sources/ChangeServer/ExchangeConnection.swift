@@ -4,7 +4,7 @@ import Model
 /// and held polls go to that loop's feed.
 final class ExchangeConnection: Connection, @unchecked Sendable {
     // @unchecked: the exchange is touched only on its worker's loop thread (`hold` is called there; `answer`
-    // posts there).
+    // posts there), but for its `commit`, which is made to be shared.
     private let exchange: Exchange
     private unowned let worker: Worker
 
@@ -17,6 +17,8 @@ final class ExchangeConnection: Connection, @unchecked Sendable {
         let held = LoopBound(exchange)
         worker.post { [worker] in worker.server.answer(held.value, with: response) }
     }
+
+    func claimCommit() -> Bool { exchange.commit.submit() }
 
     func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
         exchange.watchesHangUp = true

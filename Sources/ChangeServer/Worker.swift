@@ -61,6 +61,12 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         LogWriter.standardError.submit(Array(line.utf8), lines: 1, urgent: true)
     }
 
+    func stoppedWaiting(forSubmitted count: Int) {
+        app.logger.warning(
+            "stopping with \(count) mutations in the journal not applied yet: their connections are closed "
+                + "unanswered; they take effect all the same (now, or when the journal is replayed)")
+    }
+
     func handle(_ exchange: Exchange) -> HandlerResult {
         let (route, result) = app.handle(
             exchange.request, screened: exchange.screenedRoute, on: ExchangeConnection(exchange, on: self))

@@ -5,6 +5,9 @@ import Model
 protocol Connection: AnyObject, Sendable {
     /// Answers the request; callable from any thread, once.
     func answer(_ response: Response)
+    /// Claims the request's record for the journal, right before it is submitted; false when a stopping server
+    /// gave up on the request and answered it `503` already: the record must then not be submitted.
+    func claimCommit() -> Bool
     /// Hands the request to the feed of its event loop, which answers it when `subject` moves past `since` or after
     /// `timeout` seconds (loop thread only); `cursor` is the request's own (`FeedCaching.nextCursor`).
     func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?)

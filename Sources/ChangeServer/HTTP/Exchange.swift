@@ -1,8 +1,10 @@
 import CHTTPD
 import Glibc
+import Synchronization
 
 /// One HTTP request, from libmicrohttpd's first call for it to its completion. It lives on the server's loop
-/// thread only: MHD calls the access handler there, and the feed answers held exchanges there.
+/// thread only: MHD calls the access handler there, and the feed answers held exchanges there. (`commit` alone is
+/// shared with the thread that submits the request's record.)
 final class Exchange {
     let connection: OpaquePointer
     /// The request, its body filled in as it arrives.
@@ -44,6 +46,9 @@ final class Exchange {
     var requestPoolBytes: Int?
     /// Headers added to every response of this exchange (CORS), fixed when the request arrives.
     var extraHeaders: [(name: String, value: String)] = []
+    /// Whether the request's record went to the journal (`CommitClaim`), decided once between the thread that
+    /// submits it and a stopping loop that gives up on it.
+    let commit = CommitClaim()
 
     /// Whether the request came as HTTP/1.1 (libmicrohttpd then sends a body of unknown length chunked).
     let isHTTP11: Bool

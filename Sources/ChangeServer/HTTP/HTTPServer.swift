@@ -35,6 +35,9 @@ protocol HTTPHandler: AnyObject {
     func clientLeft(_ exchange: Exchange) -> Bool
     /// libmicrohttpd refused a response: logged and counted by the handler.
     func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: Bool)
+    /// A stop gave up waiting for `count` held mutations whose records are in the journal: their connections are
+    /// closed unanswered (logged by the handler).
+    func stoppedWaiting(forSubmitted count: Int)
     /// Handles a complete request; `.hold` leaves the exchange to be answered later with `HTTPServer.answer`.
     func handle(_ exchange: Exchange) -> HandlerResult
     /// The response to a request the server refuses itself.
@@ -154,8 +157,9 @@ final class HTTPServer: @unchecked Sendable {
         while true {
             let now = MonotonicClock.now()
             if let stopDeadline {
-                // Half a second after the grace period, for the answers given at its end to go out.
-                if inFlight == 0 || now >= stopDeadline + 500 { break }
+                // Half a second after the grace period, for the answers given at its end to go out; longer (up to
+                // `submittedPatience`) while mutations whose records are in the journal wait for their outcome.
+                if inFlight == 0 || (now >= stopDeadline + 500 && !awaitsSubmitted(now: now)) { break }
                 if now >= stopDeadline && !suspended.isEmpty { answerSuspendedOnStop() }
                 if now >= stopDeadline && !writing.isEmpty { abandonWrites() }
             }
@@ -221,7 +225,7 @@ final class HTTPServer: @unchecked Sendable {
             timeout = min(timeout, Int64(clamping: daemonTimeout))
         }
         if let deadline = handler?.nextDeadline { timeout = min(timeout, max(0, deadline - now)) }
-        if let stopDeadline { timeout = min(timeout, max(0, stopDeadline - now), 50) }
+        if let stopDeadline { timeout = min(timeout, 50, now < stopDeadline ? stopDeadline - now : 50) }
         return Int32(timeout)
     }
 
@@ -384,12 +388,31 @@ final class HTTPServer: @unchecked Sendable {
     /// which would leave the connection in the list MHD walks only up to the first open connection.
     private var cutStreamTimeout: UInt32 { options.idleTimeout == 1 ? 2 : 1 }
 
-    /// The grace period is over and requests are still held (mutations whose sync has not come back): they get
-    /// `503` with `Retry-After`, so that no client is left with a reset connection.
+    /// The grace period is over and requests are still held: those whose records never reached the journal get
+    /// `503` with `Retry-After` (and their records never will), so that no client is left with a reset
+    /// connection; those whose records did are left to their outcome (`awaitsSubmitted`).
     private func answerSuspendedOnStop() {
         guard let handler else { return }
+        let abandoned = suspended.values.filter { $0.commit.abandon() }
+        guard !abandoned.isEmpty else { return }
         let response = handler.response(to: .stopped)
-        for exchange in Array(suspended.values) { answer(exchange, with: response) }
+        for exchange in abandoned { answer(exchange, with: response) }
+    }
+
+    /// How long after the grace period a stop waits for mutations whose records are in the journal: they take
+    /// effect whatever happens (now, or when the journal is replayed), so only their outcome may answer them.
+    static let submittedPatience: Int64 = 5000
+
+    /// Whether the stop waits on for held mutations whose records are in the journal; past `submittedPatience`
+    /// it stops waiting, and their connections are closed unanswered (their outcome is unknown to the client, as
+    /// after a crash; a `503` would tell it to retry a mutation that took effect).
+    private func awaitsSubmitted(now: Int64) -> Bool {
+        guard let stopDeadline else { return false }
+        let waiting = suspended.values.filter { $0.commit.isSubmitted }.count
+        guard waiting > 0 else { return false }
+        guard now >= stopDeadline + Self.submittedPatience else { return true }
+        handler?.stoppedWaiting(forSubmitted: waiting)
+        return false
     }
 
     /// Stops accepting connections and lets the open ones finish for at most `grace` milliseconds (loop thread).

@@ -41,6 +41,8 @@ extension App {
         _ record: JournalRecord, _ connection: Connection,
         answer: @escaping @Sendable (Committer.Result) -> Response
     ) throws(HTTPError) {
+        // A stopping server answered this request 503 already (its body was still being decoded on the lane).
+        guard connection.claimCommit() else { return }
         do throws(StorageError) {
             try committer.submit(record) { result in connection.answer(answer(result)) }
         } catch {

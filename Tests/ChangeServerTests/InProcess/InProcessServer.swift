@@ -104,6 +104,8 @@ private final class RecordingConnection: Connection, @unchecked Sendable {
         finish(Answer(response))
     }
 
+    func claimCommit() -> Bool { true }
+
     func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
         finish(Answer(held: since, timeout: timeout))
     }
