@@ -58,7 +58,8 @@ extension App {
             let gone = ServerSentEvents.gone(.cursorExpired(raw ?? "", current: current))
             return .stream(StreamStart(subject: subject, version: current, initial: opening + gone, ends: true))
         }
-        if changeset.isEmpty {
+        // Changes that cancel out still move the stream to the current version, as a poll's answer does.
+        if changeset.isEmpty && current == since {
             return .stream(StreamStart(subject: subject, version: since, initial: opening, ends: false))
         }
         metrics.changesetsDelivered(1)

@@ -61,7 +61,9 @@ extension App {
             connection.hold(on: subject, since: since, timeout: timeout, cursor: cursor)
             return .later
         }
-        if !changeset.isEmpty {
+        // Changes that cancel out (an item that left a view's filter and came back) still move the version: the
+        // answer is the empty changeset from `since` to the current version, at once, as for a held poll.
+        if !changeset.isEmpty || current != since {
             let tag = FeedCaching.entityTag(from: since, to: current)
             let headers = [("Cache-Control", caching.cacheControl(.changes)), ("ETag", tag)]
             if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {

@@ -165,6 +165,24 @@ import Testing
         #expect(server.send("GET", "/v1/collections/none/changes").status == 404)
     }
 
+    /// Changes that cancel out (an item inserted, then deleted) leave an empty changeset but a newer version: a
+    /// poll that does not wait, and a stream, are moved to it at once, as a held poll is (they were left at
+    /// `since`, their version no longer the collection's `ETag`).
+    @Test func changesThatCancelOutStillMoveTheFeedToTheCurrentVersion() throws {
+        let (server, version) = try serverWithInbox()
+        _ = server.send("PUT", "/v1/collections/inbox/items/c", body: #"{"data": 3}"#)
+        _ = server.send("DELETE", "/v1/collections/inbox/items/c")
+        let current = try #require(server.send("GET", "/v1/collections/inbox").json["version"] as? String)
+        #expect(current != version)
+        let poll = server.send("GET", "/v1/collections/inbox/changes?since=\(version)&timeout=0")
+        #expect(poll.json["from"] as? String == version)
+        #expect(poll.json["to"] as? String == current)
+        #expect((poll.json["next"] as? String)?.hasPrefix("since=\(current)&") == true)
+        let stream = server.send(
+            "GET", "/v1/collections/inbox/changes?since=\(version)", headers: [("Accept", "text/event-stream")])
+        #expect(stream.text.contains("id: \(current)\n"), "\(stream.text)")
+    }
+
     @Test func methodsAndPreflight() throws {
         let server = try InProcessServer()
         let wrong = server.send("POST", "/v1/collections")
