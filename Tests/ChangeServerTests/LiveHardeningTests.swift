@@ -266,6 +266,55 @@ import Testing
         #expect(peak < 8 * (16 << 10), "peak resident memory grew by \(peak) KiB for 16 MiB")
     }
 
+    /// A journal that fills the disk before it reaches `--snapshot-bytes` (64 MiB here, on a 16 MiB tmpfs): once
+    /// writes are refused for the reserve, a snapshot compacts it, and writes come back without a restart (they
+    /// stayed refused for good, since refused writes never grow the journal to the snapshot threshold).
+    @Test func aJournalThatFillsTheDiskIsCompactedWithoutARestart() throws {
+        let mountPoint = try ServerProcess.temporaryDirectory()
+        defer { rmdir(mountPoint) }
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mountPoint]
+        try Spawning.run(mount)
+        mount.waitUntilExit()
+        try #require(mount.terminationStatus == 0, "mounting a tmpfs needs root")
+        defer {
+            let unmount = Process()
+            unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            unmount.arguments = [mountPoint]
+            try? Spawning.run(unmount)
+            unmount.waitUntilExit()
+        }
+        let data = mountPoint + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
+        let server = try ServerProcess(
+            ["--disk-reserve-bytes", String(4 << 20), "--snapshot-bytes", String(64 << 20), "--history", "2"],
+            dataDirectory: data)
+        let padding = String(repeating: "x", count: 300)
+        func content(_ round: Int) -> [String: Any] {
+            ["sections": [["id": "s", "items": (0..<1000).map { ["id": "i\($0)", "data": "\(round)-\(padding)"] }]]]
+        }
+        var refusal: HTTPResponse?
+        for round in 0..<200 {
+            let response = try server.client.put("/v1/collections/c", content(round))
+            if response.status == 503 {
+                refusal = response
+                break
+            }
+            try #require((200..<300).contains(response.status), "\(response.text)")
+        }
+        #expect(refusal?.errorCode == "insufficient_storage", "the journal never reached the reserve")
+        var resumed = false
+        let deadline = Date().addingTimeInterval(20)
+        while !resumed && Date() < deadline {
+            resumed = try server.client.put("/v1/collections/c/items/after", ["data": 1]).status == 201
+            if !resumed { usleep(100_000) }
+        }
+        #expect(resumed, "writes stayed refused\n\(server.log.suffix(2000))")
+        #expect(FileManager.default.fileExists(atPath: data + "/snapshot.bin"))
+        #expect(server.log.contains("compacting the journal into a snapshot now"))
+    }
+
     /// The free-space reserve on a small tmpfs: writes are refused before the disk is full, snapshots compact
     /// within the reserve, and once room is made writes come back for good.
     @Test func aFullDiskIsRecoveredFrom() throws {

@@ -78,6 +78,11 @@ final class Committer: Sendable {
         lanes.run(name, work)
     }
 
+    /// Writes are refused for lack of space: compacts the journal if that can give some back (file journal).
+    func compactForSpace() {
+        snapshots?.compactForSpace()
+    }
+
     /// Makes everything submitted durable and applied, as far as the journal allows at shutdown.
     func flush() {
         journal.flush()

@@ -34,6 +34,7 @@ extension App {
     private func checkDiskSpace() throws(HTTPError) {
         guard let diskSpace, !diskSpace.allowsWrites else { return }
         metrics.writeRefusedForDisk()
+        committer.compactForSpace()
         throw .insufficientStorage(free: diskSpace.freeBytes ?? 0, reserve: diskSpace.reserve)
     }
 

@@ -193,16 +193,19 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     var bytesSinceSnapshot: Int { state.withLock { $0.bytesSinceSnapshot } }
 
-    /// Starts a new segment, then calls `snapshot` with its number (nil if it could not be made) at a moment when every record of the older
-    /// segments has been applied and no later one has: what the collections hold then is what a snapshot
-    /// covering the older segments must hold. Call it from an `append` callback (where records are applied):
-    /// with `--fsync always` the switch happens on the syncer thread once the current batch is applied;
-    /// otherwise at once, while the callback still holds writes off.
+    /// Starts a new segment, then calls `snapshot` with its number (nil if it could not be made) at a moment when
+    /// every record of the older segments has been handed to its lane and no later one has: if `snapshot` queues
+    /// its copies on the lanes before it returns, what they see is what a snapshot covering the older segments
+    /// must hold. Callable from any thread but an `append` callback: with `--fsync always` the switch happens on
+    /// the syncer thread between two batches (it alone calls back); otherwise at once, holding writes and their
+    /// callbacks off until `snapshot` returns.
     func rotate(then snapshot: @escaping @Sendable (UInt64?) -> Void) {
         guard policy == .always else {
-            let segment = state.withLock { $0.segment }
-            _ = fdatasync(segment.descriptor)
-            snapshot(switchSegment())
+            ordering.withLock { _ in
+                let segment = state.withLock { $0.segment }
+                _ = fdatasync(segment.descriptor)
+                snapshot(switchSegment())
+            }
             return
         }
         state.withLock { $0.rotation = snapshot }

@@ -15,6 +15,11 @@ final class Snapshots: Sendable {
     private let threshold: Int
     private let logger: Logger
     private let snapshotting = Atomic<Bool>(false)
+    /// When (monotonic milliseconds) the last snapshot for lack of space started.
+    private let lastForSpace = Atomic<Int64>(Int64.min / 2)
+    /// Snapshots for lack of space start at most this often: one that left the free space below the reserve (the
+    /// data itself fills the disk) is not taken again and again while writes are refused.
+    static let forSpaceMilliseconds: Int64 = 10_000
 
     init(
         directory: DataDirectory, journal: FileJournal, registry: Registry, views: ViewRegistry, lanes: Lanes,
@@ -34,6 +39,25 @@ final class Snapshots: Sendable {
         guard journal.bytesSinceSnapshot >= threshold,
             snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
+        rotateAndSnapshot()
+    }
+
+    /// The free space fell below the reserve and writes are refused, so the journal no longer grows toward
+    /// `threshold`: a snapshot starts now (on a thread of its own) if the journal holds anything it would compact,
+    /// so that the space it takes comes back without a restart. Callable from any thread; cheap when it does
+    /// nothing.
+    func compactForSpace() {
+        let now = MonotonicClock.now()
+        guard now - lastForSpace.load(ordering: .relaxed) >= Self.forSpaceMilliseconds,
+            !snapshotting.load(ordering: .relaxed), journal.bytesSinceSnapshot > 0,
+            snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        lastForSpace.store(now, ordering: .relaxed)
+        logger.warning("the free space is below --disk-reserve-bytes: compacting the journal into a snapshot now")
+        startThread { [self] in rotateAndSnapshot() }
+    }
+
+    private func rotateAndSnapshot() {
         journal.rotate { [self] next in
             guard let next else { return snapshotting.store(false, ordering: .releasing) }
             takeSnapshot(coveringBefore: next)
