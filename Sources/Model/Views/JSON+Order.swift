@@ -1,7 +1,8 @@
-/// The total order of JSON values that views sort and group by: `null` < `false` < `true` < numbers (by value)
-/// < strings (bytewise UTF-8) < arrays < objects, arrays and objects among themselves by canonical text.
-/// Numbers of equal value but different text (`1`, `1.0`) are ordered by their text, so that the order is total
-/// on distinct values, as data equality sees them.
+/// The total order of JSON values that views group by: `null` < `false` < `true` < numbers (by value, exactly:
+/// `NumberOrder`) < strings (bytewise UTF-8) < arrays < objects, arrays and objects among themselves by canonical
+/// text. Numbers of equal value but different text (`1`, `1.0`) are ordered by their text, so that the order is
+/// total on distinct values, as data equality sees them (two sections); sorting, which the contract breaks ties
+/// of by item id, takes them as equal (`OrderKey.append(_:of:descending:byText:to:)`).
 extension JSON: Comparable {
     /// The order of JSON values of the contract: null < false < true < numbers < strings < arrays < objects.
     public static func < (lhs: JSON, rhs: JSON) -> Bool {
@@ -9,8 +10,8 @@ extension JSON: Comparable {
         guard left == right else { return left < right }
         switch (lhs, rhs) {
         case (.number(let a), .number(let b)):
-            let (x, y) = (OrderKey.numericValue(a.utf8), OrderKey.numericValue(b.utf8))
-            return x != y ? x < y : a.utf8.lexicographicallyPrecedes(b.utf8)
+            let order = NumberOrder.compare(a.utf8, b.utf8)
+            return order != 0 ? order < 0 : a.utf8.lexicographicallyPrecedes(b.utf8)
         case (.string(let a), .string(let b)):
             return a.utf8.lexicographicallyPrecedes(b.utf8)
         case (.array, .array), (.object, .object):
@@ -36,18 +37,23 @@ extension JSON: Comparable {
 /// Order keys: byte strings whose bytewise order is the order of JSON values above, so that an item's whole
 /// position in a view (section key, sort keys, id) is one byte string and comparing two positions is one
 /// comparison of bytes. A value's key is its type tag, then for a number its value as an order-preserving 64-bit
-/// float followed by its text, for a string its bytes, for an array or an object its canonical text. Texts are
-/// escaped and terminated (`00` becomes `00 FF`, the end is `00 01`) so that no key is a prefix of another: a
-/// descending key is then the complement of every byte of the ascending one.
+/// key by value (`NumberOrder.appendKey`), followed by its text where equal values must stay apart, for a string
+/// its bytes, for an array or an object its canonical text. Texts are escaped and terminated (`00` becomes
+/// `00 FF`, the end is `00 01`) so that no key is a prefix of another: a descending key is then the complement of
+/// every byte of the ascending one.
 enum OrderKey {
-    /// Appends the key of the value at `range` of canonical text `bytes`, or of `null` when `range` is nil.
-    static func append(_ range: Range<Int>?, of bytes: [UInt8], descending: Bool, to key: inout [UInt8]) {
-        bytes.withUnsafeBufferPointer { append(range, of: $0, descending: descending, to: &key) }
+    /// Appends the key of the value at `range` of canonical text `bytes`, or of `null` when `range` is nil;
+    /// `byText`: numbers of equal value and different text (`1`, `1.0`) get different keys, ordered by text.
+    static func append(
+        _ range: Range<Int>?, of bytes: [UInt8], descending: Bool, byText: Bool = true, to key: inout [UInt8]
+    ) {
+        bytes.withUnsafeBufferPointer { append(range, of: $0, descending: descending, byText: byText, to: &key) }
     }
 
     /// The same for text read through a buffer pointer.
     static func append(
-        _ range: Range<Int>?, of bytes: UnsafeBufferPointer<UInt8>, descending: Bool, to key: inout [UInt8]
+        _ range: Range<Int>?, of bytes: UnsafeBufferPointer<UInt8>, descending: Bool, byText: Bool = true,
+        to key: inout [UInt8]
     ) {
         let start = key.count
         guard let range, !range.isEmpty else {
@@ -75,37 +81,10 @@ enum OrderKey {
             appendTerminated(bytes[range], to: &key)
         default:
             key.append(4)
-            var bits = numericValue(bytes[range]).bitPattern
-            bits = bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
-            for shift in stride(from: 56, through: 0, by: -8) { key.append(UInt8(truncatingIfNeeded: bits >> shift)) }
-            appendTerminated(bytes[range], to: &key)
+            NumberOrder(bytes, range).appendKey(of: bytes, to: &key)
+            if byText { appendTerminated(bytes[range], to: &key) }
         }
         if descending { complement(&key, from: start) }
-    }
-
-    /// The value of a number's text; zero is positive zero, so that `-0` and `0` differ only by text.
-    static func numericValue(_ text: some Collection<UInt8>) -> Double {
-        if let integer = smallInteger(text) { return Double(integer) }
-        let value = Double(String(decoding: Array(text), as: UTF8.self)) ?? 0
-        return value == 0 ? 0 : value
-    }
-
-    /// The value of an integer text of at most 15 digits (exact as a `Double`), without parsing it as one.
-    private static func smallInteger(_ text: some Collection<UInt8>) -> Int? {
-        var value = 0
-        var negative = false
-        var digits = 0
-        for byte in text {
-            if byte == UInt8(ascii: "-"), digits == 0, !negative {
-                negative = true
-                continue
-            }
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 15 else { return nil }
-            value = value * 10 + Int(byte - UInt8(ascii: "0"))
-            digits += 1
-        }
-        guard digits > 0 else { return nil }
-        return negative ? -value : value
     }
 
     private static func appendTerminated(_ text: some Collection<UInt8>, to key: inout [UInt8]) {

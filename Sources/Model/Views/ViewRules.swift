@@ -37,7 +37,8 @@ struct ViewRules: Sendable {
     private enum Check: Sendable {
         /// Data equality with one of the texts (`eq`, `in`), or with none of them (`ne`).
         case equal([[UInt8]], negated: Bool)
-        case number(Double, Comparison)
+        /// Against a number's text, compared by value (`NumberOrder`).
+        case number([UInt8], Comparison)
         case string([UInt8], Comparison)
         case exists(Bool)
         case prefix([UInt8])
@@ -127,7 +128,8 @@ struct ViewRules: Sendable {
         }
         let sectionLength = key.count
         for (sort, field) in zip(sortBy, sortFields) {
-            OrderKey.append(ranges[field], of: bytes, descending: sort.descending, to: &key)
+            // Equal values tie here, whatever their text, and the id after them breaks the tie (API.md).
+            OrderKey.append(ranges[field], of: bytes, descending: sort.descending, byText: false, to: &key)
         }
         key.append(contentsOf: id.utf8)
         return Placement(key: key, sectionLength: sectionLength, section: section)
@@ -157,8 +159,11 @@ struct ViewRules: Sendable {
         case .number(let operand, let comparison):
             guard let range, let first = range.first.map({ bytes[$0] }), first == UInt8(ascii: "-") || isDigit(first)
             else { return false }
-            let value = OrderKey.numericValue(bytes[range])
-            return comparison.holds(less: value < operand, equal: value == operand)
+            let order = operand.withUnsafeBufferPointer { operand in
+                NumberOrder.compare(
+                    NumberOrder(bytes, range), in: bytes, NumberOrder(operand, 0..<operand.count), in: operand)
+            }
+            return comparison.holds(less: order < 0, equal: order == 0)
         case .string(let operand, let comparison):
             guard let range, bytes[range.lowerBound] == UInt8(ascii: "\"") else { return false }
             let value = CanonicalScanner(bytes: bytes).decodeString(range)
@@ -199,7 +204,7 @@ struct ViewRules: Sendable {
 
     private static func comparison(_ operand: JSON, _ comparison: Comparison) -> Check {
         switch operand {
-        case .number(let text): .number(OrderKey.numericValue(text.utf8), comparison)
+        case .number(let text): .number(Array(text.utf8), comparison)
         case .string(let text): .string(Array(text.utf8), comparison)
         default: .never
         }

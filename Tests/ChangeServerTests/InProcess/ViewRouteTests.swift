@@ -89,6 +89,30 @@ import Testing
         #expect(Self.sections(view).map(Self.itemIDs).sorted { $0[0] < $1[0] } == [["a"], ["b"], ["c"]])
     }
 
+    /// Numbers compare by value exactly, as written: nanosecond timestamps past 2^53 filter and sort as they are
+    /// (one `Double` apart, they were compared as equal), and `1` and `1.0` tie in a sort, the id breaking the tie.
+    @Test func numbersAreComparedExactlyAndEqualValuesTie() throws {
+        let server = try InProcessServer()
+        let source = #"""
+            {"sections": [{"id": "s", "items": [
+              {"id": "e1", "data": {"ts": 1700000000000000001, "v": -1700000000000000001, "p": 1}},
+              {"id": "e2", "data": {"ts": 1700000000000000100, "v": -1700000000000000100, "p": 1.0}}]}]}
+            """#
+        #expect(server.send("PUT", "/v1/collections/ev", body: source).status == 201)
+        let views = [
+            ("newer", #"{"source": "ev", "filter": {"field": "/ts", "gt": 1700000000000000001}}"#, ["e2"]),
+            ("older", #"{"source": "ev", "filter": {"field": "/ts", "lt": 1700000000000000100}}"#, ["e1"]),
+            ("up to", #"{"source": "ev", "filter": {"field": "/ts", "le": 1700000000000000099}}"#, ["e1"]),
+            ("by v", #"{"source": "ev", "sortBy": [{"field": "/v"}]}"#, ["e2", "e1"]),
+            ("by p", #"{"source": "ev", "sortBy": [{"field": "/p", "order": "desc"}]}"#, ["e1", "e2"]),
+        ]
+        for (index, (name, definition, expected)) in views.enumerated() {
+            #expect(server.send("PUT", "/v1/views/v\(index)", body: definition).status == 201)
+            let items = Self.sections(server.send("GET", "/v1/views/v\(index)")).flatMap(Self.itemIDs)
+            #expect(items == expected, "\(name)")
+        }
+    }
+
     @Test func aViewOfAMissingSourceFillsWhenItIsCreatedAndEmptiesWhenItIsDeleted() throws {
         let server = try InProcessServer()
         #expect(server.send("PUT", "/v1/views/all", body: #"{"source": "tasks"}"#).status == 201)

@@ -83,4 +83,29 @@ import Testing
         }
         #expect(checked == values.count * values.count * 2)
     }
+
+    /// Sort keys, unlike section keys, are equal for numbers of equal value (`1`, `1.0`, `10e-1`), so that the
+    /// item id breaks the tie; numbers past 2^53 and long decimals are ordered exactly, as written.
+    @Test func sortKeysOrderNumbersExactlyAndTieOnEqualValues() throws {
+        let values: [JSON] =
+            RandomViews.scalars + [
+                .number("10e-1"), .number("0.1e1"), .number("100"), .number("1e2"), .number("9007199254740993"),
+                .number("9007199254740992"), .number("-9007199254740993"), .number("0.30000000000000001"),
+                .number("0.3"), .number("-0.0"), .number("0e5"), .number("1.5E+3"), .number("1500.000"),
+            ]
+        for a in values {
+            for b in values {
+                for descending in [false, true] {
+                    var left: [UInt8] = []
+                    var right: [UInt8] = []
+                    let (x, y) = (a.canonicalText, b.canonicalText)
+                    OrderKey.append(x.indices, of: x, descending: descending, byText: false, to: &left)
+                    OrderKey.append(y.indices, of: y, descending: descending, byText: false, to: &right)
+                    let order = NaiveView.order(a, b) * (descending ? -1 : 1)
+                    #expect(OrderKey.less(left, right) == (order < 0), "\(a) \(b) descending \(descending)")
+                    #expect((left == right) == (order == 0), "\(a) \(b) descending \(descending)")
+                }
+            }
+        }
+    }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 @testable import Model
 
 /// An independent, naive evaluation of a view definition on a source snapshot: parses every item's data into a
@@ -23,9 +25,10 @@ enum NaiveView {
             if let key = definition.sectionBy, a.section.canonicalText != b.section.canonicalText {
                 return key.descending ? less(b.section, a.section) : less(a.section, b.section)
             }
-            for (index, key) in definition.sortBy.enumerated()
-            where a.sort[index].canonicalText != b.sort[index].canonicalText {
-                return key.descending ? less(b.sort[index], a.sort[index]) : less(a.sort[index], b.sort[index])
+            // Values equal by API.md's order (`1` and `1.0` too) tie, and the id breaks the tie.
+            for (index, key) in definition.sortBy.enumerated() {
+                let order = order(a.sort[index], b.sort[index])
+                if order != 0 { return key.descending ? order > 0 : order < 0 }
             }
             return a.item.id.utf8.lexicographicallyPrecedes(b.item.id.utf8)
         }
@@ -65,8 +68,16 @@ enum NaiveView {
         return current
     }
 
-    /// The order of API.md, written out again.
+    /// The order of API.md, written out again, made total on distinct values as sections need: numbers of equal
+    /// value and different text (`1`, `1.0`) by their text.
     static func less(_ a: JSON, _ b: JSON) -> Bool {
+        let order = order(a, b)
+        return order != 0 ? order < 0 : a.canonicalText.lexicographicallyPrecedes(b.canonicalText)
+    }
+
+    /// -1, 0 or 1 by the order of API.md: numbers by value (Foundation's `Decimal`, exact for the tests' numbers),
+    /// so `1` and `1.0` are 0.
+    static func order(_ a: JSON, _ b: JSON) -> Int {
         func rank(_ value: JSON) -> Int {
             switch value {
             case .null: 0
@@ -78,16 +89,25 @@ enum NaiveView {
             case .object: 6
             }
         }
-        guard rank(a) == rank(b) else { return rank(a) < rank(b) }
+        guard rank(a) == rank(b) else { return rank(a) < rank(b) ? -1 : 1 }
+        func sign(_ less: Bool, _ equal: Bool) -> Int { equal ? 0 : less ? -1 : 1 }
         switch (a, b) {
         case (.number(let x), .number(let y)):
-            let (u, v) = (Double(x) ?? 0, Double(y) ?? 0)
-            return u != v ? u < v : x.utf8.lexicographicallyPrecedes(y.utf8)
+            let (u, v) = (decimal(x), decimal(y))
+            return sign(u < v, u == v)
         case (.string(let x), .string(let y)):
-            return x.utf8.lexicographicallyPrecedes(y.utf8)
+            return sign(x.utf8.lexicographicallyPrecedes(y.utf8), x.utf8.elementsEqual(y.utf8))
         default:
-            return a.canonicalText.lexicographicallyPrecedes(b.canonicalText)
+            let (x, y) = (a.canonicalText, b.canonicalText)
+            return sign(x.lexicographicallyPrecedes(y), x == y)
         }
+    }
+
+    private static func decimal(_ text: String) -> Decimal {
+        guard let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+            preconditionFailure("the tests' number \(text) is not a Decimal")
+        }
+        return value
     }
 
     static func holds(_ filter: ViewFilter, _ data: JSON) -> Bool {
@@ -117,9 +137,8 @@ enum NaiveView {
     /// -1, 0 or 1 when both are numbers (by value) or both strings (bytewise); nil otherwise.
     static func compare(_ value: JSON?, _ operand: JSON) -> Int? {
         switch (value, operand) {
-        case (.number(let x)?, .number(let y)):
-            let (u, v) = (Double(x) ?? 0, Double(y) ?? 0)
-            return u < v ? -1 : u == v ? 0 : 1
+        case (.number?, .number):
+            return order(value ?? .null, operand)
         case (.string(let x)?, .string(let y)):
             return x.utf8.elementsEqual(y.utf8) ? 0 : x.utf8.lexicographicallyPrecedes(y.utf8) ? -1 : 1
         default:

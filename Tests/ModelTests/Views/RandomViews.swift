@@ -15,7 +15,11 @@ struct RandomViews {
 
     static let scalars: [JSON] = [
         .null, .bool(true), .bool(false), .number("0"), .number("1"), .number("2"), .number("-1"), .number("1.5"),
-        .number("1.0"), .number("-0"), .string("x"), .string("y"), .string("xy"), .string(""), .string("é"),
+        .number("1.0"), .number("-0"),
+        // Past 2^53: one `Double` apart from each other, or the same one.
+        .number("1700000000000000001"), .number("1700000000000000100"), .number("-1700000000000000001"),
+        .number("-1700000000000000100"), .number("17000000000000000.01e2"), .string("x"), .string("y"), .string("xy"),
+        .string(""), .string("é"),
         .string("x\"y"), .array([.number("1")]), .array([]), .object(["k": .number("1")]),
         // Equal to "é" for Swift's `String`, a different value for the contract (bytes).
         .string("e\u{301}"), .object(["\u{E9}": .number("1"), "e\u{301}": .number("1")]),
