@@ -5,10 +5,11 @@ import Testing
 
 /// The real server on a real `--data-dir`: crashes, restarts, compaction, a second server, disk faults.
 @Suite(.tags(.liveServer)) struct LiveDurabilityTests {
-    /// Large replacements of one collection queue up on its lane when `SIGTERM` comes. Each is answered with its
-    /// outcome, or `503` and then it never takes effect, or (its record in the journal, its outcome not reached
-    /// before the stop ends) not at all: after a restart the collection moved once per replacement answered `2xx`,
-    /// plus at most one per unanswered one, never for a `503`. (Every one was answered `503`, and all took effect.)
+    /// Large replacements of one collection, and small upserts behind them (journaled at once, applied after the
+    /// replacements), queue up on its lane when `SIGTERM` comes. Each is answered with its outcome, or `503` and
+    /// then it never takes effect, or (its record in the journal, its outcome not reached before the stop ends)
+    /// not at all: after a restart the collection moved once per mutation answered `2xx`, plus at most one per
+    /// unanswered one, never for a `503`. (Every one was answered `503`, and all took effect.)
     @Test func aStopNeverAnswers503ToAMutationThatTakesEffect() throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -25,20 +26,25 @@ import Testing
             }
             return Array((try? JSONSerialization.data(withJSONObject: ["sections": sections])) ?? Data())
         }
+        let requests =
+            bodies.map { ("/v1/collections/h", $0) }
+            + (0..<8).map { ("/v1/collections/h/items/u\($0)", Array(#"{"data": 1}"#.utf8)) }
         let port = server.port
         let answers = Mutex<[Int?]>([])
         let sent = Atomic<Int>(0)
-        let threads = bodies.map { body in
+        let threads = requests.enumerated().map { index, request in
             Thread {
+                // The upserts go once the replacements are on their way.
+                if index >= replacements { while sent.load(ordering: .relaxed) < replacements { usleep(1_000) } }
                 sent.add(1, ordering: .relaxed)
                 let status = try? Client(port: port).request(
-                    "PUT", "/v1/collections/h", headers: ["Content-Type": "application/json"], body: body
+                    "PUT", request.0, headers: ["Content-Type": "application/json"], body: request.1
                 ).status
                 answers.withLock { $0.append(status) }
             }
         }
         for thread in threads { thread.start() }
-        while sent.load(ordering: .relaxed) < replacements { usleep(1_000) }
+        while sent.load(ordering: .relaxed) < requests.count { usleep(1_000) }
         usleep(200_000)
         #expect(server.stop(timeout: 30) == 0)
         while threads.contains(where: { !$0.isFinished }) { usleep(5_000) }
@@ -46,14 +52,14 @@ import Testing
         let succeeded = statuses.filter { $0.map { (200..<300).contains($0) } == true }.count
         let refused = statuses.filter { $0 == 503 }.count
         let unanswered = statuses.filter { $0 == nil }.count
-        #expect(succeeded + refused + unanswered == replacements, "\(statuses)")
-        #expect(refused + unanswered > 0, "the stop came after every replacement was answered: nothing was tested")
+        #expect(succeeded + refused + unanswered == requests.count, "\(statuses)")
+        #expect(refused + unanswered > 0, "the stop came after every mutation was answered: nothing was tested")
 
         let restarted = try ServerProcess(dataDirectory: directory)
         let after = try #require(try restarted.client.get("/v1/collections/h").object["version"] as? String)
         let moved = (Int(after.split(separator: ".")[1]) ?? 0) - (Int(before.split(separator: ".")[1]) ?? 0)
-        #expect(moved >= succeeded, "an acknowledged replacement was lost: \(statuses)")
-        #expect(moved <= succeeded + unanswered, "a replacement answered 503 took effect: \(statuses), moved \(moved)")
+        #expect(moved >= succeeded, "an acknowledged mutation was lost: \(statuses)")
+        #expect(moved <= succeeded + unanswered, "a mutation answered 503 took effect: \(statuses), moved \(moved)")
     }
 
     /// Concurrent clients upsert items while the server is killed with SIGKILL at a different moment each

@@ -123,6 +123,32 @@ import Testing
         #expect(throws: StartupError.self) { _ = try Self.recover(bytes) }
     }
 
+    /// Every segment after a snapshot deleted: the snapshot's own segment, made before it was written, is missing,
+    /// and recovery refuses to start without the mutations that followed (it started silently from the snapshot).
+    /// An empty file in its place is the operator's way to start from the snapshot alone.
+    @Test func aMissingSegmentAfterTheSnapshotStopsRecovery() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        let content = try VersionedCollection(epoch: "e", sections: [Section(id: "s", items: [Item(id: "a")])])
+        let snapshot = SnapshotFile.encode(nextSegment: 3, collections: [("c", content)], views: [])
+        #expect(SnapshotFile.write(snapshot, in: directory) == nil)
+        func recover() throws -> Registry {
+            let registry = Registry()
+            _ = try Recovery.run(
+                directory, executor: Executor(registry: registry, limits: HistoryLimits()),
+                logger: Logger(level: .critical))
+            return registry
+        }
+        #expect {
+            _ = try recover()
+        } throws: { error in
+            "\(error)".contains("journal segment 3 is missing")
+        }
+        #expect(FileManager.default.createFile(atPath: directory.segmentPath(3), contents: Data()))
+        #expect(Self.items(try recover()) == ["a"])
+    }
+
     @Test func snapshotKeepsContentVersionAndHistory() throws {
         var content = try VersionedCollection(epoch: "e", sections: [Section(id: "s", items: [Item(id: "a")])])
         _ = try content.apply([.insertItems(at: ItemPosition(section: .index(0), index: 0), items: [Item(id: "b")])])

@@ -37,9 +37,10 @@ final class Exchange {
     /// Set once the exchange was answered outside MHD: when MHD calls the handler again (after the resume that
     /// lets it go), the handler closes MHD's side of it.
     var leavesLibrary = false
-    /// Set when the client of a held exchange hung up: when MHD calls the handler again (after the resume), the
-    /// handler logs `499` and closes the connection, sending nothing.
-    var closesUnanswered = false
+    /// Set when a held exchange is let go without an answer (its client hung up: `499`; a stop gave up waiting for
+    /// it: `444`): when MHD calls the handler again (after the resume), the handler logs this status and closes the
+    /// connection, sending nothing.
+    var closesUnanswered: HTTPStatus?
     /// The connection's socket, noted when the exchange may be answered outside MHD.
     var socket: Int32 = -1
     /// Bytes the request takes in MHD's connection pool (`HTTPServer.fits`), once worked out.

@@ -92,6 +92,9 @@ final class HTTPServer: @unchecked Sendable {
     private(set) var handler: HTTPHandler?
     var runAgain = false
     private(set) var stopDeadline: Int64?
+    /// During a stop, the loop runs at least until then (monotonic milliseconds): for the connections let go last
+    /// to be closed.
+    private var continueUntil: Int64 = 0
     /// Requests begun and not completed: what a stop waits for (idle keep-alive connections are just closed).
     private var inFlight = 0
     /// Exchanges suspended now: a stop must resume every one before `MHD_stop_daemon`, which aborts otherwise.
@@ -157,10 +160,11 @@ final class HTTPServer: @unchecked Sendable {
         while true {
             let now = MonotonicClock.now()
             if let stopDeadline {
-                // Half a second after the grace period, for the answers given at its end to go out; longer (up to
-                // `submittedPatience`) while mutations whose records are in the journal wait for their outcome.
-                if inFlight == 0 || (now >= stopDeadline + 500 && !awaitsSubmitted(now: now)) { break }
+                // Half a second after the grace period, for the answers given at its end to go out; longer while
+                // mutations whose records are in the journal wait for their outcome (`awaitSubmitted`).
                 if now >= stopDeadline && !suspended.isEmpty { answerSuspendedOnStop() }
+                if now >= stopDeadline && awaitSubmitted(now: now) { continueUntil = max(continueUntil, now + 500) }
+                if inFlight == 0 || now >= max(stopDeadline + 500, continueUntil) { break }
                 if now >= stopDeadline && !writing.isEmpty { abandonWrites() }
             }
             let timeout = runAgain ? 0 : waitTimeout(now: now)
@@ -347,9 +351,15 @@ final class HTTPServer: @unchecked Sendable {
         // Closed without an answer, as nginx closes a long request whose client gave up: a client that only
         // half-closed its side (shut down writing) looks the same here, and an answer it may still read would be
         // one no status fits (the poll did not run its course).
+        closeUnanswered(exchange, logging: .clientClosedRequest)
+    }
+
+    /// Lets a held exchange go: MHD takes it back and closes its connection, sending nothing; the log says
+    /// `status` (loop thread only).
+    private func closeUnanswered(_ exchange: Exchange, logging status: HTTPStatus) {
         exchange.isSuspended = false
         exchange.answersDirectly = false
-        exchange.closesUnanswered = true
+        exchange.closesUnanswered = status
         forget(exchange)
         MHD_resume_connection(exchange.connection)
         runAgain = true
@@ -403,16 +413,18 @@ final class HTTPServer: @unchecked Sendable {
     /// effect whatever happens (now, or when the journal is replayed), so only their outcome may answer them.
     static let submittedPatience: Int64 = 5000
 
-    /// Whether the stop waits on for held mutations whose records are in the journal; past `submittedPatience`
-    /// it stops waiting, and their connections are closed unanswered (their outcome is unknown to the client, as
-    /// after a crash; a `503` would tell it to retry a mutation that took effect).
-    private func awaitsSubmitted(now: Int64) -> Bool {
+    /// Whether held mutations whose records are in the journal are still awaited; past `submittedPatience` they
+    /// are let go, their connections closed unanswered (logged `444`): their outcome is unknown to the client, as
+    /// after a crash, where a `503` would tell it to retry a mutation that took effect. A connection is let go
+    /// through MHD, which refuses to stop with one suspended.
+    private func awaitSubmitted(now: Int64) -> Bool {
         guard let stopDeadline else { return false }
-        let waiting = suspended.values.filter { $0.commit.isSubmitted }.count
-        guard waiting > 0 else { return false }
+        let waiting = suspended.values.filter { $0.commit.isSubmitted }
+        guard !waiting.isEmpty else { return false }
         guard now >= stopDeadline + Self.submittedPatience else { return true }
-        handler?.stoppedWaiting(forSubmitted: waiting)
-        return false
+        handler?.stoppedWaiting(forSubmitted: waiting.count)
+        for exchange in waiting { closeUnanswered(exchange, logging: .closedWithoutAnswer) }
+        return true
     }
 
     /// Stops accepting connections and lets the open ones finish for at most `grace` milliseconds (loop thread).
@@ -453,9 +465,9 @@ final class HTTPServer: @unchecked Sendable {
         // Answered outside MHD: MHD's side of the connection is closed (its socket is a placeholder by now, or the
         // client is gone).
         if exchange.leavesLibrary { return .NO }
-        if exchange.closesUnanswered {
+        if let status = exchange.closesUnanswered {
             releaseBody(of: exchange)
-            handler.didRespond(exchange, status: .clientClosedRequest)
+            handler.didRespond(exchange, status: status)
             return .NO
         }
         if let pending = exchange.pendingResponse {

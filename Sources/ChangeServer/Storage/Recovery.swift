@@ -35,6 +35,7 @@ enum Recovery {
         let started = MonotonicClock.now()
         var nextSegment: UInt64 = 1
         var fromSnapshot = 0
+        var hasSnapshot = false
         if let bytes = readWholeFile(directory.snapshotPath) {
             let snapshot: SnapshotFile.Contents
             do throws(BinaryReader.Malformed) {
@@ -44,6 +45,7 @@ enum Recovery {
             }
             try restore(snapshot, into: executor)
             nextSegment = snapshot.nextSegment
+            hasSnapshot = true
             fromSnapshot = snapshot.collections.count + snapshot.views.count
         }
         var segments = directory.segments()
@@ -51,6 +53,15 @@ enum Recovery {
             unlink(directory.segmentPath(covered))
         }
         segments.removeAll { $0 < nextSegment }
+        // The segment a snapshot names was made before the snapshot was written, and is removed only by a later
+        // snapshot: without it, whatever was written after the snapshot is gone, which is not a start to make
+        // silently.
+        if hasSnapshot && segments.isEmpty {
+            throw StartupError(
+                "journal segment \(nextSegment) is missing: the snapshot was written after it was made, so the "
+                    + "mutations after the snapshot are lost; to start from the snapshot alone, create "
+                    + "\(directory.segmentPath(nextSegment)) as an empty file")
+        }
         if let first = segments.first, first != nextSegment {
             throw StartupError(
                 first > 1 && nextSegment == 1
