@@ -20,6 +20,8 @@ final class ExchangeConnection: Connection, @unchecked Sendable {
 
     func claimCommit() -> Bool { exchange.commit.submit() }
 
+    var isAbandoned: Bool { exchange.commit.isAbandoned }
+
     func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
         exchange.watchesHangUp = true
         worker.feed.hold(exchange, on: subject, since: since, timeout: timeout, cursor: cursor)

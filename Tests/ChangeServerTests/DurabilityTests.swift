@@ -169,9 +169,11 @@ import Testing
     }
 
     /// With `--fsync never` (and `interval`), writes to many collections (moves, which are not idempotent) go on
-    /// while the journal rotates for snapshots: each snapshot holds exactly the records before its rotation, so a restart replays none twice and
-    /// serves the same versions and content. (The rotation did not hold writes off, so a record written to the new
-    /// segment could be in the snapshot too, and be applied twice at the next start.)
+    /// while the journal rotates for snapshots: each snapshot holds exactly the records before its rotation, so a
+    /// restart replays none twice and serves the same versions and content. (The rotation did not hold writes off,
+    /// so a record written to the new segment could be in the snapshot too, and be applied twice at the next start.
+    /// That window was microseconds wide: this test caught it only with a sleep put in it, and it guards the
+    /// property rather than that race.)
     @Test(arguments: ["never", "interval"])
     func snapshotsTakenUnderConcurrentWritesReplayNothingTwice(_ fsync: String) throws {
         let directory = try ServerProcess.temporaryDirectory()

@@ -22,4 +22,7 @@ final class CommitClaim: Sendable {
 
     /// Whether the record was submitted: the request waits for its outcome.
     var isSubmitted: Bool { state.load(ordering: .acquiring) == Self.submitted }
+
+    /// Whether the server gave up on the request.
+    var isAbandoned: Bool { state.load(ordering: .acquiring) == Self.abandoned }
 }

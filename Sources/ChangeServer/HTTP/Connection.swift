@@ -8,6 +8,8 @@ protocol Connection: AnyObject, Sendable {
     /// Claims the request's record for the journal, right before it is submitted; false when a stopping server
     /// gave up on the request and answered it `503` already: the record must then not be submitted.
     func claimCommit() -> Bool
+    /// Whether a stopping server gave up on the request (and answered it `503`).
+    var isAbandoned: Bool { get }
     /// Hands the request to the feed of its event loop, which answers it when `subject` moves past `since` or after
     /// `timeout` seconds (loop thread only); `cursor` is the request's own (`FeedCaching.nextCursor`).
     func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?)

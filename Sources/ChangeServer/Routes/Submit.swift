@@ -20,6 +20,8 @@ extension App {
             return .later
         }
         committer.onLane(of: name) { [self] in
+            // A stopping server answered it 503 while it waited here: decoding it would only hold up the lane.
+            guard !connection.isAbandoned else { return }
             do throws(HTTPError) {
                 try submit(try decode(request), connection, answer: answer)
             } catch {

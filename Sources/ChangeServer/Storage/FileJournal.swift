@@ -164,7 +164,8 @@ final class FileJournal: Journal, @unchecked Sendable {
             return
         }
         // The syncer does the work (it alone runs callbacks, so that they stay in order): wake it and wait, at
-        // most 1.5 s, so that a stop stays within 5 s; what is still unsynced then is answered 503 by the loops.
+        // most 1.5 s, so that a stop stays within its bounds; what is still unsynced then is awaited by the loops
+        // for a while, then let go unanswered (`HTTPServer.awaitSubmitted`): its record may yet reach the disk.
         let done = DispatchSemaphore(value: 0)
         let isDone = state.withLock { state in
             if state.synced == state.written && state.syncerIsIdle { return true }

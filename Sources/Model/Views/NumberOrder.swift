@@ -1,6 +1,8 @@
 /// The exact order of JSON numbers by value, read from their text: no `Double` in between, so that integers past
 /// 2^53 (snowflake ids, nanosecond timestamps) and long decimals compare as written. `1`, `1.0` and `10e-1` are
-/// equal here (data equality still tells them apart).
+/// equal here (data equality still tells them apart). Exponents are clamped to ±2^53, so numbers past 10^(2^53),
+/// or nearer zero than 10^-(2^53), compare as their clamped value: far beyond anything a `Double` holds (the
+/// server keeps every real number as one).
 ///
 /// A number is read as its sign, the decimal exponent of its first significant digit (the value is
 /// `0.d₁d₂… × 10^exponent`) and its significant digits, which stay in the text (the `.` is skipped as they are

@@ -106,6 +106,8 @@ private final class RecordingConnection: Connection, @unchecked Sendable {
 
     func claimCommit() -> Bool { true }
 
+    var isAbandoned: Bool { false }
+
     func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
         finish(Answer(held: since, timeout: timeout))
     }

@@ -60,6 +60,9 @@ final class PostgresJournal: Journal {
     private let copier = Mutex<Copier?>(nil)
     /// Collections being snapshotted now.
     private let snapshotting = Mutex<Set<String>>([])
+    /// Collections deleted by a committed record and not snapshotted since (one was being snapshotted already, or
+    /// the snapshot failed): tried again with the next batch, so that their records are purged.
+    private let deletedToSnapshot = Mutex<Set<String>>([])
     /// Told (once) when this server cannot catch up with a collection: its records were compacted into a snapshot.
     private let fallenBehind = Mutex<(@Sendable (String) -> Void)?>(nil)
 
@@ -359,14 +362,17 @@ final class PostgresJournal: Journal {
     private func snapshotIfGrown(
         _ batch: [(collection: String, local: SequencedDelivery.Local)], _ bytesSince: inout [String: Int]
     ) {
-        var deleted: Set<String> = []
         for record in batch {
             bytesSince[record.collection, default: 0] += record.local.record.count
-            if RecordCodec.deletesCollection(record.local.record) { deleted.insert(record.collection) }
+            if RecordCodec.deletesCollection(record.local.record) {
+                _ = deletedToSnapshot.withLock { $0.insert(record.collection) }
+            }
         }
-        for (name, bytes) in bytesSince
-        where (bytes >= snapshotBytes || deleted.contains(name)) && !name.hasPrefix(LaneRouter.lane(ofView: "")) {
+        let deleted = deletedToSnapshot.withLock { $0 }
+        let grown = bytesSince.filter { $0.value >= snapshotBytes }.map(\.key)
+        for name in Set(grown).union(deleted) where !name.hasPrefix(LaneRouter.lane(ofView: "")) {
             guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
+            _ = deletedToSnapshot.withLock { $0.remove(name) }
             bytesSince[name] = 0
             let seq = delivery.lastCommitted(name)
             delivery.afterHandingOn(name, seq) { [self] in
@@ -396,6 +402,9 @@ final class PostgresJournal: Journal {
                     + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
             if copy.content == nil { purgeLater([name: seq]) }
         } catch {
+            // A grown collection is tried again as it grows on; a deleted one, which may never be written again, with
+            // the next batch.
+            if copy.content == nil { _ = deletedToSnapshot.withLock { $0.insert(name) } }
             logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")
         }
     }
