@@ -38,6 +38,10 @@ private final class FuzzConnection: Connection, @unchecked Sendable {
         done.signal()
     }
 
+    func claimCommit() -> Bool { true }
+
+    var isAbandoned: Bool { false }
+
     func hold(on subject: FeedSubject, since: Version, timeout: Int, cursor: Int64?) {
         status = 0
         done.signal()

@@ -400,7 +400,7 @@ final class HTTPServer: @unchecked Sendable {
 
     /// The grace period is over and requests are still held: those whose records never reached the journal get
     /// `503` with `Retry-After` (and their records never will), so that no client is left with a reset
-    /// connection; those whose records did are left to their outcome (`awaitsSubmitted`).
+    /// connection; those whose records did are left to their outcome (`awaitSubmitted`).
     private func answerSuspendedOnStop() {
         guard let handler else { return }
         let abandoned = suspended.values.filter { $0.commit.abandon() }
