@@ -484,6 +484,57 @@ import Testing
         #expect(try restarted.client.get("/v1/collections/c").status == 404)
     }
 
+    /// A database that stops answering in the middle of a commit (every PostgreSQL process frozen with SIGSTOP:
+    /// the connections stay up, so no keepalive notices) does not hold a server's stop up for good: it exits 0 within
+    /// its bounds, the write in flight unanswered; once the database is back, a new server holds it or not, whole.
+    /// (The stop waited in the journal's flush, before the HTTP stop even began, until the process was killed.)
+    @Test func aStopDoesNotWaitForAFrozenDatabase() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("frozen")
+        let server = try ServerProcess(["--postgres", url])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        let postmaster = try #require(cluster.postmasterPID)
+        let frozen = [postmaster] + Self.children(of: postmaster)
+        for pid in frozen { kill(pid, SIGSTOP) }
+        defer { for pid in frozen { kill(pid, SIGCONT) } }
+        let port = server.port
+        let answer = Mutex<Int?>(nil)
+        let writer = Thread {
+            let status = try? Client(port: port).put("/v1/collections/c/items/a", ["data": 1]).status
+            answer.withLock { $0 = status }
+        }
+        writer.start()
+        usleep(300_000)
+        let stopped = Date()
+        #expect(server.stop(timeout: 40) == 0, "\(server.log.suffix(2000))")
+        let took = Date().timeIntervalSince(stopped)
+        #expect(took < 25, "the stop took \(took) s")
+        #expect(server.log.contains("PostgreSQL does not answer: stopping without waiting for it any longer"))
+        while !writer.isFinished { usleep(10_000) }
+        #expect(
+            answer.withLock { $0 } == nil,
+            "the write in flight was answered \(String(describing: answer.withLock { $0 }))")
+        for pid in frozen { kill(pid, SIGCONT) }
+        let restarted = try ServerProcess(["--postgres", url])
+        let snapshot = try restarted.client.get("/v1/collections/c").object
+        let items = ((snapshot["sections"] as? [[String: Any]])?.first?["items"] as? [[String: Any]]) ?? []
+        let seq = (snapshot["version"] as? String)?.split(separator: ".").last.flatMap { Int($0) }
+        #expect(seq == 1 + items.count, "the version counts the write exactly when it is there: \(snapshot)")
+    }
+
+    /// The PIDs of the processes whose parent is `parent` (from `/proc`).
+    private static func children(of parent: pid_t) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && pid_t(fields[1]) == parent ? pid : nil
+        }
+    }
+
     /// Waits up to 20 s for `condition`.
     private func eventually(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(20)

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 
 /// A POSIX thread running `body`, to be joined: the server's loops and the journal's syncer are stopped by
@@ -5,15 +6,34 @@ import Glibc
 final class JoinableThread: Sendable {
     // The handle is written once, by `init`, before any other thread can see the object.
     private nonisolated(unsafe) var thread = pthread_t()
+    /// Signalled when the body has returned.
+    private let finished = DispatchSemaphore(value: 0)
 
     init(_ body: @escaping @Sendable () -> Void) {
-        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+        let context = Unmanaged.passRetained(
+            ThreadBody { [finished] in
+                body()
+                finished.signal()
+            }
+        ).toOpaque()
         pthread_create(&thread, nil, runThreadBody, context)
     }
 
-    /// Waits until the body has returned. Call it once.
+    /// Waits until the body has returned. Call it, or `join(within:)`, once.
     func join() {
         pthread_join(thread, nil)
+    }
+
+    /// Waits at most `milliseconds` for the body to return, then joins it; false (the thread left to run on,
+    /// detached) when it has not: for a thread blocked where nothing can wake it, such as a call into a database
+    /// that does not answer, which must not hold a stop up for good.
+    func join(within milliseconds: Int) -> Bool {
+        guard finished.wait(timeout: .now() + .milliseconds(milliseconds)) == .success else {
+            pthread_detach(thread)
+            return false
+        }
+        pthread_join(thread, nil)
+        return true
     }
 }
 

@@ -133,6 +133,9 @@ final class PostgresJournal: Journal {
         if wakeWriter { writerWake.signal() }
     }
 
+    /// Waits for what was appended to be committed, at most 1.5 s (a stop calls it, and a database that does not
+    /// answer must not hold the stop up): what is still uncommitted then is awaited by the loops for a while, then
+    /// let go unanswered (`HTTPServer.awaitSubmitted`), and the next start finds whether it committed.
     func flush() {
         let waiter = DispatchSemaphore(value: 0)
         let mustWait = queue.withLock { queue in
@@ -140,9 +143,11 @@ final class PostgresJournal: Journal {
             queue.flushWaiters.append(waiter)
             return true
         }
-        if mustWait { waiter.wait() }
+        if mustWait { _ = waiter.wait(timeout: .now() + .milliseconds(1500)) }
     }
 
+    /// Stops the writer and the follower, waiting at most 3 s for both: one blocked in a call to a database that
+    /// does not answer is left behind, and the process ends without it.
     func close() {
         flush()
         queue.withLock { $0.isClosing = true }
@@ -152,7 +157,10 @@ final class PostgresJournal: Journal {
             defer { threads = [] }
             return threads
         }
-        for thread in running { thread.join() }
+        let deadline = MonotonicClock.now() + 3000
+        for thread in running where !thread.join(within: Int(max(0, deadline - MonotonicClock.now()))) {
+            logger.warning("PostgreSQL does not answer: stopping without waiting for it any longer")
+        }
     }
 
     var storeState: StoreState? { metrics.isUp ? .up : .down }
