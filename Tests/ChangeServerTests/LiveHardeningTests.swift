@@ -270,21 +270,8 @@ import Testing
     /// writes are refused for the reserve, a snapshot compacts it, and writes come back without a restart (they
     /// stayed refused for good, since refused writes never grow the journal to the snapshot threshold).
     @Test func aJournalThatFillsTheDiskIsCompactedWithoutARestart() throws {
-        let mountPoint = try ServerProcess.temporaryDirectory()
-        defer { rmdir(mountPoint) }
-        let mount = Process()
-        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-        mount.arguments = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mountPoint]
-        try Spawning.run(mount)
-        mount.waitUntilExit()
-        try #require(mount.terminationStatus == 0, "mounting a tmpfs needs root")
-        defer {
-            let unmount = Process()
-            unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
-            unmount.arguments = [mountPoint]
-            try? Spawning.run(unmount)
-            unmount.waitUntilExit()
-        }
+        let mountPoint = try Self.mountTmpfs()
+        defer { Self.unmount(mountPoint) }
         let data = mountPoint + "/data"
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
         let server = try ServerProcess(
@@ -318,21 +305,8 @@ import Testing
     /// The free-space reserve on a small tmpfs: writes are refused before the disk is full, snapshots compact
     /// within the reserve, and once room is made writes come back for good.
     @Test func aFullDiskIsRecoveredFrom() throws {
-        let mountPoint = try ServerProcess.temporaryDirectory()
-        defer { rmdir(mountPoint) }
-        let mount = Process()
-        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-        mount.arguments = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mountPoint]
-        try Spawning.run(mount)
-        mount.waitUntilExit()
-        try #require(mount.terminationStatus == 0, "mounting a tmpfs needs root")
-        defer {
-            let unmount = Process()
-            unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
-            unmount.arguments = [mountPoint]
-            try? Spawning.run(unmount)
-            unmount.waitUntilExit()
-        }
+        let mountPoint = try Self.mountTmpfs()
+        defer { Self.unmount(mountPoint) }
         let data = mountPoint + "/data"
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
         let server = try ServerProcess(
@@ -357,5 +331,30 @@ import Testing
         let snapshot = try server.client.get("/v1/collections/c").object
         let items = (snapshot["sections"] as? [[String: Any]])?.first?["items"] as? [[String: Any]]
         #expect(items?.last?["data"] as? String == "120-3999")
+    }
+
+    /// A 16 MiB tmpfs on a new temporary directory (mounting needs root, as CI has).
+    private static func mountTmpfs() throws -> String {
+        let mountPoint = try ServerProcess.temporaryDirectory()
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mountPoint]
+        try Spawning.run(mount)
+        mount.waitUntilExit()
+        guard mount.terminationStatus == 0 else {
+            rmdir(mountPoint)
+            throw ClientError.malformed("mounting a tmpfs needs root")
+        }
+        return mountPoint
+    }
+
+    /// Unmounts what `mountTmpfs` mounted and removes its directory.
+    private static func unmount(_ mountPoint: String) {
+        let unmount = Process()
+        unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
+        unmount.arguments = [mountPoint]
+        try? Spawning.run(unmount)
+        unmount.waitUntilExit()
+        rmdir(mountPoint)
     }
 }

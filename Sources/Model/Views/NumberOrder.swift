@@ -7,7 +7,7 @@
 /// A number is read as its sign, the decimal exponent of its first significant digit (the value is
 /// `0.d₁d₂… × 10^exponent`) and its significant digits, which stay in the text (the `.` is skipped as they are
 /// read), so that nothing is allocated to compare two numbers.
-struct NumberOrder {
+struct NumberOrder: Sendable {
     /// -1, 0 or 1: the number's sign.
     let sign: Int
     let exponent: Int

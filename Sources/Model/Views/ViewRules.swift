@@ -37,8 +37,8 @@ struct ViewRules: Sendable {
     private enum Check: Sendable {
         /// Data equality with one of the texts (`eq`, `in`), or with none of them (`ne`).
         case equal([[UInt8]], negated: Bool)
-        /// Against a number's text, compared by value (`NumberOrder`).
-        case number([UInt8], Comparison)
+        /// Against a number's text, read once as a `NumberOrder`, compared by value.
+        case number([UInt8], NumberOrder, Comparison)
         case string([UInt8], Comparison)
         case exists(Bool)
         case prefix([UInt8])
@@ -156,12 +156,11 @@ struct ViewRules: Sendable {
             return (range != nil) == wanted
         case .never:
             return false
-        case .number(let operand, let comparison):
+        case .number(let operand, let operandOrder, let comparison):
             guard let range, let first = range.first.map({ bytes[$0] }), first == UInt8(ascii: "-") || isDigit(first)
             else { return false }
             let order = operand.withUnsafeBufferPointer { operand in
-                NumberOrder.compare(
-                    NumberOrder(bytes, range), in: bytes, NumberOrder(operand, 0..<operand.count), in: operand)
+                NumberOrder.compare(NumberOrder(bytes, range), in: bytes, operandOrder, in: operand)
             }
             return comparison.holds(less: order < 0, equal: order == 0)
         case .string(let operand, let comparison):
@@ -204,9 +203,11 @@ struct ViewRules: Sendable {
 
     private static func comparison(_ operand: JSON, _ comparison: Comparison) -> Check {
         switch operand {
-        case .number(let text): .number(Array(text.utf8), comparison)
-        case .string(let text): .string(Array(text.utf8), comparison)
-        default: .never
+        case .number(let text):
+            let operand = Array(text.utf8)
+            return .number(operand, operand.withUnsafeBufferPointer { NumberOrder($0, 0..<$0.count) }, comparison)
+        case .string(let text): return .string(Array(text.utf8), comparison)
+        default: return .never
         }
     }
 }

@@ -69,11 +69,7 @@ import Testing
         for a in values {
             for b in values {
                 for descending in [false, true] {
-                    var left: [UInt8] = []
-                    var right: [UInt8] = []
-                    let (x, y) = (a.canonicalText, b.canonicalText)
-                    OrderKey.append(x.indices, of: x, descending: descending, to: &left)
-                    OrderKey.append(y.indices, of: y, descending: descending, to: &right)
+                    let (left, right) = (key(a, descending), key(b, descending))
                     let expected = descending ? NaiveView.less(b, a) : NaiveView.less(a, b)
                     #expect(OrderKey.less(left, right) == expected, "\(a) \(b) descending \(descending)")
                     #expect((a < b) == NaiveView.less(a, b), "\(a) < \(b)")
@@ -96,16 +92,20 @@ import Testing
         for a in values {
             for b in values {
                 for descending in [false, true] {
-                    var left: [UInt8] = []
-                    var right: [UInt8] = []
-                    let (x, y) = (a.canonicalText, b.canonicalText)
-                    OrderKey.append(x.indices, of: x, descending: descending, byText: false, to: &left)
-                    OrderKey.append(y.indices, of: y, descending: descending, byText: false, to: &right)
+                    let (left, right) = (key(a, descending, byText: false), key(b, descending, byText: false))
                     let order = NaiveView.order(a, b) * (descending ? -1 : 1)
                     #expect(OrderKey.less(left, right) == (order < 0), "\(a) \(b) descending \(descending)")
                     #expect((left == right) == (order == 0), "\(a) \(b) descending \(descending)")
                 }
             }
         }
+    }
+
+    /// The order key of `value` alone.
+    private func key(_ value: JSON, _ descending: Bool, byText: Bool = true) -> [UInt8] {
+        var key: [UInt8] = []
+        let text = value.canonicalText
+        OrderKey.append(text.indices, of: text, descending: descending, byText: byText, to: &key)
+        return key
     }
 }
