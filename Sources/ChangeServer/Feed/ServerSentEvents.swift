@@ -10,9 +10,15 @@ enum ServerSentEvents {
         ("X-Accel-Buffering", "no"),
     ]
 
+    /// How long a browser waits before it reconnects a stream, in milliseconds: drawn per stream from this range,
+    /// so that the streams a stop or a network fault cuts all at once do not all come back in the same instant.
+    static let retryMilliseconds = 1000...3000
+
     /// What a stream sends first: a comment (so that headers and the first bytes go out through any proxy), and
-    /// how long a browser waits before it reconnects.
-    static let opening = Array(": changeserver stream\nretry: 1000\n\n".utf8)
+    /// how long a browser waits before it reconnects (`retry`, drawn from `retryMilliseconds`).
+    static func opening<Generator: RandomNumberGenerator>(using generator: inout Generator) -> [UInt8] {
+        Array(": changeserver stream\nretry: \(Int.random(in: retryMilliseconds, using: &generator))\n\n".utf8)
+    }
 
     /// The comment sent every `heartbeatMilliseconds` on every stream, so that proxies keep idle streams open and
     /// the server notices clients that left.

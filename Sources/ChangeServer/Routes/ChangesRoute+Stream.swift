@@ -27,7 +27,8 @@ extension App {
             throw Self.badSince(raw ?? text)
         }
         guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
-        let opening = ServerSentEvents.opening
+        var generator = SystemRandomNumberGenerator()
+        let opening = ServerSentEvents.opening(using: &generator)
         guard let since else {
             let snapshot = subject.snapshotJSON()
             let version = snapshot.version

@@ -183,6 +183,20 @@ import Testing
         #expect(stream.text.contains("id: \(current)\n"), "\(stream.text)")
     }
 
+    /// Streams cut all at once (a stop, a network fault) must not all reconnect in the same instant: each tells its
+    /// browser its own wait, within 1 to 3 s.
+    @Test func everyStreamIsToldItsOwnReconnectionWait() throws {
+        let (server, version) = try serverWithInbox()
+        let waits = try (0..<20).map { _ in
+            let stream = server.send(
+                "GET", "/v1/collections/inbox/changes?since=\(version)", headers: [("Accept", "text/event-stream")])
+            let line = try #require(stream.text.split(separator: "\n").first { $0.hasPrefix("retry: ") })
+            return try #require(Int(line.dropFirst("retry: ".count)))
+        }
+        #expect(waits.allSatisfy { (1000...3000).contains($0) }, "\(waits)")
+        #expect(Set(waits).count > 1, "\(waits)")
+    }
+
     @Test func methodsAndPreflight() throws {
         let server = try InProcessServer()
         let wrong = server.send("POST", "/v1/collections")
