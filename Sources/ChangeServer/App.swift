@@ -168,7 +168,7 @@ final class App: Sendable {
         if request.method == "OPTIONS" { return route }
         guard route.methods.contains(request.method) else {
             switch route {
-            case .view, .viewWrite: throw .viewsAreReadOnly(request.method, route)
+            case .viewWrite: throw .viewsAreReadOnly(request.method, route)
             default: throw .methodNotAllowed(request.method, route)
             }
         }

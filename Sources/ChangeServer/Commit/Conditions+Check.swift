@@ -12,13 +12,15 @@ extension JournalRecord.Conditions {
     }
 
     /// Throws unless `If-Match` (if any) names `version`, and `If-None-Match` (if any) does not; nil `version`
-    /// when the collection does not exist.
-    func check(_ version: Version?) throws(Rejection) {
+    /// when the collection (or the view, `ofView`) does not exist.
+    func check(_ version: Version?, ofView: Bool = false) throws(Rejection) {
         if let ifMatch, !EntityTags(ifMatch).matches(version, weakly: true) {
-            throw .preconditionFailed(PreconditionFailure(header: .ifMatch, value: ifMatch, current: version))
+            throw .preconditionFailed(
+                PreconditionFailure(header: .ifMatch, value: ifMatch, current: version, isView: ofView))
         }
         if let ifNoneMatch, EntityTags(ifNoneMatch).matches(version, weakly: true) {
-            throw .preconditionFailed(PreconditionFailure(header: .ifNoneMatch, value: ifNoneMatch, current: version))
+            throw .preconditionFailed(
+                PreconditionFailure(header: .ifNoneMatch, value: ifNoneMatch, current: version, isView: ofView))
         }
     }
 }

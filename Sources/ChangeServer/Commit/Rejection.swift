@@ -25,6 +25,8 @@ struct PreconditionFailure: Sendable, Equatable {
     var header: Header
     /// The header's value as the client sent it.
     var value: String
-    /// The collection's version then; nil when it did not exist.
+    /// The collection's (or view's) version then; nil when it did not exist.
     var current: Version?
+    /// Whether the condition was a view's, not a collection's.
+    var isView = false
 }

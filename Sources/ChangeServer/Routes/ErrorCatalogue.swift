@@ -171,15 +171,16 @@ extension HTTPError {
         case .invalidRecord(let reason):
             self.init(.internalError, "The mutation could not be applied: \(reason).")
         case .preconditionFailed(let failure):
+            let subject = failure.isView ? "view" : "collection"
             switch failure.header {
             case .ifMatch:
                 let current = failure.current.map { " (it is at \($0))" } ?? " (it does not exist)"
                 self.init(
-                    .preconditionFailed, "If-Match \(failure.value) does not match the collection's version\(current).")
+                    .preconditionFailed, "If-Match \(failure.value) does not match the \(subject)'s version\(current).")
             case .ifNoneMatch:
                 self.init(
                     .preconditionFailed,
-                    "If-None-Match \(failure.value) matches the collection's version "
+                    "If-None-Match \(failure.value) matches the \(subject)'s version "
                         + (failure.current.map(\.description) ?? ""))
             }
         }

@@ -28,8 +28,10 @@ extension App {
     }
 
     /// Defines the view (`201`) or replaces its definition (`200`, keeping its epoch; the changeset diffs the old
-    /// content against the new). The definition is validated here, so that a journaled one never fails.
+    /// content against the new). The definition is validated here, so that a journaled one never fails;
+    /// `If-Match` and `If-None-Match` are checked against the view's version when the record is applied.
     func defineView(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+        let conditions = try Self.conditions(request)
         let canonical = try RequestDecoding.canonicalBody(request.body)
         let definition: ViewDefinition
         do throws(ViewDefinitionError) {
@@ -40,14 +42,15 @@ extension App {
         var generator = SystemRandomNumberGenerator()
         let epoch = Version.randomEpoch(using: &generator)
         let record = JournalRecord.defineView(
-            view: name, epoch: epoch, definition: definition.canonicalJSON, conditions: .none)
+            view: name, epoch: epoch, definition: definition.canonicalJSON, conditions: conditions)
         return try submit(request, LaneRouter.lane(ofView: name), connection) { _ in record }
     }
 
     func deleteView(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
+        let conditions = try Self.conditions(request)
         _ = try existingView(name)
         return try submit(request, LaneRouter.lane(ofView: name), connection) { _ in
-            .deleteView(view: name, conditions: .none)
+            .deleteView(view: name, conditions: conditions)
         } answer: { result in
             if case .rejected(.viewNotFound) = result { return .error(.viewNotFound(name)) }
             return App.mutationResponse(result)

@@ -210,6 +210,41 @@ import Testing
         #expect(server.send("GET", "/v1/views/v/changes").status == 404)
     }
 
+    /// API.md: every mutation accepts `If-Match`; a view's definition and deletion are mutations too.
+    @Test func definitionsAndDeletionsHonourConditions() throws {
+        let server = try InProcessServer()
+        Self.tasks(server)
+        let missing = server.send(
+            "PUT", "/v1/views/v", body: #"{"source": "tasks"}"#, headers: [("If-Match", #""nope.7""#)])
+        #expect(missing.status == 412)
+        #expect(server.send("GET", "/v1/views/v").errorCode == "view_not_found")
+        let created = server.send(
+            "PUT", "/v1/views/v", body: #"{"source": "tasks"}"#, headers: [("If-None-Match", "*")])
+        #expect(created.status == 201)
+        let version = try #require(created.json["version"] as? String)
+        let again = server.send("PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-None-Match", "*")])
+        #expect(again.status == 412)
+        #expect(again.errorCode == "precondition_failed")
+        let message = (again.json["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(message.contains("the view's version"), "\(message)")
+        let definition = server.send("GET", "/v1/views/v").json["definition"] as? [String: Any]
+        #expect(definition?["source"] as? String == "tasks")
+        let stale = server.send(
+            "PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-Match", "\"\(version)x\"")])
+        #expect(stale.status == 412)
+        let weak = server.send(
+            "PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-Match", "W/\"\(version)\"")])
+        #expect(weak.status == 412)
+        let redefined = server.send(
+            "PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-Match", "\"\(version)\"")])
+        #expect(redefined.status == 200)
+        let current = try #require(redefined.json["version"] as? String)
+        #expect(server.send("DELETE", "/v1/views/v", headers: [("If-Match", "\"\(version)\"")]).status == 412)
+        #expect(server.send("GET", "/v1/views/v").status == 200)
+        #expect(server.send("DELETE", "/v1/views/v", headers: [("If-Match", "\"\(current)\"")]).status == 204)
+        #expect(server.send("GET", "/v1/views/v").errorCode == "view_not_found")
+    }
+
     @Test func tokens() throws {
         let server = try InProcessServer(["--write-token", "w", "--read-token", "r"])
         #expect(
