@@ -48,6 +48,8 @@ struct FeedFollower {
                         + "+\(update.insertedSections.count) ~\(update.movedSections.count); items "
                         + "-\(update.deletedItems.count) +\(update.insertedItems.count) ~\(update.movedItems.count) "
                         + "reconfigure \(update.reconfiguredItems.count)")
+            case .missing:
+                print("missing: no such \(client.kind.rawValue) now; waiting for it to be created")
             }
             if let snapshot = try await freshSnapshot(client), snapshot.version == live.version {
                 guard snapshot.sections == live.sections else {

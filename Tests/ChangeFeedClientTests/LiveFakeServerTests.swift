@@ -141,6 +141,101 @@ struct LiveFakeServerTests {
             ])
     }
 
+    @Test func aDeletedCollectionIsReportedOnceAndFollowedWhenMadeAgain() async throws {
+        let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#
+        let missing = #"{"error":{"code":"collection_not_found","message":"none"}}"#
+        let server = try FakeServer { index, _ in
+            switch index {
+            case 0, 5: FakeServer.Answer(status: 200, body: Self.reset)
+            case 1: FakeServer.Answer(status: 410, body: deleted)
+            default: FakeServer.Answer(status: 404, body: missing)
+            }
+        }
+        defer { server.stop() }
+        var events = Self.client(server).events().makeAsyncIterator()
+        var live = LiveCollection()
+        var kinds: [String] = []
+        for _ in 0..<3 {
+            guard let event = try await events.next() else { throw TestFailure("the feed ended") }
+            let update = try live.apply(event)
+            switch event {
+            case .reset: kinds.append("reset")
+            case .changes: kinds.append("changes")
+            case .missing:
+                kinds.append("missing")
+                #expect(live.sectionCount == 0 && live.version == nil && update.version == nil)
+                #expect(update.kind == .reload && update.identifiers.sectionIDs.isEmpty)
+            }
+        }
+        #expect(kinds == ["reset", "missing", "reset"])
+        #expect(live.sections.map(\.id) == ["s"])
+        #expect(server.received.count == 6, "the 404s after the deletion are waited out without more events")
+    }
+
+    /// A name that is not there (not created yet, or wrong) is reported, once; the feed then waits for it.
+    @Test func aCollectionThatIsNotThereIsReportedOnce() async throws {
+        let server = try FakeServer { index, _ in
+            index < 3
+                ? FakeServer.Answer(status: 404, body: #"{"error":{"code":"collection_not_found","message":""}}"#)
+                : FakeServer.Answer(status: 200, body: Self.reset)
+        }
+        defer { server.stop() }
+        var events = Self.client(server).events().makeAsyncIterator()
+        guard case .missing = try await events.next() else { throw TestFailure("no missing event") }
+        guard case .reset = try await events.next() else { throw TestFailure("no reset") }
+        #expect(server.received.count == 4)
+    }
+
+    /// Only a cache that ignores the query string answers a poll with `since` with a reset; answering every poll so
+    /// must not make the client spin, nor reload the same snapshot again and again.
+    @Test func resetsAnsweredToPollsWithSinceDoNotSpin() async throws {
+        let server = try FakeServer { _, _ in FakeServer.Answer(status: 200, body: Self.reset) }
+        defer { server.stop() }
+        let client = Self.client(server)
+        let task = Task {
+            var events = client.events().makeAsyncIterator()
+            var count = 0
+            while try await events.next() != nil { count += 1 }
+            return count
+        }
+        try await Task.sleep(for: .seconds(1))
+        task.cancel()
+        #expect(try await task.value == 1, "one reset, not one per answer")
+        #expect(server.received.count >= 3)
+        #expect(server.received.count < 40)
+    }
+
+    @Test func a408IsRetried() async throws {
+        let server = try FakeServer { index, _ in
+            index == 0
+                ? FakeServer.Answer(status: 408, body: "Request Timeout")
+                : FakeServer.Answer(status: 200, body: Self.reset)
+        }
+        defer { server.stop() }
+        var events = Self.client(server).events().makeAsyncIterator()
+        guard case .reset = try await events.next() else { throw TestFailure("no reset") }
+        #expect(server.received.count == 2)
+    }
+
+    /// A `Retry-After` past `Duration`'s range trapped in `Task.sleep`; it is taken as an hour, and cancelling
+    /// still ends the wait at once.
+    @Test func aHugeRetryAfterDoesNotTrap() async throws {
+        let server = try FakeServer { _, _ in
+            FakeServer.Answer(
+                status: 503, headers: ["Retry-After": "\(Int.max)"], body: #"{"error":{"code":"x","message":""}}"#)
+        }
+        defer { server.stop() }
+        let client = Self.client(server)
+        let task = Task {
+            var events = client.events().makeAsyncIterator()
+            return try await events.next()
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        task.cancel()
+        #expect(try await task.value == nil)
+        #expect(server.received.count == 1)
+    }
+
     /// The requests of a client (`client` set up by `configure`) following for a second a fake server that answers
     /// a reset, then empty answers at once.
     static func followQuickEmptyAnswers(_ configure: (inout FeedClient) -> Void = { _ in }) async throws

@@ -9,9 +9,10 @@ import Model
 ///
 /// `events()` runs the client loop of the contract: a reset (the snapshot) first, or a poll from a saved cursor;
 /// then each poll with the answer's `next` query (or `since=<to>` where the server sent none); a `410` starts
-/// over from a reset; network errors, `5xx`, `429` and `404` (the collection may be deleted and made again)
-/// wait and retry with jittered exponential backoff, at least as long as `Retry-After` says. Nothing loops
-/// without waiting: the loop waits on the network, or sleeps.
+/// over from a reset; network errors, `5xx`, `408`, `429` and `404` (the collection may be deleted and made again)
+/// wait and retry with jittered exponential backoff, at least as long as `Retry-After` says (at most an hour); a
+/// deleted collection, or none found by a reset, is reported once as `.missing`. Nothing loops without waiting:
+/// the loop waits on the network, or sleeps.
 public struct FeedClient: Sendable {
     /// What is followed: a collection, or a view (a live query the server keeps).
     public enum Kind: String, Hashable, Sendable, Codable {
@@ -40,10 +41,13 @@ public struct FeedClient: Sendable {
     /// A client of `name` on the server at `baseURL` (for example `http://127.0.0.1:8080`).
     /// - Parameters:
     ///   - token: sent as `Authorization: Bearer <token>` when the server has a read token.
-    ///   - session: the session to send requests with; its own timeouts are raised by each request's.
+    ///   - session: the session to send requests with; its own timeouts are raised by each request's. On Linux,
+    ///     give one without a `URLCache` (as `defaultSession`): FoundationNetworking traps when a request is
+    ///     cancelled while it looks in the cache.
     public init(
         baseURL: URL, name: String, kind: Kind = .collection, token: String? = nil,
-        pollTimeout: Duration = .seconds(25), backoff: Backoff = Backoff(), session: URLSession = .shared
+        pollTimeout: Duration = .seconds(25), backoff: Backoff = Backoff(),
+        session: URLSession = FeedClient.defaultSession
     ) {
         self.baseURL = baseURL
         self.name = name
@@ -62,6 +66,17 @@ public struct FeedClient: Sendable {
     public func events(resumingFrom cursor: Version? = nil) -> FeedEvents {
         FeedEvents(client: self, cursor: cursor)
     }
+
+    /// The session used unless one is given: `URLSession.shared`'s configuration without a `URLCache`. A feed
+    /// answer is never to be read from a local cache, and on Linux a request cancelled while FoundationNetworking
+    /// looks in its cache traps the process (swift-corelibs-foundation's task registry), which a follower stopped
+    /// at the wrong moment would do.
+    public static let defaultSession: URLSession = {
+        let configuration = URLSessionConfiguration.default
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        return URLSession(configuration: configuration)
+    }()
 
     /// The longest a server holds a poll (API.md: a `timeout` above it is clamped).
     static let maximumPollTimeout = Duration.seconds(300)

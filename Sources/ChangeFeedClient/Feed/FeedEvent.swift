@@ -1,7 +1,7 @@
 import Model
 
 /// What a feed hands over: a whole snapshot to start from (at the start, and again after the cursor expired),
-/// or one changeset from the last version to the next.
+/// one changeset from the last version to the next, or word that there is nothing to show.
 public enum FeedEvent: Hashable, Sendable {
     /// The whole content at a version: replace everything shown (`reloadData`, or a diffable snapshot).
     case reset(Snapshot)
@@ -9,6 +9,10 @@ public enum FeedEvent: Hashable, Sendable {
     /// the changeset rules that need no content (sorting, distinct coordinates, ids) when decoded;
     /// `LiveCollection.apply` checks those again for an event made otherwise.
     case changes(Changeset)
+    /// The collection or view does not exist now: it was deleted (`410 collection_deleted`), or a reset found
+    /// none (`404`: not created yet, or a name that is wrong). Show nothing. The feed goes on, waiting with its
+    /// backoff, and its next event is a reset once the collection or view exists (again).
+    case missing
 }
 
 /// A collection's or view's whole content at one version.

@@ -20,16 +20,20 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var since: Version?
         /// The query the last answer said to poll with.
         var next: String?
-        /// Failures in a row (network, `5xx`, `429`, `404`), for the backoff.
+        /// Failures in a row (network, `5xx`, `408`, `429`, `404`), for the backoff.
         var failures = 0
         /// Empty answers in a row held less than half the poll's timeout. The first is polled again at once, the
         /// others wait like failures, so that a misbehaving server or cache cannot make the loop spin
         /// (`FeedClient.quickEmptyAnswer` says why the first does not wait).
         var quickRepeats = 0
-        /// `410`s with nothing but resets and quick empty answers between them: the first starts over at once, the
-        /// others wait like failures, so that a server or cache that expires every version at once cannot make the
-        /// loop spin either. Only an answer that brings changes, or one held its time, ends the run.
+        /// `410`s, and resets answered to a poll with `since` (which only a cache that ignores the query string
+        /// gives), with nothing but resets and quick empty answers between them: the first is followed at once, the
+        /// others wait like failures, so that a server or cache that expires every version at once, or answers
+        /// every poll with its reset, cannot make the loop spin either. Only an answer that brings changes, or one
+        /// held its time, ends the run.
         var goneRepeats = 0
+        /// Whether `.missing` was the last event: the `404`s that follow it are waited out without another one.
+        var isMissing = false
 
         init(client: FeedClient, since: Version?) {
             self.client = client
@@ -52,6 +56,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// One request; an event, or nil after a wait (empty poll, retry, reset to come).
         private mutating func step() async throws -> FeedEvent? {
             try Task.checkCancellation()
+            let polledSince = since
             let url = try client.feedURL(next: since == nil ? nil : next, since: since)
             let started = ContinuousClock.now
             let answer: HTTPAnswer
@@ -67,15 +72,26 @@ public struct FeedEvents: AsyncSequence, Sendable {
             switch answer.status {
             case 200:
                 failures = 0
-                return try await accept(answer.body, heldFor: ContinuousClock.now - started)
+                isMissing = false
+                return try await accept(answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started)
             case 410:
                 failures = 0
                 since = nil
                 next = nil
                 if goneRepeats > 0 { try await wait(after: .goneRepeat, retryAfter: answer.retryAfter) }
                 goneRepeats += 1
-                return nil
-            case 404, 429, 500...599:
+                guard WireDecoding.error(Array(answer.body)).code == "collection_deleted", !isMissing else {
+                    return nil
+                }
+                isMissing = true
+                return .missing
+            case 404 where polledSince == nil && !isMissing:
+                // A reset found nothing. A poll with `since` that meets a `404` only waits: with several servers,
+                // one may not have applied a creation the others did yet.
+                failures += 1
+                isMissing = true
+                return .missing
+            case 404, 408, 429, 500...599:
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
                 return nil
             default:
@@ -84,13 +100,22 @@ public struct FeedEvents: AsyncSequence, Sendable {
             }
         }
 
-        private mutating func accept(_ body: Data, heldFor held: Duration) async throws -> FeedEvent? {
+        private mutating func accept(_ body: Data, polledSince: Version?, heldFor held: Duration) async throws
+            -> FeedEvent?
+        {
             switch try WireDecoding.feedAnswer(Array(body), kind: client.kind) {
             case .reset(let snapshot, let next):
                 since = snapshot.version
                 self.next = next
-                quickRepeats = 0
-                return .reset(snapshot)
+                guard let polledSince else {
+                    quickRepeats = 0
+                    return .reset(snapshot)
+                }
+                // The server answers a poll with `since` with changes or a `410`, never a reset: this one came from
+                // a cache that ignores the query string, and may come again at once. Waited out as `410`s are.
+                if goneRepeats > 0 { try await wait(after: .goneRepeat, retryAfter: nil) }
+                goneRepeats += 1
+                return snapshot.version == polledSince ? nil : .reset(snapshot)
             case .changes(let changeset, let next):
                 guard changeset.from == since else {
                     throw FeedError.invalidAnswer(

@@ -21,6 +21,7 @@ struct Transport: Sendable {
         var request = URLRequest(url: url)
         request.httpMethod = "GET"
         request.timeoutInterval = Double(timeout.components.seconds) + 1
+        request.cachePolicy = .reloadIgnoringLocalCacheData
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         let pending = PendingRequest()
@@ -46,10 +47,16 @@ struct Transport: Sendable {
 }
 
 extension HTTPAnswer {
+    /// The longest `Retry-After` honoured, in seconds: a larger one (a proxy's mistake) is taken as an hour, and
+    /// one past `Duration`'s range would trap in `Task.sleep`.
+    static let longestRetryAfter = 3600
+
     init(response: HTTPURLResponse, body: Data) {
         status = response.statusCode
         let header = response.value(forHTTPHeaderField: "Retry-After")
-        retryAfter = header.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { .seconds(max($0, 0)) }
+        retryAfter = header.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map {
+            .seconds(min(max($0, 0), Self.longestRetryAfter))
+        }
         self.body = body
     }
 }

@@ -10,7 +10,8 @@ import Model
 public struct CollectionUpdate: Sendable {
     /// How the update is to be shown.
     public enum Kind: Hashable, Sendable {
-        /// A whole new content (the first snapshot, or one after the cursor expired): reload.
+        /// A whole new content (the first snapshot, one after the cursor expired, or none for `.missing`):
+        /// reload.
         case reload
         /// One batch of changes.
         case batch
@@ -34,8 +35,8 @@ public struct CollectionUpdate: Sendable {
 
     /// A reload or a batch.
     public var kind: Kind
-    /// The version the mirror is at after this update.
-    public var version: Version
+    /// The version the mirror is at after this update; nil after `FeedEvent.missing`, which empties it.
+    public var version: Version?
     /// Section indices before the batch.
     public var deletedSections = IndexSet()
     /// Section indices after the batch.
@@ -110,8 +111,8 @@ extension CollectionUpdate {
         reconfiguredItemIDs = itemChanges.updated.map(\.item.id)
     }
 
-    /// The update for a reset to `sections` at `version`.
-    init(resetTo version: Version, sections: [MirrorSection]) {
+    /// The update for a reset to `sections` at `version` (nil: the mirror was emptied for `.missing`).
+    init(resetTo version: Version?, sections: [MirrorSection]) {
         kind = .reload
         self.version = version
         identifiers = Identifiers(sections: sections)

@@ -27,7 +27,8 @@ struct MirrorSection: Hashable, Sendable {
 /// The mirror is `Codable`: save it with its version and, after a relaunch, resume the feed from `version`
 /// (the server answers with the changes since, or a reset when it no longer keeps that version).
 public struct LiveCollection: Sendable {
-    /// The version of the content; nil before the first reset, and after a refused changeset.
+    /// The version of the content; nil before the first reset, after a refused changeset, and after
+    /// `FeedEvent.missing` (which empties the mirror).
     public private(set) var version: Version?
     var mirror: [MirrorSection] = []
     /// Every item id of the mirror.
@@ -96,6 +97,11 @@ public struct LiveCollection: Sendable {
             }
             self.version = changeset.to
             return CollectionUpdate(changeset: changeset, sections: mirror)
+        case .missing:
+            mirror = []
+            itemIDs = []
+            version = nil
+            return CollectionUpdate(resetTo: nil, sections: mirror)
         }
     }
 

@@ -11,6 +11,7 @@ struct Follower: Sendable {
     var live = LiveCollection()
     var resets = 0
     var changesets = 0
+    var missing = 0
 
     init(_ client: FeedClient, resumingFrom cursor: Version? = nil, live: LiveCollection = LiveCollection()) {
         events = client.events(resumingFrom: cursor).makeAsyncIterator()
@@ -44,6 +45,11 @@ struct Follower: Sendable {
             guard replayed == new else { throw TestFailure("the update value does not reproduce the mirror") }
             let reconfigured = update.reconfiguredItems.map { new[$0[0]].items[$0[1]].id }
             guard reconfigured == update.reconfiguredItemIDs else { throw TestFailure("reconfigured ids differ") }
+        case .missing:
+            missing += 1
+            guard update.kind == .reload, update.version == nil, live.version == nil, new.isEmpty else {
+                throw TestFailure("a missing collection not mirrored as empty")
+            }
         }
         guard update.identifiers.sectionIDs == new.map(\.id),
             new.indices.allSatisfy({ update.identifiers.itemIDs(inSection: $0) == new[$0].items.map(\.id) })
@@ -57,7 +63,7 @@ struct Follower: Sendable {
             ItemPath(section: indexPath[0], item: indexPath[1])
         }
         return Changeset(
-            from: from, to: update.version,
+            from: from, to: update.version ?? from,
             sections: SectionChanges(
                 deleted: update.deletedSections.map { SectionDeletion(index: $0, id: old[$0].id) },
                 inserted: update.insertedSections.map { SectionInsertion(index: $0, section: new[$0]) },
