@@ -106,19 +106,24 @@ final class App: Sendable {
 
     // MARK: Requests
 
-    /// The CORS headers every response to this request carries.
+    /// The CORS headers every response to this request carries. With `--cors-origin` set, every answer says
+    /// `Vary: Origin`, also one to a request without an allowed `Origin` (a Swift app, curl): a shared cache that
+    /// stored that answer must not hand it to a browser, which would find no `Access-Control-Allow-Origin` in it.
     func corsHeaders(for request: Request) -> [(name: String, value: String)] {
-        guard !config.corsOrigins.isEmpty, let origin = request.header("Origin"), isAllowed(origin: origin) else {
-            return []
-        }
+        guard !config.corsOrigins.isEmpty else { return [] }
+        guard let origin = allowedOrigin(of: request) else { return [("Vary", "Origin")] }
         return [
             ("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
             ("Access-Control-Expose-Headers", "ETag, Retry-After"),
         ]
     }
 
-    private func isAllowed(origin: String) -> Bool {
-        config.corsOrigins.contains(origin) || config.corsOrigins.contains("*")
+    /// The request's `Origin` when `--cors-origin` allows it.
+    private func allowedOrigin(of request: Request) -> String? {
+        guard let origin = request.header("Origin"),
+            config.corsOrigins.contains(origin) || config.corsOrigins.contains("*")
+        else { return nil }
+        return origin
     }
 
     /// Routes a complete request; returns the route template it matched (for metrics) and what to do. `screened`
@@ -140,7 +145,10 @@ final class App: Sendable {
             template = route.template
             if request.method == "OPTIONS" {
                 var response = preflight(request, route)
-                if case .changes = route { response.headers.append(("Cache-Control", "no-store")) }
+                switch route {
+                case .changes, .viewChanges: response.headers.append(("Cache-Control", "no-store"))
+                default: break
+                }
                 return (template, .respond(response))
             }
             return (template, try dispatch(request, route, connection))
@@ -222,7 +230,7 @@ final class App: Sendable {
         var headers: [(name: String, value: String)] = [
             ("Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
         ]
-        if !corsHeaders(for: request).isEmpty {
+        if allowedOrigin(of: request) != nil {
             headers += [
                 ("Access-Control-Allow-Methods", (route.methods + ["OPTIONS"]).joined(separator: ", ")),
                 ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match"),

@@ -62,7 +62,7 @@ final class Exchange {
         self.connection = connection
         self.isHTTP11 = isHTTP11
         request = Request(
-            method: method, path: path, query: Self.values(connection, .GET_ARGUMENT_KIND),
+            method: method, path: Request.originPath(path), query: Self.values(connection, .GET_ARGUMENT_KIND),
             headers: Self.values(connection, .HEADER_KIND, lowercasingNames: true))
     }
 

@@ -22,6 +22,18 @@ struct Request: Sendable {
         self.body = body
     }
 
+    /// The path of a request target in absolute form (`http://host:port/v1/...`, which a server must accept, RFC 9112
+    /// §3.2.2): what follows the authority, `/` when nothing does. Any other target is returned as it came.
+    static func originPath(_ target: String) -> String {
+        let scheme = target.utf8.prefix(8).map { $0 | 0x20 }
+        let length =
+            scheme.starts(with: "http://".utf8) ? 7 : scheme.starts(with: "https://".utf8) ? 8 : 0
+        guard length > 0 else { return target }
+        let rest = target.utf8.dropFirst(length)
+        guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else { return "/" }
+        return String(target[slash...])
+    }
+
     /// The first header of that name (case-insensitive).
     func header(_ name: String) -> String? {
         headers.first { Self.equalsLowercased($0.name, name) }?.value

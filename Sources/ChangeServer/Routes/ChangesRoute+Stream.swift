@@ -5,8 +5,15 @@ import Model
 /// collection, too many held connections) are plain JSON answers; once it has started, an expired cursor or a
 /// deleted collection is `event: gone`, and the stream ends.
 extension App {
+    /// Whether `Accept` lists `text/event-stream` with a weight above 0 (`q=0` means "not this one", RFC 9110).
     static func acceptsEventStream(_ request: Request) -> Bool {
-        request.header("Accept")?.lowercased().contains("text/event-stream") == true
+        guard let accept = request.header("Accept") else { return false }
+        return accept.split(separator: ",").contains { range in
+            let parts = range.split(separator: ";").map { String($0).trimmingSpaces().lowercased() }
+            guard parts.first == "text/event-stream" else { return false }
+            guard let weight = parts.dropFirst().first(where: { $0.hasPrefix("q=") }) else { return true }
+            return (Double(weight.dropFirst(2)) ?? 1) > 0
+        }
     }
 
     func stream(_ request: Request, _ subject: FeedSubject) throws(HTTPError) -> RouteResult {

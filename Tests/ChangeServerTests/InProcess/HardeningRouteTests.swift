@@ -113,7 +113,10 @@ import Testing
     @Test func newFlagsParse() throws {
         let config = try #require(
             try Config.parse(
-                arguments: ["--max-body-memory", "1000", "--max-collections", "7", "--disk-reserve-bytes", "0"],
+                arguments: [
+                    "--max-body-memory", "1000", "--max-body-bytes", "1000", "--max-collections", "7",
+                    "--disk-reserve-bytes", "0",
+                ],
                 environment: ["CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS": "9"]))
         #expect(config.maxBodyMemory == 1000)
         #expect(config.maxCollections == 7)
@@ -121,6 +124,10 @@ import Testing
         #expect(config.maxConnectionsPerAddress == 9)
         #expect(throws: Config.UsageError.self) {
             try Config.parse(arguments: ["--max-collections", "0"], environment: [:])
+        }
+        // A body over all the memory for bodies could never be taken: refused at start, not `503` for good.
+        #expect(throws: Config.UsageError.self) {
+            try Config.parse(arguments: ["--max-body-memory", "1000"], environment: [:])
         }
         #expect(Config.help.contains("--disk-reserve-bytes"))
     }

@@ -94,7 +94,8 @@ import Testing
         #expect(quick(server, path) == nil)
     }
 
-    /// Tokens make every read check its `Authorization`; an allowed `Origin` adds CORS headers to the answer.
+    /// Tokens make every read check its `Authorization`; CORS origins add `Vary: Origin` to every answer (and an
+    /// allowed `Origin` the CORS headers).
     @Test func readsThatNeedMoreTakeTheUsualWay() throws {
         let (tokens, _) = try serverWithInbox(["--read-token", "r"], headers: [("Authorization", "Bearer r")])
         #expect(tokens.send("GET", "/v1/collections/inbox", headers: [("Authorization", "Bearer r")]).status == 200)
@@ -104,9 +105,9 @@ import Testing
         #expect(quick(writeToken, "/v1/collections/inbox") == nil)
 
         let (cors, _) = try serverWithInbox(["--cors-origin", "https://app.example"])
-        let usual = cors.send("GET", "/v1/collections/inbox")
+        _ = cors.send("GET", "/v1/collections/inbox")
         #expect(quick(cors, "/v1/collections/inbox", headers: [("Origin", "https://app.example")]) == nil)
-        expectSame(quick(cors, "/v1/collections/inbox")?.answer, usual)
+        #expect(quick(cors, "/v1/collections/inbox") == nil)
     }
 
     @Test func aServerThatStoppedServingAnswersNothingQuickly() throws {

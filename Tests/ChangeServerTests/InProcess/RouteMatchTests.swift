@@ -31,6 +31,17 @@ import Testing
         #expect(throws: HTTPError.self) { try Route.match("/v1/collections/c%2Fd") }
     }
 
+    /// RFC 9112 §3.2.2: a server must accept a request target in absolute form (what a client talking to a proxy
+    /// sends); its path is what follows the authority.
+    @Test(arguments: [
+        ("http://127.0.0.1:8080/v1/collections/inbox", "/v1/collections/inbox"),
+        ("HTTPS://example.com/v1/views/v", "/v1/views/v"), ("http://example.com", "/"),
+        ("/v1/collections", "/v1/collections"), ("*", "*"), ("httpx://a/b", "httpx://a/b"),
+    ])
+    func absoluteFormTargetsAreReadAsTheirPath(target: String, path: String) {
+        #expect(Request.originPath(target) == path)
+    }
+
     @Test func otherPathsNameNothing() throws {
         for path in [
             "", "/nowhere", "/v1", "/v1/collections/c/other", "/v1/collections/c/items", "//v1/collections",

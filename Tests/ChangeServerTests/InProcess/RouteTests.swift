@@ -183,6 +183,18 @@ import Testing
         #expect(stream.text.contains("id: \(current)\n"), "\(stream.text)")
     }
 
+    @Test(arguments: [
+        ("text/event-stream", true), ("application/json, Text/Event-Stream;charset=utf-8", true),
+        ("text/event-stream;q=0.5", true), ("application/json, text/event-stream;q=0", false),
+        ("text/event-stream; q=0.0", false), ("application/json", false), ("text/event-streams", false),
+    ])
+    func aStreamIsOpenedOnlyWhenAcceptWantsOne(accept: String, streams: Bool) throws {
+        let (server, version) = try serverWithInbox()
+        let answer = server.send(
+            "GET", "/v1/collections/inbox/changes?since=\(version)&timeout=0", headers: [("Accept", accept)])
+        #expect(answer.header("Content-Type")?.hasPrefix("text/event-stream") == streams, "\(accept)")
+    }
+
     /// Streams cut all at once (a stop, a network fault) must not all reconnect in the same instant: each tells its
     /// browser its own wait, within 1 to 3 s.
     @Test func everyStreamIsToldItsOwnReconnectionWait() throws {
@@ -205,6 +217,10 @@ import Testing
         let options = server.send("OPTIONS", "/v1/collections/x")
         #expect(options.status == 204)
         #expect(options.header("Allow") == "GET, HEAD, PUT, DELETE, OPTIONS")
+        // A feed's preflight is never stored by a cache, a view's as a collection's.
+        for feed in ["/v1/collections/x/changes", "/v1/views/x/changes"] {
+            #expect(server.send("OPTIONS", feed).header("Cache-Control") == "no-store", "\(feed)")
+        }
     }
 
     @Test func tokens() throws {
