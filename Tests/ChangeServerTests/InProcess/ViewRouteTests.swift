@@ -210,6 +210,23 @@ import Testing
         #expect(server.send("GET", "/v1/views/v/changes").status == 404)
     }
 
+    /// A section's id is its key's text, at most 256 bytes: a longer key leaves its item out (README, "Views").
+    @Test func anItemWhoseSectionKeyIsTooLongForAnIdIsLeftOut() throws {
+        let server = try InProcessServer()
+        let fits = String(repeating: "x", count: 254)
+        let long = String(repeating: "y", count: 255)
+        let body = """
+            {"sections": [{"id": "s", "items": [{"id": "fits", "data": {"k": "\(fits)"}},
+              {"id": "long", "data": {"k": "\(long)"}}]}]}
+            """
+        #expect(server.send("PUT", "/v1/collections/keys", body: body).status == 201)
+        let view = server.send("PUT", "/v1/views/v", body: #"{"source": "keys", "sectionBy": {"field": "/k"}}"#)
+        #expect(view.status == 201)
+        let sections = Self.sections(server.send("GET", "/v1/views/v"))
+        #expect(sections.map { $0["id"] as? String } == ["\"\(fits)\""])
+        #expect(sections.map(Self.itemIDs) == [["fits"]])
+    }
+
     /// API.md: every mutation accepts `If-Match`; a view's definition and deletion are mutations too.
     @Test func definitionsAndDeletionsHonourConditions() throws {
         let server = try InProcessServer()
