@@ -186,6 +186,18 @@ struct LiveFakeServerTests {
         #expect(server.received.count == 4)
     }
 
+    /// A mirror saved before its collection was deleted: polls from its version meet `404`s; after three, a reset asks
+    /// whether the collection exists, and its `404` is reported.
+    @Test func aSavedMirrorOfADeletedCollectionIsToldItIsMissing() async throws {
+        let server = try FakeServer { _, _ in
+            FakeServer.Answer(status: 404, body: #"{"error":{"code":"collection_not_found","message":""}}"#)
+        }
+        defer { server.stop() }
+        var events = Self.client(server).events(resumingFrom: Version("e.1")).makeAsyncIterator()
+        guard case .missing = try await events.next() else { throw TestFailure("no missing event") }
+        #expect(server.received.map { $0.target.contains("since=") } == [true, true, true, false])
+    }
+
     /// Only a cache that ignores the query string answers a poll with `since` with a reset; answering every poll so
     /// must not make the client spin, nor reload the same snapshot again and again.
     @Test func resetsAnsweredToPollsWithSinceDoNotSpin() async throws {

@@ -34,6 +34,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var goneRepeats = 0
         /// Whether `.missing` was the last event: the `404`s that follow it are waited out without another one.
         var isMissing = false
+        /// `404`s in a row to polls with `since`.
+        var notFoundPolls = 0
 
         init(client: FeedClient, since: Version?) {
             self.client = client
@@ -73,6 +75,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case 200:
                 failures = 0
                 isMissing = false
+                notFoundPolls = 0
                 return try await accept(answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started)
             case 410:
                 failures = 0
@@ -86,11 +89,22 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 isMissing = true
                 return .missing
             case 404 where polledSince == nil && !isMissing:
-                // A reset found nothing. A poll with `since` that meets a `404` only waits: with several servers,
-                // one may not have applied a creation the others did yet.
+                // A reset found nothing.
                 failures += 1
                 isMissing = true
                 return .missing
+            case 404 where polledSince != nil:
+                // With several servers, one may not have applied a creation the others did yet (milliseconds): a
+                // poll with `since` that meets a `404` waits and asks again. After three in a row the collection is
+                // gone (deleted while the app was away, say): a reset asks whether it exists.
+                notFoundPolls += 1
+                if notFoundPolls >= 3 {
+                    notFoundPolls = 0
+                    since = nil
+                    next = nil
+                }
+                try await wait(after: .failure, retryAfter: answer.retryAfter)
+                return nil
             case 404, 408, 429, 500...599:
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
                 return nil
