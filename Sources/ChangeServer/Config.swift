@@ -75,7 +75,7 @@ struct Config: Sendable {
                                  and its cgroup's CPU quota) [CHANGESERVER_THREADS]
           --max-connections-per-address N
                                  open connections from one client address per event loop, 0 for no limit (default 0) [CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS]
-          --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456) [CHANGESERVER_MAX_BODY_MEMORY]
+          --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503 (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
@@ -127,7 +127,11 @@ struct Config: Sendable {
                 try config.set(name, value, from: variable)
             }
         }
-        // A body larger than all the memory for bodies would be refused `503 server_busy` ("retry shortly") for good.
+        // A body larger than all the memory for bodies would be refused `503 server_busy` ("retry shortly") for good:
+        // the default grows with `--max-body-bytes`, and a smaller one given is refused.
+        if !onCommandLine.contains("max-body-memory"), environment["CHANGESERVER_MAX_BODY_MEMORY"] == nil {
+            config.maxBodyMemory = max(config.maxBodyMemory, config.maxBodyBytes)
+        }
         guard config.maxBodyMemory >= config.maxBodyBytes else {
             throw UsageError(
                 description:

@@ -144,9 +144,12 @@ struct LiveFakeServerTests {
     @Test func aDeletedCollectionIsReportedOnceAndFollowedWhenMadeAgain() async throws {
         let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#
         let missing = #"{"error":{"code":"collection_not_found","message":"none"}}"#
+        // Made again, the collection has a new epoch.
+        let remade = Self.reset.replacingOccurrences(of: "e.1", with: "f.1")
         let server = try FakeServer { index, _ in
             switch index {
-            case 0, 5: FakeServer.Answer(status: 200, body: Self.reset)
+            case 0: FakeServer.Answer(status: 200, body: Self.reset)
+            case 5: FakeServer.Answer(status: 200, body: remade)
             case 1: FakeServer.Answer(status: 410, body: deleted)
             default: FakeServer.Answer(status: 404, body: missing)
             }
@@ -170,6 +173,34 @@ struct LiveFakeServerTests {
         #expect(kinds == ["reset", "missing", "reset"])
         #expect(live.sections.map(\.id) == ["s"])
         #expect(server.received.count == 6, "the 404s after the deletion are waited out without more events")
+    }
+
+    /// Behind a load balancer, a server that has not applied the deletion yet answers the reset with the deleted
+    /// collection's epoch: that is waited out, not shown again; the collection made again (a new epoch) is.
+    @Test func aServerBehindOnADeletionDoesNotBringTheCollectionBack() async throws {
+        let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#
+        let remade = Self.reset.replacingOccurrences(of: "e.1", with: "f.1")
+        let server = try FakeServer { index, _ in
+            switch index {
+            case 0, 2: FakeServer.Answer(status: 200, body: Self.reset)
+            case 1: FakeServer.Answer(status: 410, body: deleted)
+            case 3: FakeServer.Answer(status: 404, body: #"{"error":{"code":"collection_not_found","message":""}}"#)
+            default: FakeServer.Answer(status: 200, body: remade)
+            }
+        }
+        defer { server.stop() }
+        var events = Self.client(server).events().makeAsyncIterator()
+        var seen: [String] = []
+        for _ in 0..<3 {
+            switch try await events.next() {
+            case .reset(let snapshot): seen.append("reset \(snapshot.version)")
+            case .changes: seen.append("changes")
+            case .missing: seen.append("missing")
+            case nil: seen.append("end")
+            }
+        }
+        #expect(seen == ["reset e.1", "missing", "reset f.1"])
+        #expect(server.received.count == 5)
     }
 
     /// A name that is not there (not created yet, or wrong) is reported, once; the feed then waits for it.

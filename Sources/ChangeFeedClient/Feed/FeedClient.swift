@@ -69,7 +69,7 @@ public struct FeedClient: Sendable {
 
     /// The session used unless one is given: `URLSession.shared`'s configuration without a `URLCache`. A feed
     /// answer is never to be read from a local cache, and on Linux a request cancelled while FoundationNetworking
-    /// looks in its cache traps the process (swift-corelibs-foundation's task registry), which a follower stopped
+    /// looks in its cache traps the process (FoundationNetworking's task registry loses the task), which a follower stopped
     /// at the wrong moment would do.
     public static let defaultSession: URLSession = {
         let configuration = URLSessionConfiguration.default

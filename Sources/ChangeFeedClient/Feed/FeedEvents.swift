@@ -34,6 +34,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var goneRepeats = 0
         /// Whether `.missing` was the last event: the `404`s that follow it are waited out without another one.
         var isMissing = false
+        /// The epoch of the collection a `410 collection_deleted` said was deleted: a reset at that epoch comes from a
+        /// server that has not applied the deletion yet (a collection made again has a new epoch), and is waited out.
+        var deletedEpoch: String?
         /// `404`s in a row to polls with `since`.
         var notFoundPolls = 0
 
@@ -74,19 +77,24 @@ public struct FeedEvents: AsyncSequence, Sendable {
             switch answer.status {
             case 200:
                 failures = 0
-                isMissing = false
                 notFoundPolls = 0
-                return try await accept(answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started)
+                let event = try await accept(
+                    answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started)
+                if case .reset = event {
+                    isMissing = false
+                    deletedEpoch = nil
+                }
+                return event
             case 410:
                 failures = 0
                 since = nil
                 next = nil
                 if goneRepeats > 0 { try await wait(after: .goneRepeat, retryAfter: answer.retryAfter) }
                 goneRepeats += 1
-                guard WireDecoding.error(Array(answer.body)).code == "collection_deleted", !isMissing else {
-                    return nil
-                }
+                guard ServerErrorCode(WireDecoding.error(Array(answer.body)).code) == .collectionDeleted, !isMissing
+                else { return nil }
                 isMissing = true
+                deletedEpoch = polledSince?.epoch
                 return .missing
             case 404 where polledSince == nil && !isMissing:
                 // A reset found nothing.
@@ -119,6 +127,10 @@ public struct FeedEvents: AsyncSequence, Sendable {
         {
             switch try WireDecoding.feedAnswer(Array(body), kind: client.kind) {
             case .reset(let snapshot, let next):
+                if polledSince == nil, let deletedEpoch, snapshot.version.epoch == deletedEpoch {
+                    try await wait(after: .failure, retryAfter: nil)
+                    return nil
+                }
                 since = snapshot.version
                 self.next = next
                 guard let polledSince else {

@@ -115,3 +115,13 @@ enum WireDecoding {
                 }))
     }
 }
+
+/// The error codes of the contract the client acts on (others are reported as they came, in `FeedError.refused`).
+enum ServerErrorCode: String {
+    /// A poll held on a collection or view that was deleted (`410`).
+    case collectionDeleted = "collection_deleted"
+
+    init?(_ code: String) {
+        self.init(rawValue: code)
+    }
+}

@@ -54,7 +54,10 @@ final class Committer: Sendable {
     func submit(_ record: JournalRecord, then report: @escaping @Sendable (Result) -> Void) throws(StorageError) {
         try journal.append(RecordCodec.encode(record)) { [self] durable in
             lanes.run(router.lanes(for: record)) { [self] in
-                guard durable else { return report(.notDurable) }
+                guard durable else {
+                    settle(record)
+                    return report(.notDurable)
+                }
                 let (result, publications) = apply(record)
                 report(result)
                 publications.forEach(publish)
@@ -93,8 +96,19 @@ final class Committer: Sendable {
         journal.close()
     }
 
+    /// Tells the router what became of a view's record on its lanes: the view's source now.
+    private func settle(_ record: JournalRecord) {
+        switch record {
+        case .defineView(let view, _, _, _), .deleteView(let view, _):
+            router.settle(view: view, source: executor.views.entry(view)?.live.withLock { $0.definition.source })
+        case .put, .ops, .upsert, .delete:
+            break
+        }
+    }
+
     /// Applies a durable record: its outcome, and what the feeds are to be told.
     private func apply(_ record: JournalRecord) -> (result: Result, publications: [Publication]) {
+        defer { settle(record) }
         let result: Result
         var publications: [Publication] = []
         func publish(_ publication: Publication) { publications.append(publication) }

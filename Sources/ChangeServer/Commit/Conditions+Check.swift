@@ -12,15 +12,15 @@ extension JournalRecord.Conditions {
     }
 
     /// Throws unless `If-Match` (if any) names `version`, and `If-None-Match` (if any) does not; nil `version`
-    /// when the collection (or the view, `ofView`) does not exist.
-    func check(_ version: Version?, ofView: Bool = false) throws(Rejection) {
+    /// when the collection (or view: `subject`) does not exist.
+    func check(_ version: Version?, of subject: FeedSubjectKind = .collection) throws(Rejection) {
         if let ifMatch, !EntityTags(ifMatch).matches(version, weakly: true) {
             throw .preconditionFailed(
-                PreconditionFailure(header: .ifMatch, value: ifMatch, current: version, isView: ofView))
+                PreconditionFailure(header: .ifMatch, value: ifMatch, current: version, subject: subject))
         }
         if let ifNoneMatch, EntityTags(ifNoneMatch).matches(version, weakly: true) {
             throw .preconditionFailed(
-                PreconditionFailure(header: .ifNoneMatch, value: ifNoneMatch, current: version, isView: ofView))
+                PreconditionFailure(header: .ifNoneMatch, value: ifNoneMatch, current: version, subject: subject))
         }
     }
 }

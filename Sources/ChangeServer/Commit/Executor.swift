@@ -79,13 +79,13 @@ struct Executor: Sendable {
                 _ = registry.remove(entry)
                 return .deleted(entry, views: changes)
             case .defineView(let name, let epoch, let definition, let conditions):
-                // The view's lane and its sources' run this record alone, so its version holds until it is applied.
+                // On the view's lane and every lane its source may be on (`LaneRouter`): its version holds here.
                 let version = views.entry(name).map { entry in entry.live.withLock { $0.version } }
-                try conditions.check(version, ofView: true)
+                try conditions.check(version, of: .view)
                 return try define(name, epoch, definition)
             case .deleteView(let name, let conditions):
                 guard let entry = views.entry(name) else { throw .viewNotFound(name) }
-                try conditions.check(entry.live.withLock { $0.version }, ofView: true)
+                try conditions.check(entry.live.withLock { $0.version }, of: .view)
                 views.remove(entry, source: entry.live.withLock { $0.definition.source })
                 return .viewDeleted(entry)
             }

@@ -6,16 +6,29 @@ import Synchronization
 /// attached to or detached from a source at the same point of that source's record order as in the journal:
 /// applying records on lanes then gives exactly what replaying the journal in order gives.
 ///
-/// It follows each view's source as records are handed over in journal order (by the journal's callbacks), which
-/// is before they are applied: so it must never guess wrong, and view records are never refused once journaled
-/// (routes check them first; they carry no conditions).
+/// It follows each view's sources as records are handed over in journal order (by the journal's callbacks), which
+/// is before they are applied, and must never miss the source a view has when its next record is applied. A view
+/// record with `If-Match` or `If-None-Match` may yet be refused, leaving the source as it was: so until it is
+/// applied, the view may have either source, and its next records run on the lanes of both. Once no record of the
+/// view is pending, the source it has is all that is kept (`settle`).
 final class LaneRouter: Sendable {
-    private let viewSources: Mutex<[String: String]>
+    /// What is known of a view's source between hand-over and application.
+    private struct Tracked {
+        /// Every source the view may have when its next record is applied.
+        var sources: Set<String>
+        /// Records of the view handed over and not yet applied.
+        var pending = 0
+    }
+
+    private let views: Mutex<[String: Tracked]>
 
     /// `views`: the views recovered at start, whose sources are known.
     init(views: ViewRegistry) {
-        viewSources = Mutex(
-            Dictionary(uniqueKeysWithValues: views.all().map { ($0.name, $0.live.withLock { $0.definition.source }) }))
+        self.views = Mutex(
+            Dictionary(
+                uniqueKeysWithValues: views.all().map {
+                    ($0.name, Tracked(sources: [$0.live.withLock { $0.definition.source }]))
+                }))
     }
 
     /// The lanes of `record`; call it once per record, in journal order.
@@ -23,16 +36,48 @@ final class LaneRouter: Sendable {
         switch record {
         case .put, .ops, .upsert, .delete:
             return [record.name]
-        case .defineView(let view, _, let definition, _):
+        case .defineView(let view, _, let definition, let conditions):
             let source = (try? ViewDefinition(json: definition.bytes))?.source
-            let old = viewSources.withLock { sources in
-                defer { if let source { sources[view] = source } }
-                return sources[view]
+            let sources = views.withLock { views in
+                var tracked = views[view] ?? Tracked(sources: [])
+                defer {
+                    tracked.pending += 1
+                    if let source {
+                        // Unconditional, it is applied (the route validated it); conditional, it may not be.
+                        if conditions == .none { tracked.sources = [source] } else { tracked.sources.insert(source) }
+                    }
+                    views[view] = tracked
+                }
+                return tracked.sources.union([source].compactMap { $0 })
             }
-            return Set([Self.lane(ofView: view)] + [old, source].compactMap { $0 })
-        case .deleteView(let view, _):
-            let old = viewSources.withLock { $0.removeValue(forKey: view) }
-            return Set([Self.lane(ofView: view)] + [old].compactMap { $0 })
+            return sources.union([Self.lane(ofView: view)])
+        case .deleteView(let view, let conditions):
+            let sources = views.withLock { views in
+                var tracked = views[view] ?? Tracked(sources: [])
+                defer {
+                    tracked.pending += 1
+                    if conditions == .none { tracked.sources = [] }
+                    views[view] = tracked
+                }
+                return tracked.sources
+            }
+            return sources.union([Self.lane(ofView: view)])
+        }
+    }
+
+    /// Records that a record of `view` was applied (on its lanes, so no other record of the view runs meanwhile),
+    /// the view then having `source` (nil: it does not exist). With none of its records pending, that is its source.
+    func settle(view: String, source: String?) {
+        views.withLock { views in
+            guard var tracked = views[view] else { return }
+            tracked.pending -= 1
+            if tracked.pending > 0 {
+                views[view] = tracked
+            } else if let source {
+                views[view] = Tracked(sources: [source])
+            } else {
+                views[view] = nil
+            }
         }
     }
 

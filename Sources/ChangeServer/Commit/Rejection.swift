@@ -27,6 +27,6 @@ struct PreconditionFailure: Sendable, Equatable {
     var value: String
     /// The collection's (or view's) version then; nil when it did not exist.
     var current: Version?
-    /// Whether the condition was a view's, not a collection's.
-    var isView = false
+    /// Whose version the condition was checked against.
+    var subject: FeedSubjectKind = .collection
 }

@@ -22,8 +22,9 @@ struct Request: Sendable {
         self.body = body
     }
 
-    /// The path of a request target in absolute form (`http://host:port/v1/...`, which a server must accept, RFC 9112
-    /// §3.2.2): what follows the authority, `/` when nothing does. Any other target is returned as it came.
+    /// The path of a request target in absolute form (`http://host:port/v1/...`, which HTTP/1.1 servers must accept:
+    /// clients that talk to a proxy send it): what follows the authority, `/` when nothing does. Any other target
+    /// is returned as it came.
     static func originPath(_ target: String) -> String {
         let scheme = target.utf8.prefix(8).map { $0 | 0x20 }
         let length =

@@ -5,7 +5,7 @@ import Model
 /// collection, too many held connections) are plain JSON answers; once it has started, an expired cursor or a
 /// deleted collection is `event: gone`, and the stream ends.
 extension App {
-    /// Whether `Accept` lists `text/event-stream` with a weight above 0 (`q=0` means "not this one", RFC 9110).
+    /// Whether `Accept` lists `text/event-stream` with a weight above 0 (a weight of 0 means "not this one").
     static func acceptsEventStream(_ request: Request) -> Bool {
         guard let accept = request.header("Accept") else { return false }
         return accept.split(separator: ",").contains { range in

@@ -171,7 +171,7 @@ extension HTTPError {
         case .invalidRecord(let reason):
             self.init(.internalError, "The mutation could not be applied: \(reason).")
         case .preconditionFailed(let failure):
-            let subject = failure.isView ? "view" : "collection"
+            let subject = failure.subject.rawValue
             switch failure.header {
             case .ifMatch:
                 let current = failure.current.map { " (it is at \($0))" } ?? " (it does not exist)"

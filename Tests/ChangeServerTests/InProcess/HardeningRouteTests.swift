@@ -125,10 +125,16 @@ import Testing
         #expect(throws: Config.UsageError.self) {
             try Config.parse(arguments: ["--max-collections", "0"], environment: [:])
         }
-        // A body over all the memory for bodies could never be taken: refused at start, not `503` for good.
+        // A body over all the memory for bodies could never be taken: refused at start, not `503` for good. The
+        // default memory grows with the largest body.
         #expect(throws: Config.UsageError.self) {
             try Config.parse(arguments: ["--max-body-memory", "1000"], environment: [:])
         }
+        #expect(throws: Config.UsageError.self) {
+            try Config.parse(arguments: [], environment: ["CHANGESERVER_MAX_BODY_MEMORY": "1000"])
+        }
+        let large = try #require(try Config.parse(arguments: ["--max-body-bytes", "300000000"], environment: [:]))
+        #expect(large.maxBodyMemory == 300_000_000)
         #expect(Config.help.contains("--disk-reserve-bytes"))
     }
 

@@ -8,7 +8,8 @@ import Testing
 /// Collections commit independently: records applied on their lanes (`LaneRouter`), in parallel, leave every
 /// collection and view exactly as applying them one by one in journal order does (which is what recovery does), and
 /// a snapshot taken at a consistent point sees exactly the records handed in before it. Views move between sources,
-/// so their records run on several lanes at once.
+/// so their records run on several lanes at once; with conditions, some of them are refused, leaving the source as
+/// it was.
 @Suite struct InProcessLaneOrderTests {
     private static let names = ["a", "b", "c", "d"]
 
@@ -49,6 +50,13 @@ import Testing
             group.enter()
             lanes.run(router.lanes(for: record)) {
                 _ = parallel.execute(record)
+                switch record {
+                case .defineView(let view, _, _, _), .deleteView(let view, _):
+                    router.settle(
+                        view: view, source: parallel.views.entry(view)?.live.withLock { $0.definition.source })
+                default:
+                    break
+                }
                 group.leave()
             }
         }
@@ -80,6 +88,15 @@ import Testing
         }
     }
 
+    /// None, or `*` in `If-Match` (refused when the view is not there) or `If-None-Match` (refused when it is).
+    private static func randomConditions(_ random: inout SplitMix64) -> JournalRecord.Conditions {
+        switch Int.random(in: 0..<3, using: &random) {
+        case 0: .none
+        case 1: JournalRecord.Conditions(ifMatch: "*", ifNoneMatch: nil)
+        default: JournalRecord.Conditions(ifMatch: nil, ifNoneMatch: "*")
+        }
+    }
+
     private static func randomRecord(_ random: inout SplitMix64) -> JournalRecord {
         let name = names[Int.random(in: 0..<names.count, using: &random)]
         let id = "i\(Int.random(in: 0..<12, using: &random))"
@@ -95,9 +112,9 @@ import Testing
                 + #""sortBy":[{"field":"","order":"\#(order)"}],"source":"\#(name)"}"#
             return .defineView(
                 view: view, epoch: "v\(random.next() % 1000)", definition: JSONData(canonical: definition),
-                conditions: .none)
+                conditions: randomConditions(&random))
         case 23:
-            return .deleteView(view: "v\(Int.random(in: 0..<3, using: &random))", conditions: .none)
+            return .deleteView(view: "v\(Int.random(in: 0..<3, using: &random))", conditions: randomConditions(&random))
         case 1..<4:
             let items = (0..<Int.random(in: 0..<6, using: &random)).map { Item(id: "i\($0 * 2)", data: data) }
             let epoch = "e\(random.next() % 1000)"

@@ -31,7 +31,7 @@ import Testing
         #expect(throws: HTTPError.self) { try Route.match("/v1/collections/c%2Fd") }
     }
 
-    /// RFC 9112 §3.2.2: a server must accept a request target in absolute form (what a client talking to a proxy
+    /// An HTTP/1.1 server must accept a request target in absolute form (what a client talking to a proxy
     /// sends); its path is what follows the authority.
     @Test(arguments: [
         ("http://127.0.0.1:8080/v1/collections/inbox", "/v1/collections/inbox"),
