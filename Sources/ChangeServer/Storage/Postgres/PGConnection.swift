@@ -15,12 +15,15 @@ final class PGConnection {
         // reset) noticed within about 10 s through keepalives and the TCP user timeout, instead of hanging writes.
         // The database ends a session left idle inside a transaction after `idleInTransactionTimeout`: a server
         // frozen or cut off between a commit's two round trips would otherwise hold its collections' rows, and so
-        // every other server's writes to them, until the database's own keepalives notice (hours by default).
+        // every other server's writes to them, until the database's own keepalives notice (hours by default). An
+        // `idle_session_timeout` of the database or role is turned off: the writer's connection sits idle between
+        // writes, and each first write after a while would meet it ended.
         let defaults = [
             ("connect_timeout", "5"),
             (
                 "options",
                 "-c client_min_messages=warning -c idle_in_transaction_session_timeout=\(Self.idleInTransactionTimeout)"
+                    + " -c idle_session_timeout=0"
             ),
             ("application_name", "changeserver"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
             ("keepalives_count", "3"), ("tcp_user_timeout", "10000"),

@@ -194,10 +194,7 @@ final class PostgresJournal: Journal {
             }
             if connection == nil {
                 do throws(StorageError) {
-                    let fresh = try PGConnection(url)
-                    try resolve(unresolved, on: fresh)
-                    unresolved = []
-                    connection = fresh
+                    connection = try connect(resolving: &unresolved)
                     backoff.reset()
                     if metrics.setUp(true) {
                         metrics.reconnected()
@@ -224,14 +221,27 @@ final class PostgresJournal: Journal {
                 queue.isCommitting = true
                 return queue.pending
             }
-            guard let batch, let current = connection else { return }
+            guard let batch, var current = connection else { return }
             if batch.isEmpty {
                 writerWake.wait()
                 continue
             }
-            let (committed, unanswered) = commit(batch, on: current)
-            unresolved += unanswered
-            if committed { snapshotIfGrown(batch, &bytesSinceSnapshot) }
+            var outcome = commit(batch, on: current, mayResend: true)
+            if case .unsent(let error) = outcome {
+                // Nothing of it was committed (no COMMIT was sent), so it may go again, once: a connection that
+                // the database ended while it sat idle is found so only by the next batch.
+                logger.warning("the connection to PostgreSQL was found broken (\(error)); sending the batch again")
+                do throws(StorageError) {
+                    current = try connect(resolving: &unresolved)
+                    connection = current
+                    outcome = commit(batch, on: current, mayResend: false)
+                } catch {
+                    logger.error("cannot reconnect to PostgreSQL (\(error)); \(batch.count) records not committed")
+                    for record in batch { record.local.done(false) }
+                }
+            }
+            if case .unanswered(let ranges) = outcome { unresolved += ranges }
+            if case .committed = outcome { snapshotIfGrown(batch, &bytesSinceSnapshot) }
             if current.isBroken {
                 connection = nil
                 if metrics.setUp(false) {
@@ -239,6 +249,14 @@ final class PostgresJournal: Journal {
                 }
             }
         }
+    }
+
+    /// A new connection, on which the records whose `COMMIT` got no answer are resolved first.
+    private func connect(resolving unresolved: inout [Range]) throws(StorageError) -> PGConnection {
+        let fresh = try PGConnection(url)
+        try resolve(unresolved, on: fresh)
+        unresolved = []
+        return fresh
     }
 
     /// While the database is unreachable: what was appended before that was noticed is not durable.
@@ -270,22 +288,37 @@ final class PostgresJournal: Journal {
             var failed = delivery.offer(range.name, rows).failed
             failed += delivery.abandon(range.name, first: range.first, count: range.count)
             for record in failed { record.done(false) }
+            // Rows at those sequences may be another server's records (this transaction rolled back, and another
+            // took the sequences): only this server's bytes count, which are the ones not failed.
             logger.warning(
-                "collection \(range.name): \(range.count) records whose commit got no answer: \(rows.count) were committed"
-            )
+                "collection \(range.name): \(range.count) records whose commit got no answer: "
+                    + "\(range.count - failed.count) were committed")
         }
     }
 
-    /// Commits `batch` in one transaction; returns whether it committed. Otherwise every record of it that was not
-    /// seen committed by the follower is reported not durable, except when the connection broke during `COMMIT`:
-    /// those are returned, to be resolved on the next connection.
+    /// What became of a batch sent to the database.
+    private enum CommitOutcome {
+        case committed
+        /// Not committed, and every record's caller was told.
+        case failed
+        /// The connection broke during `COMMIT`: resolved on the next connection.
+        case unanswered([Range])
+        /// The connection was found broken before `COMMIT` was sent: nothing was committed and nobody was told.
+        case unsent(StorageError)
+    }
+
+    /// Commits `batch` in one transaction. When it does not commit, every record of it that was not seen committed
+    /// by the follower is reported not durable, except when the connection broke during `COMMIT` (those are
+    /// returned, to be resolved on the next connection) and, with `mayResend`, when it was found broken by the
+    /// first round trip (the batch may be sent again, whole, on a new connection).
     ///
     /// Two round trips (libpq's pipeline mode): `BEGIN` and the appends, which tell each collection's sequences;
     /// then `COMMIT` and the wake-up. `COMMIT` is never sent with the appends: were the connection to break after
     /// it, the sequences the records got would be unknown, and they could not be resolved.
-    private func commit(_ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection)
-        -> (committed: Bool, unanswered: [Range])
-    {
+    private func commit(
+        _ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection,
+        mayResend: Bool
+    ) -> CommitOutcome {
         let started = MonotonicClock.nanoseconds()
         var byCollection: [String: [SequencedDelivery.Local]] = [:]
         for record in batch { byCollection[record.collection, default: []].append(record.local) }
@@ -307,10 +340,11 @@ final class PostgresJournal: Journal {
             }
             _ = try appended[0].get()
         } catch {
+            if mayResend && connection.isBroken { return .unsent(error) }
             logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
             if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
             for record in batch { record.local.done(false) }
-            return (false, [])
+            return .failed
         }
         for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
         // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
@@ -329,10 +363,10 @@ final class PostgresJournal: Journal {
                 var failed: [SequencedDelivery.Local] = []
                 for range in assigned { failed += delivery.abandon(range.name, first: range.first, count: range.count) }
                 for record in failed { record.done(false) }
-                return (false, [])
+                return .failed
             }
             logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
-            return (false, assigned)
+            return .unanswered(assigned)
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         if case .failure(let error) = committed[1] {
@@ -346,7 +380,7 @@ final class PostgresJournal: Journal {
             queue.withLock { $0.toFollow.formUnion(behind) }
             wakeFollower()
         }
-        return (true, [])
+        return .committed
     }
 
     /// The notification: this server's origin, then `key:lastSeq` for each collection or view (keys never hold
