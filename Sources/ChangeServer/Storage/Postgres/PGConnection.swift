@@ -154,6 +154,8 @@ enum PGParameter {
     case bytes([UInt8])
     /// A `bytea[]` of one dimension.
     case byteArrays([[UInt8]])
+    /// A `bigint[]` of one dimension.
+    case int64s([Int64])
 
     private static let byteaOID: UInt32 = 17
 
@@ -163,6 +165,7 @@ enum PGParameter {
         case .int64: 20
         case .bytes: Self.byteaOID
         case .byteArrays: 1001
+        case .int64s: 1016
         }
     }
 
@@ -178,6 +181,11 @@ enum PGParameter {
             var out = bigEndian32(1) + bigEndian32(0) + bigEndian32(Self.byteaOID)
             out += bigEndian32(UInt32(elements.count)) + bigEndian32(1)
             for element in elements { out += bigEndian32(UInt32(element.count)) + element }
+            return out
+        case .int64s(let elements):
+            var out = bigEndian32(1) + bigEndian32(0) + bigEndian32(20)
+            out += bigEndian32(UInt32(elements.count)) + bigEndian32(1)
+            for element in elements { out += bigEndian32(8) + bigEndian(UInt64(bitPattern: element)) }
             return out
         }
     }

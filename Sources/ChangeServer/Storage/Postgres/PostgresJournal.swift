@@ -226,7 +226,7 @@ final class PostgresJournal: Journal {
                 writerWake.wait()
                 continue
             }
-            var outcome = commit(batch, on: current, mayResend: true)
+            var outcome = commit(batch, on: current, mayResend: true, &bytesSinceSnapshot)
             if case .unsent(let error) = outcome {
                 // Nothing of it was committed (no COMMIT was sent), so it may go again, once: a connection that
                 // the database ended while it sat idle is found so only by the next batch.
@@ -234,14 +234,13 @@ final class PostgresJournal: Journal {
                 do throws(StorageError) {
                     current = try connect(resolving: &unresolved)
                     connection = current
-                    outcome = commit(batch, on: current, mayResend: false)
+                    outcome = commit(batch, on: current, mayResend: false, &bytesSinceSnapshot)
                 } catch {
                     logger.error("cannot reconnect to PostgreSQL (\(error)); \(batch.count) records not committed")
                     for record in batch { record.local.done(false) }
                 }
             }
             if case .unanswered(let ranges) = outcome { unresolved += ranges }
-            if case .committed = outcome { snapshotIfGrown(batch, &bytesSinceSnapshot) }
             if current.isBroken {
                 connection = nil
                 if metrics.setUp(false) {
@@ -317,7 +316,7 @@ final class PostgresJournal: Journal {
     /// it, the sequences the records got would be unknown, and they could not be resolved.
     private func commit(
         _ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection,
-        mayResend: Bool
+        mayResend: Bool, _ bytesSinceSnapshot: inout [String: Int]
     ) -> CommitOutcome {
         let started = MonotonicClock.nanoseconds()
         var byCollection: [String: [SequencedDelivery.Local]] = [:]
@@ -372,6 +371,7 @@ final class PostgresJournal: Journal {
         if case .failure(let error) = committed[1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
+        snapshotIfGrown(batch, assigned, &bytesSinceSnapshot)
         var behind: [String] = []
         for range in assigned where delivery.committed(range.name, first: range.first, count: range.count) {
             behind.append(range.name)
@@ -401,8 +401,13 @@ final class PostgresJournal: Journal {
     /// snapshot, or was deleted, is snapshotted, with the views it feeds, at its latest sequence. (Keys
     /// `view:<name>`, which databases written before views were sequenced with their source still hold, are not
     /// snapshotted.)
+    ///
+    /// Called before the batch's records are handed on (`assigned`: their sequences): the copy is queued on the
+    /// collection's lane right behind its last record of the batch, so that it holds exactly the state after that
+    /// record, and no record handed on later (such as a view moving to another source) shows in it.
     private func snapshotIfGrown(
-        _ batch: [(collection: String, local: SequencedDelivery.Local)], _ bytesSince: inout [String: Int]
+        _ batch: [(collection: String, local: SequencedDelivery.Local)], _ assigned: [Range],
+        _ bytesSince: inout [String: Int]
     ) {
         for record in batch {
             bytesSince[record.collection, default: 0] += record.local.record.count
@@ -416,7 +421,9 @@ final class PostgresJournal: Journal {
             guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
             _ = deletedToSnapshot.withLock { $0.remove(name) }
             bytesSince[name] = 0
-            let seq = delivery.lastCommitted(name)
+            let seq =
+                assigned.first { $0.name == name }.map { $0.first + Int64($0.count) - 1 }
+                ?? delivery.lastCommitted(name)
             delivery.afterHandingOn(name, seq) { [self] in
                 copier.withLock { $0 }?(name) { [self] copy in
                     startThread { [self] in writeSnapshot(name, seq, copy) }
@@ -525,7 +532,7 @@ final class PostgresJournal: Journal {
                 } else if names.isEmpty {
                     waitForFollower(socket: current.socket, until: lastCatchUp + catchUpInterval)
                 } else {
-                    for name in names { try follow(name, current) }
+                    try follow(Dictionary(uniqueKeysWithValues: names.map { ($0, Int64?.none) }), current)
                 }
             } catch {
                 logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
@@ -540,42 +547,65 @@ final class PostgresJournal: Journal {
     private func catchUp(_ connection: PGConnection) throws(StorageError) {
         let result = try connection.execute(PostgresSchema.lastSequences)
         metrics.caughtUp()
+        var behind: [String: Int64?] = [:]
         for row in 0..<result.rows {
             let name = result.string(row, 0)
             let last = result.int64(row, 1)
-            if last > delivery.applied(name) { try follow(name, connection, last: last) }
+            if last > delivery.applied(name) { behind[name] = last }
+        }
+        if !behind.isEmpty { try follow(behind, connection) }
+    }
+
+    /// Reads and hands on the records of the collections `wanted` after the last one applied of each, those of
+    /// all of them in id order: a view's records, stored under each of its sources in turn, so take effect in the
+    /// order they were committed. A collection's value, when known, is its last sequence: none left after the
+    /// last one applied means they were purged.
+    private func follow(_ wanted: [String: Int64?], _ connection: PGConnection) throws(StorageError) {
+        let page: Int64 = 1000
+        let names = wanted.keys.sorted()
+        let encodedNames = PGParameter.byteArrays(names.map { Array($0.utf8) })
+        while true {
+            let applied = names.map { delivery.applied($0) }
+            let result = try connection.execute(
+                PostgresSchema.recordsOfAfter, [encodedNames, .int64s(applied), .int64(page)])
+            var read: Set<String> = []
+            var start = 0
+            // Each run of rows of one collection goes on at once, before the rows of others that follow it.
+            while start < result.rows {
+                let name = result.string(start, 0)
+                var end = start + 1
+                while end < result.rows && result.string(end, 0) == name { end += 1 }
+                let rows = (start..<end).map { (seq: result.int64($0, 1), record: result.bytes($0, 2)) }
+                let (failed, gap) = delivery.offer(name, rows)
+                for record in failed { record.done(false) }
+                if gap { return tellFallenBehind(name) }
+                read.insert(name)
+                start = end
+            }
+            if Int64(result.rows) == page { continue }
+            for (name, before) in zip(names, applied) where !read.contains(name) {
+                if let last = wanted[name] ?? nil, last > before, delivery.applied(name) == before {
+                    return tellFallenBehind(name)
+                }
+            }
+            return
         }
     }
 
-    /// Reads and hands on the records of `name` after the last one applied; `last`, when known, is the collection's
-    /// last sequence: none left after the last one applied means they were purged.
-    private func follow(_ name: String, _ connection: PGConnection, last: Int64? = nil) throws(StorageError) {
-        let page: Int64 = 1000
-        while true {
-            let applied = delivery.applied(name)
-            let result = try connection.execute(
-                PostgresSchema.recordsAfter, [.text(name), .int64(applied), .int64(page)])
-            let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
-            var (failed, gap) = delivery.offer(name, rows)
-            if rows.isEmpty, let last, last > applied, delivery.applied(name) == applied { gap = true }
-            for record in failed { record.done(false) }
-            if gap {
-                // Told once: the catch-ups that come while the server stops meet the same gap.
-                guard
-                    let tell = fallenBehind.withLock({ tell in
-                        defer { tell = nil }
-                        return tell
-                    })
-                else { return }
-                logger.log(
-                    .critical,
-                    "collection \(name): records after \(delivery.applied(name)) were compacted into a snapshot "
-                        + "before this server read them; it cannot go on with it from here")
-                tell(name)
-                return
-            }
-            if Int64(rows.count) < page { return }
-        }
+    /// The records of `name` after the last one applied are gone (compacted into a snapshot, or purged): told
+    /// once, since the catch-ups that come while the server stops meet the same gap.
+    private func tellFallenBehind(_ name: String) {
+        guard
+            let tell = fallenBehind.withLock({ tell in
+                defer { tell = nil }
+                return tell
+            })
+        else { return }
+        logger.log(
+            .critical,
+            "collection \(name): records after \(delivery.applied(name)) were compacted into a snapshot "
+                + "before this server read them; it cannot go on with it from here")
+        tell(name)
     }
 
     private func waitForFollowerWake(milliseconds: Int) {

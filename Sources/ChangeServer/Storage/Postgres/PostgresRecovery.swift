@@ -1,9 +1,11 @@
 import Glibc
 import Model
 
-/// Starts a server from PostgreSQL: sets up the schema if needed, loads each collection's latest snapshot, then
-/// replays the records after it, in sequence order per collection. Records of different collections are
-/// independent, so their order across collections does not matter.
+/// Starts a server from PostgreSQL: sets up the schema if needed, then replays the records that no snapshot covers
+/// and restores each collection's latest snapshot, all in the order of the records' ids (a snapshot stands where
+/// its last record does). Records of different collections are mostly independent, but not a view's records, which
+/// are stored under each source it had in turn: replayed in id order they take effect in the order they were
+/// committed, and a view held by the snapshots of several of its sources ends as the latest one holds it.
 enum PostgresRecovery {
     /// How long a starting server waits for the database to answer before giving up.
     static let connectPatience: Int64 = 30_000
@@ -34,21 +36,28 @@ enum PostgresRecovery {
             try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try connection.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             let snapshots = try connection.execute(PostgresSchema.snapshots)
-            for row in 0..<snapshots.rows {
-                let name = snapshots.string(row, 0)
-                applied[name] = snapshots.int64(row, 1)
-                guard !snapshots.isNull(row, 2) else { continue }
-                let snapshot = try decodeSnapshot(snapshots.bytes(row, 2), of: name, limits: executor.limits)
-                try Recovery.restore(snapshot, into: executor)
-                fromSnapshots += 1
+            for row in 0..<snapshots.rows { applied[snapshots.string(row, 0)] = snapshots.int64(row, 1) }
+            var nextSnapshot = 0
+            /// Restores the snapshots that stand before the record of id `id`.
+            func restoreSnapshots(before id: Int64) throws {
+                while nextSnapshot < snapshots.rows && snapshots.int64(nextSnapshot, 3) < id {
+                    defer { nextSnapshot += 1 }
+                    guard !snapshots.isNull(nextSnapshot, 2) else { continue }
+                    let bytes = snapshots.bytes(nextSnapshot, 2)
+                    let name = snapshots.string(nextSnapshot, 0)
+                    try restore(decodeSnapshot(bytes, of: name, limits: executor.limits), into: executor)
+                    fromSnapshots += 1
+                }
             }
+            var lastID: Int64 = 0
             var key = (collection: "", seq: Int64(0))
             let page: Int64 = 10_000
             while true {
-                let result = try connection.execute(
-                    PostgresSchema.recordsToReplay, [.text(key.collection), .int64(key.seq), .int64(page)])
+                let result = try connection.execute(PostgresSchema.recordsToReplay, [.int64(lastID), .int64(page)])
                 for row in 0..<result.rows {
                     key = (result.string(row, 0), result.int64(row, 1))
+                    lastID = result.int64(row, 3)
+                    try restoreSnapshots(before: lastID)
                     guard key.seq == (applied[key.collection] ?? 0) + 1 else {
                         throw StartupError(
                             "collection \(key.collection) in PostgreSQL lacks records \((applied[key.collection] ?? 0) + 1) "
@@ -67,6 +76,7 @@ enum PostgresRecovery {
                 }
                 if Int64(result.rows) < page { break }
             }
+            try restoreSnapshots(before: .max)
             let gone = applied.keys.filter { name in
                 executor.registry.entry(name) == nil && !name.hasPrefix(LaneRouter.lane(ofView: ""))
             }
@@ -84,6 +94,16 @@ enum PostgresRecovery {
                 + "\(records) records replayed in \(MonotonicClock.now() - started) ms")
         let deleted = snapshotDeleted(leftover, replayed, applied, executor: executor, connection, logger: logger)
         return Outcome(applied: applied, deleted: deleted)
+    }
+
+    /// Restores a snapshot over what the records before it made: a view it holds replaces the one of that name (a
+    /// view that moved here from a source whose snapshot or records came earlier).
+    private static func restore(_ snapshot: SnapshotFile.Contents, into executor: Executor) throws(StartupError) {
+        for view in snapshot.views {
+            guard let existing = executor.views.entry(view.name) else { continue }
+            executor.views.remove(existing, source: existing.live.withLock { $0.definition.source })
+        }
+        try Recovery.restore(snapshot, into: executor)
     }
 
     /// The deleted collections whose records may be purged, with the sequence of their last: a snapshot at it is
