@@ -48,6 +48,25 @@ extension LivePostgresTests {
         }
     }
 
+    /// A view moved from a snapshotted source to another, then deleted there, the other source snapshotted too, is
+    /// gone after a restart as it is on the server (the first source's snapshot still holds it).
+    @Test func aViewMovedThenDeletedIsGoneAfterARestart() throws {
+        try checkViewsAgree(database: "snapdeleted", views: ["m"], snapshotBytes: 4096) { server, snapshotted throws in
+            let filler = String(repeating: "x", count: 100)
+            #expect(try server.client.put("/v1/views/m", ["source": "zeta"]).status == 201)
+            for step in 0..<60 {
+                #expect(try server.client.put("/v1/collections/zeta/items/z\(step)", ["data": filler]).status == 201)
+            }
+            #expect(try snapshotted("zeta"), "zeta was snapshotted with the view")
+            #expect(try server.client.put("/v1/views/m", ["source": "alpha"]).status == 200)
+            #expect(try server.client.request("DELETE", "/v1/views/m").status == 204)
+            for step in 0..<60 {
+                #expect(try server.client.put("/v1/collections/alpha/items/a\(step)", ["data": filler]).status == 201)
+            }
+            #expect(try snapshotted("alpha"), "alpha was snapshotted without the view")
+        }
+    }
+
     /// A database written before records had ids (the columns dropped here) gets them in place at the next start,
     /// which serves what the last server served; records written afterwards go on from there.
     @Test func aDatabaseWrittenBeforeRecordIDsGetsThemInPlace() throws {

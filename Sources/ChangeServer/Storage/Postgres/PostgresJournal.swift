@@ -350,15 +350,19 @@ final class PostgresJournal: Journal {
         // notifying transaction of the database shares, and inside the records' transaction it would be held
         // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
         // others until their next catch-up.
-        let committed = connection.pipeline([
-            (sql: "COMMIT", parameters: []),
-            (sql: PostgresSchema.notify, parameters: [.text(PostgresSchema.channel), .text(payload(assigned))]),
-        ])
+        let notes = viewNotes(byCollection, assigned)
+        let committed = connection.pipeline(
+            notes + [
+                (sql: "COMMIT", parameters: []),
+                (sql: PostgresSchema.notify, parameters: [.text(PostgresSchema.channel), .text(payload(assigned))]),
+            ])
         do throws(StorageError) {
-            _ = try committed[0].get()
+            for outcome in committed.prefix(notes.count + 1) { _ = try outcome.get() }
         } catch {
             guard connection.isBroken else {
                 logger.error("a PostgreSQL transaction of \(batch.count) records failed at COMMIT: \(error)")
+                // A statement before COMMIT failed, which skipped it: the transaction is still open.
+                _ = try? connection.execute("ROLLBACK")
                 var failed: [SequencedDelivery.Local] = []
                 for range in assigned { failed += delivery.abandon(range.name, first: range.first, count: range.count) }
                 for record in failed { record.done(false) }
@@ -368,7 +372,7 @@ final class PostgresJournal: Journal {
             return .unanswered(assigned)
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
-        if case .failure(let error) = committed[1] {
+        if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
         snapshotIfGrown(batch, assigned, &bytesSinceSnapshot)
@@ -381,6 +385,25 @@ final class PostgresJournal: Journal {
             wakeFollower()
         }
         return .committed
+    }
+
+    /// The statements that note, for each view record of the batch, that it is its view's latest (in the order of
+    /// the views' names, as the rows they lock must be taken in one order by every server).
+    private func viewNotes(_ byCollection: [String: [SequencedDelivery.Local]], _ assigned: [Range])
+        -> [(sql: String, parameters: [PGParameter])]
+    {
+        var notes: [(view: String, parameters: [PGParameter])] = []
+        for range in assigned {
+            for (offset, record) in (byCollection[range.name] ?? []).enumerated() {
+                guard let change = RecordCodec.viewChange(record.record) else { continue }
+                let parameters: [PGParameter] = [
+                    .text(change.view), .text(range.name), .int64(range.first + Int64(offset)),
+                    .int64(change.deletes ? 1 : 0),
+                ]
+                notes.append((change.view, parameters))
+            }
+        }
+        return notes.sorted { $0.view < $1.view }.map { (sql: PostgresSchema.noteView, parameters: $0.parameters) }
     }
 
     /// The notification: this server's origin, then `key:lastSeq` for each collection or view (keys never hold

@@ -77,6 +77,13 @@ enum PostgresRecovery {
                 if Int64(result.rows) < page { break }
             }
             try restoreSnapshots(before: .max)
+            // A snapshot of a view's earlier source may hold a view deleted since under another source, whose
+            // snapshot covers the deletion and does not hold it.
+            let deletedViews = try connection.execute(PostgresSchema.deletedViews)
+            for row in 0..<deletedViews.rows {
+                guard let entry = executor.views.entry(deletedViews.string(row, 0)) else { continue }
+                executor.views.remove(entry, source: entry.live.withLock { $0.definition.source })
+            }
             let gone = applied.keys.filter { name in
                 executor.registry.entry(name) == nil && !name.hasPrefix(LaneRouter.lane(ofView: ""))
             }

@@ -13,6 +13,10 @@
 ///   after its records up to `seq` (`content` NULL: the collection did not exist then), whose last record has the
 ///   id `last_id`, where it stands among the records of other collections; those records are deleted, but the last
 ///   1,000 (for servers that have not read them yet); a deleted collection's go too, a while later.
+/// - `changeserver_views(name, last_id, deleted)`: per view, the id of its latest record and whether that record
+///   deleted it, written with the records. A snapshot of a view's earlier source may still hold a view that was
+///   deleted since, its deletion compacted into the snapshot of another source (which does not hold it): a starting
+///   server drops the views deleted here.
 /// - `changeserver_schema(version)`: the schema's version, checked at start.
 enum PostgresSchema {
     static let version: Int64 = 1
@@ -40,6 +44,11 @@ enum PostgresSchema {
                 """
                 CREATE TABLE IF NOT EXISTS changeserver_snapshots (collection text PRIMARY KEY, \
                 seq bigint NOT NULL, content bytea)
+                """)
+            try connection.execute(
+                """
+                CREATE TABLE IF NOT EXISTS changeserver_views (name text PRIMARY KEY, last_id bigint NOT NULL, \
+                deleted boolean NOT NULL)
                 """)
             if try connection.execute(hasRecordIDs).int64(0, 0) == 0 {
                 for statement in addRecordIDs { try connection.execute(statement) }
@@ -91,6 +100,18 @@ enum PostgresSchema {
         """
 
     static let notify = "SELECT pg_notify($1, $2)"
+
+    /// Notes that record `$3` of collection `$2` is the latest of view `$1`, and whether it deletes it (`$4` not 0),
+    /// unless a record of a higher id is noted.
+    static let noteView = """
+        INSERT INTO changeserver_views (name, last_id, deleted)
+        SELECT $1, id, $4 <> 0 FROM changeserver_records WHERE collection = $2 AND seq = $3
+        ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id, deleted = excluded.deleted
+        WHERE changeserver_views.last_id < excluded.last_id
+        """
+
+    /// The views whose latest record deleted them.
+    static let deletedViews = "SELECT name FROM changeserver_views WHERE deleted"
 
     /// Records of collection `$1` after sequence `$2`, in order, at most `$3`.
     static let recordsAfter = """
