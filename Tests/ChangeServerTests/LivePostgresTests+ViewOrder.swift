@@ -100,6 +100,35 @@ extension LivePostgresTests {
         }
     }
 
+    /// A view that fed a collection deleted by a server stopped before it snapshotted it, then moved to another
+    /// source, is the same after two more starts: the first one snapshots the deleted collection with the view as it
+    /// was at the deletion (it stored the views fed at the end of its replay, without this one, which the next start
+    /// then lacked before its move).
+    @Test func aViewThatMovedOffADeletedCollectionIsTheSameAfterItsLateSnapshot() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("latedeleted")
+        let first = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "3600"])
+        for name in ["gone", "other"] {
+            let body: [String: Any] = ["sections": [["id": "s", "items": [["id": name, "data": name]]]]]
+            #expect(try first.client.put("/v1/collections/\(name)", body).status == 201)
+        }
+        #expect(try first.client.put("/v1/views/v", ["source": "gone"]).status == 201)
+        #expect(try first.client.request("DELETE", "/v1/collections/gone").status == 204)
+        #expect(try first.client.put("/v1/views/v", ["source": "other"]).status == 200)
+        let expected = try first.client.get("/v1/views/v").text
+        #expect(first.stop() == 0)
+        try cluster.sql("DELETE FROM changeserver_snapshots WHERE collection = 'gone'", database: "latedeleted")
+        let next = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "3600"])
+        #expect(try next.client.get("/v1/views/v").text == expected)
+        let stored = try eventually {
+            try cluster.sql("SELECT count(*) FROM changeserver_snapshots", database: "latedeleted") == "1\n"
+        }
+        #expect(stored, "the deleted collection was snapshotted at the start")
+        #expect(next.stop() == 0)
+        let restarted = try ServerProcess(["--postgres", url])
+        #expect(try restarted.client.get("/v1/views/v").text == expected)
+    }
+
     /// Creates collections `zeta` and `alpha` (one item each) through a server, runs `steps` on it (with a wait for
     /// a collection's snapshot row) while another server is stopped (SIGSTOP, so that it reads all their records
     /// at once when it goes on), then checks that each of `views` reads the same (definition, version, content,

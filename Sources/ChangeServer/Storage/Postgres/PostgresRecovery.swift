@@ -28,6 +28,9 @@ enum PostgresRecovery {
         var fromSnapshots = 0
         var records = 0
         var replayed: Set<String> = []
+        // The views each absent collection fed right after its last record was replayed: what a snapshot at that
+        // record holds (a view may have moved to another source since, by a record of another collection).
+        var viewsAtLastRecord: [String: [SnapshotFile.SavedView]] = [:]
         var leftover: [String] = []
         do {
             // One snapshot of the database for every read: a snapshot and compaction another server writes while
@@ -70,6 +73,9 @@ enum PostgresRecovery {
                         throw StartupError("record \(key.seq) of collection \(key.collection) is unreadable")
                     }
                     executor.replay(record)
+                    if executor.registry.entry(key.collection) == nil {
+                        viewsAtLastRecord[key.collection] = executor.views.saved(feedingFrom: key.collection)
+                    }
                     applied[key.collection] = key.seq
                     replayed.insert(key.collection)
                     records += 1
@@ -99,7 +105,8 @@ enum PostgresRecovery {
         logger.info(
             "recovered \(executor.registry.count) collections from PostgreSQL: \(fromSnapshots) from snapshots, "
                 + "\(records) records replayed in \(MonotonicClock.now() - started) ms")
-        let deleted = snapshotDeleted(leftover, replayed, applied, executor: executor, connection, logger: logger)
+        let deleted = snapshotDeleted(
+            leftover, replayed, applied, viewsAtLastRecord, executor: executor, connection, logger: logger)
         return Outcome(applied: applied, deleted: deleted)
     }
 
@@ -114,11 +121,13 @@ enum PostgresRecovery {
     }
 
     /// The deleted collections whose records may be purged, with the sequence of their last: a snapshot at it is
-    /// stored first for those whose deletion was replayed (the others' snapshot is already there). A snapshot
-    /// that cannot be stored is logged, and its collection's records stay.
+    /// stored first for those whose deletion was replayed (the others' snapshot is already there), holding the
+    /// views the collection fed at that record. A snapshot that cannot be stored is logged, and its collection's
+    /// records stay.
     private static func snapshotDeleted(
-        _ names: [String], _ replayed: Set<String>, _ applied: [String: Int64], executor: Executor,
-        _ connection: PGConnection, logger: Logger
+        _ names: [String], _ replayed: Set<String>, _ applied: [String: Int64],
+        _ viewsAtLastRecord: [String: [SnapshotFile.SavedView]], executor: Executor, _ connection: PGConnection,
+        logger: Logger
     ) -> [String: Int64] {
         var stored: [String: Int64] = [:]
         for name in names.sorted() {
@@ -128,7 +137,8 @@ enum PostgresRecovery {
                 continue
             }
             let bytes = SnapshotFile.encode(
-                nextSegment: 0, collections: [], views: executor.views.saved(feedingFrom: name))
+                nextSegment: 0, collections: [],
+                views: viewsAtLastRecord[name] ?? executor.views.saved(feedingFrom: name))
             do throws(StorageError) {
                 try connection.execute(PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
                 stored[name] = seq
