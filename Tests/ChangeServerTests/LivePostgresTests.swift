@@ -328,6 +328,7 @@ import Testing
             let response = try server.client.put("/v1/collections/c/items/i\(step)", ["data": step])
             #expect(response.status == 201, "\(response.text)")
         }
+        #expect(!server.log.contains("idle-session timeout"), "\(server.log.suffix(1000))")
     }
 
     /// Where the URL's `options` replace the server's (so idle sessions are ended after 2 s, which its follower's
@@ -346,6 +347,7 @@ import Testing
             #expect(response.status == 201, "\(response.text)")
         }
         #expect(server.log.contains("idle-session timeout"), "the database did end the writer's idle session")
+        #expect(server.log.contains("sending the batch again"), "\(server.log.suffix(1000))")
         #expect(try server.client.get("/metrics").text.contains("changeserver_store_up 1\n"))
     }
 
