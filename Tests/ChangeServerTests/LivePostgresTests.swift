@@ -313,6 +313,44 @@ import Testing
         #expect(setting.string(0, 0) == PGConnection.idleInTransactionTimeout)
     }
 
+    /// A database that ends idle sessions (`idle_session_timeout`, here set for the database) does not end a
+    /// server's: its sessions turn the limit off, and a write after an idle while succeeds (each one answered `503`
+    /// and the store flapped down, the writer's idle connection having been ended).
+    @Test func writesAfterAnIdleWhileSucceedWhereTheDatabaseEndsIdleSessions() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("idlesessions")
+        try cluster.sql("ALTER DATABASE idlesessions SET idle_session_timeout = '2s'")
+        #expect(try PGConnection(url).execute("SHOW idle_session_timeout").string(0, 0) == "0")
+        let server = try ServerProcess(["--postgres", url])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        for step in 0..<2 {
+            usleep(3_500_000)
+            let response = try server.client.put("/v1/collections/c/items/i\(step)", ["data": step])
+            #expect(response.status == 201, "\(response.text)")
+        }
+        #expect(!server.log.contains("idle-session timeout"), "\(server.log.suffix(1000))")
+    }
+
+    /// Where the URL's `options` replace the server's (so idle sessions are ended after 2 s, which its follower's
+    /// checks every second keep away from), the writer's connection, idle for longer, is found ended when a write
+    /// comes: the batch, of which nothing was committed, is sent again on a new connection, and succeeds (it was
+    /// answered `503`).
+    @Test func aBatchMeetingAConnectionEndedWhileIdleIsSentAgain() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("idleended")
+        try cluster.sql("ALTER DATABASE idleended SET idle_session_timeout = '2s'")
+        let server = try ServerProcess(["--postgres", url + "?options=-c%20client_min_messages%3Dwarning"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        for step in 0..<2 {
+            usleep(3_500_000)
+            let response = try server.client.put("/v1/collections/c/items/i\(step)", ["data": step])
+            #expect(response.status == 201, "\(response.text)")
+        }
+        #expect(server.log.contains("idle-session timeout"), "the database did end the writer's idle session")
+        #expect(server.log.contains("sending the batch again"), "\(server.log.suffix(1000))")
+        #expect(try server.client.get("/metrics").text.contains("changeserver_store_up 1\n"))
+    }
+
     /// A server starting while another writes, snapshots and compacts reads one consistent state of the database:
     /// its snapshot and the records after it (it once read them apart, and a snapshot written between the two
     /// reads made it refuse to start: "lacks records").
@@ -536,7 +574,7 @@ import Testing
     }
 
     /// Waits up to 20 s for `condition`.
-    private func eventually(_ condition: () throws -> Bool) throws -> Bool {
+    func eventually(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if try condition() { return true }

@@ -15,12 +15,15 @@ final class PGConnection {
         // reset) noticed within about 10 s through keepalives and the TCP user timeout, instead of hanging writes.
         // The database ends a session left idle inside a transaction after `idleInTransactionTimeout`: a server
         // frozen or cut off between a commit's two round trips would otherwise hold its collections' rows, and so
-        // every other server's writes to them, until the database's own keepalives notice (hours by default).
+        // every other server's writes to them, until the database's own keepalives notice (hours by default). An
+        // `idle_session_timeout` of the database or role is turned off: the writer's connection sits idle between
+        // writes, and each first write after a while would meet it ended.
         let defaults = [
             ("connect_timeout", "5"),
             (
                 "options",
                 "-c client_min_messages=warning -c idle_in_transaction_session_timeout=\(Self.idleInTransactionTimeout)"
+                    + " -c idle_session_timeout=0"
             ),
             ("application_name", "changeserver"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
             ("keepalives_count", "3"), ("tcp_user_timeout", "10000"),
@@ -151,6 +154,8 @@ enum PGParameter {
     case bytes([UInt8])
     /// A `bytea[]` of one dimension.
     case byteArrays([[UInt8]])
+    /// A `bigint[]` of one dimension.
+    case int64s([Int64])
 
     private static let byteaOID: UInt32 = 17
 
@@ -160,6 +165,7 @@ enum PGParameter {
         case .int64: 20
         case .bytes: Self.byteaOID
         case .byteArrays: 1001
+        case .int64s: 1016
         }
     }
 
@@ -175,6 +181,11 @@ enum PGParameter {
             var out = bigEndian32(1) + bigEndian32(0) + bigEndian32(Self.byteaOID)
             out += bigEndian32(UInt32(elements.count)) + bigEndian32(1)
             for element in elements { out += bigEndian32(UInt32(element.count)) + element }
+            return out
+        case .int64s(let elements):
+            var out = bigEndian32(1) + bigEndian32(0) + bigEndian32(20)
+            out += bigEndian32(UInt32(elements.count)) + bigEndian32(1)
+            for element in elements { out += bigEndian32(8) + bigEndian(UInt64(bitPattern: element)) }
             return out
         }
     }

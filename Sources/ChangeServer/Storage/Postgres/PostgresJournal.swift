@@ -194,10 +194,7 @@ final class PostgresJournal: Journal {
             }
             if connection == nil {
                 do throws(StorageError) {
-                    let fresh = try PGConnection(url)
-                    try resolve(unresolved, on: fresh)
-                    unresolved = []
-                    connection = fresh
+                    connection = try connect(resolving: &unresolved)
                     backoff.reset()
                     if metrics.setUp(true) {
                         metrics.reconnected()
@@ -224,14 +221,26 @@ final class PostgresJournal: Journal {
                 queue.isCommitting = true
                 return queue.pending
             }
-            guard let batch, let current = connection else { return }
+            guard let batch, var current = connection else { return }
             if batch.isEmpty {
                 writerWake.wait()
                 continue
             }
-            let (committed, unanswered) = commit(batch, on: current)
-            unresolved += unanswered
-            if committed { snapshotIfGrown(batch, &bytesSinceSnapshot) }
+            var outcome = commit(batch, on: current, mayResend: true, &bytesSinceSnapshot)
+            if case .unsent(let error) = outcome {
+                // Nothing of it was committed (no COMMIT was sent), so it may go again, once: a connection that
+                // the database ended while it sat idle is found so only by the next batch.
+                logger.warning("the connection to PostgreSQL was found broken (\(error)); sending the batch again")
+                do throws(StorageError) {
+                    current = try connect(resolving: &unresolved)
+                    connection = current
+                    outcome = commit(batch, on: current, mayResend: false, &bytesSinceSnapshot)
+                } catch {
+                    logger.error("cannot reconnect to PostgreSQL (\(error)); \(batch.count) records not committed")
+                    for record in batch { record.local.done(false) }
+                }
+            }
+            if case .unanswered(let ranges) = outcome { unresolved += ranges }
             if current.isBroken {
                 connection = nil
                 if metrics.setUp(false) {
@@ -239,6 +248,14 @@ final class PostgresJournal: Journal {
                 }
             }
         }
+    }
+
+    /// A new connection, on which the records whose `COMMIT` got no answer are resolved first.
+    private func connect(resolving unresolved: inout [Range]) throws(StorageError) -> PGConnection {
+        let fresh = try PGConnection(url)
+        try resolve(unresolved, on: fresh)
+        unresolved = []
+        return fresh
     }
 
     /// While the database is unreachable: what was appended before that was noticed is not durable.
@@ -270,22 +287,37 @@ final class PostgresJournal: Journal {
             var failed = delivery.offer(range.name, rows).failed
             failed += delivery.abandon(range.name, first: range.first, count: range.count)
             for record in failed { record.done(false) }
+            // Rows at those sequences may be another server's records (this transaction rolled back, and another
+            // took the sequences): only this server's bytes count, which are the ones not failed.
             logger.warning(
-                "collection \(range.name): \(range.count) records whose commit got no answer: \(rows.count) were committed"
-            )
+                "collection \(range.name): \(range.count) records whose commit got no answer: "
+                    + "\(range.count - failed.count) were committed")
         }
     }
 
-    /// Commits `batch` in one transaction; returns whether it committed. Otherwise every record of it that was not
-    /// seen committed by the follower is reported not durable, except when the connection broke during `COMMIT`:
-    /// those are returned, to be resolved on the next connection.
+    /// What became of a batch sent to the database.
+    private enum CommitOutcome {
+        case committed
+        /// Not committed, and every record's caller was told.
+        case failed
+        /// The connection broke during `COMMIT`: resolved on the next connection.
+        case unanswered([Range])
+        /// The connection was found broken before `COMMIT` was sent: nothing was committed and nobody was told.
+        case unsent(StorageError)
+    }
+
+    /// Commits `batch` in one transaction. When it does not commit, every record of it that was not seen committed
+    /// by the follower is reported not durable, except when the connection broke during `COMMIT` (those are
+    /// returned, to be resolved on the next connection) and, with `mayResend`, when it was found broken by the
+    /// first round trip (the batch may be sent again, whole, on a new connection).
     ///
     /// Two round trips (libpq's pipeline mode): `BEGIN` and the appends, which tell each collection's sequences;
     /// then `COMMIT` and the wake-up. `COMMIT` is never sent with the appends: were the connection to break after
     /// it, the sequences the records got would be unknown, and they could not be resolved.
-    private func commit(_ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection)
-        -> (committed: Bool, unanswered: [Range])
-    {
+    private func commit(
+        _ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection,
+        mayResend: Bool, _ bytesSinceSnapshot: inout [String: Int]
+    ) -> CommitOutcome {
         let started = MonotonicClock.nanoseconds()
         var byCollection: [String: [SequencedDelivery.Local]] = [:]
         for record in batch { byCollection[record.collection, default: []].append(record.local) }
@@ -307,37 +339,43 @@ final class PostgresJournal: Journal {
             }
             _ = try appended[0].get()
         } catch {
+            if mayResend && connection.isBroken { return .unsent(error) }
             logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
             if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
             for record in batch { record.local.done(false) }
-            return (false, [])
+            return .failed
         }
         for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
         // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
         // notifying transaction of the database shares, and inside the records' transaction it would be held
         // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
         // others until their next catch-up.
-        let committed = connection.pipeline([
-            (sql: "COMMIT", parameters: []),
-            (sql: PostgresSchema.notify, parameters: [.text(PostgresSchema.channel), .text(payload(assigned))]),
-        ])
+        let notes = viewNotes(byCollection, assigned)
+        let committed = connection.pipeline(
+            notes + [
+                (sql: "COMMIT", parameters: []),
+                (sql: PostgresSchema.notify, parameters: [.text(PostgresSchema.channel), .text(payload(assigned))]),
+            ])
         do throws(StorageError) {
-            _ = try committed[0].get()
+            for outcome in committed.prefix(notes.count + 1) { _ = try outcome.get() }
         } catch {
             guard connection.isBroken else {
                 logger.error("a PostgreSQL transaction of \(batch.count) records failed at COMMIT: \(error)")
+                // A statement before COMMIT failed, which skipped it: the transaction is still open.
+                _ = try? connection.execute("ROLLBACK")
                 var failed: [SequencedDelivery.Local] = []
                 for range in assigned { failed += delivery.abandon(range.name, first: range.first, count: range.count) }
                 for record in failed { record.done(false) }
-                return (false, [])
+                return .failed
             }
             logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
-            return (false, assigned)
+            return .unanswered(assigned)
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
-        if case .failure(let error) = committed[1] {
+        if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
+        snapshotIfGrown(batch, assigned, &bytesSinceSnapshot)
         var behind: [String] = []
         for range in assigned where delivery.committed(range.name, first: range.first, count: range.count) {
             behind.append(range.name)
@@ -346,7 +384,26 @@ final class PostgresJournal: Journal {
             queue.withLock { $0.toFollow.formUnion(behind) }
             wakeFollower()
         }
-        return (true, [])
+        return .committed
+    }
+
+    /// The statements that note, for each view record of the batch, that it is its view's latest (in the order of
+    /// the views' names, as the rows they lock must be taken in one order by every server).
+    private func viewNotes(_ byCollection: [String: [SequencedDelivery.Local]], _ assigned: [Range])
+        -> [(sql: String, parameters: [PGParameter])]
+    {
+        var notes: [(view: String, parameters: [PGParameter])] = []
+        for range in assigned {
+            for (offset, record) in (byCollection[range.name] ?? []).enumerated() {
+                guard let change = RecordCodec.viewChange(record.record) else { continue }
+                let parameters: [PGParameter] = [
+                    .text(change.view), .text(range.name), .int64(range.first + Int64(offset)),
+                    .int64(change.deletes ? 1 : 0),
+                ]
+                notes.append((change.view, parameters))
+            }
+        }
+        return notes.sorted { $0.view < $1.view }.map { (sql: PostgresSchema.noteView, parameters: $0.parameters) }
     }
 
     /// The notification: this server's origin, then `key:lastSeq` for each collection or view (keys never hold
@@ -367,8 +424,13 @@ final class PostgresJournal: Journal {
     /// snapshot, or was deleted, is snapshotted, with the views it feeds, at its latest sequence. (Keys
     /// `view:<name>`, which databases written before views were sequenced with their source still hold, are not
     /// snapshotted.)
+    ///
+    /// Called before the batch's records are handed on (`assigned`: their sequences): the copy is queued on the
+    /// collection's lane right behind its last record of the batch, so that it holds exactly the state after that
+    /// record, and no record handed on later (such as a view moving to another source) shows in it.
     private func snapshotIfGrown(
-        _ batch: [(collection: String, local: SequencedDelivery.Local)], _ bytesSince: inout [String: Int]
+        _ batch: [(collection: String, local: SequencedDelivery.Local)], _ assigned: [Range],
+        _ bytesSince: inout [String: Int]
     ) {
         for record in batch {
             bytesSince[record.collection, default: 0] += record.local.record.count
@@ -382,7 +444,9 @@ final class PostgresJournal: Journal {
             guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
             _ = deletedToSnapshot.withLock { $0.remove(name) }
             bytesSince[name] = 0
-            let seq = delivery.lastCommitted(name)
+            let seq =
+                assigned.first { $0.name == name }.map { $0.first + Int64($0.count) - 1 }
+                ?? delivery.lastCommitted(name)
             delivery.afterHandingOn(name, seq) { [self] in
                 copier.withLock { $0 }?(name) { [self] copy in
                     startThread { [self] in writeSnapshot(name, seq, copy) }
@@ -491,7 +555,7 @@ final class PostgresJournal: Journal {
                 } else if names.isEmpty {
                     waitForFollower(socket: current.socket, until: lastCatchUp + catchUpInterval)
                 } else {
-                    for name in names { try follow(name, current) }
+                    try follow(Dictionary(uniqueKeysWithValues: names.map { ($0, Int64?.none) }), current)
                 }
             } catch {
                 logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
@@ -506,42 +570,65 @@ final class PostgresJournal: Journal {
     private func catchUp(_ connection: PGConnection) throws(StorageError) {
         let result = try connection.execute(PostgresSchema.lastSequences)
         metrics.caughtUp()
+        var behind: [String: Int64?] = [:]
         for row in 0..<result.rows {
             let name = result.string(row, 0)
             let last = result.int64(row, 1)
-            if last > delivery.applied(name) { try follow(name, connection, last: last) }
+            if last > delivery.applied(name) { behind[name] = last }
+        }
+        if !behind.isEmpty { try follow(behind, connection) }
+    }
+
+    /// Reads and hands on the records of the collections `wanted` after the last one applied of each, those of
+    /// all of them in id order: a view's records, stored under each of its sources in turn, so take effect in the
+    /// order they were committed. A collection's value, when known, is its last sequence: none left after the
+    /// last one applied means they were purged.
+    private func follow(_ wanted: [String: Int64?], _ connection: PGConnection) throws(StorageError) {
+        let page: Int64 = 1000
+        let names = wanted.keys.sorted()
+        let encodedNames = PGParameter.byteArrays(names.map { Array($0.utf8) })
+        while true {
+            let applied = names.map { delivery.applied($0) }
+            let result = try connection.execute(
+                PostgresSchema.recordsOfAfter, [encodedNames, .int64s(applied), .int64(page)])
+            var read: Set<String> = []
+            var start = 0
+            // Each run of rows of one collection goes on at once, before the rows of others that follow it.
+            while start < result.rows {
+                let name = result.string(start, 0)
+                var end = start + 1
+                while end < result.rows && result.string(end, 0) == name { end += 1 }
+                let rows = (start..<end).map { (seq: result.int64($0, 1), record: result.bytes($0, 2)) }
+                let (failed, gap) = delivery.offer(name, rows)
+                for record in failed { record.done(false) }
+                if gap { return tellFallenBehind(name) }
+                read.insert(name)
+                start = end
+            }
+            if Int64(result.rows) == page { continue }
+            for (name, before) in zip(names, applied) where !read.contains(name) {
+                if let last = wanted[name] ?? nil, last > before, delivery.applied(name) == before {
+                    return tellFallenBehind(name)
+                }
+            }
+            return
         }
     }
 
-    /// Reads and hands on the records of `name` after the last one applied; `last`, when known, is the collection's
-    /// last sequence: none left after the last one applied means they were purged.
-    private func follow(_ name: String, _ connection: PGConnection, last: Int64? = nil) throws(StorageError) {
-        let page: Int64 = 1000
-        while true {
-            let applied = delivery.applied(name)
-            let result = try connection.execute(
-                PostgresSchema.recordsAfter, [.text(name), .int64(applied), .int64(page)])
-            let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
-            var (failed, gap) = delivery.offer(name, rows)
-            if rows.isEmpty, let last, last > applied, delivery.applied(name) == applied { gap = true }
-            for record in failed { record.done(false) }
-            if gap {
-                // Told once: the catch-ups that come while the server stops meet the same gap.
-                guard
-                    let tell = fallenBehind.withLock({ tell in
-                        defer { tell = nil }
-                        return tell
-                    })
-                else { return }
-                logger.log(
-                    .critical,
-                    "collection \(name): records after \(delivery.applied(name)) were compacted into a snapshot "
-                        + "before this server read them; it cannot go on with it from here")
-                tell(name)
-                return
-            }
-            if Int64(rows.count) < page { return }
-        }
+    /// The records of `name` after the last one applied are gone (compacted into a snapshot, or purged): told
+    /// once, since the catch-ups that come while the server stops meet the same gap.
+    private func tellFallenBehind(_ name: String) {
+        guard
+            let tell = fallenBehind.withLock({ tell in
+                defer { tell = nil }
+                return tell
+            })
+        else { return }
+        logger.log(
+            .critical,
+            "collection \(name): records after \(delivery.applied(name)) were compacted into a snapshot "
+                + "before this server read them; it cannot go on with it from here")
+        tell(name)
     }
 
     private func waitForFollowerWake(milliseconds: Int) {

@@ -1,9 +1,11 @@
 import Glibc
 import Model
 
-/// Starts a server from PostgreSQL: sets up the schema if needed, loads each collection's latest snapshot, then
-/// replays the records after it, in sequence order per collection. Records of different collections are
-/// independent, so their order across collections does not matter.
+/// Starts a server from PostgreSQL: sets up the schema if needed, then replays the records that no snapshot covers
+/// and restores each collection's latest snapshot, all in the order of the records' ids (a snapshot stands where
+/// its last record does). Records of different collections are mostly independent, but not a view's records, which
+/// are stored under each source it had in turn: replayed in id order they take effect in the order they were
+/// committed, and a view held by the snapshots of several of its sources ends as the latest one holds it.
 enum PostgresRecovery {
     /// How long a starting server waits for the database to answer before giving up.
     static let connectPatience: Int64 = 30_000
@@ -26,6 +28,9 @@ enum PostgresRecovery {
         var fromSnapshots = 0
         var records = 0
         var replayed: Set<String> = []
+        // The views each absent collection fed right after its last record was replayed: what a snapshot at that
+        // record holds (a view may have moved to another source since, by a record of another collection).
+        var viewsAtLastRecord: [String: [SnapshotFile.SavedView]] = [:]
         var leftover: [String] = []
         do {
             // One snapshot of the database for every read: a snapshot and compaction another server writes while
@@ -34,21 +39,28 @@ enum PostgresRecovery {
             try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try connection.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             let snapshots = try connection.execute(PostgresSchema.snapshots)
-            for row in 0..<snapshots.rows {
-                let name = snapshots.string(row, 0)
-                applied[name] = snapshots.int64(row, 1)
-                guard !snapshots.isNull(row, 2) else { continue }
-                let snapshot = try decodeSnapshot(snapshots.bytes(row, 2), of: name, limits: executor.limits)
-                try Recovery.restore(snapshot, into: executor)
-                fromSnapshots += 1
+            for row in 0..<snapshots.rows { applied[snapshots.string(row, 0)] = snapshots.int64(row, 1) }
+            var nextSnapshot = 0
+            /// Restores the snapshots that stand before the record of id `id`.
+            func restoreSnapshots(before id: Int64) throws {
+                while nextSnapshot < snapshots.rows && snapshots.int64(nextSnapshot, 3) < id {
+                    defer { nextSnapshot += 1 }
+                    guard !snapshots.isNull(nextSnapshot, 2) else { continue }
+                    let bytes = snapshots.bytes(nextSnapshot, 2)
+                    let name = snapshots.string(nextSnapshot, 0)
+                    try restore(decodeSnapshot(bytes, of: name, limits: executor.limits), into: executor)
+                    fromSnapshots += 1
+                }
             }
+            var lastID: Int64 = 0
             var key = (collection: "", seq: Int64(0))
             let page: Int64 = 10_000
             while true {
-                let result = try connection.execute(
-                    PostgresSchema.recordsToReplay, [.text(key.collection), .int64(key.seq), .int64(page)])
+                let result = try connection.execute(PostgresSchema.recordsToReplay, [.int64(lastID), .int64(page)])
                 for row in 0..<result.rows {
                     key = (result.string(row, 0), result.int64(row, 1))
+                    lastID = result.int64(row, 3)
+                    try restoreSnapshots(before: lastID)
                     guard key.seq == (applied[key.collection] ?? 0) + 1 else {
                         throw StartupError(
                             "collection \(key.collection) in PostgreSQL lacks records \((applied[key.collection] ?? 0) + 1) "
@@ -61,11 +73,22 @@ enum PostgresRecovery {
                         throw StartupError("record \(key.seq) of collection \(key.collection) is unreadable")
                     }
                     executor.replay(record)
+                    if executor.registry.entry(key.collection) == nil {
+                        viewsAtLastRecord[key.collection] = executor.views.saved(feedingFrom: key.collection)
+                    }
                     applied[key.collection] = key.seq
                     replayed.insert(key.collection)
                     records += 1
                 }
                 if Int64(result.rows) < page { break }
+            }
+            try restoreSnapshots(before: .max)
+            // A snapshot of a view's earlier source may hold a view deleted since under another source, whose
+            // snapshot covers the deletion and does not hold it.
+            let deletedViews = try connection.execute(PostgresSchema.deletedViews)
+            for row in 0..<deletedViews.rows {
+                guard let entry = executor.views.entry(deletedViews.string(row, 0)) else { continue }
+                executor.views.remove(entry, source: entry.live.withLock { $0.definition.source })
             }
             let gone = applied.keys.filter { name in
                 executor.registry.entry(name) == nil && !name.hasPrefix(LaneRouter.lane(ofView: ""))
@@ -82,16 +105,29 @@ enum PostgresRecovery {
         logger.info(
             "recovered \(executor.registry.count) collections from PostgreSQL: \(fromSnapshots) from snapshots, "
                 + "\(records) records replayed in \(MonotonicClock.now() - started) ms")
-        let deleted = snapshotDeleted(leftover, replayed, applied, executor: executor, connection, logger: logger)
+        let deleted = snapshotDeleted(
+            leftover, replayed, applied, viewsAtLastRecord, executor: executor, connection, logger: logger)
         return Outcome(applied: applied, deleted: deleted)
     }
 
+    /// Restores a snapshot over what the records before it made: a view it holds replaces the one of that name (a
+    /// view that moved here from a source whose snapshot or records came earlier).
+    private static func restore(_ snapshot: SnapshotFile.Contents, into executor: Executor) throws(StartupError) {
+        for view in snapshot.views {
+            guard let existing = executor.views.entry(view.name) else { continue }
+            executor.views.remove(existing, source: existing.live.withLock { $0.definition.source })
+        }
+        try Recovery.restore(snapshot, into: executor)
+    }
+
     /// The deleted collections whose records may be purged, with the sequence of their last: a snapshot at it is
-    /// stored first for those whose deletion was replayed (the others' snapshot is already there). A snapshot
-    /// that cannot be stored is logged, and its collection's records stay.
+    /// stored first for those whose deletion was replayed (the others' snapshot is already there), holding the
+    /// views the collection fed at that record. A snapshot that cannot be stored is logged, and its collection's
+    /// records stay.
     private static func snapshotDeleted(
-        _ names: [String], _ replayed: Set<String>, _ applied: [String: Int64], executor: Executor,
-        _ connection: PGConnection, logger: Logger
+        _ names: [String], _ replayed: Set<String>, _ applied: [String: Int64],
+        _ viewsAtLastRecord: [String: [SnapshotFile.SavedView]], executor: Executor, _ connection: PGConnection,
+        logger: Logger
     ) -> [String: Int64] {
         var stored: [String: Int64] = [:]
         for name in names.sorted() {
@@ -101,7 +137,8 @@ enum PostgresRecovery {
                 continue
             }
             let bytes = SnapshotFile.encode(
-                nextSegment: 0, collections: [], views: executor.views.saved(feedingFrom: name))
+                nextSegment: 0, collections: [],
+                views: viewsAtLastRecord[name] ?? executor.views.saved(feedingFrom: name))
             do throws(StorageError) {
                 try connection.execute(PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
                 stored[name] = seq

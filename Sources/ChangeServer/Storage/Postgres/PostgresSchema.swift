@@ -4,11 +4,19 @@
 ///   its latest record. A transaction that appends records to a collection raises `last_seq` first, which takes
 ///   the row's lock until it commits: so the records of one collection commit in sequence order, whichever
 ///   server writes them.
-/// - `changeserver_records(collection, seq, record)`: the journal, one row per record (the binary form of
-///   `RecordCodec`); the primary key `(collection, seq)` forbids two records with one sequence.
-/// - `changeserver_snapshots(collection, seq, content)`: the latest snapshot of a collection, the state after its
-///   records up to `seq` (`content` NULL: the collection did not exist then); those records are deleted, but the
-///   last 1,000 (for servers that have not read them yet); a deleted collection's go too, a while later.
+/// - `changeserver_records(collection, seq, record, id)`: the journal, one row per record (the binary form of
+///   `RecordCodec`); the primary key `(collection, seq)` forbids two records with one sequence. `id` (a
+///   `bigserial`, unique) orders the records of all collections as every server applies them: it is taken while
+///   the transaction holds its collection's row, so it follows `seq` within a collection, and for records committed
+///   one after the other (a view's records under its successive sources) it follows the commits.
+/// - `changeserver_snapshots(collection, seq, content, last_id)`: the latest snapshot of a collection, the state
+///   after its records up to `seq` (`content` NULL: the collection did not exist then), whose last record has the
+///   id `last_id`, where it stands among the records of other collections; those records are deleted, but the last
+///   1,000 (for servers that have not read them yet); a deleted collection's go too, a while later.
+/// - `changeserver_views(name, last_id, deleted)`: per view, the id of its latest record and whether that record
+///   deleted it, written with the records. A snapshot of a view's earlier source may still hold a view that was
+///   deleted since, its deletion compacted into the snapshot of another source (which does not hold it): a starting
+///   server drops the views deleted here.
 /// - `changeserver_schema(version)`: the schema's version, checked at start.
 enum PostgresSchema {
     static let version: Int64 = 1
@@ -38,6 +46,14 @@ enum PostgresSchema {
                 seq bigint NOT NULL, content bytea)
                 """)
             try connection.execute(
+                """
+                CREATE TABLE IF NOT EXISTS changeserver_views (name text PRIMARY KEY, last_id bigint NOT NULL, \
+                deleted boolean NOT NULL)
+                """)
+            if try connection.execute(hasRecordIDs).int64(0, 0) == 0 {
+                for statement in addRecordIDs { try connection.execute(statement) }
+            }
+            try connection.execute(
                 "INSERT INTO changeserver_schema (version) VALUES ($1) ON CONFLICT DO NOTHING", [.int64(version)])
             let found = try connection.execute("SELECT max(version) FROM changeserver_schema")
             try connection.execute("COMMIT")
@@ -49,6 +65,26 @@ enum PostgresSchema {
             throw StartupError("the database's schema is version \(current); this server knows version \(version) only")
         }
     }
+
+    /// Whether the records have their `id` (1) or not (0: a new database, or one that servers wrote before ids).
+    private static let hasRecordIDs = """
+        SELECT count(*) FROM pg_attribute
+        WHERE attrelid = 'changeserver_records'::regclass AND attname = 'id' AND NOT attisdropped
+        """
+
+    /// Gives every record an id, in place: the records already there get theirs in `(collection, seq)` order, the
+    /// order in which servers replayed them before ids (so a restart shows what it showed before); new ones take
+    /// the next. Snapshots get the id of their last record (the stored one serves when that record was purged).
+    private static let addRecordIDs = [
+        "ALTER TABLE changeserver_records ADD COLUMN id bigserial",
+        """
+        UPDATE changeserver_records r SET id = o.n
+        FROM (SELECT collection, seq, row_number() OVER (ORDER BY collection, seq) AS n FROM changeserver_records) o
+        WHERE r.collection = o.collection AND r.seq = o.seq
+        """,
+        "CREATE UNIQUE INDEX changeserver_records_id ON changeserver_records (id)",
+        "ALTER TABLE changeserver_snapshots ADD COLUMN IF NOT EXISTS last_id bigint",
+    ]
 
     /// Appends `$3` (a `bytea[]` of `$2` records) to collection `$1` and returns the sequence of the last one:
     /// the records take `last_seq - $2 + 1 ... last_seq`.
@@ -65,31 +101,61 @@ enum PostgresSchema {
 
     static let notify = "SELECT pg_notify($1, $2)"
 
+    /// Notes that record `$3` of collection `$2` is the latest of view `$1`, and whether it deletes it (`$4` not 0),
+    /// unless a record of a higher id is noted.
+    static let noteView = """
+        INSERT INTO changeserver_views (name, last_id, deleted)
+        SELECT $1, id, $4 <> 0 FROM changeserver_records WHERE collection = $2 AND seq = $3
+        ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id, deleted = excluded.deleted
+        WHERE changeserver_views.last_id < excluded.last_id
+        """
+
+    /// The views whose latest record deleted them.
+    static let deletedViews = "SELECT name FROM changeserver_views WHERE deleted"
+
     /// Records of collection `$1` after sequence `$2`, in order, at most `$3`.
     static let recordsAfter = """
         SELECT seq, record FROM changeserver_records WHERE collection = $1 AND seq > $2 ORDER BY seq LIMIT $3
         """
 
+    /// Records of the collections `$1` (a `bytea[]` of UTF-8 names), each after its sequence in `$2` (a
+    /// `bigint[]`), at most `$3` of each, and at most `$3` in all: `(collection, seq, record, id)` in id order. Rows
+    /// left out of a full answer all have ids above those in it.
+    static let recordsOfAfter = """
+        SELECT r.collection, r.seq, r.record, r.id FROM unnest($1::bytea[], $2::bigint[]) AS a(name, after)
+        CROSS JOIN LATERAL (
+            SELECT collection, seq, record, id FROM changeserver_records
+            WHERE collection = convert_from(a.name, 'UTF8') AND seq > a.after ORDER BY seq LIMIT $3) r
+        ORDER BY r.id LIMIT $3
+        """
+
     static let lastSequences = "SELECT name, last_seq FROM changeserver_collections"
 
-    static let snapshots = "SELECT collection, seq, content FROM changeserver_snapshots"
+    /// Every snapshot, `(collection, seq, content, position)`, in the order of their positions: the id of the last
+    /// record each covers (the stored one when that record was purged; 0 when neither is known).
+    static let snapshots = """
+        SELECT s.collection, s.seq, s.content, coalesce(r.id, s.last_id, 0) AS position FROM changeserver_snapshots s
+        LEFT JOIN changeserver_records r ON r.collection = s.collection AND r.seq = s.seq
+        ORDER BY position, s.collection
+        """
 
     /// The snapshot of collection `$1`, to start it anew when its records were compacted away.
     static let snapshot = "SELECT seq, content FROM changeserver_snapshots WHERE collection = $1"
 
-    /// Records not covered by a snapshot, in `(collection, seq)` order after the key `($1, $2)`, at most `$3`.
+    /// Records not covered by a snapshot, `(collection, seq, record, id)` in id order after id `$1`, at most `$2`.
     static let recordsToReplay = """
-        SELECT r.collection, r.seq, r.record FROM changeserver_records r
+        SELECT r.collection, r.seq, r.record, r.id FROM changeserver_records r
         LEFT JOIN changeserver_snapshots s ON s.collection = r.collection
-        WHERE r.seq > coalesce(s.seq, 0) AND (r.collection, r.seq) > ($1, $2)
-        ORDER BY r.collection, r.seq LIMIT $3
+        WHERE r.seq > coalesce(s.seq, 0) AND r.id > $1
+        ORDER BY r.id LIMIT $2
         """
 
-    /// Stores the snapshot of collection `$1` at sequence `$2` (content `$3`, NULL for none) unless a later one is
-    /// there.
+    /// Stores the snapshot of collection `$1` at sequence `$2` (content `$3`, NULL for none), with the id of that
+    /// record, unless a later one is there.
     static let saveSnapshot = """
-        INSERT INTO changeserver_snapshots (collection, seq, content) VALUES ($1, $2, $3)
-        ON CONFLICT (collection) DO UPDATE SET seq = excluded.seq, content = excluded.content
+        INSERT INTO changeserver_snapshots (collection, seq, content, last_id)
+        VALUES ($1, $2, $3, (SELECT id FROM changeserver_records WHERE collection = $1 AND seq = $2))
+        ON CONFLICT (collection) DO UPDATE SET seq = excluded.seq, content = excluded.content, last_id = excluded.last_id
         WHERE changeserver_snapshots.seq < excluded.seq
         """
 

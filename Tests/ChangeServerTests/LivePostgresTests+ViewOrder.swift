@@ -1,0 +1,168 @@
+import Foundation
+import ProcessSupport
+import Testing
+
+@testable import ChangeServer
+
+/// A view's records are stored under its source collection's name, and a view that changes source has records
+/// under several names: every server, and every server started later, must apply them in the order they were
+/// committed, not in the order of the names (recovery once replayed them by name, and a follower in the order of a
+/// `Set`).
+extension LivePostgresTests {
+    /// A view redefined from source `zeta` to source `alpha` (sequential requests to one server) reads `alpha`, at
+    /// the same version, on a server started afterwards and on one that was running (it read `zeta`, another epoch).
+    @Test func aViewMovedToAnotherSourceIsTheSameAfterARestart() throws {
+        try checkViewsAgree(database: "moved", views: ["v1"]) { server, _ throws in
+            #expect(try server.client.put("/v1/views/v1", ["source": "zeta"]).status == 201)
+            #expect(try server.client.put("/v1/views/v1", ["source": "alpha"]).status == 200)
+        }
+    }
+
+    /// A view defined on `zeta`, deleted, then defined again on `alpha` exists on a server started afterwards (it
+    /// was `404`: the deletion, stored under `zeta`, was replayed after the definition stored under `alpha`).
+    @Test func aViewDeletedAndDefinedOnAnotherSourceExistsAfterARestart() throws {
+        try checkViewsAgree(database: "redefined", views: ["dv"]) { server, _ throws in
+            #expect(try server.client.put("/v1/views/dv", ["source": "zeta"]).status == 201)
+            #expect(try server.client.request("DELETE", "/v1/views/dv").status == 204)
+            #expect(try server.client.put("/v1/views/dv", ["source": "alpha"]).status == 201)
+        }
+    }
+
+    /// With `--snapshot-bytes 4096`, a view's first source is snapshotted with the view, then the view moves to
+    /// another source, which is snapshotted with it too: a server started afterwards serves the view of the second
+    /// source only, at the same version (it restored both snapshots' copies of the view, in no particular order,
+    /// and showed items of both sources).
+    @Test func aViewMovedAfterItsSourceWasSnapshottedIsTheSameAfterARestart() throws {
+        try checkViewsAgree(database: "snapmoved", views: ["m"], snapshotBytes: 4096) { server, snapshotted throws in
+            let filler = String(repeating: "x", count: 100)
+            #expect(try server.client.put("/v1/views/m", ["source": "zeta"]).status == 201)
+            for step in 0..<60 {
+                #expect(try server.client.put("/v1/collections/zeta/items/z\(step)", ["data": filler]).status == 201)
+            }
+            #expect(try snapshotted("zeta"), "zeta was snapshotted with the view")
+            #expect(try server.client.put("/v1/views/m", ["source": "alpha"]).status == 200)
+            for step in 0..<60 {
+                #expect(try server.client.put("/v1/collections/alpha/items/a\(step)", ["data": filler]).status == 201)
+            }
+            #expect(try snapshotted("alpha"), "alpha was snapshotted with the view")
+        }
+    }
+
+    /// A view moved from a snapshotted source to another, then deleted there, the other source snapshotted too, is
+    /// gone after a restart as it is on the server (the first source's snapshot still holds it).
+    @Test func aViewMovedThenDeletedIsGoneAfterARestart() throws {
+        try checkViewsAgree(database: "snapdeleted", views: ["m"], snapshotBytes: 4096) { server, snapshotted throws in
+            let filler = String(repeating: "x", count: 100)
+            #expect(try server.client.put("/v1/views/m", ["source": "zeta"]).status == 201)
+            for step in 0..<60 {
+                #expect(try server.client.put("/v1/collections/zeta/items/z\(step)", ["data": filler]).status == 201)
+            }
+            #expect(try snapshotted("zeta"), "zeta was snapshotted with the view")
+            #expect(try server.client.put("/v1/views/m", ["source": "alpha"]).status == 200)
+            #expect(try server.client.request("DELETE", "/v1/views/m").status == 204)
+            for step in 0..<60 {
+                #expect(try server.client.put("/v1/collections/alpha/items/a\(step)", ["data": filler]).status == 201)
+            }
+            #expect(try snapshotted("alpha"), "alpha was snapshotted without the view")
+        }
+    }
+
+    /// A database written before records had ids (the columns dropped here) gets them in place at the next start,
+    /// which serves what the last server served; records written afterwards go on from there.
+    @Test func aDatabaseWrittenBeforeRecordIDsGetsThemInPlace() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("noids")
+        let first = try ServerProcess(["--postgres", url, "--snapshot-bytes", "4096"])
+        for name in ["b", "a"] {
+            #expect(try first.client.put("/v1/collections/\(name)", ["sections": [["id": "s"]]]).status == 201)
+            for step in 0..<40 {
+                let data = String(repeating: "y", count: 100)
+                #expect(try first.client.put("/v1/collections/\(name)/items/i\(step)", ["data": data]).status == 201)
+            }
+        }
+        #expect(try first.client.put("/v1/views/v", ["source": "b", "limit": 3]).status == 201)
+        let expected = try ["/v1/collections/a", "/v1/collections/b", "/v1/views/v"].map {
+            ($0, try first.client.get($0).text)
+        }
+        #expect(first.stop() == 0)
+        try cluster.sql(
+            "DROP INDEX changeserver_records_id; ALTER TABLE changeserver_records DROP COLUMN id; "
+                + "ALTER TABLE changeserver_snapshots DROP COLUMN last_id", database: "noids")
+        let next = try ServerProcess(["--postgres", url])
+        for (path, text) in expected { #expect(try next.client.get(path).text == text, "\(path)") }
+        let ids = try cluster.sql(
+            "SELECT count(*) = count(DISTINCT id) AND min(id) = 1 FROM changeserver_records", database: "noids")
+        #expect(ids == "t\n", "every record has an id of its own")
+        #expect(try next.client.put("/v1/collections/a/items/new", ["data": 1]).status == 201)
+        let restarted = try ServerProcess(["--postgres", url])
+        for path in ["/v1/collections/a", "/v1/views/v"] {
+            #expect(try restarted.client.get(path).text == next.client.get(path).text, "\(path)")
+        }
+    }
+
+    /// A view that fed a collection deleted by a server stopped before it snapshotted it, then moved to another
+    /// source, is the same after two more starts: the first one snapshots the deleted collection with the view as it
+    /// was at the deletion (it stored the views fed at the end of its replay, without this one, which the next start
+    /// then lacked before its move).
+    @Test func aViewThatMovedOffADeletedCollectionIsTheSameAfterItsLateSnapshot() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("latedeleted")
+        let first = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "3600"])
+        for name in ["gone", "other"] {
+            let body: [String: Any] = ["sections": [["id": "s", "items": [["id": name, "data": name]]]]]
+            #expect(try first.client.put("/v1/collections/\(name)", body).status == 201)
+        }
+        #expect(try first.client.put("/v1/views/v", ["source": "gone"]).status == 201)
+        #expect(try first.client.request("DELETE", "/v1/collections/gone").status == 204)
+        #expect(try first.client.put("/v1/views/v", ["source": "other"]).status == 200)
+        let expected = try first.client.get("/v1/views/v").text
+        #expect(first.stop() == 0)
+        try cluster.sql("DELETE FROM changeserver_snapshots WHERE collection = 'gone'", database: "latedeleted")
+        let next = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "3600"])
+        #expect(try next.client.get("/v1/views/v").text == expected)
+        let stored = try eventually {
+            try cluster.sql("SELECT count(*) FROM changeserver_snapshots", database: "latedeleted") == "1\n"
+        }
+        #expect(stored, "the deleted collection was snapshotted at the start")
+        #expect(next.stop() == 0)
+        let restarted = try ServerProcess(["--postgres", url])
+        #expect(try restarted.client.get("/v1/views/v").text == expected)
+    }
+
+    /// Creates collections `zeta` and `alpha` (one item each) through a server, runs `steps` on it (with a wait for
+    /// a collection's snapshot row) while another server is stopped (SIGSTOP, so that it reads all their records
+    /// at once when it goes on), then checks that each of `views` reads the same (definition, version, content,
+    /// or `404`) on that server, on the other one, and on one started afterwards.
+    private func checkViewsAgree(
+        database: String, views: [String], snapshotBytes: Int? = nil,
+        _ steps: (ServerProcess, _ snapshotted: (String) throws -> Bool) throws -> Void
+    ) throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase(database)
+        let options = snapshotBytes.map { ["--snapshot-bytes", "\($0)"] } ?? []
+        let server = try ServerProcess(["--postgres", url] + options)
+        let follower = try ServerProcess(["--postgres", url])
+        for name in ["zeta", "alpha"] {
+            let body: [String: Any] = ["sections": [["id": "s", "items": [["id": name, "data": name]]]]]
+            #expect(try server.client.put("/v1/collections/\(name)", body).status == 201)
+        }
+        kill(follower.process.processIdentifier, SIGSTOP)
+        defer { kill(follower.process.processIdentifier, SIGCONT) }
+        try steps(server) { name in
+            try eventually {
+                try cluster.sql(
+                    "SELECT count(*) FROM changeserver_snapshots WHERE content IS NOT NULL AND collection = '\(name)'",
+                    database: database) == "1\n"
+            }
+        }
+        kill(follower.process.processIdentifier, SIGCONT)
+        let expected = try views.map { try server.client.get("/v1/views/\($0)").text }
+        let fresh = try ServerProcess(["--postgres", url])
+        for (view, text) in zip(views, expected) {
+            #expect(try fresh.client.get("/v1/views/\(view)").text == text, "\(view) after a restart")
+            let followed = try eventually { try follower.client.get("/v1/views/\(view)").text == text }
+            let seen = try follower.client.get("/v1/views/\(view)").text
+            #expect(followed, "\(view) on a running server: \(seen)")
+        }
+    }
+}
