@@ -67,6 +67,18 @@ extension LivePostgresTests {
         }
     }
 
+    /// A deletion refused for its `If-Match` leaves the view, also for a server started afterwards (the deletion
+    /// was noted as one in `changeserver_views` when it was committed, before it was refused, and a start dropped
+    /// the view).
+    @Test func aRefusedConditionalDeletionLeavesTheViewAfterARestart() throws {
+        try checkViewsAgree(database: "refuseddelete", views: ["v"]) { server, _ throws in
+            #expect(try server.client.put("/v1/views/v", ["source": "zeta"]).status == 201)
+            let refused = try server.client.request("DELETE", "/v1/views/v", headers: ["If-Match": #""nope.7""#])
+            #expect(refused.status == 412)
+            #expect(try server.client.get("/v1/views/v").status == 200)
+        }
+    }
+
     /// A database written before records had ids (the columns dropped here) gets them in place at the next start,
     /// which serves what the last server served; records written afterwards go on from there.
     @Test func aDatabaseWrittenBeforeRecordIDsGetsThemInPlace() throws {
