@@ -203,6 +203,29 @@ struct LiveFakeServerTests {
         #expect(server.received.count == 5)
     }
 
+    /// A server that stays behind on a deletion is asked with a growing backoff, not four times a second for good.
+    @Test func resetsOfADeletedCollectionBackOff() async throws {
+        let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#
+        let server = try FakeServer { index, _ in
+            index == 1
+                ? FakeServer.Answer(status: 410, body: deleted) : FakeServer.Answer(status: 200, body: Self.reset)
+        }
+        defer { server.stop() }
+        let client = FeedClient(
+            baseURL: server.baseURL, name: "c", pollTimeout: .seconds(5),
+            backoff: Backoff(initial: .milliseconds(20), maximum: .seconds(10)))
+        let task = Task {
+            var events = client.events().makeAsyncIterator()
+            while try await events.next() != nil {}
+        }
+        try await Task.sleep(for: .seconds(3))
+        task.cancel()
+        _ = try await task.value
+        // Doubling from 20 ms (each wait at least half its step) gives under 12 requests in 3 s; the first wait over
+        // and over gave 186.
+        #expect(server.received.count < 20, "\(server.received.count) requests")
+    }
+
     /// A name that is not there (not created yet, or wrong) is reported, once; the feed then waits for it.
     @Test func aCollectionThatIsNotThereIsReportedOnce() async throws {
         let server = try FakeServer { index, _ in

@@ -30,7 +30,7 @@ import Testing
         #expect(failures.withLock { $0 }.isEmpty)
         let servers = started.withLock { $0 }
         try #require(servers.count == 2)
-        #expect(try cluster.sql("SELECT version FROM changeserver_schema", database: "schema") == "1\n")
+        #expect(try cluster.sql("SELECT version FROM changeserver_schema", database: "schema") == "2\n")
         #expect(try servers[0].client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
         let seen = try eventually { try servers[1].client.get("/v1/collections/c").status == 200 }
         #expect(seen)

@@ -37,6 +37,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// The epoch of the collection a `410 collection_deleted` said was deleted: a reset at that epoch comes from a
         /// server that has not applied the deletion yet (a collection made again has a new epoch), and is waited out.
         var deletedEpoch: String?
+        /// Resets at `deletedEpoch` in a row, for their backoff.
+        var staleResets = 0
         /// `404`s in a row to polls with `since`.
         var notFoundPolls = 0
 
@@ -83,6 +85,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 if case .reset = event {
                     isMissing = false
                     deletedEpoch = nil
+                    staleResets = 0
                 }
                 return event
             case 410:
@@ -128,7 +131,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
             switch try WireDecoding.feedAnswer(Array(body), kind: client.kind) {
             case .reset(let snapshot, let next):
                 if polledSince == nil, let deletedEpoch, snapshot.version.epoch == deletedEpoch {
-                    try await wait(after: .failure, retryAfter: nil)
+                    staleResets += 1
+                    try await wait(after: .staleReset, retryAfter: nil)
                     return nil
                 }
                 since = snapshot.version
@@ -165,7 +169,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             }
         }
 
-        private enum Cause { case failure, quickRepeat, goneRepeat }
+        private enum Cause { case failure, quickRepeat, goneRepeat, staleReset }
 
         private mutating func wait(after cause: Cause, retryAfter: Duration?) async throws {
             let attempt: Int
@@ -177,6 +181,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 attempt = quickRepeats
             case .goneRepeat:
                 attempt = goneRepeats
+            case .staleReset:
+                attempt = staleResets
             }
             try await Task.sleep(for: client.backoff.delay(attempt: attempt, atLeast: retryAfter ?? .zero))
         }

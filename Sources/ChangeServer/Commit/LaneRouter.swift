@@ -8,9 +8,9 @@ import Synchronization
 ///
 /// It follows each view's sources as records are handed over in journal order (by the journal's callbacks), which
 /// is before they are applied, and must never miss the source a view has when its next record is applied. A view
-/// record with `If-Match` or `If-None-Match` may yet be refused, leaving the source as it was: so until it is
-/// applied, the view may have either source, and its next records run on the lanes of both. Once no record of the
-/// view is pending, the source it has is all that is kept (`settle`).
+/// record may yet leave the source as it was: refused for its `If-Match` or `If-None-Match`, or not made durable.
+/// So until it is applied, the view may have either source, and its next records run on the lanes of both. Once no
+/// record of the view is pending, the source it has is all that is kept (`settle`).
 final class LaneRouter: Sendable {
     /// What is known of a view's source between hand-over and application.
     private struct Tracked {
@@ -36,29 +36,21 @@ final class LaneRouter: Sendable {
         switch record {
         case .put, .ops, .upsert, .delete:
             return [record.name]
-        case .defineView(let view, _, let definition, let conditions):
+        case .defineView(let view, _, let definition, _):
             let source = (try? ViewDefinition(json: definition.bytes))?.source
             let sources = views.withLock { views in
                 var tracked = views[view] ?? Tracked(sources: [])
-                defer {
-                    tracked.pending += 1
-                    if let source {
-                        // Unconditional, it is applied (the route validated it); conditional, it may not be.
-                        if conditions == .none { tracked.sources = [source] } else { tracked.sources.insert(source) }
-                    }
-                    views[view] = tracked
-                }
-                return tracked.sources.union([source].compactMap { $0 })
+                tracked.pending += 1
+                if let source { tracked.sources.insert(source) }
+                views[view] = tracked
+                return tracked.sources
             }
             return sources.union([Self.lane(ofView: view)])
-        case .deleteView(let view, let conditions):
+        case .deleteView(let view, _):
             let sources = views.withLock { views in
                 var tracked = views[view] ?? Tracked(sources: [])
-                defer {
-                    tracked.pending += 1
-                    if conditions == .none { tracked.sources = [] }
-                    views[view] = tracked
-                }
+                tracked.pending += 1
+                views[view] = tracked
                 return tracked.sources
             }
             return sources.union([Self.lane(ofView: view)])

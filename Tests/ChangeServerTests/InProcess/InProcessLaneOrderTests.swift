@@ -8,8 +8,8 @@ import Testing
 /// Collections commit independently: records applied on their lanes (`LaneRouter`), in parallel, leave every
 /// collection and view exactly as applying them one by one in journal order does (which is what recovery does), and
 /// a snapshot taken at a consistent point sees exactly the records handed in before it. Views move between sources,
-/// so their records run on several lanes at once; with conditions, some of them are refused, leaving the source as
-/// it was.
+/// so their records run on several lanes at once; some of them, refused for their conditions or not made durable,
+/// leave the source as it was.
 @Suite struct InProcessLaneOrderTests {
     private static let names = ["a", "b", "c", "d"]
 
@@ -17,6 +17,8 @@ import Testing
     func parallelLanesEqualJournalOrder(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
         let records = (0..<300).map { _ in Self.randomRecord(&random) }
+        // A record not made durable is handed to its lanes all the same, and applied by nobody.
+        let durable = records.map { _ in Int.random(in: 0..<12, using: &random) != 0 }
         let cut = Int.random(in: 0..<records.count, using: &random)
 
         let sequential = Executor(registry: Registry(), limits: HistoryLimits(versions: 50))
@@ -24,6 +26,7 @@ import Testing
         var atCut: [String: VersionedCollection] = [:]
         for (index, record) in records.enumerated() {
             if index == cut { atCut = Self.contents(sequential) }
+            guard durable[index] else { continue }
             if case .committed = sequential.execute(record) { accepted += 1 }
         }
 
@@ -48,8 +51,8 @@ import Testing
                     then: { group.leave() })
             }
             group.enter()
-            lanes.run(router.lanes(for: record)) {
-                _ = parallel.execute(record)
+            lanes.run(router.lanes(for: record)) { [isDurable = durable[index]] in
+                if isDurable { _ = parallel.execute(record) }
                 switch record {
                 case .defineView(let view, _, _, _), .deleteView(let view, _):
                     router.settle(
@@ -62,7 +65,7 @@ import Testing
         }
         #expect(group.wait(timeout: .now() + 30) == .success)
 
-        #expect(accepted >= 100, "seed \(seed): only \(accepted) of \(records.count) records committed")
+        #expect(accepted >= 90, "seed \(seed): only \(accepted) of \(records.count) records committed")
         Self.expectEqual(Self.contents(parallel), Self.contents(sequential), seed: seed)
         Self.expectEqual(captured.all, atCut, seed: seed)
     }

@@ -398,7 +398,7 @@ final class PostgresJournal: Journal {
                 guard let change = RecordCodec.viewChange(record.record) else { continue }
                 let parameters: [PGParameter] = [
                     .text(change.view), .text(range.name), .int64(range.first + Int64(offset)),
-                    .int64(change.deletes ? 1 : 0),
+                    .int64(change.note.rawValue),
                 ]
                 notes.append((change.view, parameters))
             }

@@ -31,6 +31,8 @@ enum PostgresRecovery {
         // The views each absent collection fed right after its last record was replayed: what a snapshot at that
         // record holds (a view may have moved to another source since, by a record of another collection).
         var viewsAtLastRecord: [String: [SnapshotFile.SavedView]] = [:]
+        // Per view, the id of the last record or snapshot replayed that held or changed it.
+        var viewTouched: [String: Int64] = [:]
         var leftover: [String] = []
         do {
             // One snapshot of the database for every read: a snapshot and compaction another server writes while
@@ -48,7 +50,9 @@ enum PostgresRecovery {
                     guard !snapshots.isNull(nextSnapshot, 2) else { continue }
                     let bytes = snapshots.bytes(nextSnapshot, 2)
                     let name = snapshots.string(nextSnapshot, 0)
-                    try restore(decodeSnapshot(bytes, of: name, limits: executor.limits), into: executor)
+                    let snapshot = try decodeSnapshot(bytes, of: name, limits: executor.limits)
+                    for view in snapshot.views { viewTouched[view.name] = snapshots.int64(nextSnapshot, 3) }
+                    try restore(snapshot, into: executor)
                     fromSnapshots += 1
                 }
             }
@@ -67,8 +71,10 @@ enum PostgresRecovery {
                                 + "to \(key.seq - 1); refusing to start on wrong data")
                     }
                     let record: JournalRecord
+                    let bytes = result.bytes(row, 2)
+                    if let change = RecordCodec.viewChange(bytes) { viewTouched[change.view] = lastID }
                     do throws(BinaryReader.Malformed) {
-                        record = try RecordCodec.decode(result.bytes(row, 2))
+                        record = try RecordCodec.decode(bytes)
                     } catch {
                         throw StartupError("record \(key.seq) of collection \(key.collection) is unreadable")
                     }
@@ -84,10 +90,13 @@ enum PostgresRecovery {
             }
             try restoreSnapshots(before: .max)
             // A snapshot of a view's earlier source may hold a view deleted since under another source, whose
-            // snapshot covers the deletion and does not hold it.
+            // snapshot covers the deletion and does not hold it. A view held or changed by anything replayed after
+            // its deletion stays (a server of an earlier version, which notes nothing, defined it again).
             let deletedViews = try connection.execute(PostgresSchema.deletedViews)
             for row in 0..<deletedViews.rows {
-                guard let entry = executor.views.entry(deletedViews.string(row, 0)) else { continue }
+                let name = deletedViews.string(row, 0)
+                guard let entry = executor.views.entry(name), viewTouched[name] ?? 0 <= deletedViews.int64(row, 1)
+                else { continue }
                 executor.views.remove(entry, source: entry.live.withLock { $0.definition.source })
             }
             let gone = applied.keys.filter { name in

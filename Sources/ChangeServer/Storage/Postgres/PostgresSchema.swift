@@ -19,7 +19,9 @@
 ///   server drops the views deleted here.
 /// - `changeserver_schema(version)`: the schema's version, checked at start.
 enum PostgresSchema {
-    static let version: Int64 = 1
+    /// 2 since records have ids: a server of an earlier version, which would replay them in another order, refuses
+    /// a database this one has started on (one running already goes on; its records get ids all the same).
+    static let version: Int64 = 2
     /// The channel of `NOTIFY`: a wake-up whose payload names collections and sequences, never records.
     static let channel = "changeserver"
     /// The advisory lock that serialises schema set-up among servers starting at once.
@@ -72,14 +74,18 @@ enum PostgresSchema {
         WHERE attrelid = 'changeserver_records'::regclass AND attname = 'id' AND NOT attisdropped
         """
 
-    /// Gives every record an id, in place: the records already there get theirs in `(collection, seq)` order, the
-    /// order in which servers replayed them before ids (so a restart shows what it showed before); new ones take
-    /// the next. Snapshots get the id of their last record (the stored one serves when that record was purged).
+    /// Gives every record an id, in place, in the order servers started from before ids: first the records a
+    /// snapshot covers, then the others in `(collection, seq)` order; so every snapshot stands before every record
+    /// it does not cover, as it was restored before them, and a restart shows what it showed before. New records
+    /// take the next. Snapshots stand at the id of their last record (0 when it was purged).
     private static let addRecordIDs = [
         "ALTER TABLE changeserver_records ADD COLUMN id bigserial",
         """
         UPDATE changeserver_records r SET id = o.n
-        FROM (SELECT collection, seq, row_number() OVER (ORDER BY collection, seq) AS n FROM changeserver_records) o
+        FROM (
+            SELECT r2.collection, r2.seq,
+                row_number() OVER (ORDER BY r2.seq > coalesce(s.seq, 0), r2.collection, r2.seq) AS n
+            FROM changeserver_records r2 LEFT JOIN changeserver_snapshots s ON s.collection = r2.collection) o
         WHERE r.collection = o.collection AND r.seq = o.seq
         """,
         "CREATE UNIQUE INDEX changeserver_records_id ON changeserver_records (id)",
@@ -101,17 +107,19 @@ enum PostgresSchema {
 
     static let notify = "SELECT pg_notify($1, $2)"
 
-    /// Notes that record `$3` of collection `$2` is the latest of view `$1`, and whether it deletes it (`$4` not 0),
+    /// Notes that record `$3` of collection `$2` is the latest of view `$1`, and whether it deletes it
+    /// (`RecordCodec.ViewNote` `$4`: 1 deletes, 0 defines, 2 may be refused, which leaves `deleted` as it was),
     /// unless a record of a higher id is noted.
     static let noteView = """
         INSERT INTO changeserver_views (name, last_id, deleted)
-        SELECT $1, id, $4 <> 0 FROM changeserver_records WHERE collection = $2 AND seq = $3
-        ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id, deleted = excluded.deleted
+        SELECT $1, id, $4 = 1 FROM changeserver_records WHERE collection = $2 AND seq = $3
+        ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id,
+            deleted = CASE WHEN $4 = 2 THEN changeserver_views.deleted ELSE excluded.deleted END
         WHERE changeserver_views.last_id < excluded.last_id
         """
 
-    /// The views whose latest record deleted them.
-    static let deletedViews = "SELECT name FROM changeserver_views WHERE deleted"
+    /// The views whose latest noted record deleted them, with its id.
+    static let deletedViews = "SELECT name, last_id FROM changeserver_views WHERE deleted"
 
     /// Records of collection `$1` after sequence `$2`, in order, at most `$3`.
     static let recordsAfter = """
@@ -120,12 +128,13 @@ enum PostgresSchema {
 
     /// Records of the collections `$1` (a `bytea[]` of UTF-8 names), each after its sequence in `$2` (a
     /// `bigint[]`), at most `$3` of each, and at most `$3` in all: `(collection, seq, record, id)` in id order. Rows
-    /// left out of a full answer all have ids above those in it.
+    /// left out of a full answer all have ids above those in it. The names are compared in the column's collation
+    /// (`convert_from` gives that of its `name` argument, "C"), so that the `(collection, seq)` index serves.
     static let recordsOfAfter = """
         SELECT r.collection, r.seq, r.record, r.id FROM unnest($1::bytea[], $2::bigint[]) AS a(name, after)
         CROSS JOIN LATERAL (
             SELECT collection, seq, record, id FROM changeserver_records
-            WHERE collection = convert_from(a.name, 'UTF8') AND seq > a.after ORDER BY seq LIMIT $3) r
+            WHERE collection = convert_from(a.name, 'UTF8') COLLATE "default" AND seq > a.after ORDER BY seq LIMIT $3) r
         ORDER BY r.id LIMIT $3
         """
 
@@ -162,10 +171,12 @@ enum PostgresSchema {
     /// Drops the records of collection `$1` that the snapshot at `$2` covers.
     static let compact = "DELETE FROM changeserver_records WHERE collection = $1 AND seq <= $2"
 
-    /// Which of the collections `$1` (a `bytea[]` of UTF-8 names) still have records.
+    /// Which of the collections `$1` (a `bytea[]` of UTF-8 names) still have records (compared in the column's
+    /// collation, as in `recordsOfAfter`).
     static let namesWithRecords = """
         SELECT convert_from(n, 'UTF8') FROM unnest($1::bytea[]) AS n
-        WHERE EXISTS (SELECT 1 FROM changeserver_records WHERE collection = convert_from(n, 'UTF8'))
+        WHERE EXISTS (
+            SELECT 1 FROM changeserver_records WHERE collection = convert_from(n, 'UTF8') COLLATE "default")
         """
 
     /// Drops every record of collection `$1` up to `$2` when its stored snapshot covers them: a deleted
