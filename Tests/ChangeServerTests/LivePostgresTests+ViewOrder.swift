@@ -34,16 +34,11 @@ extension LivePostgresTests {
     /// and showed items of both sources).
     @Test func aViewMovedAfterItsSourceWasSnapshottedIsTheSameAfterARestart() throws {
         try checkViewsAgree(database: "snapmoved", views: ["m"], snapshotBytes: 4096) { server, snapshotted throws in
-            let filler = String(repeating: "x", count: 100)
             #expect(try server.client.put("/v1/views/m", ["source": "zeta"]).status == 201)
-            for step in 0..<60 {
-                #expect(try server.client.put("/v1/collections/zeta/items/z\(step)", ["data": filler]).status == 201)
-            }
+            try Self.fill("zeta", through: server)
             #expect(try snapshotted("zeta"), "zeta was snapshotted with the view")
             #expect(try server.client.put("/v1/views/m", ["source": "alpha"]).status == 200)
-            for step in 0..<60 {
-                #expect(try server.client.put("/v1/collections/alpha/items/a\(step)", ["data": filler]).status == 201)
-            }
+            try Self.fill("alpha", through: server)
             #expect(try snapshotted("alpha"), "alpha was snapshotted with the view")
         }
     }
@@ -52,17 +47,12 @@ extension LivePostgresTests {
     /// gone after a restart as it is on the server (the first source's snapshot still holds it).
     @Test func aViewMovedThenDeletedIsGoneAfterARestart() throws {
         try checkViewsAgree(database: "snapdeleted", views: ["m"], snapshotBytes: 4096) { server, snapshotted throws in
-            let filler = String(repeating: "x", count: 100)
             #expect(try server.client.put("/v1/views/m", ["source": "zeta"]).status == 201)
-            for step in 0..<60 {
-                #expect(try server.client.put("/v1/collections/zeta/items/z\(step)", ["data": filler]).status == 201)
-            }
+            try Self.fill("zeta", through: server)
             #expect(try snapshotted("zeta"), "zeta was snapshotted with the view")
             #expect(try server.client.put("/v1/views/m", ["source": "alpha"]).status == 200)
             #expect(try server.client.request("DELETE", "/v1/views/m").status == 204)
-            for step in 0..<60 {
-                #expect(try server.client.put("/v1/collections/alpha/items/a\(step)", ["data": filler]).status == 201)
-            }
+            try Self.fill("alpha", through: server)
             #expect(try snapshotted("alpha"), "alpha was snapshotted without the view")
         }
     }
@@ -85,20 +75,15 @@ extension LivePostgresTests {
     @Test func aRefusedDefinitionAfterADeletionLeavesTheViewGoneAfterARestart() throws {
         try checkViewsAgree(database: "refuseddefine", views: ["m"], snapshotBytes: 4096) {
             server, snapshotted throws in
-            let filler = String(repeating: "x", count: 100)
             #expect(try server.client.put("/v1/views/m", ["source": "zeta"]).status == 201)
-            for step in 0..<60 {
-                #expect(try server.client.put("/v1/collections/zeta/items/z\(step)", ["data": filler]).status == 201)
-            }
+            try Self.fill("zeta", through: server)
             #expect(try snapshotted("zeta"), "zeta was snapshotted with the view")
             #expect(try server.client.put("/v1/views/m", ["source": "alpha"]).status == 200)
             #expect(try server.client.request("DELETE", "/v1/views/m").status == 204)
             let refused = try server.client.request(
                 "PUT", "/v1/views/m", headers: ["If-Match": "*"], body: Array(#"{"source": "alpha"}"#.utf8))
             #expect(refused.status == 412)
-            for step in 0..<60 {
-                #expect(try server.client.put("/v1/collections/alpha/items/a\(step)", ["data": filler]).status == 201)
-            }
+            try Self.fill("alpha", through: server)
             #expect(try snapshotted("alpha"), "alpha was snapshotted without the view")
             #expect(try server.client.get("/v1/views/m").status == 404)
         }
@@ -176,6 +161,15 @@ extension LivePostgresTests {
     /// a collection's snapshot row) while another server is stopped (SIGSTOP, so that it reads all their records
     /// at once when it goes on), then checks that each of `views` reads the same (definition, version, content,
     /// or `404`) on that server, on the other one, and on one started afterwards.
+    /// Writes 60 items of about 100 bytes to `collection`: more than `--snapshot-bytes 4096`, so it is snapshotted.
+    private static func fill(_ collection: String, through server: ServerProcess) throws {
+        let filler = String(repeating: "x", count: 100)
+        for step in 0..<60 {
+            let path = "/v1/collections/\(collection)/items/i\(step)"
+            #expect(try server.client.put(path, ["data": filler]).status == 201)
+        }
+    }
+
     private func checkViewsAgree(
         database: String, views: [String], snapshotBytes: Int? = nil,
         _ steps: (ServerProcess, _ snapshotted: (String) throws -> Bool) throws -> Void

@@ -94,8 +94,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 next = nil
                 if goneRepeats > 0 { try await wait(after: .goneRepeat, retryAfter: answer.retryAfter) }
                 goneRepeats += 1
-                guard ServerErrorCode(WireDecoding.error(Array(answer.body)).code) == .collectionDeleted, !isMissing
-                else { return nil }
+                let code = ServerErrorCode(rawValue: WireDecoding.error(Array(answer.body)).code)
+                guard code == .collectionDeleted, !isMissing else { return nil }
                 isMissing = true
                 deletedEpoch = polledSince?.epoch
                 return .missing

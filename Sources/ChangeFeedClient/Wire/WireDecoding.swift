@@ -120,8 +120,4 @@ enum WireDecoding {
 enum ServerErrorCode: String {
     /// A poll held on a collection or view that was deleted (`410`).
     case collectionDeleted = "collection_deleted"
-
-    init?(_ code: String) {
-        self.init(rawValue: code)
-    }
 }

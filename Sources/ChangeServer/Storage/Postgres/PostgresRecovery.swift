@@ -71,14 +71,16 @@ enum PostgresRecovery {
                                 + "to \(key.seq - 1); refusing to start on wrong data")
                     }
                     let record: JournalRecord
-                    let bytes = result.bytes(row, 2)
-                    if let change = RecordCodec.viewChange(bytes) { viewTouched[change.view] = lastID }
                     do throws(BinaryReader.Malformed) {
-                        record = try RecordCodec.decode(bytes)
+                        record = try RecordCodec.decode(result.bytes(row, 2))
                     } catch {
                         throw StartupError("record \(key.seq) of collection \(key.collection) is unreadable")
                     }
                     executor.replay(record)
+                    switch record {
+                    case .defineView(let view, _, _, _), .deleteView(let view, _): viewTouched[view] = lastID
+                    case .put, .ops, .upsert, .delete: break
+                    }
                     if executor.registry.entry(key.collection) == nil {
                         viewsAtLastRecord[key.collection] = executor.views.saved(feedingFrom: key.collection)
                     }
