@@ -29,11 +29,17 @@ enum JournalFormat {
 
     /// The frame of `payload` written at `offset` in its segment.
     static func frame(_ payload: [UInt8], at offset: Int) -> [UInt8] {
-        var writer = BinaryWriter(capacity: payload.count + frameHeaderSize)
-        writer.uint32(UInt32(payload.count))
-        writer.uint32(CRC32C.checksum(payload, continuing: seed(offset)))
-        writer.raw(payload)
-        return writer.bytes
+        var bytes: [UInt8] = []
+        appendFrame(payload, at: offset, to: &bytes)
+        return bytes
+    }
+
+    /// Appends the frame of `payload` written at `offset` in its segment to `bytes`.
+    static func appendFrame(_ payload: [UInt8], at offset: Int, to bytes: inout [UInt8]) {
+        let checksum = CRC32C.checksum(payload, continuing: seed(offset))
+        withUnsafeBytes(of: UInt32(payload.count).littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: payload)
     }
 
     private static func seed(_ offset: Int) -> UInt32 {
