@@ -2,8 +2,10 @@ import Model
 
 /// The write path, free of HTTP: a record is journaled; once it is durable it is applied on its collection's lane
 /// (`Lanes`), where its changeset is also encoded once; the caller hears the outcome, then the feeds are told,
-/// still on that lane (so that a fan-out never holds up the answer to the write that caused it). Records of one collection take effect in journal order, those of different collections in
-/// parallel, so a large write to one collection never holds up the others.
+/// still on that lane (so that a fan-out never holds up the answer to the write that caused it). Records of one
+/// collection take effect in journal order, those of different collections in parallel, so a large write to one
+/// collection never holds up the others. A light record (an upsert, say) whose lane is idle is applied right where
+/// the journal calls back, on the syncer thread, as if on its lane (`LaneRouter.hand`).
 final class Committer: Sendable {
     /// What the feeds are told when a record took effect.
     enum Publication: Sendable {
@@ -52,8 +54,10 @@ final class Committer: Sendable {
     /// Journals `record`; `report` runs on the record's lane once it is applied (or could not be made durable).
     /// - Throws: when storage cannot take the record at all; nothing was written then, and `report` does not run.
     func submit(_ record: JournalRecord, then report: @escaping @Sendable (Result) -> Void) throws(StorageError) {
-        try journal.append(RecordCodec.encode(record)) { [self] durable in
-            lanes.run(router.lanes(for: record)) { [self] in
+        let bytes = RecordCodec.encode(record)
+        let inPlace = journal.callsBackOnItsOwnThread
+        try journal.append(bytes) { [self, count = bytes.count] durable in
+            router.hand(record, bytes: count, to: lanes, inPlace: inPlace) { [self] in
                 guard durable else {
                     settle(record)
                     return report(.notDurable)

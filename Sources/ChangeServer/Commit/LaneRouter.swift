@@ -21,9 +21,12 @@ final class LaneRouter: Sendable {
     }
 
     private let views: Mutex<[String: Tracked]>
+    /// The views held: how many a collection feeds decides whether its records are light (`hand`).
+    private let registry: ViewRegistry
 
     /// `views`: the views recovered at start, whose sources are known.
     init(views: ViewRegistry) {
+        registry = views
         self.views = Mutex(
             Dictionary(
                 uniqueKeysWithValues: views.all().map {
@@ -71,6 +74,47 @@ final class LaneRouter: Sendable {
                 views[view] = nil
             }
         }
+    }
+
+    /// Hands `work` for `record` (its journal bytes: `bytes`) to its lanes, in journal order like `lanes(for:)`.
+    /// With `inPlace` (the caller is a thread of the journal's own, `Journal.callsBackOnItsOwnThread`), a light
+    /// record whose lane is idle runs at once on the calling thread (`Lanes.runInPlaceIfIdle`). True when it did.
+    @discardableResult
+    func hand(_ record: JournalRecord, bytes: Int, to lanes: Lanes, inPlace: Bool, _ work: @escaping @Sendable () -> Void)
+        -> Bool
+    {
+        guard inPlace, isLight(record, bytes: bytes) else {
+            lanes.run(self.lanes(for: record), work)
+            return false
+        }
+        return lanes.runInPlaceIfIdle(record.name, work)
+    }
+
+    /// Records up to this size (journal bytes) can be light.
+    static let lightBytes = 16 * 1024
+    /// A collection that feeds more views than this has no light records: each view is updated with it.
+    static let lightViews = 8
+
+    /// Whether applying `record` takes about as long as the hand-over to a lane would: an upsert, or ops on items
+    /// (or inserting or updating sections), small, on a collection that feeds few views. A replacement (a full
+    /// diff), a deletion, and ops that delete or move whole sections take time in proportion to the collection, so
+    /// they run on the lane whatever their size; so do view records, which run on several lanes.
+    private func isLight(_ record: JournalRecord, bytes: Int) -> Bool {
+        guard bytes <= Self.lightBytes else { return false }
+        switch record {
+        case .upsert:
+            break
+        case .ops(_, let ops, _):
+            for op in ops {
+                switch op {
+                case .deleteSections, .moveSection: return false
+                case .insertSections, .updateSection, .insertItems, .deleteItems, .moveItem, .updateItems: continue
+                }
+            }
+        case .put, .delete, .defineView, .deleteView:
+            return false
+        }
+        return registry.count(of: record.name) <= Self.lightViews
     }
 
     /// A view's own lane: a name no collection can have (collection names have no `:`).

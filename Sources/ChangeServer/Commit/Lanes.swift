@@ -41,6 +41,33 @@ final class Lanes: Sendable {
         }
     }
 
+    /// Runs `work` on the calling thread, at once, when the lane of `name` has nothing queued or running, holding
+    /// the lane's queue meanwhile (work handed to it then waits until `work` returns); otherwise as `run` does.
+    /// True when `work` ran here. This spares light work the hand-over to another thread: waking a pool thread
+    /// costs more than applying a small record.
+    @discardableResult
+    func runInPlaceIfIdle(_ name: String, _ work: @escaping @Sendable () -> Void) -> Bool {
+        let idle: Lane? = state.withLock { state in
+            let lane = reserve(name, in: &state)
+            // Only `reserve` counts up, under this lock: 1 is this piece alone. A block that counted itself
+            // finished may still be returning, but runs nothing more.
+            guard lane.pending.load(ordering: .acquiring) == 1 else {
+                lane.queue.async {
+                    work()
+                    Self.finished(lane)
+                }
+                return nil
+            }
+            lane.queue.suspend()
+            return lane
+        }
+        guard let idle else { return false }
+        work()
+        Self.finished(idle)
+        idle.queue.resume()
+        return true
+    }
+
     /// Runs `work` once, after everything handed before to any of the lanes of `names`, and before anything handed
     /// to them after.
     func run(_ names: Set<String>, _ work: @escaping @Sendable () -> Void) {

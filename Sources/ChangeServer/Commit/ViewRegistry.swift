@@ -43,6 +43,11 @@ final class ViewRegistry: Sendable {
         state.withLock { state in (state.bySource[source] ?? []).compactMap { state.views[$0] } }
     }
 
+    /// How many views read the collection `source`.
+    func count(of source: String) -> Int {
+        state.withLock { $0.bySource[source]?.count ?? 0 }
+    }
+
     /// The names of the source collections some view reads.
     var sources: [String] { state.withLock { Array($0.bySource.keys) } }
 

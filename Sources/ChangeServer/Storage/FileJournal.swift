@@ -200,6 +200,10 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     var bytesSinceSnapshot: Int { state.withLock { $0.bytesSinceSnapshot } }
 
+    /// With `--fsync always` the syncer calls back, after each pass and outside the lock; otherwise `append` does,
+    /// holding `ordering`.
+    var callsBackOnItsOwnThread: Bool { policy == .always }
+
     /// Starts a new segment, then calls `snapshot` with its number (nil if it could not be made) at a moment when
     /// every record of the older segments has been handed to its lane and no later one has: if `snapshot` queues
     /// its copies on the lanes before it returns, what they see is what a snapshot covering the older segments

@@ -10,6 +10,9 @@ protocol Journal: AnyObject, Sendable {
     func flush()
     /// Flushes and stops the journal's threads (after the last append).
     func close()
+    /// Whether `done` runs on a thread of the journal's own, outside its locks, one callback at a time in the order
+    /// of the records: a light record may then be applied right there (`LaneRouter.hand`), not handed to a lane.
+    var callsBackOnItsOwnThread: Bool { get }
     /// Whether a journal on another machine can take records now; nil for a local one (see the extension).
     var storeState: StoreState? { get }
     /// The journal's own lines of `/metrics`, beyond the shared ones.
@@ -25,6 +28,8 @@ enum StoreState: String, Sendable {
 extension Journal {
     /// The state of a journal on another machine; nil for a local one, which is up while the process is.
     var storeState: StoreState? { nil }
+
+    var callsBackOnItsOwnThread: Bool { false }
 
     /// The journal's own lines of `/metrics` (Prometheus text), if it has any beyond the shared ones.
     func metricsText() -> String { "" }

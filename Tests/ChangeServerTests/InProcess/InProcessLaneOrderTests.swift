@@ -35,6 +35,8 @@ import Testing
         let router = LaneRouter(views: parallel.views)
         let group = DispatchGroup()
         let captured = CapturedContents()
+        var inPlace = 0
+        var surelyInPlace = 0
         for (index, record) in records.enumerated() {
             if index == cut {
                 group.enter()
@@ -50,8 +52,18 @@ import Testing
                     },
                     then: { group.leave() })
             }
+            // Handed as the syncer hands them: light records whose lane is idle are applied right here. Every 10th
+            // waits for the lanes to be idle first, so that some surely are.
+            var mustRunHere = false
+            if index % 10 == 5, case .upsert = record {
+                #expect(group.wait(timeout: .now() + 30) == .success)
+                #expect(InProcessLanesTests.awaitIdle(lanes, record.name))
+                mustRunHere = true
+                surelyInPlace += 1
+            }
             group.enter()
-            lanes.run(router.lanes(for: record)) { [isDurable = durable[index]] in
+            let ranHere = router.hand(record, bytes: RecordCodec.encode(record).count, to: lanes, inPlace: true) {
+                [isDurable = durable[index]] in
                 if isDurable { _ = parallel.execute(record) }
                 switch record {
                 case .defineView(let view, _, _, _), .deleteView(let view, _):
@@ -62,12 +74,73 @@ import Testing
                 }
                 group.leave()
             }
+            #expect(ranHere || !mustRunHere, "seed \(seed), record \(index)")
+            if ranHere { inPlace += 1 }
         }
         #expect(group.wait(timeout: .now() + 30) == .success)
+        #expect(surelyInPlace >= 10, "seed \(seed): \(inPlace) applied in place")
 
         #expect(accepted >= 90, "seed \(seed): only \(accepted) of \(records.count) records committed")
         Self.expectEqual(Self.contents(parallel), Self.contents(sequential), seed: seed)
         Self.expectEqual(captured.all, atCut, seed: seed)
+    }
+
+    /// What runs in place on an idle lane: upserts and small ops on items; not replacements, deletions, ops on whole
+    /// sections, view records, large records, nor the records of a collection that feeds many views.
+    @Test func onlyLightRecordsRunInPlace() throws {
+        let executor = Executor(registry: Registry(), limits: HistoryLimits())
+        _ = executor.execute(.put(collection: "c", epoch: "e", sections: [Section(id: "s")], conditions: .none))
+        _ = executor.execute(.put(collection: "many", epoch: "e", sections: [Section(id: "s")], conditions: .none))
+        for index in 0...LaneRouter.lightViews {
+            let definition = JSONData(canonical: #"{"source":"many"}"#)
+            let outcome = executor.execute(
+                .defineView(view: "v\(index)", epoch: "v", definition: definition, conditions: .none))
+            guard case .viewCommitted = outcome else {
+                Issue.record("the view was not defined: \(outcome)")
+                return
+            }
+        }
+        let router = LaneRouter(views: executor.views)
+        let lanes = Lanes()
+        func runsInPlace(_ record: JournalRecord, inPlace: Bool = true) -> Bool {
+            let done = DispatchSemaphore(value: 0)
+            let ranHere = router.hand(
+                record, bytes: RecordCodec.encode(record).count, to: lanes, inPlace: inPlace
+            ) {
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            return ranHere
+        }
+        let upsert = JournalRecord.upsert(
+            collection: "c", id: "i", data: .null, section: nil, index: nil, conditions: .none)
+        let large = JournalRecord.upsert(
+            collection: "c", id: "i", data: JSONData(canonical: "\"" + String(repeating: "x", count: 20_000) + "\""),
+            section: nil, index: nil, conditions: .none)
+        let itemOps = JournalRecord.ops(
+            collection: "c",
+            ops: [
+                .insertItems(at: ItemPosition(section: .index(0), index: 0), items: [Item(id: "j")]),
+                .moveItem(.id("j"), to: ItemPosition(section: .index(0), index: 1)), .deleteItems([.id("j")]),
+                .insertSections(at: 1, sections: [Section(id: "t")]), .updateSection(.id("t"), data: .null),
+                .updateItems([Item(id: "i")]),
+            ],
+            conditions: .none)
+        #expect(runsInPlace(upsert))
+        #expect(runsInPlace(itemOps))
+        #expect(!runsInPlace(upsert, inPlace: false), "a journal that calls back on a thread of others")
+        #expect(!runsInPlace(large))
+        #expect(!runsInPlace(.ops(collection: "c", ops: [.deleteSections([.index(0)])], conditions: .none)))
+        #expect(!runsInPlace(.ops(collection: "c", ops: [.moveSection(.index(0), to: 1)], conditions: .none)))
+        #expect(!runsInPlace(.put(collection: "c", epoch: "e", sections: [], conditions: .none)))
+        #expect(!runsInPlace(.delete(collection: "c", conditions: .none)))
+        #expect(
+            !runsInPlace(
+                .defineView(
+                    view: "w", epoch: "w", definition: JSONData(canonical: #"{"source":"c"}"#), conditions: .none)))
+        #expect(
+            !runsInPlace(
+                .upsert(collection: "many", id: "i", data: .null, section: nil, index: nil, conditions: .none)))
     }
 
     /// Every collection by name, and every view's content by `view:<name>`.

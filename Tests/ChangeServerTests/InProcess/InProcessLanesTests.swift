@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Model
+import Synchronization
 import Testing
 
 @testable import ChangeServer
@@ -19,14 +20,33 @@ import Testing
         let lanes = Lanes()
         let log = LaneLog()
         let group = DispatchGroup()
+        var inPlace = 0
         for (index, piece) in pieces.enumerated() {
+            // Every 50th single-lane piece waits for the lanes to be idle, and must then run in place.
+            let mustRunHere = index % 50 == 0 && piece.count == 1
+            if mustRunHere, let name = piece.first {
+                #expect(group.wait(timeout: .now() + 30) == .success)
+                #expect(Self.awaitIdle(lanes, name))
+            }
             group.enter()
             let work: @Sendable () -> Void = {
                 log.begin(index, piece)
                 log.end(piece)
                 group.leave()
             }
-            if piece.count == 1, let name = piece.first { lanes.run(name, work) } else { lanes.run(piece, work) }
+            if piece.count == 1, let name = piece.first {
+                // Some single-lane work runs in place (on this thread) when its lane is idle.
+                if mustRunHere {
+                    #expect(lanes.runInPlaceIfIdle(name, work), "seed \(seed), piece \(index)")
+                    inPlace += 1
+                } else if index % 3 == 0 {
+                    inPlace += lanes.runInPlaceIfIdle(name, work) ? 1 : 0
+                } else {
+                    lanes.run(name, work)
+                }
+            } else {
+                lanes.run(piece, work)
+            }
         }
         #expect(group.wait(timeout: .now() + 30) == .success, "seed \(seed)")
         #expect(log.overlaps == 0, "seed \(seed): work ran on a lane that was busy")
@@ -35,6 +55,70 @@ import Testing
             #expect(log.order[name] ?? [] == expected, "seed \(seed), lane \(name)")
         }
         #expect(pieces.filter { $0.count > 1 }.count > 100)
+        #expect(inPlace >= 20, "seed \(seed): only \(inPlace) pieces ran in place")
+    }
+
+    /// Waits (at most 10 s) until the lane of `name` runs a piece of no work in place: a piece leaves a group from
+    /// inside its work, and counts itself finished just after.
+    static func awaitIdle(_ lanes: Lanes, _ name: String) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if lanes.runInPlaceIfIdle(name, {}) { return true }
+            sched_yield()
+        }
+        return false
+    }
+
+    /// Work run in place holds its lane: work handed to the lane from another thread meanwhile waits for it.
+    @Test func workHandedToALaneRunningInPlaceWaitsForIt() {
+        let lanes = Lanes()
+        let order = Mutex<[String]>([])
+        let queuedRan = DispatchSemaphore(value: 0)
+        let caller = pthread_self()
+        let ranHere = lanes.runInPlaceIfIdle("a") {
+            #expect(pthread_equal(pthread_self(), caller) != 0, "in-place work runs on the calling thread")
+            let handed = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                lanes.run("a") {
+                    order.withLock { $0.append("queued") }
+                    queuedRan.signal()
+                }
+                handed.signal()
+            }
+            handed.wait()
+            // The queued work must not run while this does; there is no event to wait for, only a while.
+            #expect(queuedRan.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
+            order.withLock { $0.append("in place") }
+        }
+        #expect(ranHere)
+        #expect(queuedRan.wait(timeout: .now() + 10) == .success)
+        #expect(order.withLock { $0 } == ["in place", "queued"])
+    }
+
+    /// A lane with work queued or running takes in-place work in its turn, on the lane, not on the caller.
+    @Test func aBusyLaneTakesInPlaceWorkInTurn() {
+        let lanes = Lanes()
+        let order = Mutex<[String]>([])
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        lanes.run("a") {
+            started.signal()
+            release.wait()
+            order.withLock { $0.append("first") }
+        }
+        started.wait()
+        let caller = pthread_self()
+        let ranHere = lanes.runInPlaceIfIdle("a") {
+            #expect(pthread_equal(pthread_self(), caller) == 0)
+            order.withLock { $0.append("second") }
+            done.signal()
+        }
+        #expect(!ranHere)
+        #expect(lanes.runInPlaceIfIdle("b") { order.withLock { $0.append("other lane") } })
+        release.signal()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(order.withLock { $0 } == ["other lane", "first", "second"])
     }
 }
 
