@@ -80,7 +80,9 @@ final class LaneRouter: Sendable {
     /// With `inPlace` (the caller is a thread of the journal's own, `Journal.callsBackOnItsOwnThread`), a light
     /// record whose lane is idle runs at once on the calling thread (`Lanes.runInPlaceIfIdle`). True when it did.
     @discardableResult
-    func hand(_ record: JournalRecord, bytes: Int, to lanes: Lanes, inPlace: Bool, _ work: @escaping @Sendable () -> Void)
+    func hand(
+        _ record: JournalRecord, bytes: Int, to lanes: Lanes, inPlace: Bool, _ work: @escaping @Sendable () -> Void
+    )
         -> Bool
     {
         guard inPlace, isLight(record, bytes: bytes) else {
