@@ -63,8 +63,9 @@ final class Lanes: Sendable {
         }
         guard let idle else { return false }
         work()
-        Self.finished(idle)
+        // Resumed before it counts as idle, so that a lane dropped as idle (`reserve`) is never left suspended.
         idle.queue.resume()
+        Self.finished(idle)
         return true
     }
 
