@@ -45,7 +45,7 @@ final class Committer: Sendable {
         self.executor = executor
         self.journal = journal
         self.lanes = lanes
-        router = LaneRouter(views: executor.views)
+        router = LaneRouter(collections: executor.registry, views: executor.views)
         self.snapshots = snapshots
         self.metrics = metrics
         self.publish = publish

@@ -32,7 +32,7 @@ import Testing
 
         let parallel = Executor(registry: Registry(), limits: HistoryLimits(versions: 50))
         let lanes = Lanes()
-        let router = LaneRouter(views: parallel.views)
+        let router = LaneRouter(collections: parallel.registry, views: parallel.views)
         let group = DispatchGroup()
         let captured = CapturedContents()
         var inPlace = 0
@@ -100,7 +100,7 @@ import Testing
                 return
             }
         }
-        let router = LaneRouter(views: executor.views)
+        let router = LaneRouter(collections: executor.registry, views: executor.views)
         let lanes = Lanes()
         func runsInPlace(_ record: JournalRecord, inPlace: Bool = true) -> Bool {
             let done = DispatchSemaphore(value: 0)
@@ -141,6 +141,28 @@ import Testing
         #expect(
             !runsInPlace(
                 .upsert(collection: "many", id: "i", data: .null, section: nil, index: nil, conditions: .none)))
+
+        // A large collection, and one whose lock a reader holds: a read of its snapshot would hold up the syncer.
+        let items = (0...LaneRouter.lightItems).map { Item(id: "i\($0)") }
+        _ = executor.execute(
+            .put(collection: "big", epoch: "e", sections: [Section(id: "s", items: items)], conditions: .none))
+        #expect(
+            !runsInPlace(.upsert(collection: "big", id: "i", data: .null, section: nil, index: nil, conditions: .none)))
+        let entry = try #require(executor.registry.entry("c"))
+        let holding = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            entry.content.withLock { _ in
+                holding.signal()
+                release.wait()
+            }
+            holding.signal()
+        }
+        holding.wait()
+        #expect(!runsInPlace(upsert))
+        release.signal()
+        holding.wait()
+        #expect(runsInPlace(upsert))
     }
 
     /// Every collection by name, and every view's content by `view:<name>`.
