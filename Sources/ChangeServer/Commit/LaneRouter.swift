@@ -96,6 +96,8 @@ final class LaneRouter: Sendable {
 
     /// Records up to this size (journal bytes) can be light.
     static let lightBytes = 16 * 1024
+    /// Ops records of more ops than this are not light (600 item moves fit in 16 KiB).
+    static let lightOps = 16
     /// A collection that feeds more views than this has no light records: each view is updated with it.
     static let lightViews = 8
     /// A collection of more items than this has no light records. A read of its snapshot holds its lock for a time
@@ -114,6 +116,7 @@ final class LaneRouter: Sendable {
         case .upsert:
             break
         case .ops(_, let ops, _):
+            guard ops.count <= Self.lightOps else { return false }
             for op in ops {
                 switch op {
                 case .deleteSections, .moveSection: return false

@@ -11,20 +11,15 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     /// One open segment file.
     final class Segment: @unchecked Sendable {
-        // @unchecked: `size` is read and written only under the journal's lock, `zeroedEnd` by the syncer thread
-        // alone (and at creation).
+        // @unchecked: `size` is read and written only under the journal's lock.
         let number: UInt64
         let descriptor: Int32
         var size: Int
-        /// Where the zeros written ahead of `size` end (`--fsync always`): see `JournalFormat.preallocation`.
-        var zeroedEnd: Int
 
         init(number: UInt64, descriptor: Int32, size: Int) {
             self.number = number
             self.descriptor = descriptor
             self.size = size
-            var info = stat()
-            zeroedEnd = fstat(descriptor, &info) == 0 ? max(size, Int(info.st_size)) : size
         }
 
         deinit { Glibc.close(descriptor) }
@@ -114,7 +109,6 @@ final class FileJournal: Journal, @unchecked Sendable {
                 throw StartupError("cannot write the journal \(path): \(reason)")
             }
             segment.size = JournalFormat.headerSize
-            segment.zeroedEnd = JournalFormat.headerSize
             directory.syncDirectory()
         }
         return segment
@@ -256,11 +250,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         buffer.reserveCapacity(records.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize })
         for record in records { JournalFormat.appendFrame(record, at: offset + buffer.count, to: &buffer) }
         let started = MonotonicClock.nanoseconds()
-        var succeeded = Self.writeAll(segment.descriptor, buffer, at: offset)
-        if succeeded {
-            Self.zeroAhead(segment, from: offset + buffer.count)
-            succeeded = fdatasync(segment.descriptor) == 0
-        }
+        let succeeded = Self.writeAll(segment.descriptor, buffer, at: offset) && fdatasync(segment.descriptor) == 0
         let reason = succeeded ? "" : String(cString: strerror(errno))
         metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         let ready = state.withLock { state -> [(ticket: UInt64, done: @Sendable (Bool) -> Void)] in
@@ -272,7 +262,6 @@ final class FileJournal: Journal, @unchecked Sendable {
                 // to what is known durable; the records of this batch are dropped, none of them was applied.
                 _ = ftruncate(segment.descriptor, off_t(state.syncedSize))
                 segment.size = state.syncedSize
-                segment.zeroedEnd = state.syncedSize
                 state.bytesSinceSnapshot = max(0, state.bytesSinceSnapshot - buffer.count)
             }
             state.synced = target
@@ -324,21 +313,6 @@ final class FileJournal: Journal, @unchecked Sendable {
                 logger.error("journal fsync failed: \(String(cString: strerror(errno)))")
             }
             metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
-        }
-    }
-
-    /// Writes zeros ahead of `end` when it comes within half a chunk of the zeros written before
-    /// (`JournalFormat.preallocation`). Only an optimization: when the zeros cannot be written (a full disk), the
-    /// records are synced as appends, and the next pass tries again from what the file now holds.
-    private static func zeroAhead(_ segment: Segment, from end: Int) {
-        guard end > segment.zeroedEnd - JournalFormat.preallocation / 2 else { return }
-        let start = max(end, segment.zeroedEnd)
-        let target = (end / JournalFormat.preallocation + 2) * JournalFormat.preallocation
-        if writeAll(segment.descriptor, [UInt8](repeating: 0, count: target - start), at: start) {
-            segment.zeroedEnd = target
-        } else {
-            var info = stat()
-            segment.zeroedEnd = fstat(segment.descriptor, &info) == 0 ? max(end, Int(info.st_size)) : end
         }
     }
 

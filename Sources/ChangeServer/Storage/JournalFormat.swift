@@ -4,8 +4,7 @@ import Model
 /// (UInt32, little-endian) and four reserved bytes. Records follow, each framed as its payload length (UInt32),
 /// a CRC-32C (UInt32), then the payload (`RecordCodec`). The checksum covers the frame's offset in the file
 /// (UInt64) followed by the payload: a frame only checks out where it was written, so bytes that a client put
-/// inside a payload can never pass for a record of their own when recovery looks past a torn one. A segment may end
-/// in zeros after its last record (`preallocation`).
+/// inside a payload can never pass for a record of their own when recovery looks past a torn one.
 enum JournalFormat {
     static let magic = Array("CSJOURN1".utf8)
     static let version: UInt32 = 1
@@ -14,10 +13,6 @@ enum JournalFormat {
     /// The largest payload a frame may claim; anything larger is corruption. Bodies are at most 1 GiB
     /// (`--max-body-bytes`), and a record is never much larger than its body.
     static let maximumPayload = 1 << 31
-    /// Bytes of zeros written ahead of the last record with `--fsync always`. A sync after an append must also
-    /// write the file's new size; after a write over bytes already there it writes the data alone, which takes
-    /// about two thirds of the time. Zeros after the last record end a segment (a frame is never empty).
-    static let preallocation = 1 << 20
 
     static var header: [UInt8] {
         var writer = BinaryWriter()

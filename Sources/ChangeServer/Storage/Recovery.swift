@@ -109,8 +109,6 @@ enum Recovery {
         var records = 0
         while offset < bytes.count {
             guard let (payload, end) = JournalFormat.payload(in: bytes, at: offset) else {
-                // Zeros written ahead of the records (`JournalFormat.preallocation`): the segment ends here, whole.
-                if bytes[offset...].allSatisfy({ $0 == 0 }) { return (records, offset) }
                 guard isLast, !JournalFormat.hasFrame(in: bytes, after: offset) else {
                     throw StartupError(
                         "the journal \(path) has a corrupt record at byte \(offset) followed by valid ones; "

@@ -128,6 +128,8 @@ import Testing
             conditions: .none)
         #expect(runsInPlace(upsert))
         #expect(runsInPlace(itemOps))
+        let manyOps = (0...LaneRouter.lightOps).map { _ in Op.updateItems([Item(id: "i")]) }
+        #expect(!runsInPlace(.ops(collection: "c", ops: manyOps, conditions: .none)))
         #expect(!runsInPlace(upsert, inPlace: false), "a journal that calls back on a thread of others")
         #expect(!runsInPlace(large))
         #expect(!runsInPlace(.ops(collection: "c", ops: [.deleteSections([.index(0)])], conditions: .none)))
