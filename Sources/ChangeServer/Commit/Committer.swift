@@ -57,22 +57,34 @@ final class Committer: Sendable {
         let bytes = RecordCodec.encode(record)
         let inPlace = journal.callsBackOnItsOwnThread
         try journal.append(bytes) { [self, count = bytes.count] durable in
-            router.hand(record, bytes: count, to: lanes, inPlace: inPlace) { [self] in
-                guard durable else {
-                    settle(record)
-                    return report(.notDurable)
-                }
-                let (result, publications) = apply(record)
-                report(result)
-                publications.forEach(publish)
+            router.hand(record, bytes: count, to: lanes, inPlace: inPlace) {
+                complete(record, durable: durable, waiting: false, report)
+            } otherwise: { [self] in
+                _ = complete(record, durable: durable, waiting: true, report)
             }
         }
+    }
+
+    /// Applies a durable record and reports its outcome, then tells the feeds (or reports a record that could not
+    /// be made durable). Without `waiting`, false when that would have meant waiting for a lock: nothing was done.
+    private func complete(
+        _ record: JournalRecord, durable: Bool, waiting: Bool, _ report: @Sendable (Result) -> Void
+    ) -> Bool {
+        guard durable else {
+            settle(record)
+            report(.notDurable)
+            return true
+        }
+        guard let (result, publications) = apply(record, waiting: waiting) else { return false }
+        report(result)
+        publications.forEach(publish)
+        return true
     }
 
     /// Applies a record another server committed, on its lane: a shared journal hands these in, in sequence order
     /// with this server's own records. Its changeset goes to the feeds like any other.
     func applyRemote(_ record: JournalRecord) {
-        lanes.run(router.lanes(for: record)) { [self] in apply(record).publications.forEach(publish) }
+        lanes.run(router.lanes(for: record)) { [self] in apply(record, waiting: true)?.publications.forEach(publish) }
     }
 
     /// The journal's state and metrics, for `/healthz` and `/metrics`.
@@ -110,13 +122,17 @@ final class Committer: Sendable {
         }
     }
 
-    /// Applies a durable record: its outcome, and what the feeds are to be told.
-    private func apply(_ record: JournalRecord) -> (result: Result, publications: [Publication]) {
+    /// Applies a durable record: its outcome, and what the feeds are to be told. Without `waiting`, nil when that
+    /// would have meant waiting for a lock (`Executor.executeWithoutWaiting`): nothing changed.
+    private func apply(_ record: JournalRecord, waiting: Bool) -> (result: Result, publications: [Publication])? {
+        guard let outcome = waiting ? executor.execute(record) : executor.executeWithoutWaiting(record) else {
+            return nil
+        }
         defer { settle(record) }
         let result: Result
         var publications: [Publication] = []
         func publish(_ publication: Publication) { publications.append(publication) }
-        switch executor.execute(record) {
+        switch outcome {
         case .committed(let entry, let changeset, let created, let views):
             metrics.mutationCommitted()
             let changes = EncodedChangeset(changeset)

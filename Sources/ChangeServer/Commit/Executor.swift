@@ -61,15 +61,11 @@ struct Executor: Sendable {
                 return try mutate(entry, conditions) { content throws(ModelError) in
                     (try content.replace(with: sections), false)
                 }
-            case .ops(let name, let ops, let conditions):
-                return try mutate(try existing(name), conditions) { content throws(ModelError) in
-                    (try content.apply(ops), false)
+            case .ops(let name, _, _), .upsert(let name, _, _, _, _, _):
+                guard let (conditions, mutation) = Self.mutation(record) else {
+                    preconditionFailure("ops and upserts mutate")
                 }
-            case .upsert(let name, let id, let data, let section, let index, let conditions):
-                return try mutate(try existing(name), conditions) { content throws(ModelError) in
-                    let result = try content.upsert(id: id, data: data, section: section, index: index)
-                    return (result.changeset, result.created)
-                }
+                return try mutate(try existing(name), conditions, mutation)
             case .delete(let name, let conditions):
                 let entry = try existing(name)
                 let changes = try entry.content.withLock { content throws(Rejection) in
@@ -91,6 +87,53 @@ struct Executor: Sendable {
             }
         } catch {
             return .rejected(error)
+        }
+    }
+
+    /// Applies an upsert or ops without waiting for any lock (`Committer`, on the syncer thread): as `execute` does,
+    /// or nil, having changed nothing, when the collection's lock is taken (a long read may hold it), when it feeds
+    /// a view (whose lock it would wait for), or for any other record.
+    func executeWithoutWaiting(_ record: JournalRecord) -> Outcome? {
+        guard let (conditions, mutation) = Self.mutation(record) else { return nil }
+        // A missing collection is refused without taking any lock.
+        guard let entry = registry.entry(record.name) else { return execute(record) }
+        guard views.count(of: record.name) == 0 else { return nil }
+        do throws(Rejection) {
+            guard
+                let (changeset, created) = try entry.content.withLockIfAvailable({ content throws(Rejection) in
+                    try conditions.check(content.version)
+                    do throws(ModelError) {
+                        return try mutation(&content)
+                    } catch {
+                        throw .model(error)
+                    }
+                })
+            else { return nil }
+            if changeset.isEmpty { return .unchanged(entry, changeset) }
+            return .committed(entry, changeset, created: created, views: [])
+        } catch {
+            return .rejected(error)
+        }
+    }
+
+    /// An ops or upsert record's conditions, and what it does to its collection's content (its changeset, and
+    /// whether it created an item); nil for other records.
+    private static func mutation(_ record: JournalRecord) -> (
+        JournalRecord.Conditions, (inout VersionedCollection) throws(ModelError) -> (Changeset, Bool)
+    )? {
+        switch record {
+        case .ops(_, let ops, let conditions):
+            return (conditions, { content throws(ModelError) in (try content.apply(ops), false) })
+        case .upsert(_, let id, let data, let section, let index, let conditions):
+            return (
+                conditions,
+                { content throws(ModelError) in
+                    let result = try content.upsert(id: id, data: data, section: section, index: index)
+                    return (result.changeset, result.created)
+                }
+            )
+        case .put, .delete, .defineView, .deleteView:
+            return nil
         }
     }
 

@@ -78,36 +78,36 @@ final class LaneRouter: Sendable {
         }
     }
 
-    /// Hands `work` for `record` (its journal bytes: `bytes`) to its lanes, in journal order like `lanes(for:)`.
-    /// With `inPlace` (the caller is a thread of the journal's own, `Journal.callsBackOnItsOwnThread`), a light
-    /// record whose lane is idle runs at once on the calling thread (`Lanes.runInPlaceIfIdle`). True when it did.
+    /// Hands `record` (its journal bytes: `bytes`) to its lanes, in journal order like `lanes(for:)`: `work` runs
+    /// there. With `inPlace` (the caller is a thread of the journal's own, `Journal.callsBackOnItsOwnThread`), a
+    /// light record whose lane is idle is tried at once on the calling thread with `attempt`, which must not wait
+    /// for anything and returns false when it would have had to; `work` then runs on the lane after all
+    /// (`Lanes.runInPlaceIfIdle`). True when `attempt` did the work.
     @discardableResult
     func hand(
-        _ record: JournalRecord, bytes: Int, to lanes: Lanes, inPlace: Bool, _ work: @escaping @Sendable () -> Void
-    )
-        -> Bool
-    {
+        _ record: JournalRecord, bytes: Int, to lanes: Lanes, inPlace: Bool, attempt: () -> Bool,
+        otherwise work: @escaping @Sendable () -> Void
+    ) -> Bool {
         guard inPlace, isLight(record, bytes: bytes) else {
             lanes.run(self.lanes(for: record), work)
             return false
         }
-        return lanes.runInPlaceIfIdle(record.name, work)
+        return lanes.runInPlaceIfIdle(record.name, attempt: attempt, otherwise: work)
     }
 
     /// Records up to this size (journal bytes) can be light.
     static let lightBytes = 16 * 1024
     /// Ops records of more ops than this are not light (600 item moves fit in 16 KiB).
     static let lightOps = 16
-    /// A collection that feeds more views than this has no light records: each view is updated with it.
-    static let lightViews = 8
     /// A collection of more items than this has no light records. A read of its snapshot holds its lock for a time
     /// in proportion to its size (about 5 ms for 100,000 items), and a record applied in place would wait for it on
     /// the syncer, holding up every collection's commits; at this size the wait is well under a millisecond.
     static let lightItems = 10_000
 
     /// Whether applying `record` takes about as long as the hand-over to a lane would: an upsert, or ops on items
-    /// (or inserting or updating sections), small, on a collection of few items that feeds few views, and whose
-    /// lock is free now. A replacement (a full diff), a deletion, and ops that delete or move whole sections take
+    /// (or inserting or updating sections), small, on a collection of few items that feeds no view (whose locks
+    /// an in-place attempt would have to wait for), and whose lock is free now (`Executor.executeWithoutWaiting`
+    /// tries it again). A replacement (a full diff), a deletion, and ops that delete or move whole sections take
     /// time in proportion to the collection, so they run on the lane whatever their size; so do view records,
     /// which run on several lanes.
     private func isLight(_ record: JournalRecord, bytes: Int) -> Bool {
@@ -126,7 +126,7 @@ final class LaneRouter: Sendable {
         case .put, .delete, .defineView, .deleteView:
             return false
         }
-        guard registry.count(of: record.name) <= Self.lightViews else { return false }
+        guard registry.count(of: record.name) == 0 else { return false }
         // A collection not there: the record is refused at once, or makes it.
         guard let entry = collections.entry(record.name) else { return true }
         return entry.content.withLockIfAvailable { $0.itemCount <= Self.lightItems } ?? false

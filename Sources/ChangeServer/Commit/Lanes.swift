@@ -41,12 +41,15 @@ final class Lanes: Sendable {
         }
     }
 
-    /// Runs `work` on the calling thread, at once, when the lane of `name` has nothing queued or running, holding
-    /// the lane's queue meanwhile (work handed to it then waits until `work` returns); otherwise as `run` does.
-    /// True when `work` ran here. This spares light work the hand-over to another thread: waking a pool thread
+    /// Runs `attempt` on the calling thread, at once, when the lane of `name` has nothing queued or running,
+    /// holding the lane's queue meanwhile (work handed to it then waits until `attempt` returns). When the lane is
+    /// busy, or `attempt` returns false (it did nothing), `work` runs on the lane in its turn instead. True when
+    /// `attempt` did the work here. This spares light work the hand-over to another thread: waking a pool thread
     /// costs more than applying a small record.
     @discardableResult
-    func runInPlaceIfIdle(_ name: String, _ work: @escaping @Sendable () -> Void) -> Bool {
+    func runInPlaceIfIdle(
+        _ name: String, attempt: () -> Bool, otherwise work: @escaping @Sendable () -> Void
+    ) -> Bool {
         let idle: Lane? = state.withLock { state in
             let lane = reserve(name, in: &state)
             // Only `reserve` counts up, under this lock: 1 is this piece alone. A block that counted itself
@@ -62,11 +65,13 @@ final class Lanes: Sendable {
             return lane
         }
         guard let idle else { return false }
-        work()
+        let done = attempt()
+        // Still counted, so the same lane: `work` goes behind what was handed to it meanwhile, before anything later.
+        if !done { run(name, work) }
         // Resumed before it counts as idle, so that a lane dropped as idle (`reserve`) is never left suspended.
         idle.queue.resume()
         Self.finished(idle)
-        return true
+        return done
     }
 
     /// Runs `work` once, after everything handed before to any of the lanes of `names`, and before anything handed

@@ -52,19 +52,18 @@ import Testing
                     },
                     then: { group.leave() })
             }
-            // Handed as the syncer hands them: light records whose lane is idle are applied right here. Every 10th
-            // waits for the lanes to be idle first, so that some surely are.
+            // Handed as the syncer hands them: light records whose lane is idle are applied right here, without
+            // waiting (as `Committer` does). Every 5th waits for the lanes to be idle first, so that some surely are.
             var mustRunHere = false
-            if index % 10 == 5, case .upsert = record {
+            if index % 5 == 2, case .upsert = record {
                 #expect(group.wait(timeout: .now() + 30) == .success)
                 #expect(InProcessLanesTests.awaitIdle(lanes, record.name))
-                mustRunHere = true
-                surelyInPlace += 1
+                mustRunHere = parallel.views.count(of: record.name) == 0
+                surelyInPlace += mustRunHere ? 1 : 0
             }
             group.enter()
-            let ranHere = router.hand(record, bytes: RecordCodec.encode(record).count, to: lanes, inPlace: true) {
-                [isDurable = durable[index]] in
-                if isDurable { _ = parallel.execute(record) }
+            let isDurable = durable[index]
+            let finish: @Sendable () -> Void = {
                 switch record {
                 case .defineView(let view, _, _, _), .deleteView(let view, _):
                     router.settle(
@@ -74,11 +73,19 @@ import Testing
                 }
                 group.leave()
             }
+            let ranHere = router.hand(record, bytes: RecordCodec.encode(record).count, to: lanes, inPlace: true) {
+                if isDurable && parallel.executeWithoutWaiting(record) == nil { return false }
+                finish()
+                return true
+            } otherwise: {
+                if isDurable { _ = parallel.execute(record) }
+                finish()
+            }
             #expect(ranHere || !mustRunHere, "seed \(seed), record \(index)")
             if ranHere { inPlace += 1 }
         }
         #expect(group.wait(timeout: .now() + 30) == .success)
-        #expect(surelyInPlace >= 10, "seed \(seed): \(inPlace) applied in place")
+        #expect(surelyInPlace >= 8, "seed \(seed): \(inPlace) applied in place")
 
         #expect(accepted >= 90, "seed \(seed): only \(accepted) of \(records.count) records committed")
         Self.expectEqual(Self.contents(parallel), Self.contents(sequential), seed: seed)
@@ -86,19 +93,17 @@ import Testing
     }
 
     /// What runs in place on an idle lane: upserts and small ops on items; not replacements, deletions, ops on whole
-    /// sections, view records, large records, nor the records of a collection that feeds many views.
+    /// sections, view records, large records, nor the records of a collection that feeds a view.
     @Test func onlyLightRecordsRunInPlace() throws {
         let executor = Executor(registry: Registry(), limits: HistoryLimits())
         _ = executor.execute(.put(collection: "c", epoch: "e", sections: [Section(id: "s")], conditions: .none))
         _ = executor.execute(.put(collection: "many", epoch: "e", sections: [Section(id: "s")], conditions: .none))
-        for index in 0...LaneRouter.lightViews {
-            let definition = JSONData(canonical: #"{"source":"many"}"#)
-            let outcome = executor.execute(
-                .defineView(view: "v\(index)", epoch: "v", definition: definition, conditions: .none))
-            guard case .viewCommitted = outcome else {
-                Issue.record("the view was not defined: \(outcome)")
-                return
-            }
+        let outcome = executor.execute(
+            .defineView(
+                view: "v", epoch: "v", definition: JSONData(canonical: #"{"source":"many"}"#), conditions: .none))
+        guard case .viewCommitted = outcome else {
+            Issue.record("the view was not defined: \(outcome)")
+            return
         }
         let router = LaneRouter(collections: executor.registry, views: executor.views)
         let lanes = Lanes()
@@ -107,6 +112,9 @@ import Testing
             let ranHere = router.hand(
                 record, bytes: RecordCodec.encode(record).count, to: lanes, inPlace: inPlace
             ) {
+                done.signal()
+                return true
+            } otherwise: {
                 done.signal()
             }
             #expect(done.wait(timeout: .now() + 10) == .success)
@@ -151,19 +159,7 @@ import Testing
         #expect(
             !runsInPlace(.upsert(collection: "big", id: "i", data: .null, section: nil, index: nil, conditions: .none)))
         let entry = try #require(executor.registry.entry("c"))
-        let holding = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            entry.content.withLock { _ in
-                holding.signal()
-                release.wait()
-            }
-            holding.signal()
-        }
-        holding.wait()
-        #expect(!runsInPlace(upsert))
-        release.signal()
-        holding.wait()
+        entry.whileAnotherThreadHoldsItsLock { #expect(!runsInPlace(upsert)) }
         #expect(runsInPlace(upsert))
     }
 

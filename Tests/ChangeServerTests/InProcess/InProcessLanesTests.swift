@@ -37,10 +37,10 @@ import Testing
             if piece.count == 1, let name = piece.first {
                 // Some single-lane work runs in place (on this thread) when its lane is idle.
                 if mustRunHere {
-                    #expect(lanes.runInPlaceIfIdle(name, work), "seed \(seed), piece \(index)")
+                    #expect(Self.runInPlace(lanes, name, work), "seed \(seed), piece \(index)")
                     inPlace += 1
                 } else if index % 3 == 0 {
-                    inPlace += lanes.runInPlaceIfIdle(name, work) ? 1 : 0
+                    inPlace += Self.runInPlace(lanes, name, work) ? 1 : 0
                 } else {
                     lanes.run(name, work)
                 }
@@ -58,12 +58,61 @@ import Testing
         #expect(inPlace >= 20, "seed \(seed): only \(inPlace) pieces ran in place")
     }
 
+    /// `work` in place when the lane of `name` is idle, else on the lane: true when it ran here.
+    static func runInPlace(_ lanes: Lanes, _ name: String, _ work: @escaping @Sendable () -> Void) -> Bool {
+        lanes.runInPlaceIfIdle(
+            name,
+            attempt: {
+                work()
+                return true
+            }, otherwise: work)
+    }
+
+    /// An attempt in place that gives up leaves its work to the lane: it runs there (not on the caller), after
+    /// what was handed to the lane meanwhile, and before what is handed after.
+    @Test func workGivenUpInPlaceRunsOnTheLaneInTurn() {
+        let lanes = Lanes()
+        let order = Mutex<[String]>([])
+        let done = DispatchGroup()
+        let caller = pthread_self()
+        done.enter()
+        let ranHere = lanes.runInPlaceIfIdle(
+            "a",
+            attempt: {
+                // Handed from another thread while the attempt holds the lane.
+                let handed = DispatchSemaphore(value: 0)
+                done.enter()
+                DispatchQueue.global().async {
+                    lanes.run("a") {
+                        order.withLock { $0.append("handed meanwhile") }
+                        done.leave()
+                    }
+                    handed.signal()
+                }
+                handed.wait()
+                return false
+            },
+            otherwise: {
+                #expect(pthread_equal(pthread_self(), caller) == 0, "given up: it runs on the lane")
+                order.withLock { $0.append("given up") }
+                done.leave()
+            })
+        done.enter()
+        lanes.run("a") {
+            order.withLock { $0.append("later") }
+            done.leave()
+        }
+        #expect(!ranHere)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(order.withLock { $0 } == ["handed meanwhile", "given up", "later"])
+    }
+
     /// Waits (at most 10 s) until the lane of `name` runs a piece of no work in place: a piece leaves a group from
     /// inside its work, and counts itself finished just after.
     static func awaitIdle(_ lanes: Lanes, _ name: String) -> Bool {
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
-            if lanes.runInPlaceIfIdle(name, {}) { return true }
+            if runInPlace(lanes, name, {}) { return true }
             sched_yield()
         }
         return false
@@ -75,7 +124,7 @@ import Testing
         let order = Mutex<[String]>([])
         let queuedRan = DispatchSemaphore(value: 0)
         let caller = pthread_self()
-        let ranHere = lanes.runInPlaceIfIdle("a") {
+        let ranHere = Self.runInPlace(lanes, "a") {
             #expect(pthread_equal(pthread_self(), caller) != 0, "in-place work runs on the calling thread")
             let handed = DispatchSemaphore(value: 0)
             DispatchQueue.global().async {
@@ -109,13 +158,13 @@ import Testing
         }
         started.wait()
         let caller = pthread_self()
-        let ranHere = lanes.runInPlaceIfIdle("a") {
+        let ranHere = Self.runInPlace(lanes, "a") {
             #expect(pthread_equal(pthread_self(), caller) == 0)
             order.withLock { $0.append("second") }
             done.signal()
         }
         #expect(!ranHere)
-        #expect(lanes.runInPlaceIfIdle("b") { order.withLock { $0.append("other lane") } })
+        #expect(Self.runInPlace(lanes, "b") { order.withLock { $0.append("other lane") } })
         release.signal()
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(order.withLock { $0 } == ["other lane", "first", "second"])
