@@ -51,7 +51,8 @@ final class Committer: Sendable {
         self.publish = publish
     }
 
-    /// Journals `record`; `report` runs on the record's lane once it is applied (or could not be made durable).
+    /// Journals `record`; `report` runs on the record's lane, or in place on the syncer thread (`LaneRouter.hand`),
+    /// once it is applied (or could not be made durable).
     /// - Throws: when storage cannot take the record at all; nothing was written then, and `report` does not run.
     func submit(_ record: JournalRecord, then report: @escaping @Sendable (Result) -> Void) throws(StorageError) {
         let bytes = RecordCodec.encode(record)
@@ -91,8 +92,9 @@ final class Committer: Sendable {
     var storeState: StoreState? { journal.storeState }
     func storeMetricsText() -> String { journal.metricsText() }
 
-    /// Runs `work` on the lane of `name`: after every record of that collection handed in before, off the event
-    /// loops (a large body is decoded there).
+    /// Runs `work` on the lane of `name`, off the event loops (a large body is decoded there): after every record of
+    /// that collection handed in before, but for one given up in place meanwhile (`Lanes.runInPlaceIfIdle`), which
+    /// runs after it. `work` must not read the collection (decoding does not).
     func onLane(of name: String, _ work: @escaping @Sendable () -> Void) {
         lanes.run(name, work)
     }

@@ -127,7 +127,7 @@ final class LaneRouter: Sendable {
             return false
         }
         guard registry.count(of: record.name) == 0 else { return false }
-        // A collection not there: the record is refused at once, or makes it.
+        // A collection not there: the record is refused at once (upserts and ops never make one).
         guard let entry = collections.entry(record.name) else { return true }
         return entry.content.withLockIfAvailable { $0.itemCount <= Self.lightItems } ?? false
     }
