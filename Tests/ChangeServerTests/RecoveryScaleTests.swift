@@ -119,45 +119,49 @@ import Testing
     /// candidate frames) cut by a third: cut in the time of fewer than 100 checksum passes over the segment (15 to
     /// 25 measured on 2026-12-02, from 0.35 to 1.1 s of CPU in a debug build as the shared machine was busy; a
     /// scan that started over at each candidate would take about a million), the records before it kept.
-    @Test func tornMultiMegabyteRecordIsCutInLinearTime() throws {
+    @Test(arguments: JournalFormat.versions)
+    func tornMultiMegabyteRecordIsCutInLinearTime(version: UInt32) throws {
         let items = (0..<200_000).map { Item(id: "item\($0)", data: JSONData(canonical: Array("\($0 % 97)".utf8))) }
         let large = JournalRecord.put(
             collection: "big", epoch: "e", sections: [Section(id: "s", items: items)], conditions: .none)
-        let (bytes, lastFrame) = RecoveryTests.journal(RecoveryTests.records + [large])
+        let (bytes, lastFrame) = RecoveryTests.journal(RecoveryTests.records + [large], version: version)
         #expect(bytes.count - lastFrame > 3_500_000)
         let torn = Array(bytes[..<(bytes.count - (bytes.count - lastFrame) / 3)])
-        let (position, registry, seconds, _) = try Self.recover([torn])
+        let (_, registry, seconds, left) = try Self.recover([torn])
         #expect(RecoveryTests.items(registry) == ["z", "a", "b"])
         #expect(registry.entry("big") == nil)
-        #expect(position.size == lastFrame)
+        #expect(left[1] == lastFrame)
         let pass = Self.checksumPassSeconds(torn)
         #expect(seconds < 100 * pass, "\(seconds) s, \(seconds / pass) checksum passes over the segment")
     }
 
     /// The worst bytes a tear can hold (a small length at two offsets out of three): a 3 MB record of them cut by
     /// a third, in linear time as well.
-    @Test func tornRecordOfAdversarialBytesIsCutInLinearTime() throws {
+    @Test(arguments: JournalFormat.versions)
+    func tornRecordOfAdversarialBytesIsCutInLinearTime(version: UInt32) throws {
         var generator = SplitMix64(seed: 12)
-        let (head, _) = RecoveryTests.journal(RecoveryTests.records)
+        let (head, _) = RecoveryTests.journal(RecoveryTests.records, version: version)
         let payload = Self.candidateRich(3 << 20, &generator)
         let frame = JournalFormat.frame(payload, at: head.count)
         let torn = head + frame.dropLast(frame.count / 3)
-        let (position, registry, seconds, _) = try Self.recover([torn])
+        let (_, registry, seconds, left) = try Self.recover([torn])
         #expect(RecoveryTests.items(registry) == ["z", "a", "b"])
-        #expect(position.size == head.count)
+        #expect(left[1] == head.count)
         let pass = Self.checksumPassSeconds(torn)
         #expect(seconds < 100 * pass, "\(seconds) s, \(seconds / pass) checksum passes over the segment")
     }
 
-    /// A flipped byte early in a large segment is refused (valid records follow it), and at once: in the time of
-    /// fewer than 20 checksum passes over the segment (1.4 to 1.5 measured, with writing the segment).
-    @Test func corruptRecordEarlyInALargeSegmentIsRefusedQuickly() throws {
+    /// A flipped byte early in a large segment is refused (valid records follow it, and from version 2 on the
+    /// sync marks that say it was on disk), and at once: in the time of fewer than 20 checksum passes over the
+    /// segment (1.4 to 1.5 measured, with writing the segment).
+    @Test(arguments: JournalFormat.versions)
+    func corruptRecordEarlyInALargeSegmentIsRefusedQuickly(version: UInt32) throws {
         let filler = (0..<4000).map { index in
             JournalRecord.upsert(
                 collection: "c", id: "f\(index)", data: JSONData(canonical: Array(repeating: 0x31, count: 2000)),
                 section: nil, index: nil, conditions: .none)
         }
-        var (bytes, _) = RecoveryTests.journal(RecoveryTests.records + filler)
+        var (bytes, _) = RecoveryTests.journal(RecoveryTests.records + filler, version: version)
         #expect(bytes.count > 8_000_000)
         bytes[JournalFormat.headerSize + 40] ^= 0x04
         let started = Self.threadCPUSeconds()
@@ -168,19 +172,22 @@ import Testing
     }
 
     /// A corrupt record followed by one valid record of 300 kB (a length past the first table of powers), in
-    /// the last segment: the valid one is found, so recovery refuses; with that one torn too, both are cut.
+    /// the last segment of version 1 (no sync marks): the valid one is found, so recovery refuses; with that one
+    /// torn too, both are cut.
     @Test func corruptRecordFollowedByALargeValidOneIsRefused() throws {
         let large = JournalRecord.upsert(
             collection: "c", id: "big", data: JSONData(canonical: Array(repeating: 0x32, count: 300_000)),
             section: nil, index: nil, conditions: .none)
-        var (bytes, lastFrame) = RecoveryTests.journal(RecoveryTests.records + [large])
+        var (bytes, lastFrame) = RecoveryTests.journal(RecoveryTests.records + [large], version: 1)
         #expect(bytes.count - lastFrame > 1 << 16)
-        let (_, corrupt) = RecoveryTests.journal(RecoveryTests.records)
+        let (_, corrupt) = RecoveryTests.journal(RecoveryTests.records, version: 1)
         bytes[corrupt + 12] ^= 0x01
         #expect(throws: StartupError.self) { _ = try Self.recover([bytes]) }
-        let (position, registry, _, _) = try Self.recover([Array(bytes.dropLast())])
+        let (position, registry, _, left) = try Self.recover([Array(bytes.dropLast())])
         #expect(RecoveryTests.items(registry) == ["a", "b"])
-        #expect(position.size == corrupt)
+        // A segment of version 1 is cut, and the journal goes on in a new one.
+        #expect(left == [1: corrupt])
+        #expect(position.segment == 2 && position.size == 0)
     }
 
     /// Segment 1 ends with a torn record; segment 2, left by a rotation that did not complete, holds nothing, a

@@ -17,11 +17,16 @@ import Testing
             conditions: JournalRecord.Conditions(ifMatch: "\"epoch1.2\"", ifNoneMatch: nil)),
     ]
 
-    /// The journal bytes of `records`, and where the last frame starts.
-    static func journal(_ records: [JournalRecord]) -> (bytes: [UInt8], lastFrame: Int) {
-        var bytes = JournalFormat.header
+    /// The journal bytes of `records` in format `version`, each record a sync pass of its own (after a sync mark
+    /// naming where the pass starts, from version 2 on, as the syncer writes them), and where the last record's
+    /// frame starts.
+    static func journal(_ records: [JournalRecord], version: UInt32 = JournalFormat.version) -> (
+        bytes: [UInt8], lastFrame: Int
+    ) {
+        var bytes = JournalFormat.header(version: version)
         var lastFrame = bytes.count
         for record in records {
+            if version >= 2 { bytes += JournalFormat.frame(JournalFormat.mark(synced: bytes.count), at: bytes.count) }
             lastFrame = bytes.count
             bytes += JournalFormat.frame(RecordCodec.encode(record), at: bytes.count)
         }
@@ -98,9 +103,12 @@ import Testing
         }
     }
 
-    @Test func corruptRecordInTheMiddleStopsRecovery() throws {
-        var (bytes, lastFrame) = Self.journal(Self.records)
-        bytes[lastFrame - 3] ^= 0x10
+    /// A flipped byte in the middle record, with the last one after it (and, from version 2 on, the sync mark
+    /// that says the middle one was on disk when the last was written).
+    @Test(arguments: JournalFormat.versions)
+    func corruptRecordInTheMiddleStopsRecovery(version: UInt32) throws {
+        var (bytes, lastFrame) = Self.journal(Self.records, version: version)
+        bytes[lastFrame - (version >= 2 ? JournalFormat.markFrameSize : 0) - 3] ^= 0x10
         #expect(throws: StartupError.self) { _ = try Self.recover(bytes) }
     }
 

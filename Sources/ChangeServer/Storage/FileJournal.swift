@@ -4,22 +4,29 @@ import Synchronization
 
 /// The append-only journal under `--data-dir`, with group commit: with `--fsync always`, one syncer thread
 /// runs `fdatasync` for everything written so far while the loop goes on writing, so concurrent mutations (on
-/// any collections) share one sync and throughput grows with concurrency.
+/// any collections) share one sync and throughput grows with concurrency. Each of its passes starts with a sync
+/// mark, and it keeps zeros written ahead of the last record (`JournalFormat`, version 2); with the other policies
+/// a mark goes before the first record written after a sync.
 final class FileJournal: Journal, @unchecked Sendable {
     // @unchecked: all mutable state is in `state`, a Mutex; segment descriptors are owned by `Segment` objects
     // that a thread keeps alive while it syncs them.
 
     /// One open segment file.
     final class Segment: @unchecked Sendable {
-        // @unchecked: `size` is read and written only under the journal's lock.
+        // @unchecked: `size` is read and written only under the journal's lock, `zeroedEnd` by the syncer thread
+        // alone (and at creation).
         let number: UInt64
         let descriptor: Int32
         var size: Int
+        /// Where the zeros written ahead of `size` end (`--fsync always`): see `JournalFormat.preallocation`.
+        var zeroedEnd: Int
 
         init(number: UInt64, descriptor: Int32, size: Int) {
             self.number = number
             self.descriptor = descriptor
             self.size = size
+            var info = stat()
+            zeroedEnd = fstat(descriptor, &info) == 0 ? max(size, Int(info.st_size)) : size
         }
 
         deinit { Glibc.close(descriptor) }
@@ -32,6 +39,9 @@ final class FileJournal: Journal, @unchecked Sendable {
         var synced: UInt64 = 0
         /// The segment's size at `synced`, where a failed sync cuts it back to.
         var syncedSize: Int
+        /// With `--fsync interval` and `never`: an offset synced since the last mark, to be marked before the next
+        /// record (`JournalFormat.mark(synced:)`).
+        var unmarkedSync: Int?
         var pending: [(ticket: UInt64, done: @Sendable (Bool) -> Void)] = []
         /// Frames written but not yet in the file (`--fsync always`: the syncer writes them).
         var buffer: [[UInt8]] = []
@@ -97,6 +107,11 @@ final class FileJournal: Journal, @unchecked Sendable {
             throw StartupError("cannot open the journal \(path): \(String(cString: strerror(errno)))")
         }
         let segment = Segment(number: number, descriptor: descriptor, size: size)
+        // What recovery read may have been in the kernel's cache only (a process that stopped with `--fsync
+        // interval`): synced before a mark may say it is on disk.
+        if size > 0 && fdatasync(descriptor) != 0 {
+            throw StartupError("cannot sync the journal \(path): \(String(cString: strerror(errno)))")
+        }
         if size == 0 {
             // A segment left without its header would stand after the current one and keep the current one's
             // torn tail from being cut at the next start: it is removed.
@@ -125,7 +140,11 @@ final class FileJournal: Journal, @unchecked Sendable {
             try ordering.withLock { _ throws(StorageError) in
                 try state.withLock { state throws(StorageError) in
                     let segment = state.segment
-                    let frame = JournalFormat.frame(record, at: segment.size)
+                    var frame: [UInt8] = []
+                    if let synced = state.unmarkedSync {
+                        JournalFormat.appendFrame(JournalFormat.mark(synced: synced), at: segment.size, to: &frame)
+                    }
+                    JournalFormat.appendFrame(record, at: segment.size + frame.count, to: &frame)
                     guard Self.writeAll(segment.descriptor, frame, at: segment.size) else {
                         let reason = String(cString: strerror(errno))
                         _ = ftruncate(segment.descriptor, off_t(segment.size))
@@ -133,6 +152,7 @@ final class FileJournal: Journal, @unchecked Sendable {
                         throw .unavailable(reason: reason)
                     }
                     segment.size += frame.count
+                    state.unmarkedSync = nil
                     state.bytesSinceSnapshot += frame.count
                     state.written += 1
                 }
@@ -158,8 +178,8 @@ final class FileJournal: Journal, @unchecked Sendable {
     func flush() {
         guard policy == .always else {
             ordering.withLock { _ in
-                let segment = state.withLock { $0.segment }
-                _ = fdatasync(segment.descriptor)
+                let (segment, size) = state.withLock { ($0.segment, $0.segment.size) }
+                if fdatasync(segment.descriptor) == 0 { markSynced(segment, size) }
             }
             return
         }
@@ -185,6 +205,14 @@ final class FileJournal: Journal, @unchecked Sendable {
         wakeSyncer()
         closing.signal()
         thread.withLock { $0 }?.join()
+    }
+
+    /// Notes that `segment` is on disk up to `size` (`--fsync interval` and `never`), for the next record's mark.
+    private func markSynced(_ segment: Segment, _ size: Int) {
+        state.withLock { state in
+            guard state.segment === segment, size > JournalFormat.headerSize else { return }
+            state.unmarkedSync = max(state.unmarkedSync ?? 0, size)
+        }
     }
 
     private func wakeSyncer() {
@@ -230,6 +258,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         state.withLock { state in
             state.segment = segment
             state.syncedSize = segment.size
+            state.unmarkedSync = nil
             state.bytesSinceSnapshot = state.buffer.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
         }
         metrics.setJournalBytes(bytesSinceSnapshot)
@@ -245,12 +274,19 @@ final class FileJournal: Journal, @unchecked Sendable {
             defer { state.buffer = [] }
             return (state.segment, state.written, state.buffer, state.segment.size)
         }
-        // Framed here, where each record's offset in the file is known.
+        // Framed here, where each record's offset in the file is known, after a mark: everything before this pass
+        // is on disk (the last pass's sync succeeded, or a failed one cut the segment back to what was).
+        let recordBytes = records.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
         var buffer: [UInt8] = []
-        buffer.reserveCapacity(records.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize })
+        buffer.reserveCapacity(JournalFormat.markFrameSize + recordBytes)
+        JournalFormat.appendFrame(JournalFormat.mark(synced: offset), at: offset, to: &buffer)
         for record in records { JournalFormat.appendFrame(record, at: offset + buffer.count, to: &buffer) }
         let started = MonotonicClock.nanoseconds()
-        let succeeded = Self.writeAll(segment.descriptor, buffer, at: offset) && fdatasync(segment.descriptor) == 0
+        var succeeded = Self.writeAll(segment.descriptor, buffer, at: offset)
+        if succeeded {
+            Self.zeroAhead(segment, from: offset + buffer.count)
+            succeeded = fdatasync(segment.descriptor) == 0
+        }
         let reason = succeeded ? "" : String(cString: strerror(errno))
         metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         let ready = state.withLock { state -> [(ticket: UInt64, done: @Sendable (Bool) -> Void)] in
@@ -262,7 +298,8 @@ final class FileJournal: Journal, @unchecked Sendable {
                 // to what is known durable; the records of this batch are dropped, none of them was applied.
                 _ = ftruncate(segment.descriptor, off_t(state.syncedSize))
                 segment.size = state.syncedSize
-                state.bytesSinceSnapshot = max(0, state.bytesSinceSnapshot - buffer.count)
+                segment.zeroedEnd = state.syncedSize
+                state.bytesSinceSnapshot = max(0, state.bytesSinceSnapshot - recordBytes)
             }
             state.synced = target
             let split = state.pending.partitioningIndex { $0.ticket > target }
@@ -304,15 +341,33 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     private func intervalLoop() {
         while closing.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
-            let (segment, written, synced) = state.withLock { ($0.segment, $0.written, $0.synced) }
+            let (segment, size, written, synced) = state.withLock {
+                ($0.segment, $0.segment.size, $0.written, $0.synced)
+            }
             guard written > synced else { continue }
             let started = MonotonicClock.nanoseconds()
             if fdatasync(segment.descriptor) == 0 {
                 state.withLock { $0.synced = max($0.synced, written) }
+                markSynced(segment, size)
             } else {
                 logger.error("journal fsync failed: \(String(cString: strerror(errno)))")
             }
             metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        }
+    }
+
+    /// Writes zeros ahead of `end` when it comes within half a chunk of the zeros written before
+    /// (`JournalFormat.preallocation`). Only an optimization: when the zeros cannot be written (a full disk), the
+    /// records are synced as appends, and the next pass tries again from what the file now holds.
+    private static func zeroAhead(_ segment: Segment, from end: Int) {
+        guard end > segment.zeroedEnd - JournalFormat.preallocation / 2 else { return }
+        let start = max(end, segment.zeroedEnd)
+        let target = (end / JournalFormat.preallocation + 2) * JournalFormat.preallocation
+        if writeAll(segment.descriptor, [UInt8](repeating: 0, count: target - start), at: start) {
+            segment.zeroedEnd = target
+        } else {
+            var info = stat()
+            segment.zeroedEnd = fstat(segment.descriptor, &info) == 0 ? max(end, Int(info.st_size)) : end
         }
     }
 

@@ -77,10 +77,15 @@ enum Recovery {
         var position = Position(segment: nextSegment, size: 0)
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
-            let (count, size) = try replay(directory, number, isLast: isLast, executor: executor, logger: logger)
+            let (count, size, version) = try replay(
+                directory, number, isLast: isLast, executor: executor, logger: logger)
             records += count
             bytesRead += size
-            position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
+            // A segment of an older format is not written to again: the journal goes on in a new one.
+            position =
+                version == JournalFormat.version
+                ? Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
+                : Position(segment: number + 1, size: 0, bytesSinceSnapshot: bytesRead)
         }
         let items = executor.registry.all().reduce(0) { total, entry in total + entry.content.withLock { $0.itemCount }
         }
@@ -91,25 +96,41 @@ enum Recovery {
         return position
     }
 
-    /// Replays one segment; returns the records applied and the segment's valid size.
+    /// Replays one segment; returns the records applied, the segment's valid size and its format version.
+    ///
+    /// A bad frame (torn, corrupt or cut short) ends the last segment when nothing valid could have been
+    /// acknowledged after it, and is cut, on disk before writing goes on; otherwise recovery refuses to start.
+    /// - Version 1: a bad frame followed by no whole frame is the tail of a write torn by a crash.
+    /// - Version 2: zeros after the last frame are the zeros written ahead (`JournalFormat.preallocation`), and
+    ///   end any segment. A bad frame in the last segment is damage only when a sync mark after it names an
+    ///   offset past it (`JournalFormat.hasMark(in:syncedPast:)`); otherwise it lies in what was being written
+    ///   when the machine stopped, never synced, so never acknowledged, and a sync over zeros may have kept a
+    ///   later sector of it and lost an earlier one.
     private static func replay(
         _ directory: DataDirectory, _ number: UInt64, isLast: Bool, executor: Executor, logger: Logger
-    ) throws(StartupError) -> (records: Int, size: Int) {
+    ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
         let path = directory.segmentPath(number)
         guard let bytes = readWholeFile(path) else { throw StartupError("cannot read the journal \(path)") }
         guard bytes.count >= JournalFormat.headerSize else {
             guard isLast else { throw StartupError("the journal \(path) has no header") }
             logger.warning("the journal \(path) ends inside its header (\(bytes.count) bytes): starting it anew")
-            return (0, 0)
+            return (0, 0, JournalFormat.version)
         }
-        guard Array(bytes[..<JournalFormat.headerSize]) == JournalFormat.header else {
-            throw StartupError("the journal \(path) is not a ChangeServer journal of format \(JournalFormat.version)")
+        guard let version = JournalFormat.version(ofHeader: bytes[...]) else {
+            throw StartupError(
+                "the journal \(path) is not a ChangeServer journal of format "
+                    + JournalFormat.versions.map(String.init).joined(separator: " or "))
         }
         var offset = JournalFormat.headerSize
         var records = 0
         while offset < bytes.count {
             guard let (payload, end) = JournalFormat.payload(in: bytes, at: offset) else {
-                guard isLast, !JournalFormat.hasFrame(in: bytes, after: offset) else {
+                if version >= 2 && bytes[offset...].allSatisfy({ $0 == 0 }) { return (records, offset, version) }
+                let isDamage =
+                    version >= 2
+                    ? JournalFormat.hasMark(in: bytes, syncedPast: offset)
+                    : JournalFormat.hasFrame(in: bytes, after: offset)
+                guard isLast, !isDamage else {
                     throw StartupError(
                         "the journal \(path) has a corrupt record at byte \(offset) followed by valid ones; "
                             + "refusing to start on wrong data")
@@ -117,9 +138,11 @@ enum Recovery {
                 logger.warning(
                     "the journal \(path) ends with a torn or corrupt record: dropped \(bytes.count - offset) bytes at \(offset)"
                 )
-                guard truncate(path, off_t(offset)) == 0 else { throw StartupError("cannot cut the journal \(path)") }
-                return (records, offset)
+                try cut(path, at: offset)
+                return (records, offset, version)
             }
+            defer { offset = end }
+            if version >= 2 && JournalFormat.synced(byMark: payload) != nil { continue }
             let record: JournalRecord
             do throws(BinaryReader.Malformed) {
                 record = try RecordCodec.decode(payload)
@@ -128,9 +151,17 @@ enum Recovery {
             }
             executor.replay(record)
             records += 1
-            offset = end
         }
-        return (records, offset)
+        return (records, offset, version)
+    }
+
+    /// Cuts the file at `size` and syncs it: the next sync mark will say that everything before it is on disk.
+    private static func cut(_ path: String, at size: Int) throws(StartupError) {
+        let descriptor = open(path, O_RDWR | O_CLOEXEC)
+        defer { if descriptor >= 0 { close(descriptor) } }
+        guard descriptor >= 0, ftruncate(descriptor, off_t(size)) == 0, fdatasync(descriptor) == 0 else {
+            throw StartupError("cannot cut the journal \(path): \(String(cString: strerror(errno)))")
+        }
     }
 
     /// Removes the newest segments when they hold no record (nothing, or a part of the header only: a rotation
@@ -159,6 +190,6 @@ enum Recovery {
         guard stat(path, &info) == 0, info.st_size <= JournalFormat.headerSize, let bytes = readWholeFile(path) else {
             return false
         }
-        return bytes.count <= JournalFormat.headerSize && JournalFormat.header.starts(with: bytes)
+        return JournalFormat.isHeaderPrefix(bytes)
     }
 }
