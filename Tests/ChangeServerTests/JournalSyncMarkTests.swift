@@ -135,9 +135,10 @@ import Testing
         return frames
     }
 
-    /// The real syncer (`--fsync always`): every pass starts with a mark naming where it starts, the segment
-    /// holds at least a chunk of zeros past the last record, and recovery reads it back whole; a loss in its last
-    /// pass is cut there, a loss in an earlier one is refused.
+    /// The real syncer (`--fsync always`): every pass starts with a mark naming where it starts, a clean stop
+    /// ends the segment with one, the segment holds at least a chunk of zeros past the last record, and recovery
+    /// reads it back whole. As if the machine had stopped before the last pass was synced (the closing mark
+    /// gone): a loss in the last pass is cut there, a loss in an earlier one is refused.
     @Test func theSyncerMarksEachPassAndWritesZerosAhead() throws {
         let (directory, journal) = try Self.newJournal(.always)
         defer { try? FileManager.default.removeItem(atPath: directory.path) }
@@ -146,8 +147,10 @@ import Testing
         let bytes = try #require(readWholeFile(directory.segmentPath(1)))
         let frames = Self.frames(bytes)
         let marks = frames.filter { JournalFormat.synced(byMark: $0.payload) != nil }
-        #expect(marks.count == Self.records.count)
+        #expect(marks.count == Self.records.count + 1)
         for mark in marks { #expect(JournalFormat.synced(byMark: mark.payload) == mark.offset) }
+        let closing = try #require(marks.last)
+        #expect(closing.offset == frames.last?.offset)
         let recordFrames = frames.filter { JournalFormat.synced(byMark: $0.payload) == nil }
         #expect(try recordFrames.map { try RecordCodec.decode($0.payload) } == Self.records)
         let end = try #require(frames.last).offset + (frames.last?.payload.count ?? 0) + JournalFormat.frameHeaderSize
@@ -157,12 +160,56 @@ import Testing
         let (whole, position, _) = try RecoveryTests.recover(bytes)
         #expect(RecoveryTests.items(whole) == ["z", "a", "b"])
         #expect(position.size == end)
-        let (cut, _, after) = try RecoveryTests.recover(Self.lost(bytes, at: recordFrames[2].offset))
+        #expect(throws: StartupError.self) {
+            _ = try RecoveryTests.recover(Self.lost(bytes, at: recordFrames[2].offset))
+        }
+        let unclosed = Self.lost(bytes, at: closing.offset, count: JournalFormat.markFrameSize)
+        let (cut, _, after) = try RecoveryTests.recover(Self.lost(unclosed, at: recordFrames[2].offset))
         #expect(RecoveryTests.items(cut) == ["a", "b"])
         #expect(after.count == recordFrames[2].offset)
         #expect(throws: StartupError.self) {
-            _ = try RecoveryTests.recover(Self.lost(bytes, at: recordFrames[1].offset))
+            _ = try RecoveryTests.recover(Self.lost(unclosed, at: recordFrames[1].offset))
         }
+    }
+
+    /// A clean stop with any policy ends the segment with a mark, so that damage to the last records written is
+    /// refused at the next start rather than cut as a torn write.
+    @Test(arguments: [Config.FsyncPolicy.always, .interval, .never])
+    func aCleanStopCertifiesTheLastRecords(policy: Config.FsyncPolicy) throws {
+        let (directory, journal) = try Self.newJournal(policy)
+        defer { try? FileManager.default.removeItem(atPath: directory.path) }
+        try Self.append(Self.records, to: journal)
+        journal.close()
+        let bytes = try #require(readWholeFile(directory.segmentPath(1)))
+        let frames = Self.frames(bytes)
+        let last = try #require(frames.last)
+        #expect(JournalFormat.synced(byMark: last.payload) == last.offset)
+        let lastRecord = try #require(frames.last { JournalFormat.synced(byMark: $0.payload) == nil })
+        #expect(throws: StartupError.self) { _ = try RecoveryTests.recover(Self.lost(bytes, at: lastRecord.offset)) }
+    }
+
+    /// After a restart, the first record written says that what recovery read is on disk (the journal synced it
+    /// when it opened the segment).
+    @Test(arguments: [Config.FsyncPolicy.always, .never])
+    func theFirstRecordAfterARestartCertifiesWhatWasRecovered(policy: Config.FsyncPolicy) throws {
+        let (directory, journal) = try Self.newJournal(policy)
+        defer { try? FileManager.default.removeItem(atPath: directory.path) }
+        try Self.append([Self.records[0]], to: journal)
+        // A stop without `close` (no closing mark), then a start.
+        let position = try Recovery.run(
+            directory, executor: Executor(registry: Registry(), limits: HistoryLimits()),
+            logger: Logger(level: .critical))
+        let again = try FileJournal(
+            directory: directory, segment: position.segment, size: position.size,
+            bytesSinceSnapshot: position.bytesSinceSnapshot, policy: policy, metrics: Metrics(),
+            logger: Logger(level: .critical))
+        try Self.append([Self.records[1]], to: again)
+        again.close()
+        journal.close()
+        let frames = Self.frames(try #require(readWholeFile(directory.segmentPath(1))))
+        let first = try #require(frames.firstIndex { $0.offset == position.size })
+        #expect(JournalFormat.synced(byMark: frames[first].payload) == position.size)
+        #expect(frames.count > first + 1 && (try? RecordCodec.decode(frames[first + 1].payload)) == Self.records[1])
     }
 
     /// Without the syncer (`--fsync never` and `interval`), a sync (here `flush`) puts a mark naming what it synced
@@ -174,9 +221,13 @@ import Testing
         journal.flush()
         try Self.append([Self.records[2]], to: journal)
         journal.close()
-        let bytes = try #require(readWholeFile(directory.segmentPath(1)))
+        let closed = try #require(readWholeFile(directory.segmentPath(1)))
+        let closing = closed.count - JournalFormat.markFrameSize
+        #expect(Self.frames(closed).last.map { JournalFormat.synced(byMark: $0.payload) } == closing)
+        // As if the process had stopped before `close`.
+        let bytes = Self.lost(closed, at: closing, count: JournalFormat.markFrameSize)
         let frames = Self.frames(bytes)
-        #expect(frames.count == 4)
+        try #require(frames.count == 4)
         #expect(JournalFormat.synced(byMark: frames[2].payload) == frames[2].offset)
         #expect(throws: StartupError.self) { _ = try RecoveryTests.recover(Self.lost(bytes, at: frames[1].offset)) }
         let (registry, position, _) = try RecoveryTests.recover(Self.lost(bytes, at: frames[3].offset))
@@ -198,7 +249,7 @@ import Testing
         try Self.append([Self.records[1]], to: journal)
         journal.close()
         let frames = Self.frames(try #require(readWholeFile(directory.segmentPath(1))))
-        #expect(frames.count == 3)
+        try #require(frames.count == 4)
         #expect(JournalFormat.synced(byMark: frames[1].payload) == frames[1].offset)
     }
 }

@@ -151,6 +151,20 @@ import Testing
         #expect(seconds < 100 * pass, "\(seconds) s, \(seconds / pass) checksum passes over the segment")
     }
 
+    /// The worst bytes for the search of a sync mark after a tear (version 2): a mark's payload length at every
+    /// fourth offset, in a 3 MB record cut by a third; cut in linear time too.
+    @Test func tornRecordOfMarkLengthsIsCutInLinearTime() throws {
+        let (head, _) = RecoveryTests.journal(RecoveryTests.records)
+        let payload = (0..<(3 << 20)).map { $0 % 4 == 0 ? UInt8(JournalFormat.markPayloadSize) : 0 }
+        let frame = JournalFormat.frame(payload, at: head.count)
+        let torn = head + frame.dropLast(frame.count / 3)
+        let (_, registry, seconds, left) = try Self.recover([torn])
+        #expect(RecoveryTests.items(registry) == ["z", "a", "b"])
+        #expect(left[1] == head.count)
+        let pass = Self.checksumPassSeconds(torn)
+        #expect(seconds < 100 * pass, "\(seconds) s, \(seconds / pass) checksum passes over the segment")
+    }
+
     /// A flipped byte early in a large segment is refused (valid records follow it, and from version 2 on the
     /// sync marks that say it was on disk), and at once: in the time of fewer than 20 checksum passes over the
     /// segment (1.4 to 1.5 measured, with writing the segment).

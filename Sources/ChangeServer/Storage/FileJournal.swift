@@ -84,7 +84,12 @@ final class FileJournal: Journal, @unchecked Sendable {
         self.metrics = metrics
         self.logger = logger
         let segment = try Self.openSegment(directory, number, size: size)
-        state = Mutex(State(segment: segment, syncedSize: segment.size, bytesSinceSnapshot: bytesSinceSnapshot))
+        // `openSegment` synced what is there: the first record written will say so (the syncer's first pass does).
+        state = Mutex(
+            State(
+                segment: segment, syncedSize: segment.size,
+                unmarkedSync: policy != .always && size > JournalFormat.headerSize ? size : nil,
+                bytesSinceSnapshot: bytesSinceSnapshot))
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else { throw StartupError("cannot create the journal's wake-up pipe") }
         _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
@@ -205,6 +210,28 @@ final class FileJournal: Journal, @unchecked Sendable {
         wakeSyncer()
         closing.signal()
         thread.withLock { $0 }?.join()
+        markAtClose()
+    }
+
+    /// Ends the segment with a sync mark naming its size, synced, when all of it is known to be on disk: so that
+    /// damage to the last records written before a stop is refused at the next start, not cut as a torn write.
+    private func markAtClose() {
+        ordering.withLock { _ in
+            state.withLock { state in
+                let segment = state.segment
+                let isSynced =
+                    policy == .always
+                    ? state.synced == state.written && state.syncedSize == segment.size
+                    : state.unmarkedSync == segment.size
+                guard isSynced, segment.size > JournalFormat.headerSize else { return }
+                let mark = JournalFormat.frame(JournalFormat.mark(synced: segment.size), at: segment.size)
+                guard Self.writeAll(segment.descriptor, mark, at: segment.size), fdatasync(segment.descriptor) == 0
+                else { return }
+                segment.size += mark.count
+                state.syncedSize = segment.size
+                state.unmarkedSync = nil
+            }
+        }
     }
 
     /// Notes that `segment` is on disk up to `size` (`--fsync interval` and `never`), for the next record's mark.
@@ -267,13 +294,24 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     // MARK: Syncing
 
-    /// One pass of the syncer (`--fsync always`): writes what is buffered, syncs, runs the callbacks in order
-    /// (all failed when the write or the sync failed), then performs a requested rotation.
+    /// One pass of the syncer (`--fsync always`): syncs what is buffered, then performs a requested rotation.
     private func syncPass() {
         let (segment, target, records, offset) = state.withLock { state in
             defer { state.buffer = [] }
             return (state.segment, state.written, state.buffer, state.segment.size)
         }
+        if !records.isEmpty { sync(records, upTo: target, in: segment, at: offset) }
+        if let rotation = state.withLock({ state in
+            defer { state.rotation = nil }
+            return state.rotation
+        }) {
+            rotation(switchSegment())
+        }
+    }
+
+    /// Writes `records` (the tickets up to `target`) at `offset` after a sync mark, syncs, and runs their callbacks
+    /// in order (all failed when the write or the sync failed).
+    private func sync(_ records: [[UInt8]], upTo target: UInt64, in segment: Segment, at offset: Int) {
         // Framed here, where each record's offset in the file is known, after a mark: everything before this pass
         // is on disk (the last pass's sync succeeded, or a failed one cut the segment back to what was).
         let recordBytes = records.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
@@ -293,10 +331,13 @@ final class FileJournal: Journal, @unchecked Sendable {
             if succeeded {
                 segment.size = offset + buffer.count
                 state.syncedSize = segment.size
+                state.bytesSinceSnapshot += JournalFormat.markFrameSize
             } else {
                 // After a failed write or fsync the kernel may have dropped dirty pages: cut the segment back
-                // to what is known durable; the records of this batch are dropped, none of them was applied.
+                // to what is known durable, and sync the cut (a rotation may come before the next sync); the
+                // records of this batch are dropped, none of them was applied.
                 _ = ftruncate(segment.descriptor, off_t(state.syncedSize))
+                _ = fdatasync(segment.descriptor)
                 segment.size = state.syncedSize
                 segment.zeroedEnd = state.syncedSize
                 state.bytesSinceSnapshot = max(0, state.bytesSinceSnapshot - recordBytes)
@@ -310,12 +351,6 @@ final class FileJournal: Journal, @unchecked Sendable {
             logger.error("journal write or fsync failed: \(reason); \(ready.count) mutations answered 503")
         }
         for entry in ready { entry.done(succeeded) }
-        if let rotation = state.withLock({ state in
-            defer { state.rotation = nil }
-            return state.rotation
-        }) {
-            rotation(switchSegment())
-        }
     }
 
     private func syncLoop() {

@@ -81,11 +81,14 @@ enum Recovery {
                 directory, number, isLast: isLast, executor: executor, logger: logger)
             records += count
             bytesRead += size
-            // A segment of an older format is not written to again: the journal goes on in a new one.
-            position =
-                version == JournalFormat.version
-                ? Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
-                : Position(segment: number + 1, size: 0, bytesSinceSnapshot: bytesRead)
+            position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
+            if isLast && version != JournalFormat.version {
+                // A segment of an older format is not written to again: the journal goes on in a new one, after
+                // this one is on disk (what it holds may be in the kernel's cache only, and the records written
+                // next may depend on it).
+                try sync(directory.segmentPath(number))
+                position = Position(segment: number + 1, size: 0, bytesSinceSnapshot: bytesRead)
+            }
         }
         let items = executor.registry.all().reduce(0) { total, entry in total + entry.content.withLock { $0.itemCount }
         }
@@ -138,7 +141,7 @@ enum Recovery {
                 logger.warning(
                     "the journal \(path) ends with a torn or corrupt record: dropped \(bytes.count - offset) bytes at \(offset)"
                 )
-                try cut(path, at: offset)
+                try sync(path, cuttingAt: offset)
                 return (records, offset, version)
             }
             defer { offset = end }
@@ -155,12 +158,14 @@ enum Recovery {
         return (records, offset, version)
     }
 
-    /// Cuts the file at `size` and syncs it: the next sync mark will say that everything before it is on disk.
-    private static func cut(_ path: String, at size: Int) throws(StartupError) {
+    /// Syncs a segment, first cut at `size` if given: the next sync mark will say that everything before it is on
+    /// disk.
+    private static func sync(_ path: String, cuttingAt size: Int? = nil) throws(StartupError) {
         let descriptor = open(path, O_RDWR | O_CLOEXEC)
         defer { if descriptor >= 0 { close(descriptor) } }
-        guard descriptor >= 0, ftruncate(descriptor, off_t(size)) == 0, fdatasync(descriptor) == 0 else {
-            throw StartupError("cannot cut the journal \(path): \(String(cString: strerror(errno)))")
+        guard descriptor >= 0, size.map({ ftruncate(descriptor, off_t($0)) == 0 }) ?? true, fdatasync(descriptor) == 0
+        else {
+            throw StartupError("cannot cut or sync the journal \(path): \(String(cString: strerror(errno)))")
         }
     }
 
