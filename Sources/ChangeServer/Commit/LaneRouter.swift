@@ -23,12 +23,12 @@ final class LaneRouter: Sendable {
     private let views: Mutex<[String: Tracked]>
     /// The collections and views held: their sizes decide whether a record is light (`hand`).
     private let collections: Registry
-    private let registry: ViewRegistry
+    private let viewRegistry: ViewRegistry
 
     /// `views`: the views recovered at start, whose sources are known.
     init(collections: Registry, views: ViewRegistry) {
         self.collections = collections
-        registry = views
+        viewRegistry = views
         self.views = Mutex(
             Dictionary(
                 uniqueKeysWithValues: views.all().map {
@@ -126,7 +126,7 @@ final class LaneRouter: Sendable {
         case .put, .delete, .defineView, .deleteView:
             return false
         }
-        guard registry.count(of: record.name) == 0 else { return false }
+        guard viewRegistry.count(of: record.name) == 0 else { return false }
         // A collection not there: the record is refused at once (upserts and ops never make one).
         guard let entry = collections.entry(record.name) else { return true }
         return entry.content.withLockIfAvailable { $0.itemCount <= Self.lightItems } ?? false
