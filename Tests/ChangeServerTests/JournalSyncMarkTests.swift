@@ -14,8 +14,11 @@ import Testing
     static let records = RecoveryTests.records
 
     /// Bytes of a segment of version 2: the header, then each pass (a sync mark naming where it starts, then its
-    /// records), then `zeros` zeros; and where each record's frame starts.
-    static func segment(passes: [[JournalRecord]], zeros: Int = 0) -> (bytes: [UInt8], frames: [Int]) {
+    /// records), then the mark that closes a segment when the journal moves on if `closed`, then `zeros` zeros;
+    /// and where each record's frame starts.
+    static func segment(passes: [[JournalRecord]], closed: Bool = false, zeros: Int = 0) -> (
+        bytes: [UInt8], frames: [Int]
+    ) {
         var bytes = JournalFormat.header
         var frames: [Int] = []
         for pass in passes {
@@ -25,6 +28,7 @@ import Testing
                 bytes += JournalFormat.frame(RecordCodec.encode(record), at: bytes.count)
             }
         }
+        if closed { bytes += JournalFormat.frame(JournalFormat.mark(synced: bytes.count), at: bytes.count) }
         return (bytes + [UInt8](repeating: 0, count: zeros), frames)
     }
 
@@ -59,7 +63,8 @@ import Testing
 
     /// Zeros after the last record end a segment, the last one or not, and are kept for the next records.
     @Test func zerosWrittenAheadEndEverySegment() throws {
-        let first = Self.segment(passes: [[Self.records[0]], [Self.records[1]]], zeros: JournalFormat.preallocation)
+        let first = Self.segment(
+            passes: [[Self.records[0]], [Self.records[1]]], closed: true, zeros: JournalFormat.preallocation)
         let second = Self.segment(passes: [[Self.records[2]]], zeros: JournalFormat.preallocation)
         let (position, registry, _, left) = try RecoveryScaleTests.recover([first.bytes, second.bytes])
         #expect(RecoveryTests.items(registry) == ["z", "a", "b"])
@@ -70,6 +75,70 @@ import Testing
         var damaged = first.bytes
         damaged[damaged.count - 100] = 1
         #expect(throws: StartupError.self) { _ = try RecoveryScaleTests.recover([damaged, second.bytes]) }
+    }
+
+    /// A segment before the last that lost its last pass (and its closing mark) reads as records followed by zeros:
+    /// refused, since the records after it (here an upsert conditional on the lost one) were written on top of
+    /// them. Without the closing mark the start went on with `a` alone.
+    @Test func aSegmentBeforeTheLastMustEndWithItsClosingMark() throws {
+        let first = Self.segment(
+            passes: [[Self.records[0]], [Self.records[1]]], closed: true, zeros: JournalFormat.preallocation)
+        let second = Self.segment(passes: [[Self.records[2]]])
+        let passTwo = first.frames[1] - JournalFormat.markFrameSize
+        let lost = Self.lost(
+            first.bytes, at: passTwo, count: first.bytes.count - JournalFormat.preallocation - passTwo)
+        #expect(throws: StartupError.self) { _ = try RecoveryScaleTests.recover([lost, second.bytes]) }
+        let unclosed = Self.segment(passes: [[Self.records[0]], [Self.records[1]]], zeros: JournalFormat.preallocation)
+        #expect(throws: StartupError.self) { _ = try RecoveryScaleTests.recover([unclosed.bytes, second.bytes]) }
+    }
+
+    /// A mark naming exactly the offset of a bad frame does not vouch for it: with `--fsync interval`, a record
+    /// appended at the size the interval thread read before its sync is not covered by that sync, and the next
+    /// record's mark names that size. Losing that record is cut, not refused.
+    @Test func aMarkNamingTheBadFrameItselfIsNoProofOfDamage() throws {
+        var bytes = JournalFormat.header
+        bytes += JournalFormat.frame(RecordCodec.encode(Self.records[0]), at: bytes.count)
+        let synced = bytes.count
+        bytes += JournalFormat.frame(RecordCodec.encode(Self.records[1]), at: bytes.count)
+        bytes += JournalFormat.frame(JournalFormat.mark(synced: synced), at: bytes.count)
+        bytes += JournalFormat.frame(RecordCodec.encode(Self.records[2]), at: bytes.count)
+        let (registry, position, _) = try RecoveryTests.recover(Self.lost(bytes, at: synced))
+        #expect(RecoveryTests.items(registry) == ["a"])
+        #expect(position.size == synced)
+    }
+
+    /// The journal moving on to a new segment closes the old one with a mark naming its end; the journal's byte
+    /// count (what triggers a snapshot) covers the marks written.
+    @Test(arguments: [Config.FsyncPolicy.always, .never])
+    func aRotationClosesTheSegmentWithAMark(policy: Config.FsyncPolicy) throws {
+        let (directory, journal) = try Self.newJournal(policy)
+        defer { try? FileManager.default.removeItem(atPath: directory.path) }
+        for record in Self.records.prefix(2) { try Self.append([record], to: journal) }
+        let old = try #require(readWholeFile(directory.segmentPath(1)))
+        let end =
+            try #require(Self.frames(old).last).offset + JournalFormat.frameHeaderSize
+            + (Self.frames(old).last?.payload.count ?? 0)
+        #expect(journal.bytesSinceSnapshot == end - JournalFormat.headerSize)
+        let rotated = DispatchSemaphore(value: 0)
+        let next = Mutex<UInt64?>(nil)
+        journal.rotate { number in
+            next.withLock { $0 = number }
+            rotated.signal()
+        }
+        #expect(rotated.wait(timeout: .now() + 10) == .success)
+        #expect(next.withLock { $0 } == 2)
+        try Self.append([Self.records[2]], to: journal)
+        journal.close()
+        let frames = Self.frames(try #require(readWholeFile(directory.segmentPath(1))))
+        // The records' passes, then exactly one closing mark.
+        #expect(frames.count == (policy == .always ? 5 : 3))
+        #expect(frames.last.map { JournalFormat.synced(byMark: $0.payload) } == end)
+        #expect(frames.last?.offset == end)
+        let registry = Registry()
+        _ = try Recovery.run(
+            directory, executor: Executor(registry: registry, limits: HistoryLimits()), logger: Logger(level: .critical)
+        )
+        #expect(RecoveryTests.items(registry) == ["z", "a", "b"])
     }
 
     /// A segment of version 1 is read with its own rules and never written to again: the journal goes on in a new
@@ -195,7 +264,14 @@ import Testing
         let (directory, journal) = try Self.newJournal(policy)
         defer { try? FileManager.default.removeItem(atPath: directory.path) }
         try Self.append([Self.records[0]], to: journal)
-        // A stop without `close` (no closing mark), then a start.
+        journal.close()
+        // As if the process had stopped before `close` (its closing mark gone), then a start.
+        let path = directory.segmentPath(1)
+        let closed = try #require(readWholeFile(path))
+        let closing = try #require(Self.frames(closed).last)
+        #expect(JournalFormat.synced(byMark: closing.payload) == closing.offset)
+        let crashed = Self.lost(closed, at: closing.offset, count: JournalFormat.markFrameSize)
+        try #require(FileManager.default.createFile(atPath: path, contents: Data(crashed)))
         let position = try Recovery.run(
             directory, executor: Executor(registry: Registry(), limits: HistoryLimits()),
             logger: Logger(level: .critical))
@@ -205,7 +281,6 @@ import Testing
             logger: Logger(level: .critical))
         try Self.append([Self.records[1]], to: again)
         again.close()
-        journal.close()
         let frames = Self.frames(try #require(readWholeFile(directory.segmentPath(1))))
         let first = try #require(frames.firstIndex { $0.offset == position.size })
         #expect(JournalFormat.synced(byMark: frames[first].payload) == position.size)

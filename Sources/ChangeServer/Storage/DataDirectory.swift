@@ -76,7 +76,8 @@ final class DataDirectory: Sendable {
     }
 }
 
-/// Reads a whole file; nil when it cannot be opened.
+/// Reads a whole file; nil when it cannot be opened or read to its end (a read error must not pass for a file
+/// that ends early: recovery would cut a journal's records after a bad sector as a torn tail).
 func readWholeFile(_ path: String) -> [UInt8]? {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
     guard descriptor >= 0 else { return nil }
@@ -87,8 +88,9 @@ func readWholeFile(_ path: String) -> [UInt8]? {
     var offset = 0
     while offset < bytes.count {
         let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-        if count <= 0 { break }
+        if count < 0 && errno == EINTR { continue }
+        guard count > 0 else { return nil }
         offset += count
     }
-    return Array(bytes[..<offset])
+    return bytes
 }

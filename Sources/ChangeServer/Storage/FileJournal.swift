@@ -42,6 +42,9 @@ final class FileJournal: Journal, @unchecked Sendable {
         /// With `--fsync interval` and `never`: an offset synced since the last mark, to be marked before the next
         /// record (`JournalFormat.mark(synced:)`).
         var unmarkedSync: Int?
+        /// Set when a sync of the current segment failed with `--fsync interval`: the kernel may have dropped pages
+        /// that a later sync, succeeding, would not write, so no mark may vouch for the segment any more.
+        var isUnmarkable = false
         var pending: [(ticket: UInt64, done: @Sendable (Bool) -> Void)] = []
         /// Frames written but not yet in the file (`--fsync always`: the syncer writes them).
         var buffer: [[UInt8]] = []
@@ -184,7 +187,11 @@ final class FileJournal: Journal, @unchecked Sendable {
         guard policy == .always else {
             ordering.withLock { _ in
                 let (segment, size) = state.withLock { ($0.segment, $0.segment.size) }
-                if fdatasync(segment.descriptor) == 0 { markSynced(segment, size) }
+                if fdatasync(segment.descriptor) == 0 {
+                    markSynced(segment, size)
+                } else {
+                    state.withLock { state in if state.segment === segment { state.isUnmarkable = true } }
+                }
             }
             return
         }
@@ -218,26 +225,34 @@ final class FileJournal: Journal, @unchecked Sendable {
     private func markAtClose() {
         ordering.withLock { _ in
             state.withLock { state in
-                let segment = state.segment
                 let isSynced =
                     policy == .always
-                    ? state.synced == state.written && state.syncedSize == segment.size
-                    : state.unmarkedSync == segment.size
-                guard isSynced, segment.size > JournalFormat.headerSize else { return }
-                let mark = JournalFormat.frame(JournalFormat.mark(synced: segment.size), at: segment.size)
-                guard Self.writeAll(segment.descriptor, mark, at: segment.size), fdatasync(segment.descriptor) == 0
-                else { return }
-                segment.size += mark.count
-                state.syncedSize = segment.size
-                state.unmarkedSync = nil
+                    ? state.synced == state.written && state.syncedSize == state.segment.size
+                    : state.unmarkedSync == state.segment.size
+                guard isSynced, state.segment.size > JournalFormat.headerSize else { return }
+                _ = Self.endWithMark(&state)
             }
         }
+    }
+
+    /// Writes a sync mark naming the current segment's end at that end, and syncs it; false when either fails.
+    /// Everything before the end must be on disk.
+    private static func endWithMark(_ state: inout State) -> Bool {
+        let segment = state.segment
+        let mark = JournalFormat.frame(JournalFormat.mark(synced: segment.size), at: segment.size)
+        guard writeAll(segment.descriptor, mark, at: segment.size), fdatasync(segment.descriptor) == 0 else {
+            return false
+        }
+        segment.size += mark.count
+        state.syncedSize = segment.size
+        state.unmarkedSync = nil
+        return true
     }
 
     /// Notes that `segment` is on disk up to `size` (`--fsync interval` and `never`), for the next record's mark.
     private func markSynced(_ segment: Segment, _ size: Int) {
         state.withLock { state in
-            guard state.segment === segment, size > JournalFormat.headerSize else { return }
+            guard state.segment === segment, !state.isUnmarkable, size > JournalFormat.headerSize else { return }
             state.unmarkedSync = max(state.unmarkedSync ?? 0, size)
         }
     }
@@ -263,7 +278,10 @@ final class FileJournal: Journal, @unchecked Sendable {
         guard policy == .always else {
             ordering.withLock { _ in
                 let segment = state.withLock { $0.segment }
-                _ = fdatasync(segment.descriptor)
+                guard fdatasync(segment.descriptor) == 0 else {
+                    logger.error("cannot sync the journal before a new segment: \(String(cString: strerror(errno)))")
+                    return snapshot(nil)
+                }
                 snapshot(switchSegment())
             }
             return
@@ -273,8 +291,14 @@ final class FileJournal: Journal, @unchecked Sendable {
     }
 
     /// Opens the next segment and makes it current; nil (logged) when it cannot be created.
+    /// The current segment, all of it on disk, is closed with a mark naming its end first: recovery requires that
+    /// mark of every segment but the last, so that the loss of a segment's last records cannot go unnoticed.
     private func switchSegment() -> UInt64? {
         let next = state.withLock { $0.segment.number + 1 }
+        guard state.withLock({ Self.endWithMark(&$0) }) else {
+            logger.error("cannot close the journal segment: \(String(cString: strerror(errno)))")
+            return nil
+        }
         let segment: Segment
         do throws(StartupError) {
             segment = try Self.openSegment(directory, next, size: 0)
@@ -286,6 +310,7 @@ final class FileJournal: Journal, @unchecked Sendable {
             state.segment = segment
             state.syncedSize = segment.size
             state.unmarkedSync = nil
+            state.isUnmarkable = false
             state.bytesSinceSnapshot = state.buffer.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
         }
         metrics.setJournalBytes(bytesSinceSnapshot)
@@ -386,6 +411,7 @@ final class FileJournal: Journal, @unchecked Sendable {
                 markSynced(segment, size)
             } else {
                 logger.error("journal fsync failed: \(String(cString: strerror(errno)))")
+                state.withLock { state in if state.segment === segment { state.isUnmarkable = true } }
             }
             metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         }

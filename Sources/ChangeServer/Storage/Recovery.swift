@@ -105,10 +105,11 @@ enum Recovery {
     /// acknowledged after it, and is cut, on disk before writing goes on; otherwise recovery refuses to start.
     /// - Version 1: a bad frame followed by no whole frame is the tail of a write torn by a crash.
     /// - Version 2: zeros after the last frame are the zeros written ahead (`JournalFormat.preallocation`), and
-    ///   end any segment. A bad frame in the last segment is damage only when a sync mark after it names an
-    ///   offset past it (`JournalFormat.hasMark(in:syncedPast:)`); otherwise it lies in what was being written
-    ///   when the machine stopped, never synced, so never acknowledged, and a sync over zeros may have kept a
-    ///   later sector of it and lost an earlier one.
+    ///   end a segment. A segment before the last must end with the sync mark written when the journal moved on
+    ///   (naming its own offset), or its last records could be lost unnoticed. A bad frame in the last segment
+    ///   is damage only when a sync mark after it names an offset past it (`JournalFormat.hasMark(in:syncedPast:)`);
+    ///   otherwise it lies in what was being written when the machine stopped, never synced, so never
+    ///   acknowledged, and a sync over zeros may have kept a later sector of it and lost an earlier one.
     private static func replay(
         _ directory: DataDirectory, _ number: UInt64, isLast: Bool, executor: Executor, logger: Logger
     ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
@@ -126,9 +127,19 @@ enum Recovery {
         }
         var offset = JournalFormat.headerSize
         var records = 0
+        /// Whether the last frame read is a sync mark naming its own offset (version 2).
+        var endsWithMark = false
+        func ended() throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
+            guard isLast || version < 2 || endsWithMark else {
+                throw StartupError(
+                    "the journal \(path) ends at byte \(offset) without the mark written when the journal moved on "
+                        + "to the next segment: records may be missing; refusing to start on wrong data")
+            }
+            return (records, offset, version)
+        }
         while offset < bytes.count {
             guard let (payload, end) = JournalFormat.payload(in: bytes, at: offset) else {
-                if version >= 2 && bytes[offset...].allSatisfy({ $0 == 0 }) { return (records, offset, version) }
+                if version >= 2 && bytes[offset...].allSatisfy({ $0 == 0 }) { return try ended() }
                 let isDamage =
                     version >= 2
                     ? JournalFormat.hasMark(in: bytes, syncedPast: offset)
@@ -145,7 +156,11 @@ enum Recovery {
                 return (records, offset, version)
             }
             defer { offset = end }
-            if version >= 2 && JournalFormat.synced(byMark: payload) != nil { continue }
+            if version >= 2, let synced = JournalFormat.synced(byMark: payload) {
+                endsWithMark = synced == offset
+                continue
+            }
+            endsWithMark = false
             let record: JournalRecord
             do throws(BinaryReader.Malformed) {
                 record = try RecordCodec.decode(payload)
@@ -155,7 +170,7 @@ enum Recovery {
             executor.replay(record)
             records += 1
         }
-        return (records, offset, version)
+        return try ended()
     }
 
     /// Syncs a segment, first cut at `size` if given: the next sync mark will say that everything before it is on
