@@ -2,13 +2,16 @@
 # Collections that never stall each other (the README's "Benchmarks"): for each server binary given, alternating,
 # ROUNDS times: 4 clients upserting into a small collection B alone and while a collection A of ITEMS items is
 # replaced back to back (`Load isolation`), then 64 clients on one collection and spread over 64 (`Load writes`),
-# all with `--fsync always` on a fresh data directory. Prints every run; the README takes the medians.
+# all with `--fsync always` on a fresh data directory; then, once per round, the same spread writes against the floor
+# (`BareHTTPD writes`: libmicrohttpd, group commit and fdatasync, and nothing else). Prints every run; the README
+# takes the medians.
 # Usage: scripts/bench-isolation.sh [BASELINE_BINARY] (default: this checkout's release build only)
 #        ROUNDS=3 ITEMS=300000 SECONDS_EACH=5 scripts/bench-isolation.sh /tmp/old/ChangeServer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product ChangeServer >/dev/null
 swift build -c release --product Load >/dev/null
+swift build -c release --product BareHTTPD >/dev/null
 binaries=(".build/release/ChangeServer" "$@")
 rounds=${ROUNDS:-3}
 items=${ITEMS:-300000}
@@ -28,4 +31,13 @@ for round in $(seq 1 "$rounds"); do
         wait "$server" || true
         rm -rf "$data"
     done
+    data=$(mktemp -d)
+    .build/release/BareHTTPD writes "$port" "$data/journal" &
+    floor=$!
+    for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.05; done
+    echo "== round $round: floor (BareHTTPD writes)"
+    .build/release/Load writes --port "$port" --collection many --connections 64 --spread 64 --seconds "$seconds"
+    kill "$floor"
+    wait "$floor" || true
+    rm -rf "$data"
 done

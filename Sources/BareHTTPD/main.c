@@ -5,6 +5,8 @@
  * limits), so that the difference is what ChangeServer adds per request. Loopback only.
  *
  *   BareHTTPD PORT BODY_FILE
+ *
+ * `BareHTTPD writes` is the floor of the durable-writes benchmark instead (writes.c).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+
+int run_writes(int argc, char **argv);
 
 static char *body;
 static size_t body_length;
@@ -36,6 +40,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "writes")) return run_writes(argc, argv);
     if (argc != 3) {
         fprintf(stderr, "usage: BareHTTPD PORT BODY_FILE\n");
         return 2;
