@@ -35,6 +35,18 @@ import Testing
                 .insertItems(at: ItemPosition(section: .index(0), index: 0), items: [Item(id: "n"), Item(id: "n")]),
                 .duplicateID
             ),
+            (
+                .insertItems(
+                    at: ItemPosition(section: .index(0), index: 0),
+                    items: [Item(id: "n"), Item(id: "m"), Item(id: "n")]),
+                .duplicateID
+            ),
+            (
+                .insertItems(
+                    at: ItemPosition(section: .index(0), index: 0),
+                    items: [Item(id: "n"), Item(id: "m"), Item(id: "m")]),
+                .duplicateID
+            ),
             (.insertItems(at: ItemPosition(section: .index(0), index: 0), items: [Item(id: long)]), .invalidID),
             (.deleteItems([.id("a"), .path(.index(0), 0)]), .duplicateReference),
             (.deleteItems([.id("nope")]), .itemNotFound),

@@ -47,10 +47,19 @@ extension Store {
     /// Checks new item ids: valid, not in the store, not repeated.
     /// - Complexity: O(k) lookups for k ids.
     func checkNew(itemIDs ids: some Sequence<String>) throws(ModelError) {
+        // The set of ids seen is made from the second id on: one new item (an upsert) costs one lookup.
+        var first: String?
         var seen = Set<ExactString>()
         for id in ids {
             try ModelError.check(id: id, what: "item")
-            guard location(ofItem: id) == nil, seen.insert(ExactString(id)).inserted else {
+            var isRepeated = false
+            if let first {
+                if seen.isEmpty { seen.insert(ExactString(first)) }
+                isRepeated = !seen.insert(ExactString(id)).inserted
+            } else {
+                first = id
+            }
+            guard !isRepeated, location(ofItem: id) == nil else {
                 throw ModelError(.duplicateID, "item id \(id.debugDescription) already exists")
             }
         }

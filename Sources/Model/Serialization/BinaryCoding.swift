@@ -24,7 +24,11 @@ package struct BinaryWriter: Sendable {
         bytes.append(contentsOf: value)
     }
 
-    package mutating func string(_ value: String) { blob(Array(value.utf8)) }
+    /// A length-prefixed string: its UTF-8 bytes appended straight from the string (no array in between).
+    package mutating func string(_ value: String) {
+        uint32(UInt32(value.utf8.count))
+        bytes.append(contentsOf: value.utf8)
+    }
 
     package mutating func optionalString(_ value: String?) {
         byte(value == nil ? 0 : 1)
