@@ -17,27 +17,35 @@ rounds=${ROUNDS:-3}
 items=${ITEMS:-300000}
 seconds=${SECONDS_EACH:-5}
 port=${ISOLATION_PORT:-18610}
+server=
+floor=
+# A server left running would take the port (SO_REUSEPORT) and be measured under the next one's name.
+trap 'kill $server $floor 2>/dev/null || true' EXIT
 for round in $(seq 1 "$rounds"); do
     for binary in "${binaries[@]}"; do
         data=$(mktemp -d)
         "$binary" --host 127.0.0.1 --port "$port" --data-dir "$data" --fsync always --log-level warning &
         server=$!
         for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+        kill -0 "$server"
         echo "== round $round: $binary"
         .build/release/Load isolation --port "$port" --collection b --items "$items" --seconds "$seconds"
         .build/release/Load writes --port "$port" --collection one --connections 64 --seconds "$seconds"
         .build/release/Load writes --port "$port" --collection many --connections 64 --spread 64 --seconds "$seconds"
         kill "$server"
         wait "$server" || true
+        server=
         rm -rf "$data"
     done
     data=$(mktemp -d)
     .build/release/BareHTTPD writes "$port" "$data/journal" &
     floor=$!
     for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.05; done
+    kill -0 "$floor"
     echo "== round $round: floor (BareHTTPD writes)"
     .build/release/Load writes --port "$port" --collection many --connections 64 --spread 64 --seconds "$seconds"
     kill "$floor"
     wait "$floor" || true
+    floor=
     rm -rf "$data"
 done

@@ -36,6 +36,10 @@ import Testing
                 .duplicateID
             ),
             (
+                .insertItems(at: ItemPosition(section: .index(0), index: 0), items: [Item(id: "n"), Item(id: "a")]),
+                .duplicateID
+            ),
+            (
                 .insertItems(
                     at: ItemPosition(section: .index(0), index: 0),
                     items: [Item(id: "n"), Item(id: "m"), Item(id: "n")]),
