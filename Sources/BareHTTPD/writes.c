@@ -5,8 +5,9 @@
  * an epoll loop of its own, as ChangeServer's are; every request's body appended to one file by a syncer thread
  * that writes and fdatasyncs a whole batch (group commit, with zeros written ahead as in journal format 2) while the
  * request waits suspended; resumed by its loop, it is answered 201 with ChangeServer's answer to an upsert (310
- * bytes, a little more than the 275 or so of the benchmark's upserts). No parsing, routing, collections, checksums, changesets, logs or metrics: ChangeServer's rate over this
- * one's, in the same run, is the share it reaches of what the machine allows. Loopback only.
+ * bytes, a little more than the 275 or so of the benchmark's upserts). No parsing, routing, collections, checksums,
+ * changesets, logs or metrics: ChangeServer's rate over this one's, in the same run, is the share it reaches of what
+ * the machine allows. Loopback only.
  *
  *   BareHTTPD writes PORT FILE [LOOPS]
  */
@@ -152,7 +153,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
         MHD_suspend_connection(connection);
         return MHD_YES;
     }
-    struct MHD_Response *response = MHD_create_response_from_buffer(sizeof answer - 1, (void *)answer, MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *response =
+        MHD_create_response_from_buffer(sizeof answer - 1, (void *)answer, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(response, "Content-Type", "application/json; charset=utf-8");
     MHD_add_response_header(response, "ETag", "\"MWY2SsjYbVvD.2\"");
     enum MHD_Result result = MHD_queue_response(connection, 201, response);
