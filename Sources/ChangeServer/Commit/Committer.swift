@@ -83,20 +83,23 @@ final class Committer: Sendable {
     }
 
     /// Applies a record another server committed, on its lane: a shared journal hands these in, in sequence order
-    /// with this server's own records. Its changeset goes to the feeds like any other.
+    /// with this server's own records. Its changeset goes to the feeds like any other. Whether it is bulk work is
+    /// told by its kind alone (its size is not known here).
     func applyRemote(_ record: JournalRecord) {
-        lanes.run(router.lanes(for: record)) { [self] in apply(record, waiting: true)?.publications.forEach(publish) }
+        lanes.run(router.lanes(for: record), bulk: !LaneRouter.isSmall(record, bytes: 0)) { [self] in
+            apply(record, waiting: true)?.publications.forEach(publish)
+        }
     }
 
     /// The journal's state and metrics, for `/healthz` and `/metrics`.
     var storeState: StoreState? { journal.storeState }
     func storeMetricsText() -> String { journal.metricsText() }
 
-    /// Runs `work` on the lane of `name`, off the event loops (a large body is decoded there): after every record of
-    /// that collection handed in before, but for one given up in place meanwhile (`Lanes.runInPlaceIfIdle`), which
-    /// runs after it. `work` must not read the collection (decoding does not).
-    func onLane(of name: String, _ work: @escaping @Sendable () -> Void) {
-        lanes.run(name, work)
+    /// Runs `work` on the lane of `name`, off the event loops (a large body is decoded there, as `bulk` work):
+    /// after every record of that collection handed in before, but for one given up in place meanwhile
+    /// (`Lanes.runInPlaceIfIdle`), which runs after it. `work` must not read the collection (decoding does not).
+    func onLane(of name: String, bulk: Bool = false, _ work: @escaping @Sendable () -> Void) {
+        lanes.run(name, bulk: bulk, work)
     }
 
     /// Writes are refused for lack of space: compacts the journal if that can give some back (file journal).

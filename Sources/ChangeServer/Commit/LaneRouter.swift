@@ -79,52 +79,63 @@ final class LaneRouter: Sendable {
     }
 
     /// Hands `record` (its journal bytes: `bytes`) to its lanes, in journal order like `lanes(for:)`: `work` runs
-    /// there. With `inPlace` (the caller is a thread of the journal's own, `Journal.callsBackOnItsOwnThread`), a
-    /// light record whose lane is idle is tried at once on the calling thread with `attempt`, which must not wait
-    /// for anything and returns false when it would have had to; `work` then runs on the lane after all
-    /// (`Lanes.runInPlaceIfIdle`). True when `attempt` did the work.
+    /// there, as bulk work (`Lanes`) when the record is not small. With `inPlace` (the caller is a thread of the
+    /// journal's own, `Journal.callsBackOnItsOwnThread`), a light record whose lane is idle is tried at once on the
+    /// calling thread with `attempt`, which must not wait for anything and returns false when it would have had
+    /// to; `work` then runs on the lane after all (`Lanes.runInPlaceIfIdle`). True when `attempt` did the work.
     @discardableResult
     func hand(
         _ record: JournalRecord, bytes: Int, to lanes: Lanes, inPlace: Bool, attempt: () -> Bool,
         otherwise work: @escaping @Sendable () -> Void
     ) -> Bool {
-        guard inPlace, isLight(record, bytes: bytes) else {
-            lanes.run(self.lanes(for: record), work)
+        let isSmall = Self.isSmall(record, bytes: bytes)
+        guard inPlace, isSmall, isLight(record) else {
+            lanes.run(self.lanes(for: record), bulk: !isSmall, work)
             return false
         }
         return lanes.runInPlaceIfIdle(record.name, attempt: attempt, otherwise: work)
     }
 
-    /// Records up to this size (journal bytes) can be light.
+    /// Records up to this size (journal bytes) can be small, and light.
     static let lightBytes = 16 * 1024
-    /// Ops records of more ops than this are not light (600 item moves fit in 16 KiB).
+    /// Ops records of more ops than this are neither small nor light (600 item moves fit in 16 KiB).
     static let lightOps = 16
     /// A collection of more items than this has no light records. A read of its snapshot holds its lock for a time
     /// in proportion to its size (about 5 ms for 100,000 items), and a record applied in place would wait for it on
     /// the syncer, holding up every collection's commits; at this size the wait is well under a millisecond.
     static let lightItems = 10_000
 
-    /// Whether applying `record` takes about as long as the hand-over to a lane would: an upsert, or ops on items
-    /// (or inserting or updating sections), small, on a collection of few items that feeds no view (whose locks
-    /// an in-place attempt would have to wait for), and whose lock is free now (`Executor.executeWithoutWaiting`
-    /// tries it again). A replacement (a full diff), a deletion, and ops that delete or move whole sections take
-    /// time in proportion to the collection, so they run on the lane whatever their size; so do view records,
-    /// which run on several lanes.
-    private func isLight(_ record: JournalRecord, bytes: Int) -> Bool {
-        guard bytes <= Self.lightBytes else { return false }
+    /// Whether applying `record` takes time independent of its collection's size: an upsert, or ops on items (or
+    /// inserting or updating sections), small. A replacement (a full diff), a deletion, and ops that delete or
+    /// move whole sections take time in proportion to the collection, and a view's definition in proportion to its
+    /// source; so does a large record in proportion to itself. Those are bulk work (`Lanes`).
+    static func isSmall(_ record: JournalRecord, bytes: Int) -> Bool {
+        guard bytes <= lightBytes else { return false }
         switch record {
-        case .upsert:
-            break
+        case .upsert, .deleteView:
+            return true
         case .ops(_, let ops, _):
-            guard ops.count <= Self.lightOps else { return false }
+            guard ops.count <= lightOps else { return false }
             for op in ops {
                 switch op {
                 case .deleteSections, .moveSection: return false
                 case .insertSections, .updateSection, .insertItems, .deleteItems, .moveItem, .updateItems: continue
                 }
             }
-        case .put, .delete, .defineView, .deleteView:
+            return true
+        case .put, .delete, .defineView:
             return false
+        }
+    }
+
+    /// Whether a small record (`isSmall`) takes about as long to apply as the hand-over to a lane would: it is
+    /// not a view's (view records run on several lanes), and its collection has few items, feeds no view (whose
+    /// locks an in-place attempt would have to wait for), and has its lock free now
+    /// (`Executor.executeWithoutWaiting` tries it again).
+    private func isLight(_ record: JournalRecord) -> Bool {
+        switch record {
+        case .upsert, .ops: break
+        case .put, .delete, .defineView, .deleteView: return false
         }
         guard viewRegistry.count(of: record.name) == 0 else { return false }
         // A collection not there: the record is refused at once (upserts and ops never make one).

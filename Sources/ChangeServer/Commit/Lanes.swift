@@ -10,6 +10,10 @@ import Synchronization
 /// Work handed to several lanes at once (`run(_:_:)` with several names) runs once every one of those lanes has
 /// reached it, while they all wait: so it is ordered with everything handed to any of them. Work is enqueued under
 /// one lock, so every lane sees multi-lane work in the same order and none can wait for another in a cycle.
+///
+/// Bulk work (`bulk: true`: a full diff, a large body's decoding) runs in its turn on a thread of `BulkThreads`,
+/// at a lower priority, its lanes holding still meanwhile: ordered as any other work, it gives way to small writes
+/// when the CPUs are busy.
 final class Lanes: Sendable {
     private final class Lane: Sendable {
         let queue: DispatchQueue
@@ -29,14 +33,30 @@ final class Lanes: Sendable {
 
     private let state = Mutex(State())
     private let pool = DispatchQueue(label: "changeserver.lanes", qos: .userInitiated, attributes: .concurrent)
+    private let bulkThreads: BulkThreads
 
-    /// Runs `work` on the lane of `name`, after everything handed to that lane before.
-    func run(_ name: String, _ work: @escaping @Sendable () -> Void) {
+    init(bulkThreads: BulkThreads = .shared) {
+        self.bulkThreads = bulkThreads
+    }
+
+    /// Runs `work` on the lane of `name`, after everything handed to that lane before; with `bulk`, on a thread of
+    /// `BulkThreads`, the lane holding still until it is done.
+    func run(_ name: String, bulk: Bool = false, _ work: @escaping @Sendable () -> Void) {
         state.withLock { state in
             let lane = reserve(name, in: &state)
-            lane.queue.async {
-                work()
-                Self.finished(lane)
+            lane.queue.async { [bulkThreads] in
+                guard bulk else {
+                    work()
+                    return Self.finished(lane)
+                }
+                // Suspending takes effect when this block returns: nothing later starts on the lane meanwhile.
+                lane.queue.suspend()
+                bulkThreads.run {
+                    work()
+                    // Resumed before it counts as idle, so that a lane dropped as idle is never left suspended.
+                    lane.queue.resume()
+                    Self.finished(lane)
+                }
             }
         }
     }
@@ -75,21 +95,23 @@ final class Lanes: Sendable {
     }
 
     /// Runs `work` once, after everything handed before to any of the lanes of `names`, and before anything handed
-    /// to them after.
-    func run(_ names: Set<String>, _ work: @escaping @Sendable () -> Void) {
-        guard names.count > 1 else { return run(names.first ?? "", work) }
+    /// to them after; with `bulk`, on a thread of `BulkThreads`.
+    func run(_ names: Set<String>, bulk: Bool = false, _ work: @escaping @Sendable () -> Void) {
+        guard names.count > 1 else { return run(names.first ?? "", bulk: bulk, work) }
         let gate = Gate(count: names.count)
         state.withLock { state in
             let lanes = names.map { reserve($0, in: &state) }
+            let runAndRelease: @Sendable () -> Void = {
+                work()
+                for lane in lanes { Self.finished(lane) }
+                gate.resumeAll()
+            }
             for lane in lanes {
-                lane.queue.async {
+                lane.queue.async { [bulkThreads] in
                     // Suspending takes effect when this block returns: the lane holds still until `work` ran.
                     lane.queue.suspend()
-                    if gate.arrive(lane.queue) {
-                        work()
-                        for lane in lanes { Self.finished(lane) }
-                        gate.resumeAll()
-                    }
+                    guard gate.arrive(lane.queue) else { return }
+                    if bulk { bulkThreads.run(runAndRelease) } else { runAndRelease() }
                 }
             }
         }

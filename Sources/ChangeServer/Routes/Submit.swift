@@ -19,7 +19,7 @@ extension App {
             try submit(try decode(request), connection, answer: answer)
             return .later
         }
-        committer.onLane(of: name) { [self] in
+        committer.onLane(of: name, bulk: true) { [self] in
             // A stopping server answered it 503 while it waited here: decoding it would only hold up the lane.
             guard !connection.isAbandoned else { return }
             do throws(HTTPError) {

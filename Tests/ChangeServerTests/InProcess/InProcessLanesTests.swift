@@ -7,7 +7,7 @@ import Testing
 @testable import ChangeServer
 
 /// `Lanes`: work for one name runs in the order handed in and never two at a time; work for several names runs once
-/// all their lanes reached it, alone on each of them.
+/// all their lanes reached it, alone on each of them; bulk work the same, at the lower priority of `BulkThreads`.
 @Suite struct InProcessLanesTests {
     @Test(arguments: 0..<5)
     func everyLaneSeesItsWorkInOrderAndAlone(seed: UInt64) {
@@ -21,6 +21,7 @@ import Testing
         let log = LaneLog()
         let group = DispatchGroup()
         var inPlace = 0
+        var bulkPieces = 0
         for (index, piece) in pieces.enumerated() {
             // Every 50th single-lane piece waits for the lanes to be idle, and must then run in place.
             let mustRunHere = index % 50 == 0 && piece.count == 1
@@ -28,9 +29,11 @@ import Testing
                 #expect(group.wait(timeout: .now() + 30) == .success)
                 #expect(Self.awaitIdle(lanes, name))
             }
+            let isBulk = !mustRunHere && index % 3 != 0 && Int.random(in: 0..<4, using: &random) == 0
+            bulkPieces += isBulk ? 1 : 0
             group.enter()
             let work: @Sendable () -> Void = {
-                log.begin(index, piece)
+                log.begin(index, piece, isBulk: isBulk)
                 log.end(piece)
                 group.leave()
             }
@@ -42,14 +45,16 @@ import Testing
                 } else if index % 3 == 0 {
                     inPlace += Self.runInPlace(lanes, name, work) ? 1 : 0
                 } else {
-                    lanes.run(name, work)
+                    lanes.run(name, bulk: isBulk, work)
                 }
             } else {
-                lanes.run(piece, work)
+                lanes.run(piece, bulk: isBulk, work)
             }
         }
         #expect(group.wait(timeout: .now() + 30) == .success, "seed \(seed)")
         #expect(log.overlaps == 0, "seed \(seed): work ran on a lane that was busy")
+        #expect(log.wrongPriorities == 0, "seed \(seed): bulk work at normal priority, or the reverse")
+        #expect(bulkPieces > 200, "seed \(seed): only \(bulkPieces) bulk pieces")
         for name in names {
             let expected = pieces.indices.filter { pieces[$0].contains(name) }
             #expect(log.order[name] ?? [] == expected, "seed \(seed), lane \(name)")
@@ -177,9 +182,13 @@ private final class LaneLog: @unchecked Sendable {
     private var busy = Set<String>()
     private(set) var order: [String: [Int]] = [:]
     private(set) var overlaps = 0
+    /// Pieces that ran at `BulkThreads.niceness` without being bulk, or the reverse.
+    private(set) var wrongPriorities = 0
 
-    func begin(_ index: Int, _ names: Set<String>) {
+    func begin(_ index: Int, _ names: Set<String>, isBulk: Bool) {
+        let isAtBulkPriority = currentNiceness() == BulkThreads.niceness
         lock.withLock {
+            if isAtBulkPriority != isBulk { wrongPriorities += 1 }
             for name in names {
                 if !busy.insert(name).inserted { overlaps += 1 }
                 order[name, default: []].append(index)
@@ -191,4 +200,9 @@ private final class LaneLog: @unchecked Sendable {
     func end(_ names: Set<String>) {
         lock.withLock { busy.subtract(names) }
     }
+}
+
+/// The calling thread's nice value (Linux keeps one per thread).
+func currentNiceness() -> Int32 {
+    getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
 }
