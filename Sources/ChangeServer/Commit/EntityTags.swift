@@ -42,6 +42,21 @@ struct EntityTags: Sendable, Equatable {
         return strong.isEmpty ? nil : strong.joined(separator: ", ")
     }
 
-    /// The quoted entity tag of a version, as the `ETag` header carries it.
-    static func quoted(_ version: Version) -> String { "\"\(version)\"" }
+    /// The quoted entity tag of a version, as the `ETag` header carries it: `"<epoch>.<seq>"`, written in one
+    /// piece (every write's answer carries one; interpolation built the version's text first, then the tag).
+    static func quoted(_ version: Version) -> String {
+        var epoch = version.epoch
+        return epoch.withUTF8 { epoch in
+            // Quotes, the dot, and at most 20 digits.
+            String(unsafeUninitializedCapacity: epoch.count + 23) { buffer in
+                guard let start = buffer.baseAddress else { return 0 }
+                start.initialize(to: UInt8(ascii: "\""))
+                if let source = epoch.baseAddress { (start + 1).initialize(from: source, count: epoch.count) }
+                (start + 1 + epoch.count).initialize(to: UInt8(ascii: "."))
+                let end = (start + 2 + epoch.count).writtenDecimal(UInt(version.seq))
+                end.initialize(to: UInt8(ascii: "\""))
+                return end + 1 - start
+            }
+        }
+    }
 }

@@ -21,6 +21,10 @@ struct Response: Sendable {
     ) -> Response {
         var writer = JSONWriter()
         write(&writer)
-        return Response(status, headers: [("Content-Type", jsonContentType)] + headers, body: writer.bytes)
+        var allHeaders: [(name: String, value: String)] = []
+        allHeaders.reserveCapacity(1 + headers.count)
+        allHeaders.append(("Content-Type", jsonContentType))
+        allHeaders.append(contentsOf: headers)
+        return Response(status, headers: allHeaders, body: writer.bytes)
     }
 }

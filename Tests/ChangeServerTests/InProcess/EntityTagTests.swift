@@ -1,0 +1,18 @@
+import Model
+import Testing
+
+@testable import ChangeServer
+
+/// `EntityTags`: the `ETag` a version is sent as, and the tags a header names.
+@Suite struct InProcessEntityTagTests {
+    @Test(
+        arguments: [
+            ("a", 0), ("abc_DEF-123", 1), ("e", 9), ("e", 10), ("q9Zk2mW7xP1c", 4_294_967_296),
+            (String(repeating: "z", count: 32), UInt64.max),
+        ] as [(String, UInt64)])
+    func aVersionIsQuotedAsItsText(epoch: String, seq: UInt64) {
+        let version = Version(epoch: epoch, seq: seq)
+        #expect(EntityTags.quoted(version) == "\"\(epoch).\(seq)\"")
+        #expect(EntityTags(EntityTags.quoted(version)).matches(version, weakly: false))
+    }
+}
