@@ -51,11 +51,13 @@ final class Committer: Sendable {
         self.publish = publish
     }
 
-    /// Journals `record`; `report` runs on the record's lane, or in place on the syncer thread (`LaneRouter.hand`),
-    /// once it is applied (or could not be made durable).
+    /// Journals `record` (`encoded`: its journal bytes, if made already); `report` runs on the record's lane, or
+    /// in place on the syncer thread (`LaneRouter.hand`), once it is applied (or could not be made durable).
     /// - Throws: when storage cannot take the record at all; nothing was written then, and `report` does not run.
-    func submit(_ record: JournalRecord, then report: @escaping @Sendable (Result) -> Void) throws(StorageError) {
-        let bytes = RecordCodec.encode(record)
+    func submit(
+        _ record: JournalRecord, encoded: [UInt8]? = nil, then report: @escaping @Sendable (Result) -> Void
+    ) throws(StorageError) {
+        let bytes = encoded ?? RecordCodec.encode(record)
         let inPlace = journal.callsBackOnItsOwnThread
         try journal.append(bytes) { [self, count = bytes.count] durable in
             router.hand(record, bytes: count, to: lanes, inPlace: inPlace) {

@@ -1,8 +1,8 @@
 import Model
 
 /// The route side of the write path: turn a request into a journal record, hand it to the `Committer`, and answer
-/// once it took effect. Bodies larger than `largeBodyBytes` are decoded on the collection's lane, not on the event
-/// loop that received them.
+/// once it took effect. Bodies larger than `largeBodyBytes` are decoded on the collection's lane, as bulk work, not
+/// on the event loop that received them.
 extension App {
     /// Bodies from this size on are decoded off the event loop.
     static let largeBodyBytes = 64 * 1024
@@ -22,10 +22,21 @@ extension App {
         committer.onLane(of: name, bulk: true) { [self] in
             // A stopping server answered it 503 while it waited here: decoding it would only hold up the lane.
             guard !connection.isAbandoned else { return }
+            let record: JournalRecord
             do throws(HTTPError) {
-                try submit(try decode(request), connection, answer: answer)
+                record = try decode(request)
             } catch {
-                connection.answer(.error(error))
+                return connection.answer(.error(error))
+            }
+            // Encoded here, journaled at normal priority in the lane's turn: the journal's locks are not to be held
+            // by a bulk thread (with `--fsync interval` and `never`, the record is written under them).
+            let encoded = RecordCodec.encode(record)
+            committer.onLane(of: name) { [self] in
+                do throws(HTTPError) {
+                    try submit(record, encoded: encoded, connection, answer: answer)
+                } catch {
+                    connection.answer(.error(error))
+                }
             }
         }
         return .later
@@ -40,14 +51,15 @@ extension App {
         throw .insufficientStorage(free: diskSpace.freeBytes ?? 0, reserve: diskSpace.reserve)
     }
 
+    /// `encoded`: the record's journal bytes, when they were made already.
     private func submit(
-        _ record: JournalRecord, _ connection: Connection,
+        _ record: JournalRecord, encoded: [UInt8]? = nil, _ connection: Connection,
         answer: @escaping @Sendable (Committer.Result) -> Response
     ) throws(HTTPError) {
         // A stopping server answered this request 503 already (its body was still being decoded on the lane).
         guard connection.claimCommit() else { return }
         do throws(StorageError) {
-            try committer.submit(record) { result in connection.answer(answer(result)) }
+            try committer.submit(record, encoded: encoded) { result in connection.answer(answer(result)) }
         } catch {
             throw HTTPError(error)
         }

@@ -12,12 +12,24 @@ import Synchronization
 /// unprivileged process may lower a thread's priority but never raise it again, so these threads are kept apart
 /// from Dispatch's pool rather than lowered while they run bulk work. Started as needed, up to `limit`, and kept
 /// for the life of the process.
+///
+/// A bulk thread may hold a collection's lock for a while (a full diff is computed under it), and readers of that
+/// collection wait for it at their own priority: when the CPUs are saturated, they wait longer than they would
+/// for a diff at normal priority. Readers of other collections are not concerned.
 final class BulkThreads: Sendable {
-    /// The process's pool, one thread per CPU it may use.
-    static let shared = BulkThreads(limit: CPUBudget.current().loops)
+    /// The process's pool: as many threads as the CPUs of its affinity mask (not fewer for a cgroup quota, which
+    /// limits time, not parallelism: bulk work waiting for a lock must not hold up another collection's).
+    static let shared = BulkThreads(limit: max(2, CPUBudget.current().affinity))
 
-    /// The nice value of every thread of the pool.
-    static let niceness: Int32 = 10
+    /// The nice value of every thread of the pool: 10 more than the process's main thread (so that it is lower
+    /// than the loops' however the process was started), at most 19.
+    static let niceness: Int32 = min(19, mainThreadNiceness + 10)
+
+    /// Whether bulk work runs at a lower priority than the rest at all: not in a process started at nice 19.
+    static var isLower: Bool { niceness > mainThreadNiceness }
+
+    /// On Linux, the nice value of a process's id is its main thread's.
+    private static let mainThreadNiceness = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(getpid()))
 
     private struct State {
         /// Bulk work is rare and a piece takes long: a plain array is queue enough.
@@ -51,8 +63,20 @@ final class BulkThreads: Sendable {
         switch action {
         case .none: break
         case .wake: wake.signal()
-        case .start: startThread { [self] in loop() }
+        case .start: if !startThread({ [self] in loop() }) { couldNotStartThread() }
         }
+    }
+
+    /// A thread could not be started: the pool makes do with the threads it has, and when it has none, what was
+    /// handed in runs on Dispatch's pool, at normal priority, rather than never.
+    private func couldNotStartThread() {
+        let orphans = state.withLock { state -> [@Sendable () -> Void] in
+            state.threads -= 1
+            guard state.threads == 0 else { return [] }
+            defer { state.work = [] }
+            return state.work
+        }
+        for work in orphans { DispatchQueue.global().async(execute: work) }
     }
 
     private func loop() {

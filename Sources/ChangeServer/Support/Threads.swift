@@ -38,12 +38,19 @@ final class JoinableThread: Sendable {
 }
 
 /// Starts a detached POSIX thread running `body`: for threads nobody waits for (the signal thread, which ends
-/// with the process, and short background jobs that report by themselves).
-func startThread(_ body: @escaping @Sendable () -> Void) {
+/// with the process, short background jobs that report by themselves, and `BulkThreads`). False when the thread
+/// could not be started (the process's thread limit): `body` never runs then. The thread starts with its
+/// creator's nice value, so a thread started from a bulk thread runs at bulk priority.
+@discardableResult
+func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
     var thread = pthread_t()
-    let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    pthread_create(&thread, nil, runThreadBody, context)
+    let body = Unmanaged.passRetained(ThreadBody(body))
+    guard pthread_create(&thread, nil, runThreadBody, body.toOpaque()) == 0 else {
+        body.release()
+        return false
+    }
     pthread_detach(thread)
+    return true
 }
 
 private final class ThreadBody {

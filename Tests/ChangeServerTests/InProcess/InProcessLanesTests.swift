@@ -188,7 +188,7 @@ private final class LaneLog: @unchecked Sendable {
     func begin(_ index: Int, _ names: Set<String>, isBulk: Bool) {
         let isAtBulkPriority = currentNiceness() == BulkThreads.niceness
         lock.withLock {
-            if isAtBulkPriority != isBulk { wrongPriorities += 1 }
+            if BulkThreads.isLower && isAtBulkPriority != isBulk { wrongPriorities += 1 }
             for name in names {
                 if !busy.insert(name).inserted { overlaps += 1 }
                 order[name, default: []].append(index)
