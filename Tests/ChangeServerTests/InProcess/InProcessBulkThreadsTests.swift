@@ -89,3 +89,23 @@ import Testing
         }
     }
 }
+
+/// `App.submit`: a large body is decoded as bulk work, a small one on the calling thread (the event loop).
+@Suite struct InProcessBulkDecodingTests {
+    @Test(arguments: [App.largeBodyBytes, App.largeBodyBytes - 1])
+    func largeBodiesAreDecodedAtBulkPriority(bodyBytes: Int) throws {
+        let server = try InProcessServer()
+        let decodedAt = Mutex<Int32?>(nil)
+        let connection = RecordingConnection()
+        let request = Request(
+            method: "PUT", path: "/v1/collections/big", headers: [("content-type", "application/json")],
+            body: Array(repeating: UInt8(ascii: " "), count: bodyBytes))
+        _ = try server.app.submit(request, "big", connection) { _ throws(HTTPError) in
+            decodedAt.withLock { $0 = currentNiceness() }
+            return .put(collection: "big", epoch: "e1", sections: [], conditions: .none)
+        }
+        #expect(connection.wait().status == 201)
+        let isLarge = bodyBytes >= App.largeBodyBytes
+        #expect(!BulkThreads.isLower || (decodedAt.withLock { $0 } == BulkThreads.niceness) == isLarge)
+    }
+}

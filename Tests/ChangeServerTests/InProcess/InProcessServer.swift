@@ -94,7 +94,7 @@ struct Answer {
 }
 
 /// A `Connection` that records the answer (from whichever thread gives it) or the hold.
-private final class RecordingConnection: Connection, @unchecked Sendable {
+final class RecordingConnection: Connection, @unchecked Sendable {
     // @unchecked: `answered` is guarded by `lock`; the semaphore is thread-safe.
     private let lock = NSLock()
     private let done = DispatchSemaphore(value: 0)
