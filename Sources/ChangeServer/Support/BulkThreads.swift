@@ -3,8 +3,8 @@ import Glibc
 import Synchronization
 
 /// Threads for bulk work, which takes time in proportion to a collection or a body (a full diff, the decoding of a
-/// large body, a view's first evaluation), running at a lower scheduling priority (`niceness`) than the event
-/// loops, the journal's threads and Dispatch's pool. When the CPUs are all busy, the kernel then gives most of their time
+/// large body, a view's first evaluation), running at a lower scheduling priority (`niceness`) than the event loops,
+/// the journal's threads and Dispatch's pool. When the CPUs are all busy, the kernel then gives most of their time
 /// to small writes and reads, and a collection replaced back to back takes what is left, instead of halving the
 /// throughput of every other collection on a two-CPU machine. When they are not, bulk work runs at full speed.
 ///

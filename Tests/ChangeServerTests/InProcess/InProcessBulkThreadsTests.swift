@@ -1,6 +1,6 @@
 import Dispatch
-import Glibc
 import Model
+import ProcessSupport
 import Synchronization
 import Testing
 
@@ -25,7 +25,7 @@ import Testing
             }
         }
         // Two pieces start and hold their threads; the other three wait for one of them.
-        #expect(awaitCondition { running.withLock { $0.now } == 2 })
+        #expect(waitUntil(timeout: 10) { running.withLock { $0.now } == 2 })
         for _ in 0..<5 { release.signal() }
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(running.withLock { $0.most } == 2)
@@ -40,16 +40,6 @@ import Testing
             threads.run { done.signal() }
             #expect(done.wait(timeout: .now() + 10) == .success, "round \(round)")
         }
-    }
-
-    /// Waits (at most 10 s) until `condition` holds.
-    private func awaitCondition(_ condition: () -> Bool) -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            usleep(1000)
-        }
-        return false
     }
 }
 
