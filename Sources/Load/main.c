@@ -24,7 +24,8 @@
  *            --spread N spreads the clients over N collections (client i writes to collection i mod N).
  *   isolation  4 clients upserting single items into a small collection B, alone and then while another client
  *            replaces the whole content of a collection A of --items items back to back (PUT): B's latency and
- *            throughput in both phases, and their ratio.
+ *            throughput in both phases, and their ratio; then the latency of reads of the list of collections
+ *            and of an item of A, with A idle and while it is replaced.
  *   restart  builds a data directory of 1,000,000 items with a server it starts (--server), then times
  *            restarts: journal only, and snapshot + journal.
  *   relay    servers sharing one PostgreSQL (--ports A,B): a poll held on B, an upsert sent to A; the time from
@@ -734,7 +735,43 @@ static char *replacement_body(int items, int variant) {
     return json;
 }
 
-/* B's upserts alone, then while a child process replaces A (of `items` items) back to back. */
+/* `GET path`, one after another for `seconds` (at most 100,000 times), each on a new connection; prints the p50,
+   p99 and max of their latency under `label`, and how many took over 50 ms (a stall shows in the max and that
+   count: A is replaced a few times a second, so the p99 can miss it). */
+static int read_latency(const char *path, double seconds, const char *label) {
+    enum { limit = 100000 };
+    double *latencies = malloc(sizeof(double) * limit), deadline = now_ms() + seconds * 1000;
+    int done = 0;
+    while (done < limit && now_ms() < deadline) {
+        double start = now_ms();
+        if (request("GET", path, NULL, NULL, 0) != 200) {
+            fprintf(stderr, "%s: GET %s failed\n", label, path);
+            free(latencies);
+            return 0;
+        }
+        latencies[done++] = now_ms() - start;
+    }
+    qsort(latencies, done, sizeof(double), compare);
+    int slow = 0;
+    for (int index = 0; index < done; index++) slow += latencies[index] > 50;
+    printf("%-34s p50 %6.2f ms  p99 %6.2f ms  max %7.2f ms  (%d reads, %d over 50 ms)\n", label, latencies[done / 2],
+           latencies[(int)(done * 0.99)], latencies[done - 1], done, slow);
+    free(latencies);
+    return 1;
+}
+
+/* Reads that must not wait for A's diff: the list of collections (which includes A) and an item of A. */
+static int isolation_reads(const char *large, double seconds, const char *when) {
+    char item[256], label[64];
+    snprintf(item, sizeof item, "/v1/collections/%s/items/a0", large);
+    snprintf(label, sizeof label, "GET /v1/collections, %s", when);
+    if (!read_latency("/v1/collections", seconds, label)) return 0;
+    snprintf(label, sizeof label, "GET an item of A, %s", when);
+    return read_latency(item, seconds, label);
+}
+
+/* B's upserts alone, then while a child process replaces A (of `items` items) back to back; then reads of the
+   list and of A, alone and while A is replaced. */
 static int isolation(int items, double seconds) {
     const char *small = collection;
     char large[160];
@@ -747,20 +784,25 @@ static int isolation(int items, double seconds) {
     collection = small;
     if (!create_write_collections()) return 1;
     WriteResult alone, during;
+    const double reading = 2;
     if (!measure_writes(4, seconds, &alone)) return 1;
+    fflush(stdout);
+    if (!isolation_reads(large, reading, "A idle")) return 1;
+    fflush(stdout);
     pid_t replacer = fork();
     if (replacer == 0) {
-        double deadline = now_ms() + (seconds + 2) * 1000;
+        double deadline = now_ms() + (seconds + 2 + 2 * reading) * 1000;
         int replaced = 0;
         while (now_ms() < deadline) {
             if (request("PUT", path, bodies[replaced % 2 ? 0 : 1], NULL, 0) / 100 == 2) replaced++;
         }
-        printf("A (%d items) replaced %d times in %.0f s\n", items, replaced, seconds + 2);
+        printf("A (%d items) replaced %d times in %.0f s\n", items, replaced, seconds + 2 + 2 * reading);
         fflush(stdout);
         _exit(0);
     }
     usleep(1000000);
     if (!measure_writes(4, seconds, &during)) return 1;
+    if (!isolation_reads(large, reading, "A replaced")) return 1;
     waitpid(replacer, NULL, 0);
     printf("%-34s %12s %10s %10s %8s\n", "B, 4 clients", "upserts/s", "p50_ms", "p99_ms", "errors");
     printf("%-34s %12.0f %10.2f %10.2f %8ld\n", "alone", alone.per_second, alone.p50_ms, alone.p99_ms, alone.errors);

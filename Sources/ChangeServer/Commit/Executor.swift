@@ -58,9 +58,8 @@ struct Executor: Sendable {
             switch record {
             case .put(let name, let epoch, let sections, let conditions):
                 guard let entry = registry.entry(name) else { return try create(name, epoch, sections, conditions) }
-                return try mutate(entry, conditions) { content throws(ModelError) in
-                    (try content.replace(with: sections), false)
-                }
+                let prepared = prepareReplacement(of: entry, with: sections, conditions)
+                return try commitReplacement(prepared, of: entry, with: sections, conditions)
             case .ops(let name, _, _), .upsert(let name, _, _, _, _, _):
                 guard let (conditions, mutation) = Self.mutation(record) else {
                     preconditionFailure("ops and upserts mutate")
@@ -177,6 +176,51 @@ struct Executor: Sendable {
         return .committed(entry, changeset, created: created, views: changes)
     }
 
+    /// A replacement made on a copy of a collection's content, outside its lock (`prepareReplacement`).
+    struct PreparedReplacement {
+        /// The version of the content the copy was taken at.
+        let base: Version
+        /// The copy, replaced.
+        let content: VersionedCollection
+        let changeset: Result<Changeset, ModelError>
+    }
+
+    /// The first half of a replacement: its diff, whose time grows with the collection, made on a copy of the
+    /// content without holding the collection's lock, so that reads of the collection, and `GET /v1/collections`
+    /// (which takes the lock of every collection it lists), never wait for it. Nil when the conditions refuse it,
+    /// which `commitReplacement` then reports without a diff.
+    func prepareReplacement(
+        of entry: CollectionEntry, with sections: [Section], _ conditions: JournalRecord.Conditions
+    ) -> PreparedReplacement? {
+        var content = entry.content.withLock { $0 }
+        guard (try? conditions.check(content.version)) != nil else { return nil }
+        let base = content.version
+        let changeset = Result { () throws(ModelError) in try content.replace(with: sections) }
+        return PreparedReplacement(base: base, content: content, changeset: changeset)
+    }
+
+    /// The second half: the prepared content swapped in under the lock. A collection's writers are serial (its
+    /// lane), so the content is still at the copy's version; should it not be, the replacement is made again
+    /// under the lock, from the content as it is. The old content is freed after the lock is released.
+    func commitReplacement(
+        _ prepared: PreparedReplacement?, of entry: CollectionEntry, with sections: [Section],
+        _ conditions: JournalRecord.Conditions
+    ) throws(Rejection) -> Outcome {
+        var retired: VersionedCollection?
+        defer { withExtendedLifetime(retired) {} }
+        return try mutate(entry, conditions) { content throws(ModelError) in
+            guard let prepared, content.version == prepared.base else {
+                return (try content.replace(with: sections), false)
+            }
+            let changeset = try prepared.changeset.get()
+            if !changeset.isEmpty {
+                retired = content
+                content = prepared.content
+            }
+            return (changeset, false)
+        }
+    }
+
     /// Brings the views of `source` up to date with `delta` (made once, for the first of them); called with the
     /// source's lock held.
     private func updateViews(of source: String, _ delta: (LiveView) -> SourceDelta) -> [ViewChange] {
@@ -202,14 +246,13 @@ struct Executor: Sendable {
         } catch {
             throw .invalidRecord("a journal record has an invalid view definition (\(error))")
         }
-        let source = registry.entry(definition.source)
+        // A copy of the source's content, outside its lock: the record's lanes include the source's (`LaneRouter`),
+        // so it cannot change while the view is built, and the source's reads need not wait for the build.
+        let source = registry.entry(definition.source)?.content.withLock { $0 }
         if let entry = views.entry(name) {
-            let (old, changeset) =
-                source.map { source in
-                    source.content.withLock { content in
-                        entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: content)) }
-                    }
-                } ?? entry.live.withLock { ($0.definition.source, $0.redefine(definition, source: nil)) }
+            let (old, changeset) = entry.live.withLock {
+                ($0.definition.source, $0.redefine(definition, source: source))
+            }
             views.reattach(name, from: old, to: definition.source)
             // The snapshot shows the definition, which may change while the version stays (same content).
             entry.encodedSnapshot.withLock { $0 = nil }
@@ -217,12 +260,7 @@ struct Executor: Sendable {
             return .viewCommitted(entry, changeset, created: false)
         }
         guard Version.isValidEpoch(epoch) else { throw .invalidRecord("a journal record has an invalid epoch") }
-        let live =
-            source.map { source in
-                source.content.withLock {
-                    LiveView(epoch: epoch, definition: definition, source: $0, limits: limits)
-                }
-            } ?? LiveView(epoch: epoch, definition: definition, source: nil, limits: limits)
+        let live = LiveView(epoch: epoch, definition: definition, source: source, limits: limits)
         let created = live.version
         let changeset = live.changes(since: Version(epoch: epoch, seq: 0)) ?? Changeset(from: created, to: created)
         let entry = ViewEntry(name: name, live: live)

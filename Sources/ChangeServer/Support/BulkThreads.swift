@@ -13,9 +13,10 @@ import Synchronization
 /// from Dispatch's pool rather than lowered while they run bulk work. Started as needed, up to `limit`, and kept
 /// for the life of the process.
 ///
-/// A bulk thread may hold a collection's lock for a while (a full diff is computed under it), and readers of that
-/// collection wait for it at their own priority: when the CPUs are saturated, they wait longer than they would
-/// for a diff at normal priority. Readers of other collections are not concerned.
+/// Bulk work should not hold a lock that readers take: a replacement is diffed on a copy of the content outside
+/// its collection's lock, and a view is built from a copy of its source (`Executor`), so that a reader never waits
+/// at its own priority for work done at this one. Ops that delete or move whole sections are still applied under
+/// the lock (their work is linear in the sections', with no diff).
 final class BulkThreads: Sendable {
     /// The process's pool: as many threads as the CPUs of its affinity mask (not fewer for a cgroup quota, which
     /// limits time, not parallelism: bulk work waiting for a lock must not hold up another collection's).
