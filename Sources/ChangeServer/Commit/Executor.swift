@@ -176,19 +176,38 @@ struct Executor: Sendable {
         return .committed(entry, changeset, created: created, views: changes)
     }
 
-    /// A replacement made on a copy of a collection's content, outside its lock (`prepareReplacement`).
+    /// A replacement made on copies of a collection's content and of its views, outside their locks
+    /// (`prepareReplacement`).
     struct PreparedReplacement {
         /// The version of the content the copy was taken at.
         let base: Version
         /// The copy, replaced.
         let content: VersionedCollection
+        /// The replacement's changeset (empty when the content stays), or the model's refusal.
         let changeset: Result<Changeset, ModelError>
+        /// The collection's views, each copied and brought up to date with the replacement; empty unless the
+        /// content changed.
+        let views: [PreparedView]
     }
 
-    /// The first half of a replacement: its diff, whose time grows with the collection, made on a copy of the
-    /// content without holding the collection's lock, so that reads of the collection, and `GET /v1/collections`
-    /// (which takes the lock of every collection it lists), never wait for it. Nil when the conditions refuse it,
-    /// which `commitReplacement` then reports without a diff.
+    /// A view copied at `base` and brought up to date with its source's replacement.
+    struct PreparedView {
+        let entry: ViewEntry
+        let base: Version
+        let live: LiveView
+        /// Nil when the view's content stays.
+        let changeset: Changeset?
+    }
+
+    /// Told of every replacement prepared in this task, with the collection and the views it prepared, while the
+    /// prepared result is not yet swapped in; nil outside tests (as `Coalescing.routeObserver`).
+    @TaskLocal static var preparedObserver: (@Sendable (CollectionEntry, [ViewEntry]) -> Void)?
+
+    /// The first half of a replacement: its diff, and its views' updates, whose time grows with the collection,
+    /// made on copies without holding the collection's lock or its views', so that reads of the collection and of
+    /// its views, and `GET /v1/collections` (which takes the lock of every collection it lists), never wait for
+    /// them. Nil when the conditions refuse it, which `commitReplacement` then reports without a diff.
+    /// - Complexity: that of `VersionedCollection.replace(with:)` and of the views' updates; O(1) under a lock.
     func prepareReplacement(
         of entry: CollectionEntry, with sections: [Section], _ conditions: JournalRecord.Conditions
     ) -> PreparedReplacement? {
@@ -196,29 +215,72 @@ struct Executor: Sendable {
         guard (try? conditions.check(content.version)) != nil else { return nil }
         let base = content.version
         let changeset = Result { () throws(ModelError) in try content.replace(with: sections) }
-        return PreparedReplacement(base: base, content: content, changeset: changeset)
+        var prepared: [PreparedView] = []
+        if case .success(let changeset) = changeset, !changeset.isEmpty {
+            let delta = SourceDelta(source: content, since: base) ?? .created(content)
+            for view in views.views(of: entry.name) {
+                var live = view.live.withLock { $0 }
+                let viewBase = live.version
+                let change = live.apply(delta)
+                prepared.append(PreparedView(entry: view, base: viewBase, live: live, changeset: change))
+            }
+        }
+        Self.preparedObserver?(entry, prepared.map(\.entry))
+        return PreparedReplacement(base: base, content: content, changeset: changeset, views: prepared)
     }
 
-    /// The second half: the prepared content swapped in under the lock. A collection's writers are serial (its
-    /// lane), so the content is still at the copy's version; should it not be, the replacement is made again
-    /// under the lock, from the content as it is. The old content is freed after the lock is released.
+    /// The second half: the prepared content and views swapped in under the collection's lock; the old ones are
+    /// freed after it is let go. A collection's writers, and the records of its views, are serial (its lane), so
+    /// everything is still at the copies' versions. Should it not be, the replacement is made under the lock from
+    /// the content as it is, as it was before there were two halves.
+    /// - Complexity: O(v) under the lock, for v views.
     func commitReplacement(
         _ prepared: PreparedReplacement?, of entry: CollectionEntry, with sections: [Section],
         _ conditions: JournalRecord.Conditions
     ) throws(Rejection) -> Outcome {
-        var retired: VersionedCollection?
+        var retired: (content: VersionedCollection, views: [LiveView])?
         defer { withExtendedLifetime(retired) {} }
-        return try mutate(entry, conditions) { content throws(ModelError) in
-            guard let prepared, content.version == prepared.base else {
-                return (try content.replace(with: sections), false)
+        let swapped = try entry.content.withLock { content throws(Rejection) -> (Changeset, [ViewChange])? in
+            try conditions.check(content.version)
+            guard let prepared, isCurrent(prepared, content.version, views.views(of: entry.name)) else { return nil }
+            let changeset: Changeset
+            do throws(ModelError) {
+                changeset = try prepared.changeset.get()
+            } catch {
+                throw .model(error)
             }
-            let changeset = try prepared.changeset.get()
-            if !changeset.isEmpty {
-                retired = content
-                content = prepared.content
+            guard !changeset.isEmpty else { return (changeset, []) }
+            var old: [LiveView] = []
+            var changes: [ViewChange] = []
+            for view in prepared.views {
+                view.entry.live.withLock { live in
+                    old.append(live)
+                    live = view.live
+                }
+                if let change = view.changeset { changes.append(ViewChange(entry: view.entry, changeset: change)) }
             }
-            return (changeset, false)
+            retired = (content, old)
+            content = prepared.content
+            return (changeset, changes)
         }
+        guard let (changeset, changes) = swapped else {
+            return try mutate(entry, conditions) { content throws(ModelError) in
+                (try content.replace(with: sections), false)
+            }
+        }
+        if changeset.isEmpty { return .unchanged(entry, changeset) }
+        return .committed(entry, changeset, created: false, views: changes)
+    }
+
+    /// Whether the collection is at the version a replacement was prepared at, with the same views, each at the
+    /// version it was copied at. Called under the collection's lock.
+    private func isCurrent(_ prepared: PreparedReplacement, _ version: Version, _ attached: [ViewEntry]) -> Bool {
+        guard version == prepared.base else { return false }
+        guard case .success(let changeset) = prepared.changeset, !changeset.isEmpty else { return true }
+        return attached.count == prepared.views.count
+            && zip(attached, prepared.views).allSatisfy { view, copy in
+                view === copy.entry && view.live.withLock { $0.version } == copy.base
+            }
     }
 
     /// Brings the views of `source` up to date with `delta` (made once, for the first of them); called with the

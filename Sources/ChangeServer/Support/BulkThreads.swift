@@ -13,10 +13,11 @@ import Synchronization
 /// from Dispatch's pool rather than lowered while they run bulk work. Started as needed, up to `limit`, and kept
 /// for the life of the process.
 ///
-/// Bulk work should not hold a lock that readers take: a replacement is diffed on a copy of the content outside
-/// its collection's lock, and a view is built from a copy of its source (`Executor`), so that a reader never waits
-/// at its own priority for work done at this one. Ops that delete or move whole sections are still applied under
-/// the lock (their work is linear in the sections', with no diff).
+/// Bulk work should not hold a lock that readers take: a replacement is diffed, and its collection's views
+/// updated, on copies outside the locks, and a view is built from a copy of its source (`Executor`), so that a
+/// reader never waits at its own priority for work done at this one. Ops are still applied under the collection's
+/// lock (a batch the incremental path cannot follow falls back to a full diff there), and a view's redefinition
+/// under that view's.
 final class BulkThreads: Sendable {
     /// The process's pool: as many threads as the CPUs of its affinity mask (not fewer for a cgroup quota, which
     /// limits time, not parallelism: bulk work waiting for a lock must not hold up another collection's).

@@ -1,24 +1,34 @@
 import Model
+import Synchronization
 import Testing
 
 @testable import ChangeServer
 
-/// A replacement is diffed on a copy of the content outside its collection's lock, and swapped in under it
-/// (`Executor.prepareReplacement`, `commitReplacement`): reads and listings never wait for the diff.
+/// A replacement is made on copies of the content and of its views outside their locks, and swapped in under the
+/// collection's lock (`Executor.prepareReplacement`, `commitReplacement`): reads and listings never wait for it.
 @Suite struct InProcessReplacementTests {
-    static func items(_ ids: ClosedRange<Int>) -> [Item] {
-        ids.map { Item(id: "i\($0)", data: JSONData(canonical: "\($0)")) }
+    /// Items `i<n>` whose data keeps every other one in the view (`{"keep":…,"n":…}`).
+    static func items(_ ids: ClosedRange<Int>, plus: Int = 0) -> [Item] {
+        ids.map { Item(id: "i\($0)", data: JSONData(canonical: #"{"keep":\#($0 % 2 == 0),"n":\#($0 + plus)}"#)) }
     }
 
     static let first = [Section(id: "s", items: items(1...5))]
-    static let second = [Section(id: "s", items: items(3...8)), Section(id: "t", items: items(20...21))]
+    static let second = [
+        Section(id: "s", items: items(3...8, plus: 1)), Section(id: "t", items: items(20...21)),
+    ]
+    static let view = JournalRecord.defineView(
+        view: "v", epoch: "v",
+        definition: JSONData(
+            canonical: #"{"filter":{"eq":true,"field":"/keep"},"sortBy":[{"field":"/n","order":"desc"}],"source":"c"}"#),
+        conditions: .none)
 
-    /// Two executors holding the same collection: one to replace in two halves, one to compare with.
-    static func twins() throws -> (split: Executor, whole: Executor, entry: CollectionEntry) {
+    /// Two executors holding the same collection (and view): one to replace in two halves, one to compare with.
+    static func twins(withView: Bool = false) throws -> (split: Executor, whole: Executor, entry: CollectionEntry) {
         let split = Executor(registry: Registry(), limits: HistoryLimits())
         let whole = Executor(registry: Registry(), limits: HistoryLimits())
         for executor in [split, whole] {
             _ = executor.execute(.put(collection: "c", epoch: "e", sections: first, conditions: .none))
+            if withView { _ = executor.execute(view) }
         }
         return (split, whole, try #require(split.registry.entry("c")))
     }
@@ -27,19 +37,35 @@ import Testing
         executor.registry.entry("c")?.content.withLock { $0.snapshot() }
     }
 
-    /// Between the halves the collection is as it was, and its lock is free; the second half commits what a
-    /// replacement under the lock commits.
-    @Test func theDiffIsMadeOnACopyAndSwappedIn() throws {
-        let (split, whole, entry) = try Self.twins()
-        let before = entry.content.withLock { $0.version }
-        let prepared = try #require(split.prepareReplacement(of: entry, with: Self.second, .none))
-        #expect(entry.content.withLockIfAvailable { $0.version } == before)
-        #expect(Self.snapshot(split) == Self.first)
+    static func viewSnapshot(_ executor: Executor) -> [Section]? {
+        executor.views.entry("v")?.live.withLock { $0.snapshot() }
+    }
 
-        let outcome = try split.commitReplacement(prepared, of: entry, with: Self.second, .none)
-        guard case .committed(_, let changeset, let created, _) = outcome,
-            case .committed(_, let expected, _, _) = whole.execute(
-                .put(collection: "c", epoch: "e", sections: Self.second, conditions: .none))
+    static func put(_ sections: [Section]) -> JournalRecord {
+        .put(collection: "c", epoch: "e", sections: sections, conditions: .none)
+    }
+
+    /// While the replacement is prepared, through `execute`, the collection and its view are at their old versions
+    /// and their locks are free; then the replacement is committed with the view's changeset, as a replacement
+    /// under the lock commits them.
+    @Test(arguments: [false, true]) func aReplacementIsPreparedWithoutTheLocks(withView: Bool) throws {
+        let (split, whole, entry) = try Self.twins(withView: withView)
+        let before = entry.content.withLock { $0.version }
+        let seen = Mutex<[(collection: Version?, views: [Version?])]>([])
+        let observer: @Sendable (CollectionEntry, [ViewEntry]) -> Void = { prepared, views in
+            let collection = prepared.content.withLockIfAvailable { $0.version }
+            let versions = views.map { view in view.live.withLockIfAvailable { $0.version } }
+            seen.withLock { $0.append((collection, versions)) }
+        }
+        let outcome = Executor.$preparedObserver.withValue(observer) { split.execute(Self.put(Self.second)) }
+        let observed = seen.withLock { $0 }
+        #expect(observed.count == 1, "prepared once, in two halves")
+        #expect(observed.first?.collection == before, "free, and not yet replaced")
+        #expect(observed.first?.views.count == (withView ? 1 : 0))
+        #expect(observed.first?.views.allSatisfy { $0 != nil } == true, "the view's lock is free")
+
+        guard case .committed(_, let changeset, let created, let views) = outcome,
+            case .committed(_, let expected, _, let expectedViews) = whole.execute(Self.put(Self.second))
         else {
             Issue.record("not committed: \(outcome)")
             return
@@ -48,17 +74,22 @@ import Testing
         #expect(changeset == expected)
         #expect(changeset.from == before && changeset.to == before.next)
         #expect(Self.snapshot(split) == Self.second)
-        #expect(entry.content.withLock { $0.changes(since: before) } == expected)
+        #expect(views.map(\.changeset) == expectedViews.map(\.changeset))
+        #expect(views.count == (withView ? 1 : 0))
+        #expect(Self.viewSnapshot(split) == Self.viewSnapshot(whole))
+        if withView {
+            #expect(Self.viewSnapshot(split)?.first?.items.map(\.id) == ["i20", "i8", "i6", "i4"])
+        }
     }
 
     /// Should the collection change between the halves (its lane keeps that from happening), the replacement is
     /// made again from the content as it is: the write in between is neither lost nor given a second version.
-    @Test func aWriteBetweenTheHalvesIsKept() throws {
-        let (split, whole, entry) = try Self.twins()
+    @Test(arguments: [false, true]) func aWriteBetweenTheHalvesIsKept(withView: Bool) throws {
+        let (split, whole, entry) = try Self.twins(withView: withView)
         let prepared = try #require(split.prepareReplacement(of: entry, with: Self.second, .none))
         let upsert = JournalRecord.upsert(
-            collection: "c", id: "i20", data: JSONData(canonical: "0"), section: .id("s"), index: 0,
-            conditions: .none)
+            collection: "c", id: "i20", data: JSONData(canonical: #"{"keep":true,"n":0}"#), section: .id("s"),
+            index: 0, conditions: .none)
         for executor in [split, whole] {
             guard case .committed = executor.execute(upsert) else {
                 Issue.record("the upsert was not committed")
@@ -68,9 +99,8 @@ import Testing
         let between = entry.content.withLock { $0.version }
 
         let outcome = try split.commitReplacement(prepared, of: entry, with: Self.second, .none)
-        guard case .committed(_, let changeset, _, _) = outcome,
-            case .committed(_, let expected, _, _) = whole.execute(
-                .put(collection: "c", epoch: "e", sections: Self.second, conditions: .none))
+        guard case .committed(_, let changeset, _, let views) = outcome,
+            case .committed(_, let expected, _, let expectedViews) = whole.execute(Self.put(Self.second))
         else {
             Issue.record("not committed: \(outcome)")
             return
@@ -78,12 +108,21 @@ import Testing
         #expect(changeset == expected)
         #expect(changeset.from == between && changeset.to == between.next)
         #expect(Self.snapshot(split) == Self.second)
+        #expect(views.map(\.changeset) == expectedViews.map(\.changeset))
+        #expect(Self.viewSnapshot(split) == Self.viewSnapshot(whole))
     }
 
-    /// A replacement the model refuses, or whose conditions fail, changes nothing.
-    @Test func aRefusedReplacementChangesNothing() throws {
-        let (split, _, entry) = try Self.twins()
+    /// A replacement with the same content keeps the version; one the model refuses, or whose conditions fail,
+    /// changes nothing.
+    @Test func anUnchangedOrRefusedReplacementKeepsTheVersion() throws {
+        let (split, _, entry) = try Self.twins(withView: true)
         let before = entry.content.withLock { $0.version }
+        guard case .unchanged(_, let same) = split.execute(Self.put(Self.first)) else {
+            Issue.record("the same content is not unchanged")
+            return
+        }
+        #expect(same.isEmpty && same.from == before && same.to == before)
+
         let duplicate = [Section(id: "s", items: [Item(id: "x"), Item(id: "x")])]
         let prepared = split.prepareReplacement(of: entry, with: duplicate, .none)
         #expect(prepared != nil, "the model's refusal is found in the first half")
