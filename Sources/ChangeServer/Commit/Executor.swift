@@ -199,9 +199,17 @@ struct Executor: Sendable {
         let changeset: Changeset?
     }
 
-    /// Told of every replacement prepared in this task, with the collection and the views it prepared, while the
-    /// prepared result is not yet swapped in; nil outside tests (as `Coalescing.routeObserver`).
-    @TaskLocal static var preparedObserver: (@Sendable (CollectionEntry, [ViewEntry]) -> Void)?
+    /// Work made on copies, outside the locks of what it changes, told to `preparedObserver` before it is swapped in.
+    enum Prepared {
+        /// A replacement of the collection, with the views it updated.
+        case replacement(CollectionEntry, views: [ViewEntry])
+        /// A view's new definition.
+        case redefinition(ViewEntry)
+    }
+
+    /// Told of the work this task prepares on copies, while it is not yet swapped in; nil outside tests (as
+    /// `Coalescing.routeObserver`).
+    @TaskLocal static var preparedObserver: (@Sendable (Prepared) -> Void)?
 
     /// The first half of a replacement: its diff, and its views' updates, whose time grows with the collection,
     /// made on copies without holding the collection's lock or its views', so that reads of the collection and of
@@ -225,7 +233,7 @@ struct Executor: Sendable {
                 prepared.append(PreparedView(entry: view, base: viewBase, live: live, changeset: change))
             }
         }
-        Self.preparedObserver?(entry, prepared.map(\.entry))
+        Self.preparedObserver?(.replacement(entry, views: prepared.map(\.entry)))
         return PreparedReplacement(base: base, content: content, changeset: changeset, views: prepared)
     }
 
@@ -312,9 +320,14 @@ struct Executor: Sendable {
         // so it cannot change while the view is built, and the source's reads need not wait for the build.
         let source = registry.entry(definition.source)?.content.withLock { $0 }
         if let entry = views.entry(name) {
-            let (old, changeset) = entry.live.withLock {
-                ($0.definition.source, $0.redefine(definition, source: source))
-            }
+            // Redefined on a copy too, and swapped in: the view's records and its sources' run on these lanes, so
+            // nothing else changes it meanwhile, and its readers need not wait. The old one is freed after the lock.
+            var live = entry.live.withLock { $0 }
+            let old = live.definition.source
+            let changeset = live.redefine(definition, source: source)
+            Self.preparedObserver?(.redefinition(entry))
+            var retired = live
+            entry.live.withLock { swap(&$0, &retired) }
             views.reattach(name, from: old, to: definition.source)
             // The snapshot shows the definition, which may change while the version stays (same content).
             entry.encodedSnapshot.withLock { $0 = nil }

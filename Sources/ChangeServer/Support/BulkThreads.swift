@@ -14,10 +14,9 @@ import Synchronization
 /// for the life of the process.
 ///
 /// Bulk work should not hold a lock that readers take: a replacement is diffed, and its collection's views
-/// updated, on copies outside the locks, and a view is built from a copy of its source (`Executor`), so that a
-/// reader never waits at its own priority for work done at this one. Ops are still applied under the collection's
-/// lock (a batch the incremental path cannot follow falls back to a full diff there), and a view's redefinition
-/// under that view's.
+/// updated, on copies outside the locks, and a view is built from a copy of its source and redefined on a copy of
+/// itself (`Executor`), so that a reader never waits at its own priority for work done at this one. Ops are still
+/// applied under the collection's lock (a batch the incremental path cannot follow falls back to a full diff there).
 final class BulkThreads: Sendable {
     /// The process's pool: as many threads as the CPUs of its affinity mask (not fewer for a cgroup quota, which
     /// limits time, not parallelism: bulk work waiting for a lock must not hold up another collection's).

@@ -16,10 +16,12 @@ import Testing
     static let second = [
         Section(id: "s", items: items(3...8, plus: 1)), Section(id: "t", items: items(20...21)),
     ]
+    /// A view of the kept items, by `n` descending.
     static let view = JournalRecord.defineView(
         view: "v", epoch: "v",
         definition: JSONData(
-            canonical: #"{"filter":{"eq":true,"field":"/keep"},"sortBy":[{"field":"/n","order":"desc"}],"source":"c"}"#),
+            canonical: #"{"filter":{"eq":true,"field":"/keep"},"#
+                + #""sortBy":[{"field":"/n","order":"desc"}],"source":"c"}"#),
         conditions: .none)
 
     /// Two executors holding the same collection (and view): one to replace in two halves, one to compare with.
@@ -52,8 +54,9 @@ import Testing
         let (split, whole, entry) = try Self.twins(withView: withView)
         let before = entry.content.withLock { $0.version }
         let seen = Mutex<[(collection: Version?, views: [Version?])]>([])
-        let observer: @Sendable (CollectionEntry, [ViewEntry]) -> Void = { prepared, views in
-            let collection = prepared.content.withLockIfAvailable { $0.version }
+        let observer: @Sendable (Executor.Prepared) -> Void = { prepared in
+            guard case .replacement(let entry, let views) = prepared else { return }
+            let collection = entry.content.withLockIfAvailable { $0.version }
             let versions = views.map { view in view.live.withLockIfAvailable { $0.version } }
             seen.withLock { $0.append((collection, versions)) }
         }
@@ -110,6 +113,34 @@ import Testing
         #expect(Self.snapshot(split) == Self.second)
         #expect(views.map(\.changeset) == expectedViews.map(\.changeset))
         #expect(Self.viewSnapshot(split) == Self.viewSnapshot(whole))
+    }
+
+    /// A view is redefined on a copy: while the new definition is evaluated, the view's lock is free and its
+    /// version the old one; the result is what a definition made at once gives.
+    @Test func aViewIsRedefinedWithoutItsLock() throws {
+        let (split, whole, _) = try Self.twins(withView: true)
+        let entry = try #require(split.views.entry("v"))
+        let before = entry.live.withLock { $0.version }
+        let redefinition = JournalRecord.defineView(
+            view: "v", epoch: "v", definition: JSONData(canonical: #"{"sortBy":[{"field":"/n"}],"source":"c"}"#),
+            conditions: .none)
+        let seen = Mutex<[Version?]>([])
+        let observer: @Sendable (Executor.Prepared) -> Void = { prepared in
+            guard case .redefinition(let view) = prepared else { return }
+            seen.withLock { $0.append(view.live.withLockIfAvailable { $0.version }) }
+        }
+        let outcome = Executor.$preparedObserver.withValue(observer) { split.execute(redefinition) }
+        #expect(seen.withLock { $0 } == [before], "evaluated once, without the view's lock")
+        guard case .viewCommitted(_, let changeset, let created) = outcome,
+            case .viewCommitted(_, let expected, _) = whole.execute(redefinition)
+        else {
+            Issue.record("not committed: \(outcome)")
+            return
+        }
+        #expect(!created)
+        #expect(changeset == expected && changeset.from == before)
+        #expect(Self.viewSnapshot(split) == Self.viewSnapshot(whole))
+        #expect(Self.viewSnapshot(split)?.first?.items.map(\.id) == ["i1", "i2", "i3", "i4", "i5"])
     }
 
     /// A replacement with the same content keeps the version; one the model refuses, or whose conditions fail,
