@@ -85,10 +85,10 @@ final class Committer: Sendable {
     }
 
     /// Applies a record another server committed, on its lane: a shared journal hands these in, in sequence order
-    /// with this server's own records. Its changeset goes to the feeds like any other. Whether it is bulk work is
-    /// told by its kind alone (its size is not known here).
-    func applyRemote(_ record: JournalRecord) {
-        lanes.run(router.lanes(for: record), bulk: !LaneRouter.isSmall(record, bytes: 0)) { [self] in
+    /// with this server's own records. Its changeset goes to the feeds like any other. It is bulk work as a local
+    /// record of its kind and encoded size (`bytes`) would be.
+    func applyRemote(_ record: JournalRecord, bytes: Int) {
+        lanes.run(router.lanes(for: record), bulk: !LaneRouter.isSmall(record, bytes: bytes)) { [self] in
             apply(record, waiting: true)?.publications.forEach(publish)
         }
     }

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Model
 import ProcessSupport
 import Synchronization
@@ -97,5 +98,37 @@ import Testing
         #expect(connection.wait().status == 201)
         let isLarge = bodyBytes >= App.largeBodyBytes
         #expect(!BulkThreads.isLower || (decodedAt.withLock { $0 } == BulkThreads.niceness) == isLarge)
+    }
+}
+
+/// `Committer.applyRemote` (records of other servers on a shared PostgreSQL): bulk work as a local record of the
+/// same kind and size would be.
+@Suite struct InProcessRemoteApplyTests {
+    @Test func remoteRecordsAreBulkByKindAndSize() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let journal = try FileJournal(
+            directory: try DataDirectory.open(path), segment: 1, size: 0, bytesSinceSnapshot: 0, policy: .never,
+            metrics: Metrics(), logger: Logger(level: .critical))
+        defer { journal.close() }
+        let published = Mutex<[Int32]>([])
+        let committer = Committer(
+            executor: Executor(registry: Registry(), limits: HistoryLimits(versions: 10)), journal: journal,
+            lanes: Lanes(), snapshots: nil, metrics: Metrics()
+        ) { _ in published.withLock { $0.append(currentNiceness()) } }
+        let big = JSONData(canonical: "\"" + String(repeating: "x", count: LaneRouter.lightBytes) + "\"")
+        let cases: [(JournalRecord, isBulk: Bool)] = [
+            (.put(collection: "a", epoch: "e", sections: [Section(id: "s")], conditions: .none), true),
+            (.upsert(collection: "a", id: "i", data: .null, section: nil, index: nil, conditions: .none), false),
+            (.upsert(collection: "a", id: "i", data: big, section: nil, index: nil, conditions: .none), true),
+            (.ops(collection: "a", ops: [.deleteItems([.id("i")])], conditions: .none), false),
+            (.ops(collection: "a", ops: [.deleteSections([.index(0)])], conditions: .none), true),
+        ]
+        for (index, (record, isBulk)) in cases.enumerated() {
+            committer.applyRemote(record, bytes: RecordCodec.encode(record).count)
+            #expect(waitUntil(timeout: 10) { published.withLock { $0.count } == index + 1 }, "\(record)")
+            let niceness = published.withLock { $0.last }
+            #expect(!BulkThreads.isLower || (niceness == BulkThreads.niceness) == isBulk, "\(record)")
+        }
     }
 }

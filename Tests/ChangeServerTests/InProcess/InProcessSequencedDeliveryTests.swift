@@ -8,10 +8,12 @@ import Testing
 /// (registered by a transaction, then committed) and those of other servers (read by the follower, often late,
 /// sometimes twice) come out in sequence order, each exactly once, whatever the interleaving.
 @Suite struct InProcessSequencedDeliveryTests {
-    /// What came out: the sequence of each record handed on, and whether it was this server's own.
+    /// What came out: the sequence of each record handed on, and whether it was this server's own; other
+    /// servers' records handed on with a size other than their encoded one.
     private final class Output: Sendable {
         let handed = Mutex<[(seq: Int64, local: Bool)]>([])
         let failed = Mutex<[Int64]>([])
+        let wrongSizes = Mutex(0)
     }
 
     private static func record(_ seq: Int64, from server: String = "") -> [UInt8] {
@@ -23,7 +25,8 @@ import Testing
 
     private static func delivery(_ output: Output) -> SequencedDelivery {
         let delivery = SequencedDelivery(applied: [:], logger: Logger(level: .critical))
-        delivery.start { record in
+        delivery.start { record, bytes in
+            if bytes != RecordCodec.encode(record).count { output.wrongSizes.withLock { $0 += 1 } }
             guard case .upsert(_, let id, _, _, _, _) = record,
                 let seq = id.dropFirst().split(separator: "-").first.flatMap({ Int64($0) })
             else { return }
@@ -87,6 +90,7 @@ import Testing
         #expect(handed.map(\.seq) == Array(1...count))
         for entry in handed { #expect(entry.local == isLocal[Int(entry.seq)], "record \(entry.seq)") }
         #expect(output.failed.withLock { $0 }.isEmpty)
+        #expect(output.wrongSizes.withLock { $0 } == 0, "a remote record is handed on with its encoded size")
         #expect(delivery.applied("c") == count)
     }
 

@@ -101,15 +101,15 @@ final class PostgresJournal: Journal {
     /// applied yet were compacted into a snapshot by another server: it cannot go on with that collection, and
     /// serving it as it is would serve stale data for good.
     func start(
-        applyingRemote applyRemote: @escaping @Sendable (JournalRecord) -> Void,
+        applyingRemote applyRemote: @escaping @Sendable (JournalRecord, _ bytes: Int) -> Void,
         copyOnLane: @escaping @Sendable (String, @escaping @Sendable (Copy) -> Void) -> Void,
         fellBehind: @escaping @Sendable (String) -> Void
     ) {
         copier.withLock { $0 = copyOnLane }
         fallenBehind.withLock { $0 = fellBehind }
-        delivery.start(applyingRemote: { [metrics] record in
+        delivery.start(applyingRemote: { [metrics] record, bytes in
             metrics.appliedRemote(1)
-            applyRemote(record)
+            applyRemote(record, bytes)
         })
         _ = metrics.setUp(true)
         threads.withLock {

@@ -19,8 +19,8 @@ final class SequencedDelivery: Sendable {
 
     private enum Held {
         case local(Local, committed: Bool)
-        /// Committed by another server (nil: unreadable, skipped with an error in the log).
-        case remote(JournalRecord?)
+        /// Committed by another server (nil: unreadable, skipped with an error in the log), and its encoded size.
+        case remote(JournalRecord?, bytes: Int)
     }
 
     private struct State {
@@ -29,7 +29,7 @@ final class SequencedDelivery: Sendable {
         var held: [String: [Int64: Held]] = [:]
         /// Work to run right after a record is handed on (a snapshot's copy, queued on the lane behind it).
         var afterHandingOn: [String: [Int64: [@Sendable () -> Void]]] = [:]
-        var applyRemote: (@Sendable (JournalRecord) -> Void)?
+        var applyRemote: (@Sendable (JournalRecord, _ bytes: Int) -> Void)?
     }
 
     private let state = Mutex(State())
@@ -40,8 +40,9 @@ final class SequencedDelivery: Sendable {
         state.withLock { $0.applied = applied }
     }
 
-    /// Where records of other servers go (the committer applies them on their lanes); set before any arrives.
-    func start(applyingRemote apply: @escaping @Sendable (JournalRecord) -> Void) {
+    /// Where records of other servers go, with their encoded size (the committer applies them on their lanes, a
+    /// large one as bulk work); set before any arrives.
+    func start(applyingRemote apply: @escaping @Sendable (JournalRecord, _ bytes: Int) -> Void) {
         state.withLock { $0.applyRemote = apply }
     }
 
@@ -128,7 +129,7 @@ final class SequencedDelivery: Sendable {
                     }
                     failed.append(local)
                 }
-                state.held[name, default: [:]][row.seq] = .remote(decoded[row.seq] ?? nil)
+                state.held[name, default: [:]][row.seq] = .remote(decoded[row.seq] ?? nil, bytes: row.record.count)
             }
             drain(name, &state)
             let gap = rows.first.map { $0.seq > applied + 1 && (state.applied[name] ?? 0) == applied } ?? false
@@ -153,8 +154,8 @@ final class SequencedDelivery: Sendable {
             case .local(let local, let committed):
                 guard committed else { return }
                 local.done(true)
-            case .remote(let record):
-                if let record { state.applyRemote?(record) }
+            case .remote(let record, let bytes):
+                if let record { state.applyRemote?(record, bytes) }
             }
             state.held[name]?[next] = nil
             state.applied[name] = next
