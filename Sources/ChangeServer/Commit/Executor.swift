@@ -190,10 +190,12 @@ struct Executor: Sendable {
         let views: [PreparedView]
     }
 
-    /// A view copied at `base` and brought up to date with its source's replacement.
+    /// A view copied at `base` (with `definition`) and brought up to date with its source's replacement.
     struct PreparedView {
         let entry: ViewEntry
         let base: Version
+        /// A redefinition that keeps the content keeps the version too: this tells it.
+        let definition: ViewDefinition
         let live: LiveView
         /// Nil when the view's content stays.
         let changeset: Changeset?
@@ -224,13 +226,16 @@ struct Executor: Sendable {
         let base = content.version
         let changeset = Result { () throws(ModelError) in try content.replace(with: sections) }
         var prepared: [PreparedView] = []
-        if case .success(let changeset) = changeset, !changeset.isEmpty {
+        let attached = views.views(of: entry.name)
+        if case .success(let changeset) = changeset, !changeset.isEmpty, !attached.isEmpty {
+            // O(n) for a replacement: made only when a view reads it.
             let delta = SourceDelta(source: content, since: base) ?? .created(content)
-            for view in views.views(of: entry.name) {
+            for view in attached {
                 var live = view.live.withLock { $0 }
-                let viewBase = live.version
+                let (viewBase, definition) = (live.version, live.definition)
                 let change = live.apply(delta)
-                prepared.append(PreparedView(entry: view, base: viewBase, live: live, changeset: change))
+                prepared.append(
+                    PreparedView(entry: view, base: viewBase, definition: definition, live: live, changeset: change))
             }
         }
         Self.preparedObserver?(.replacement(entry, views: prepared.map(\.entry)))
@@ -287,7 +292,8 @@ struct Executor: Sendable {
         guard case .success(let changeset) = prepared.changeset, !changeset.isEmpty else { return true }
         return attached.count == prepared.views.count
             && zip(attached, prepared.views).allSatisfy { view, copy in
-                view === copy.entry && view.live.withLock { $0.version } == copy.base
+                view === copy.entry
+                    && view.live.withLock { $0.version == copy.base && $0.definition == copy.definition }
             }
     }
 
@@ -326,11 +332,11 @@ struct Executor: Sendable {
             let old = live.definition.source
             let changeset = live.redefine(definition, source: source)
             Self.preparedObserver?(.redefinition(entry))
-            var retired = live
-            entry.live.withLock { swap(&$0, &retired) }
+            // Swapped, so that `live` holds the old view, freed after the lock.
+            entry.live.withLock { swap(&$0, &live) }
             views.reattach(name, from: old, to: definition.source)
             // The snapshot shows the definition, which may change while the version stays (same content).
-            entry.encodedSnapshot.withLock { $0 = nil }
+            entry.encodedSnapshot.invalidate()
             if changeset.isEmpty { return .viewUnchanged(entry, changeset) }
             return .viewCommitted(entry, changeset, created: false)
         }

@@ -7,7 +7,7 @@ final class CollectionEntry: Sendable {
     let name: String
     let content: Mutex<VersionedCollection>
     /// The snapshot's JSON at one version, encoded once for all the reads at that version (`FeedSubject`).
-    let encodedSnapshot = Mutex<EncodedSnapshot?>(nil)
+    let encodedSnapshot = SnapshotCache()
     /// The polls and streams that follow it (`FeedSubject`).
     let followers = Followers()
 

@@ -13,7 +13,7 @@ protocol FeedSubject: AnyObject, Sendable {
     /// Writes the snapshot body (`{"collection"|"view", "version", …, "sections"}`); returns its version.
     func writeSnapshot(into writer: inout JSONWriter) -> Version
     /// Where the snapshot's JSON is kept between reads.
-    var encodedSnapshot: Mutex<EncodedSnapshot?> { get }
+    var encodedSnapshot: SnapshotCache { get }
     /// The held polls and open streams that follow the subject, on every loop.
     var followers: Followers { get }
 }
@@ -46,17 +46,17 @@ extension FeedSubject {
     func snapshotJSON() -> EncodedSnapshot {
         let current = version
         if let cached = cachedSnapshot(at: current) { return cached }
+        let generation = encodedSnapshot.generation
         var writer = JSONWriter()
         let written = writeSnapshot(into: &writer)
         let encoded = EncodedSnapshot(version: written, json: writer.bytes)
-        if encoded.json.count <= EncodedSnapshot.cachedLimit { encodedSnapshot.withLock { $0 = encoded } }
+        if encoded.json.count <= EncodedSnapshot.cachedLimit { encodedSnapshot.keep(encoded, writtenAt: generation) }
         return encoded
     }
 
     /// The snapshot of `version` if it is the one kept encoded.
     func cachedSnapshot(at version: Version) -> EncodedSnapshot? {
-        guard let cached = encodedSnapshot.withLock({ $0 }), cached.version == version else { return nil }
-        return cached
+        encodedSnapshot.snapshot(at: version)
     }
 
     /// A read of the subject: `304` when `If-None-Match` names its version, else the snapshot.

@@ -69,7 +69,9 @@ extension LiveView {
         members = [:]
         index = OrderedIndex()
         var order: [Int] = []
-        // A new view has nothing old to free: the hop to a second thread would cost without gaining.
+        // A new view has nothing old to free: the hop to a second thread would cost without gaining. A copy of a
+        // view, redefined, still shares its old state with the original, which frees it when it goes: the hop
+        // then frees nothing either.
         concurrently(&retired, &index, if: large && !retired.members.isEmpty) { retired in
             retired = ([:], OrderedIndex())
         } _: { index in

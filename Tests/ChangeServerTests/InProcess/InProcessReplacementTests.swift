@@ -24,7 +24,8 @@ import Testing
                 + #""sortBy":[{"field":"/n","order":"desc"}],"source":"c"}"#),
         conditions: .none)
 
-    /// Two executors holding the same collection (and view): one to replace in two halves, one to compare with.
+    /// Two executors holding the same collection (and view): one to replace in two halves, one to compare with,
+    /// replaced as before there were halves (`replacedUnderTheLock`).
     static func twins(withView: Bool = false) throws -> (split: Executor, whole: Executor, entry: CollectionEntry) {
         let split = Executor(registry: Registry(), limits: HistoryLimits())
         let whole = Executor(registry: Registry(), limits: HistoryLimits())
@@ -45,6 +46,26 @@ import Testing
 
     static func put(_ sections: [Section]) -> JournalRecord {
         .put(collection: "c", epoch: "e", sections: sections, conditions: .none)
+    }
+
+    /// `sections` replacing the content of "c" in one step under its lock, its views updated under it: the way
+    /// replacements were made before they had two halves, and still are when the first half is out of date.
+    static func replacedUnderTheLock(_ executor: Executor, with sections: [Section]) throws -> Executor.Outcome {
+        let entry = try #require(executor.registry.entry("c"))
+        do throws(Rejection) {
+            return try executor.commitReplacement(nil, of: entry, with: sections, .none)
+        } catch {
+            return .rejected(error)
+        }
+    }
+
+    /// A view with another definition: every item, by `n`, at most 1,000 (the same content as `plain`).
+    static func redefinition(limit: Bool) -> JournalRecord {
+        .defineView(
+            view: "v", epoch: "v",
+            definition: JSONData(
+                canonical: (limit ? #"{"limit":1000,"# : "{") + #""sortBy":[{"field":"/n"}],"source":"c"}"#),
+            conditions: .none)
     }
 
     /// While the replacement is prepared, through `execute`, the collection and its view are at their old versions
@@ -68,7 +89,8 @@ import Testing
         #expect(observed.first?.views.allSatisfy { $0 != nil } == true, "the view's lock is free")
 
         guard case .committed(_, let changeset, let created, let views) = outcome,
-            case .committed(_, let expected, _, let expectedViews) = whole.execute(Self.put(Self.second))
+            case .committed(_, let expected, _, let expectedViews) = try Self.replacedUnderTheLock(
+                whole, with: Self.second)
         else {
             Issue.record("not committed: \(outcome)")
             return
@@ -103,7 +125,8 @@ import Testing
 
         let outcome = try split.commitReplacement(prepared, of: entry, with: Self.second, .none)
         guard case .committed(_, let changeset, _, let views) = outcome,
-            case .committed(_, let expected, _, let expectedViews) = whole.execute(Self.put(Self.second))
+            case .committed(_, let expected, _, let expectedViews) = try Self.replacedUnderTheLock(
+                whole, with: Self.second)
         else {
             Issue.record("not committed: \(outcome)")
             return
@@ -115,15 +138,61 @@ import Testing
         #expect(Self.viewSnapshot(split) == Self.viewSnapshot(whole))
     }
 
+    /// What the first half made is what the second swaps in (here, to tell it apart, the second is given other
+    /// sections, which it would replace the content with if it made the replacement again).
+    @Test func thePreparedResultIsSwappedIn() throws {
+        let (split, _, entry) = try Self.twins(withView: true)
+        let prepared = try #require(split.prepareReplacement(of: entry, with: Self.second, .none))
+        let other = [Section(id: "other")]
+        guard case .committed = try split.commitReplacement(prepared, of: entry, with: other, .none) else {
+            Issue.record("not committed")
+            return
+        }
+        #expect(Self.snapshot(split) == Self.second)
+    }
+
+    /// Should the collection's views change between the halves (their records run on its lane too, so they do
+    /// not), the replacement is made again under the lock: a view defined meanwhile is updated, and one
+    /// redefined with the same content (so at the same version) keeps its new definition.
+    @Test(arguments: ["a view defined", "a view redefined, same content", "a view deleted"])
+    func viewsChangedBetweenTheHalvesAreKept(change: String) throws {
+        let (split, whole, entry) = try Self.twins(withView: true)
+        for executor in [split, whole] { _ = executor.execute(Self.redefinition(limit: false)) }
+        let prepared = try #require(split.prepareReplacement(of: entry, with: Self.second, .none))
+        let record: JournalRecord =
+            switch change {
+            case "a view defined":
+                .defineView(
+                    view: "w", epoch: "w", definition: JSONData(canonical: #"{"source":"c"}"#), conditions: .none)
+            case "a view redefined, same content": Self.redefinition(limit: true)
+            default: .deleteView(view: "v", conditions: .none)
+            }
+        for executor in [split, whole] { _ = executor.execute(record) }
+
+        let outcome = try split.commitReplacement(prepared, of: entry, with: Self.second, .none)
+        guard case .committed(_, let changeset, _, let views) = outcome,
+            case .committed(_, let expected, _, let expectedViews) = try Self.replacedUnderTheLock(
+                whole, with: Self.second)
+        else {
+            Issue.record("not committed: \(outcome)")
+            return
+        }
+        #expect(changeset == expected)
+        #expect(Set(views.map(\.entry.name)) == Set(expectedViews.map(\.entry.name)))
+        for name in ["v", "w"] {
+            let mine = split.views.entry(name)?.live.withLock { ($0.definition, $0.version, $0.snapshot()) }
+            let theirs = whole.views.entry(name)?.live.withLock { ($0.definition, $0.version, $0.snapshot()) }
+            #expect(mine?.0 == theirs?.0 && mine?.1 == theirs?.1 && mine?.2 == theirs?.2, "\(change): \(name)")
+        }
+    }
+
     /// A view is redefined on a copy: while the new definition is evaluated, the view's lock is free and its
     /// version the old one; the result is what a definition made at once gives.
     @Test func aViewIsRedefinedWithoutItsLock() throws {
         let (split, whole, _) = try Self.twins(withView: true)
         let entry = try #require(split.views.entry("v"))
         let before = entry.live.withLock { $0.version }
-        let redefinition = JournalRecord.defineView(
-            view: "v", epoch: "v", definition: JSONData(canonical: #"{"sortBy":[{"field":"/n"}],"source":"c"}"#),
-            conditions: .none)
+        let redefinition = Self.redefinition(limit: false)
         let seen = Mutex<[Version?]>([])
         let observer: @Sendable (Executor.Prepared) -> Void = { prepared in
             guard case .redefinition(let view) = prepared else { return }

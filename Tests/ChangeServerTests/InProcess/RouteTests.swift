@@ -47,10 +47,10 @@ import Testing
     @Test func snapshotsAreEncodedOncePerVersion() throws {
         let (server, version) = try serverWithInbox()
         let entry = try #require(server.app.registry.entry("inbox"))
-        #expect(entry.encodedSnapshot.withLock { $0 } == nil)
+        #expect(entry.encodedSnapshot.current == nil)
         let first = server.send("GET", "/v1/collections/inbox")
-        #expect(entry.encodedSnapshot.withLock { $0?.version.description } == version)
-        #expect(entry.encodedSnapshot.withLock { $0?.json } == first.body)
+        #expect(entry.encodedSnapshot.current?.version.description == version)
+        #expect(entry.encodedSnapshot.current?.json == first.body)
         let again = server.send("GET", "/v1/collections/inbox")
         #expect(again.body == first.body)
         // One response per version, shared by its reads (and one `304`).
@@ -64,7 +64,7 @@ import Testing
         #expect(second.body != first.body)
         #expect(second.share != nil && second.share != first.share)
         #expect(second.text.contains(#""id":"c""#))
-        #expect(entry.encodedSnapshot.withLock { $0?.json } == second.body)
+        #expect(entry.encodedSnapshot.current?.json == second.body)
     }
 
     @Test func badRequests() throws {

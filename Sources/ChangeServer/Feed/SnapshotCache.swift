@@ -1,0 +1,44 @@
+import Model
+import Synchronization
+
+/// A collection's or view's snapshot kept encoded between reads (`FeedSubject.snapshotJSON`), found by its
+/// version. A view's snapshot also shows its definition, which a redefinition can change while the version stays:
+/// `invalidate` then drops it, and a snapshot written before that (by a read that raced the redefinition) is not
+/// kept when it arrives after it.
+final class SnapshotCache: Sendable {
+    private struct State {
+        var snapshot: EncodedSnapshot?
+        /// Raised by every `invalidate`: a read keeps what it wrote only if none came between.
+        var generation: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// The snapshot kept, whatever its version.
+    var current: EncodedSnapshot? { state.withLock { $0.snapshot } }
+
+    /// To be read before the snapshot is written, and given to `keep`.
+    var generation: UInt64 { state.withLock { $0.generation } }
+
+    /// The snapshot of `version`, if it is the one kept.
+    func snapshot(at version: Version) -> EncodedSnapshot? {
+        guard let kept = current, kept.version == version else { return nil }
+        return kept
+    }
+
+    /// Keeps `snapshot`, unless the cache was invalidated since `generation` was read.
+    func keep(_ snapshot: EncodedSnapshot, writtenAt generation: UInt64) {
+        state.withLock { state in
+            guard state.generation == generation else { return }
+            state.snapshot = snapshot
+        }
+    }
+
+    /// Drops the snapshot kept, and any written before now that is yet to be kept; call it after the change.
+    func invalidate() {
+        state.withLock { state in
+            state.snapshot = nil
+            state.generation &+= 1
+        }
+    }
+}
