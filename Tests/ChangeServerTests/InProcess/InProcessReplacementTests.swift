@@ -59,6 +59,20 @@ import Testing
         }
     }
 
+    /// What `outcome` committed, and what the same replacement of "c" with `second` commits under the lock on
+    /// `whole`; nil, with an issue recorded, when either did not commit.
+    static func committed(_ outcome: Executor.Outcome, _ whole: Executor) throws -> (
+        (Changeset, [Executor.ViewChange]), (Changeset, [Executor.ViewChange])
+    )? {
+        guard case .committed(_, let changeset, _, let views) = outcome,
+            case .committed(_, let expected, _, let expectedViews) = try replacedUnderTheLock(whole, with: second)
+        else {
+            Issue.record("not committed: \(outcome)")
+            return nil
+        }
+        return ((changeset, views), (expected, expectedViews))
+    }
+
     /// A view with another definition: every item, by `n`, at most 1,000 (the same content as `plain`).
     static func redefinition(limit: Bool) -> JournalRecord {
         .defineView(
@@ -124,13 +138,7 @@ import Testing
         let between = entry.content.withLock { $0.version }
 
         let outcome = try split.commitReplacement(prepared, of: entry, with: Self.second, .none)
-        guard case .committed(_, let changeset, _, let views) = outcome,
-            case .committed(_, let expected, _, let expectedViews) = try Self.replacedUnderTheLock(
-                whole, with: Self.second)
-        else {
-            Issue.record("not committed: \(outcome)")
-            return
-        }
+        guard let ((changeset, views), (expected, expectedViews)) = try Self.committed(outcome, whole) else { return }
         #expect(changeset == expected)
         #expect(changeset.from == between && changeset.to == between.next)
         #expect(Self.snapshot(split) == Self.second)
@@ -170,13 +178,7 @@ import Testing
         for executor in [split, whole] { _ = executor.execute(record) }
 
         let outcome = try split.commitReplacement(prepared, of: entry, with: Self.second, .none)
-        guard case .committed(_, let changeset, _, let views) = outcome,
-            case .committed(_, let expected, _, let expectedViews) = try Self.replacedUnderTheLock(
-                whole, with: Self.second)
-        else {
-            Issue.record("not committed: \(outcome)")
-            return
-        }
+        guard let ((changeset, views), (expected, expectedViews)) = try Self.committed(outcome, whole) else { return }
         #expect(changeset == expected)
         #expect(Set(views.map(\.entry.name)) == Set(expectedViews.map(\.entry.name)))
         for name in ["v", "w"] {
