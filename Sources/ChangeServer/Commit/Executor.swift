@@ -286,7 +286,7 @@ struct Executor: Sendable {
     }
 
     /// Whether the collection is at the version a replacement was prepared at, with the same views, each at the
-    /// version it was copied at. Called under the collection's lock.
+    /// version and with the definition it was copied with. Called under the collection's lock.
     private func isCurrent(_ prepared: PreparedReplacement, _ version: Version, _ attached: [ViewEntry]) -> Bool {
         guard version == prepared.base else { return false }
         guard case .success(let changeset) = prepared.changeset, !changeset.isEmpty else { return true }
