@@ -1,4 +1,5 @@
 import Foundation
+import Model
 import ProcessSupport
 import Testing
 
@@ -16,6 +17,46 @@ extension LivePostgresTests {
             #expect(try server.client.put("/v1/views/v1", ["source": "zeta"]).status == 201)
             #expect(try server.client.put("/v1/views/v1", ["source": "alpha"]).status == 200)
         }
+    }
+
+    /// Another server defines view `v1` on `zeta` and then moves it to `alpha`, and only the second record's
+    /// notification reaches this server (the first's is still on its way, as after a freeze): the follower, which
+    /// reads the collections a notification names, must not apply the move first. (It did: the view ended on
+    /// `zeta` under the move's epoch; the records here are written with SQL as another server writes them.)
+    @Test func aViewMoveNotifiedBeforeItsDefinitionIsAppliedAfterIt() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("partial")
+        let server = try ServerProcess(["--postgres", url])
+        for name in ["zeta", "alpha"] {
+            let body: [String: Any] = ["sections": [["id": "s", "items": [["id": name, "data": name]]]]]
+            #expect(try server.client.put("/v1/collections/\(name)", body).status == 201)
+        }
+        func appended(_ collection: String, _ source: String, epoch: String) -> String {
+            let record = RecordCodec.encode(
+                .defineView(
+                    view: "v1", epoch: epoch, definition: JSONData(canonical: #"{"source":"\#(source)"}"#),
+                    conditions: .none))
+            let hex = record.map { String(format: "%02x", $0) }.joined()
+            return """
+                BEGIN; UPDATE changeserver_collections SET last_seq = 2 WHERE name = '\(collection)';
+                INSERT INTO changeserver_records (collection, seq, record) VALUES ('\(collection)', 2, '\\x\(hex)');
+                COMMIT;
+                """
+        }
+        // One psql run: the two commits and the notification a few microseconds apart, so that the follower's
+        // catch-up (every second) almost never reads the first record before the notification arrives.
+        _ = try cluster.sql(
+            appended("zeta", "zeta", epoch: "defined") + appended("alpha", "alpha", epoch: "moved")
+                + "NOTIFY \(PostgresSchema.channel), 'another alpha:2';",
+            database: "partial")
+        var shown: [String: Any] = [:]
+        let moved = try eventually {
+            shown = try server.client.get("/v1/views/v1").object
+            return (shown["version"] as? String)?.hasSuffix(".2") == true
+        }
+        #expect(moved, "\(shown)")
+        #expect((shown["definition"] as? [String: Any])?["source"] as? String == "alpha", "\(shown)")
+        #expect(shown["version"] as? String == "defined.2", "\(shown)")
     }
 
     /// A view defined on `zeta`, deleted, then defined again on `alpha` exists on a server started afterwards (it

@@ -555,7 +555,8 @@ final class PostgresJournal: Journal {
                 } else if names.isEmpty {
                     waitForFollower(socket: current.socket, until: lastCatchUp + catchUpInterval)
                 } else {
-                    try follow(Dictionary(uniqueKeysWithValues: names.map { ($0, Int64?.none) }), current)
+                    try follow(
+                        Dictionary(uniqueKeysWithValues: names.map { ($0, Int64?.none) }), current, everyName: false)
                 }
             } catch {
                 logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
@@ -576,14 +577,22 @@ final class PostgresJournal: Journal {
             let last = result.int64(row, 1)
             if last > delivery.applied(name) { behind[name] = last }
         }
-        if !behind.isEmpty { try follow(behind, connection) }
+        if !behind.isEmpty { try follow(behind, connection, everyName: true) }
     }
 
     /// Reads and hands on the records of the collections `wanted` after the last one applied of each, those of
     /// all of them in id order: a view's records, stored under each of its sources in turn, so take effect in the
     /// order they were committed. A collection's value, when known, is its last sequence: none left after the
     /// last one applied means they were purged.
-    private func follow(_ wanted: [String: Int64?], _ connection: PGConnection) throws(StorageError) {
+    ///
+    /// `everyName`: whether `wanted` holds every collection with records not applied (a catch-up), rather than
+    /// those some notifications named. In the second case a view's record may have been committed after records
+    /// of its other source that no notification in hand names yet (a redefinition under `alpha` read before the
+    /// definition under `zeta`: the view ended on the wrong source, found in `LivePostgresTests`); so a page that
+    /// holds a view's record is left, and every collection is caught up instead.
+    private func follow(_ wanted: [String: Int64?], _ connection: PGConnection, everyName: Bool)
+        throws(StorageError)
+    {
         let page: Int64 = 1000
         let names = wanted.keys.sorted()
         let encodedNames = PGParameter.byteArrays(names.map { Array($0.utf8) })
@@ -591,6 +600,9 @@ final class PostgresJournal: Journal {
             let applied = names.map { delivery.applied($0) }
             let result = try connection.execute(
                 PostgresSchema.recordsOfAfter, [encodedNames, .int64s(applied), .int64(page)])
+            if !everyName, (0..<result.rows).contains(where: { Self.isViewRecord(result.bytes($0, 2)) }) {
+                return try catchUp(connection)
+            }
             var read: Set<String> = []
             var start = 0
             // Each run of rows of one collection goes on at once, before the rows of others that follow it.
@@ -613,6 +625,11 @@ final class PostgresJournal: Journal {
             }
             return
         }
+    }
+
+    /// Whether encoded record bytes are a view's definition or deletion, from their first byte (`RecordCodec`).
+    private static func isViewRecord(_ bytes: [UInt8]) -> Bool {
+        bytes.first == RecordCodec.Kind.defineView.rawValue || bytes.first == RecordCodec.Kind.deleteView.rawValue
     }
 
     /// The records of `name` after the last one applied are gone (compacted into a snapshot, or purged): told
