@@ -33,4 +33,10 @@ extension RecordCodec {
     /// Whether the encoded record deletes a collection (what makes its records worth purging once it is gone).
     /// - Complexity: O(1).
     static func deletesCollection(_ record: [UInt8]) -> Bool { record.first == Kind.delete.rawValue }
+
+    /// Whether the encoded record defines or deletes a view (whose records are stored under its sources' names).
+    /// - Complexity: O(1).
+    static func isViewRecord(_ record: [UInt8]) -> Bool {
+        record.first == Kind.defineView.rawValue || record.first == Kind.deleteView.rawValue
+    }
 }

@@ -13,8 +13,9 @@ import Synchronization
 /// collection's records in the same order.
 ///
 /// Following: a follower thread `LISTEN`s and, on each notification, reads the new records of the collections it
-/// names; every second, and after each reconnection, it compares every collection's `last_seq` with what was
-/// applied and reads what is missing (a notification may be lost with a connection).
+/// names (all of them instead when those hold a view's record, see `follow`); every second, and after each
+/// reconnection, it compares every collection's `last_seq` with what was applied and reads what is missing (a
+/// notification may be lost with a connection).
 ///
 /// While the database is unreachable, appends throw `StorageError.unavailable` at once (`503`), records in flight
 /// are reported not durable, and both threads reconnect with capped, jittered backoff.
@@ -555,8 +556,8 @@ final class PostgresJournal: Journal {
                 } else if names.isEmpty {
                     waitForFollower(socket: current.socket, until: lastCatchUp + catchUpInterval)
                 } else {
-                    try follow(
-                        Dictionary(uniqueKeysWithValues: names.map { ($0, Int64?.none) }), current, everyName: false)
+                    let wanted = Dictionary(uniqueKeysWithValues: names.map { ($0, Int64?.none) })
+                    if try follow(wanted, current, everyName: false) { lastCatchUp = MonotonicClock.now() }
                 }
             } catch {
                 logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
@@ -589,9 +590,12 @@ final class PostgresJournal: Journal {
     /// those some notifications named. In the second case a view's record may have been committed after records
     /// of its other source that no notification in hand names yet (a redefinition under `alpha` read before the
     /// definition under `zeta`: the view ended on the wrong source, found in `LivePostgresTests`); so a page that
-    /// holds a view's record is left, and every collection is caught up instead.
+    /// holds a view's record is left, and every collection is caught up instead (a read of every collection's
+    /// `last_seq`, for each such page: view records are rare). Other orders are still open (README, "Following").
+    /// Returns whether it caught up every collection instead.
+    @discardableResult
     private func follow(_ wanted: [String: Int64?], _ connection: PGConnection, everyName: Bool)
-        throws(StorageError)
+        throws(StorageError) -> Bool
     {
         let page: Int64 = 1000
         let names = wanted.keys.sorted()
@@ -600,8 +604,9 @@ final class PostgresJournal: Journal {
             let applied = names.map { delivery.applied($0) }
             let result = try connection.execute(
                 PostgresSchema.recordsOfAfter, [encodedNames, .int64s(applied), .int64(page)])
-            if !everyName, (0..<result.rows).contains(where: { Self.isViewRecord(result.bytes($0, 2)) }) {
-                return try catchUp(connection)
+            if !everyName, (0..<result.rows).contains(where: { RecordCodec.isViewRecord(result.bytes($0, 2)) }) {
+                try catchUp(connection)
+                return true
             }
             var read: Set<String> = []
             var start = 0
@@ -613,23 +618,22 @@ final class PostgresJournal: Journal {
                 let rows = (start..<end).map { (seq: result.int64($0, 1), record: result.bytes($0, 2)) }
                 let (failed, gap) = delivery.offer(name, rows)
                 for record in failed { record.done(false) }
-                if gap { return tellFallenBehind(name) }
+                if gap {
+                    tellFallenBehind(name)
+                    return false
+                }
                 read.insert(name)
                 start = end
             }
             if Int64(result.rows) == page { continue }
             for (name, before) in zip(names, applied) where !read.contains(name) {
                 if let last = wanted[name] ?? nil, last > before, delivery.applied(name) == before {
-                    return tellFallenBehind(name)
+                    tellFallenBehind(name)
+                    return false
                 }
             }
-            return
+            return false
         }
-    }
-
-    /// Whether encoded record bytes are a view's definition or deletion, from their first byte (`RecordCodec`).
-    private static func isViewRecord(_ bytes: [UInt8]) -> Bool {
-        bytes.first == RecordCodec.Kind.defineView.rawValue || bytes.first == RecordCodec.Kind.deleteView.rawValue
     }
 
     /// The records of `name` after the last one applied are gone (compacted into a snapshot, or purged): told
