@@ -604,19 +604,22 @@ final class PostgresJournal: Journal {
             let applied = names.map { delivery.applied($0) }
             let result = try connection.execute(
                 PostgresSchema.recordsOfAfter, [encodedNames, .int64s(applied), .int64(page)])
-            if !everyName, (0..<result.rows).contains(where: { RecordCodec.isViewRecord(result.bytes($0, 2)) }) {
+            // Copied out of the result once, for the check and for the hand-over.
+            let rows = (0..<result.rows).map {
+                (name: result.string($0, 0), seq: result.int64($0, 1), record: result.bytes($0, 2))
+            }
+            if !everyName, rows.contains(where: { RecordCodec.isViewRecord($0.record) }) {
                 try catchUp(connection)
                 return true
             }
             var read: Set<String> = []
             var start = 0
             // Each run of rows of one collection goes on at once, before the rows of others that follow it.
-            while start < result.rows {
-                let name = result.string(start, 0)
+            while start < rows.count {
+                let name = rows[start].name
                 var end = start + 1
-                while end < result.rows && result.string(end, 0) == name { end += 1 }
-                let rows = (start..<end).map { (seq: result.int64($0, 1), record: result.bytes($0, 2)) }
-                let (failed, gap) = delivery.offer(name, rows)
+                while end < rows.count && rows[end].name == name { end += 1 }
+                let (failed, gap) = delivery.offer(name, rows[start..<end].map { (seq: $0.seq, record: $0.record) })
                 for record in failed { record.done(false) }
                 if gap {
                     tellFallenBehind(name)
@@ -625,7 +628,7 @@ final class PostgresJournal: Journal {
                 read.insert(name)
                 start = end
             }
-            if Int64(result.rows) == page { continue }
+            if Int64(rows.count) == page { continue }
             for (name, before) in zip(names, applied) where !read.contains(name) {
                 if let last = wanted[name] ?? nil, last > before, delivery.applied(name) == before {
                     tellFallenBehind(name)
