@@ -54,7 +54,15 @@ final class Snapshots: Sendable {
         else { return }
         lastForSpace.store(now, ordering: .relaxed)
         logger.warning("the free space is below --disk-reserve-bytes: compacting the journal into a snapshot now")
-        startThread { [self] in rotateAndSnapshot() }
+        if !startThread({ [self] in rotateAndSnapshot() }) { couldNotStartThread() }
+    }
+
+    /// The process is at its thread limit: no snapshot now, and the next record that finds the journal grown tries
+    /// again (left set, `snapshotting` would keep every later snapshot from starting, and the journal would grow
+    /// for good).
+    private func couldNotStartThread() {
+        logger.error("cannot start a thread to write a snapshot; the journal is kept and it will be tried again")
+        snapshotting.store(false, ordering: .releasing)
     }
 
     private func rotateAndSnapshot() {
@@ -84,11 +92,12 @@ final class Snapshots: Sendable {
             },
             then: { [self] in
                 let (collections, views) = copies.withLock { $0 }
-                startThread { [self] in
+                let started = startThread { [self] in
                     write(
                         collections.sorted { $0.name < $1.name }, views.sorted { $0.name < $1.name },
                         coveringBefore: next)
                 }
+                if !started { couldNotStartThread() }
             })
     }
 
