@@ -222,6 +222,50 @@ import Testing
         #expect(try fresh.client.get(feed).text == server.client.get(feed).text)
     }
 
+    /// 64 collections written at once, each past `--snapshot-bytes` with its first write, all need a snapshot at
+    /// the same moment: they are written one after another on one connection (the housekeeper's), so the server
+    /// never holds more than three (writer, follower, housekeeper) and goes back to two when they are done. The
+    /// database allows 8 here: a connection per snapshot would be refused, and those snapshots lost until their
+    /// collections grew again.
+    @Test func snapshotsAtOnceShareOneConnection() throws {
+        let cluster = try PostgresCluster(maxConnections: 8)
+        let url = try cluster.createDatabase("housekeeping")
+        let server = try ServerProcess(["--postgres", url, "--snapshot-bytes", "4096"])
+        let port = server.port
+        let created = Atomic<Int>(0)
+        let threads = (0..<64).map { index in
+            Thread {
+                let items = (0..<50).map { ["id": "i\($0)", "data": String(repeating: "x", count: 100)] }
+                let response = try? Client(port: port).put(
+                    "/v1/collections/c\(index)", ["sections": [["id": "s", "items": items]]])
+                if response?.status == 201 { created.add(1, ordering: .relaxed) }
+            }
+        }
+        let connections = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'changeserver'"
+        var most = 0
+        var snapshots = 0
+        for thread in threads { thread.start() }
+        let deadline = Date().addingTimeInterval(30)
+        repeat {
+            most = max(most, Int(try cluster.sql(connections).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0)
+            snapshots =
+                Int(
+                    try cluster.sql("SELECT count(*) FROM changeserver_snapshots", database: "housekeeping")
+                        .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            if snapshots == 64 && !threads.contains(where: { !$0.isFinished }) { break }
+            usleep(5_000)
+        } while Date() < deadline
+        #expect(created.load(ordering: .relaxed) == 64)
+        #expect(snapshots == 64, "every collection snapshotted")
+        #expect(most <= 3, "at most writer, follower and housekeeper")
+        #expect(
+            try eventually {
+                try cluster.sql(connections).trimmingCharacters(in: .whitespacesAndNewlines) == "2"
+            }, "the housekeeper's connection closed once idle")
+        #expect(try server.client.put("/v1/collections/c0/items/after", ["data": 1]).status == 201)
+        #expect(server.process.isRunning)
+    }
+
     /// A view is defined and redefined through A while its source is written through B: both servers hold the
     /// same view versions, content and history (its records are sequenced with its source's), and so do servers
     /// started afterwards from the snapshot B took of the source with its view and the records after it.

@@ -10,13 +10,17 @@ final class PostgresCluster: @unchecked Sendable {
 
     let port: Int
     let directory: String
+    let maxConnections: Int
     private var data: String { directory + "/data" }
     private var logFile: String { directory + "/log" }
 
     /// The libpq URL of database `name`.
     func url(_ name: String = "postgres") -> String { "postgresql://postgres@127.0.0.1:\(port)/\(name)" }
 
-    init() throws {
+    /// `maxConnections`: PostgreSQL's `max_connections` (every connection of the tests is a superuser's, so all of
+    /// them count).
+    init(maxConnections: Int = 200) throws {
+        self.maxConnections = maxConnections
         directory = try ServerProcess.temporaryDirectory()
         port = try Self.freePort()
         if getuid() == 0 {
@@ -33,7 +37,7 @@ final class PostgresCluster: @unchecked Sendable {
         try run([
             "\(Self.binaries)/pg_ctl", "-D", data, "-l", logFile, "-w", "-o",
             "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on "
-                + "-c max_connections=200",
+                + "-c max_connections=\(maxConnections)",
             "start",
         ])
     }

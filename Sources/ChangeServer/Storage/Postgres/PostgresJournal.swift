@@ -59,7 +59,9 @@ final class PostgresJournal: Journal {
     /// Copies a collection and its views on its lane, handing them to the closure there.
     private typealias Copier = @Sendable (String, @escaping @Sendable (Copy) -> Void) -> Void
     private let copier = Mutex<Copier?>(nil)
-    /// Collections being snapshotted now.
+    /// Writes snapshots and purges, one at a time, on a connection of its own.
+    private let housekeeper: Housekeeper
+    /// Collections being snapshotted now (from their copy until their snapshot is stored or has failed).
     private let snapshotting = Mutex<Set<String>>([])
     /// Collections deleted by a committed record and not snapshotted since (one was being snapshotted already, or
     /// the snapshot failed): tried again with the next batch, so that their records are purged.
@@ -88,6 +90,7 @@ final class PostgresJournal: Journal {
             _ = fcntl(end, F_SETFL, O_NONBLOCK)
         }
         followerWake = (ends[0], ends[1])
+        housekeeper = Housekeeper(url: url)
     }
 
     deinit {
@@ -147,8 +150,9 @@ final class PostgresJournal: Journal {
         if mustWait { _ = waiter.wait(timeout: .now() + .milliseconds(1500)) }
     }
 
-    /// Stops the writer and the follower, waiting at most 3 s for both: one blocked in a call to a database that
-    /// does not answer is left behind, and the process ends without it.
+    /// Stops the writer, the follower and the housekeeper (whose queued snapshots and purges are dropped: a later
+    /// server makes them), waiting at most 3 s for all three: one blocked in a call to a database that does not
+    /// answer is left behind, and the process ends without it.
     func close() {
         flush()
         queue.withLock { $0.isClosing = true }
@@ -159,9 +163,11 @@ final class PostgresJournal: Journal {
             return threads
         }
         let deadline = MonotonicClock.now() + 3000
+        var answered = housekeeper.close(until: deadline)
         for thread in running where !thread.join(within: Int(max(0, deadline - MonotonicClock.now()))) {
-            logger.warning("PostgreSQL does not answer: stopping without waiting for it any longer")
+            answered = false
         }
+        if !answered { logger.warning("PostgreSQL does not answer: stopping without waiting for it any longer") }
     }
 
     var storeState: StoreState? { metrics.isUp ? .up : .down }
@@ -449,35 +455,33 @@ final class PostgresJournal: Journal {
                 assigned.first { $0.name == name }.map { $0.first + Int64($0.count) - 1 }
                 ?? delivery.lastCommitted(name)
             delivery.afterHandingOn(name, seq) { [self] in
-                copier.withLock { $0 }?(name) { [self] copy in
-                    startThread { [self] in writeSnapshot(name, seq, copy) }
-                }
+                copier.withLock { $0 }?(name) { [self] copy in writeSnapshot(name, seq, copy) }
             }
         }
     }
 
     /// Stores the snapshot of `name` at `seq` (a `SnapshotFile` of the collection and its views) and deletes the
-    /// records it covers, but the last `keptRecords`; those too after `purgeDelay` when the collection is gone.
+    /// records it covers, but the last `keptRecords`; those too after `purgeDelay` when the collection is gone. Runs
+    /// on the housekeeper, behind the snapshots and purges queued before it.
     private func writeSnapshot(_ name: String, _ seq: Int64, _ copy: Copy) {
-        defer { _ = snapshotting.withLock { $0.remove(name) } }
-        let started = MonotonicClock.now()
-        let bytes = SnapshotFile.encode(
-            nextSegment: 0, collections: copy.content.map { [(name, $0)] } ?? [], views: copy.views)
-        do throws(StorageError) {
-            let connection = try PGConnection(url)
+        housekeeper.run { [self] connection throws(StorageError) in
+            let started = MonotonicClock.now()
+            let bytes = SnapshotFile.encode(
+                nextSegment: 0, collections: copy.content.map { [(name, $0)] } ?? [], views: copy.views)
             try connection.execute("BEGIN")
-            try connection.execute(
-                PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
+            try connection.execute(PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
             try connection.execute(PostgresSchema.compact, [.text(name), .int64(seq - Self.keptRecords)])
             try connection.execute("COMMIT")
+            _ = snapshotting.withLock { $0.remove(name) }
             logger.info(
                 "snapshot of \(name) at record \(seq) (\(bytes.count) bytes, \(copy.views.count) views) written in "
                     + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
             if copy.content == nil { purgeLater([name: seq]) }
-        } catch {
+        } failed: { [self] error in
             // A grown collection is tried again as it grows on; a deleted one, which may never be written again, with
             // the next batch.
             if copy.content == nil { _ = deletedToSnapshot.withLock { $0.insert(name) } }
+            _ = snapshotting.withLock { $0.remove(name) }
             logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")
         }
     }
@@ -487,20 +491,15 @@ final class PostgresJournal: Journal {
     func purgeLater(_ deleted: [String: Int64]) {
         guard !deleted.isEmpty else { return }
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(purgeDelay))) { [self] in
-            startThread { [self] in purge(deleted) }
-        }
-    }
-
-    private func purge(_ deleted: [String: Int64]) {
-        guard !queue.withLock({ $0.isClosing }) else { return }
-        do throws(StorageError) {
-            let connection = try PGConnection(url)
-            for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) {
-                try connection.execute(PostgresSchema.purge, [.text(name), .int64(seq)])
-                logger.info("records of the deleted collection \(name) up to \(seq) purged")
+            housekeeper.run { [self] connection throws(StorageError) in
+                for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) {
+                    try connection.execute(PostgresSchema.purge, [.text(name), .int64(seq)])
+                    logger.info("records of the deleted collection \(name) up to \(seq) purged")
+                }
+            } failed: { [self] error in
+                logger.warning(
+                    "purging the records of deleted collections failed (\(error)); the next start tries again")
             }
-        } catch {
-            logger.warning("purging the records of deleted collections failed (\(error)); the next start tries again")
         }
     }
 
