@@ -41,6 +41,8 @@ final class PostgresJournal: Journal {
     /// Tells notifications of this server's own commits from those of others.
     private let origin: String
     private let catchUpInterval: Int64
+    /// Record bytes a page the follower reads holds at most, but for its first record (`PostgresSchema.pageBytes`).
+    private let pageBytes: Int
     private let queue = Mutex(Queue())
     private let writerWake = DispatchSemaphore(value: 0)
     /// A pipe that wakes the follower out of `poll`: written by `close` and by the writer.
@@ -72,7 +74,7 @@ final class PostgresJournal: Journal {
     /// `applied`: the last sequence of each collection that recovery applied.
     init(
         url: String, applied: [String: Int64], snapshotBytes: Int, purgeDelay: Int64, catchUpInterval: Int64 = 1000,
-        viewSource: @escaping @Sendable (String) -> String?, logger: Logger
+        pageBytes: Int = PostgresSchema.pageBytes, viewSource: @escaping @Sendable (String) -> String?, logger: Logger
     ) throws(StartupError) {
         self.url = url
         self.viewSource = viewSource
@@ -80,6 +82,7 @@ final class PostgresJournal: Journal {
         self.purgeDelay = purgeDelay
         self.logger = logger
         self.catchUpInterval = catchUpInterval
+        self.pageBytes = pageBytes
         delivery = SequencedDelivery(applied: applied, logger: logger)
         metrics = StoreMetrics()
         origin = String(UInt64.random(in: 1...UInt64.max), radix: 36)
@@ -602,7 +605,7 @@ final class PostgresJournal: Journal {
         while true {
             let applied = names.map { delivery.applied($0) }
             let result = try connection.execute(
-                PostgresSchema.recordsOfAfter, [encodedNames, .int64s(applied), .int64(page)])
+                PostgresSchema.recordsOfAfter, [encodedNames, .int64s(applied), .int64(page), .int64(Int64(pageBytes))])
             // Copied out of the result once, for the check and for the hand-over.
             let rows = (0..<result.rows).map {
                 (name: result.string($0, 0), seq: result.int64($0, 1), record: result.bytes($0, 2))
@@ -627,7 +630,7 @@ final class PostgresJournal: Journal {
                 read.insert(name)
                 start = end
             }
-            if Int64(rows.count) == page { continue }
+            if Int64(rows.count) == page || rows.reduce(0, { $0 + $1.record.count }) >= pageBytes { continue }
             for (name, before) in zip(names, applied) where !read.contains(name) {
                 if let last = wanted[name] ?? nil, last > before, delivery.applied(name) == before {
                     tellFallenBehind(name)

@@ -20,7 +20,10 @@ enum PostgresRecovery {
         var deleted: [String: Int64]
     }
 
-    static func run(url: String, executor: Executor, logger: Logger) throws(StartupError) -> Outcome {
+    /// `pageBytes`: record bytes a page of records read holds at most, but for its first record.
+    static func run(
+        url: String, executor: Executor, logger: Logger, pageBytes: Int = PostgresSchema.pageBytes
+    ) throws(StartupError) -> Outcome {
         let started = MonotonicClock.now()
         let connection = try connect(url, logger: logger)
         try PostgresSchema.prepare(connection)
@@ -60,7 +63,9 @@ enum PostgresRecovery {
             var key = (collection: "", seq: Int64(0))
             let page: Int64 = 10_000
             while true {
-                let result = try connection.execute(PostgresSchema.recordsToReplay, [.int64(lastID), .int64(page)])
+                let result = try connection.execute(
+                    PostgresSchema.recordsToReplay, [.int64(lastID), .int64(page), .int64(Int64(pageBytes))])
+                var bytes = 0
                 for row in 0..<result.rows {
                     key = (result.string(row, 0), result.int64(row, 1))
                     lastID = result.int64(row, 3)
@@ -71,8 +76,10 @@ enum PostgresRecovery {
                                 + "to \(key.seq - 1); refusing to start on wrong data")
                     }
                     let record: JournalRecord
+                    let encoded = result.bytes(row, 2)
+                    bytes += encoded.count
                     do throws(BinaryReader.Malformed) {
-                        record = try RecordCodec.decode(result.bytes(row, 2))
+                        record = try RecordCodec.decode(encoded)
                     } catch {
                         throw StartupError("record \(key.seq) of collection \(key.collection) is unreadable")
                     }
@@ -88,7 +95,7 @@ enum PostgresRecovery {
                     replayed.insert(key.collection)
                     records += 1
                 }
-                if Int64(result.rows) < page { break }
+                if Int64(result.rows) < page && bytes < pageBytes { break }
             }
             try restoreSnapshots(before: .max)
             // A snapshot of a view's earlier source may hold a view deleted since under another source, whose

@@ -126,16 +126,27 @@ enum PostgresSchema {
         SELECT seq, record FROM changeserver_records WHERE collection = $1 AND seq > $2 ORDER BY seq LIMIT $3
         """
 
+    /// Record bytes a page read by the follower or a starting server holds at most, but for its first record: a
+    /// page of 1,000 records of a collection replaced back to back (10 MB each) would otherwise take 10 GB at once.
+    static let pageBytes = 32 << 20
+
     /// Records of the collections `$1` (a `bytea[]` of UTF-8 names), each after its sequence in `$2` (a
-    /// `bigint[]`), at most `$3` of each, and at most `$3` in all: `(collection, seq, record, id)` in id order. Rows
-    /// left out of a full answer all have ids above those in it. The names are compared in the column's collation
-    /// (`convert_from` gives that of its `name` argument, "C"), so that the `(collection, seq)` index serves.
+    /// `bigint[]`), at most `$3` of each, and at most `$3` in all: `(collection, seq, record, id)` in id order, cut
+    /// after the record that reaches `$4` bytes of records. Rows left out of a full answer (`$3` rows, or `$4`
+    /// bytes) all have ids above those in it. The names are compared in the column's collation (`convert_from`
+    /// gives that of its `name` argument, "C"), so that the `(collection, seq)` index serves. The bytes are counted
+    /// over the page the count limit gives (sorted keeping only its `$3` rows), and `octet_length` reads a stored
+    /// record's length without reading the record.
     static let recordsOfAfter = """
-        SELECT r.collection, r.seq, r.record, r.id FROM unnest($1::bytea[], $2::bigint[]) AS a(name, after)
-        CROSS JOIN LATERAL (
-            SELECT collection, seq, record, id FROM changeserver_records
-            WHERE collection = convert_from(a.name, 'UTF8') COLLATE "default" AND seq > a.after ORDER BY seq LIMIT $3) r
-        ORDER BY r.id LIMIT $3
+        SELECT collection, seq, record, id FROM (
+            SELECT *, sum(octet_length(record)) OVER (ORDER BY id) - octet_length(record) AS before FROM (
+                SELECT r.collection, r.seq, r.record, r.id FROM unnest($1::bytea[], $2::bigint[]) AS a(name, after)
+                CROSS JOIN LATERAL (
+                    SELECT collection, seq, record, id FROM changeserver_records
+                    WHERE collection = convert_from(a.name, 'UTF8') COLLATE "default" AND seq > a.after
+                    ORDER BY seq LIMIT $3) r
+                ORDER BY r.id LIMIT $3) page) counted
+        WHERE before < $4 ORDER BY id
         """
 
     static let lastSequences = "SELECT name, last_seq FROM changeserver_collections"
@@ -151,12 +162,16 @@ enum PostgresSchema {
     /// The snapshot of collection `$1`, to start it anew when its records were compacted away.
     static let snapshot = "SELECT seq, content FROM changeserver_snapshots WHERE collection = $1"
 
-    /// Records not covered by a snapshot, `(collection, seq, record, id)` in id order after id `$1`, at most `$2`.
+    /// Records not covered by a snapshot, `(collection, seq, record, id)` in id order after id `$1`, at most `$2`,
+    /// cut after the record that reaches `$3` bytes of records (as `recordsOfAfter`).
     static let recordsToReplay = """
-        SELECT r.collection, r.seq, r.record, r.id FROM changeserver_records r
-        LEFT JOIN changeserver_snapshots s ON s.collection = r.collection
-        WHERE r.seq > coalesce(s.seq, 0) AND r.id > $1
-        ORDER BY r.id LIMIT $2
+        SELECT collection, seq, record, id FROM (
+            SELECT *, sum(octet_length(record)) OVER (ORDER BY id) - octet_length(record) AS before FROM (
+                SELECT r.collection, r.seq, r.record, r.id FROM changeserver_records r
+                LEFT JOIN changeserver_snapshots s ON s.collection = r.collection
+                WHERE r.seq > coalesce(s.seq, 0) AND r.id > $1
+                ORDER BY r.id LIMIT $2) page) counted
+        WHERE before < $3 ORDER BY id
         """
 
     /// Stores the snapshot of collection `$1` at sequence `$2` (content `$3`, NULL for none), with the id of that

@@ -1,0 +1,111 @@
+import Foundation
+import Model
+import ProcessSupport
+import Synchronization
+import Testing
+
+@testable import ChangeServer
+
+/// Pages of records read from PostgreSQL (by a starting server and by the follower) are bounded in bytes as well
+/// as in count: a page is cut after the record that reaches the limit, so it always holds at least one record.
+extension LivePostgresTests {
+    /// The two reads, straight against the schema: records of 10,000 bytes, interleaved between two collections.
+    @Test func pagesAreCutAfterTheRecordThatReachesTheByteLimit() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("pages")
+        let connection = try PGConnection(url)
+        try PostgresSchema.prepare(connection)
+        func insert(_ collection: String, _ seqs: ClosedRange<Int>) throws {
+            try cluster.sql(
+                "INSERT INTO changeserver_records (collection, seq, record) SELECT '\(collection)', g, "
+                    + "decode(repeat('ab', 10000), 'hex') FROM generate_series(\(seqs.lowerBound), \(seqs.upperBound)) g",
+                database: "pages")
+        }
+        try insert("a", 1...3)
+        try insert("b", 1...2)
+        try insert("a", 4...6)
+        try insert("b", 3...4)
+        func replay(after id: Int64, limit: Int64, bytes: Int64) throws -> [String] {
+            let result = try connection.execute(
+                PostgresSchema.recordsToReplay, [.int64(id), .int64(limit), .int64(bytes)])
+            return (0..<result.rows).map { "\(result.string($0, 0))\(result.int64($0, 1))" }
+        }
+        #expect(try replay(after: 0, limit: 1000, bytes: 25_000) == ["a1", "a2", "a3"])
+        #expect(try replay(after: 0, limit: 1000, bytes: 30_000) == ["a1", "a2", "a3"])
+        #expect(try replay(after: 0, limit: 1000, bytes: 30_001) == ["a1", "a2", "a3", "b1"])
+        #expect(try replay(after: 0, limit: 1000, bytes: 1) == ["a1"], "a page holds one record at least")
+        #expect(try replay(after: 3, limit: 2, bytes: 1 << 30) == ["b1", "b2"])
+        #expect(try replay(after: 0, limit: 1000, bytes: 1 << 30).count == 10)
+        func follow(_ after: [String: Int64], limit: Int64, bytes: Int64) throws -> [String] {
+            let names = after.keys.sorted()
+            let result = try connection.execute(
+                PostgresSchema.recordsOfAfter,
+                [
+                    PGParameter.byteArrays(names.map { Array($0.utf8) }), .int64s(names.map { after[$0] ?? 0 }),
+                    .int64(limit), .int64(bytes),
+                ])
+            return (0..<result.rows).map { "\(result.string($0, 0))\(result.int64($0, 1))" }
+        }
+        #expect(try follow(["a": 1, "b": 0], limit: 1000, bytes: 25_000) == ["a2", "a3", "b1"])
+        #expect(try follow(["a": 5, "b": 1], limit: 1000, bytes: 1 << 30) == ["b2", "a6", "b3", "b4"])
+        #expect(try follow(["a": 5, "b": 1], limit: 1000, bytes: 10_000) == ["b2"])
+        #expect(try follow(["a": 0], limit: 2, bytes: 1 << 30) == ["a1", "a2"])
+    }
+
+    /// A starting server whose pages hold about two records replays every one of them (it stopped at the first
+    /// page that was not full in count).
+    @Test func aStartReadsEveryPageCutByBytes() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("startpages")
+        let server = try ServerProcess(["--postgres", url])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        for step in 0..<20 {
+            let data = String(repeating: "x", count: 10_000)
+            #expect(try server.client.put("/v1/collections/c/items/i\(step)", ["data": data]).status == 201)
+        }
+        let running = try server.client.get("/v1/collections/c").object
+        let executor = Executor(registry: Registry(), limits: HistoryLimits())
+        let outcome = try PostgresRecovery.run(
+            url: url, executor: executor, logger: Logger(level: .warning), pageBytes: 25_000)
+        #expect(outcome.applied["c"] == 21)
+        let content = executor.registry.entry("c")?.content.withLock { $0 }
+        #expect(content?.itemCount == 20)
+        #expect(content.map { "\($0.version)" } == running["version"] as? String)
+    }
+
+    /// The follower reads what a notification names in pages of about two records, and goes on until it has
+    /// read them all (the catch-up every second is off here, so a follower that stopped at the first page short
+    /// in count would have applied three records of ten).
+    @Test func theFollowerReadsEveryPageCutByBytes() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("followpages")
+        try PostgresSchema.prepare(PGConnection(url))
+        let applied = Mutex<[String]>([])
+        let journal = try PostgresJournal(
+            url: url, applied: [:], snapshotBytes: 1 << 30, purgeDelay: 60_000, catchUpInterval: 3_600_000,
+            pageBytes: 25_000, viewSource: { _ in nil }, logger: Logger(level: .warning))
+        defer { journal.close() }
+        journal.start(
+            applyingRemote: { record, _ in
+                if case .upsert(_, let id, _, _, _, _) = record { applied.withLock { $0.append(id) } }
+            },
+            copyOnLane: { _, _ in }, fellBehind: { _ in })
+        // The follower listens once it has connected: the records go in when its first catch-up has read nothing.
+        #expect(try eventually { journal.metrics.render().contains("changeserver_store_catch_ups_total 1") })
+        let writer = try PGConnection(url)
+        try writer.execute("BEGIN")
+        try writer.execute("INSERT INTO changeserver_collections (name, last_seq) VALUES ('f', 10)")
+        for seq in 1...10 {
+            let data = JSONData(canonical: "\"" + String(repeating: "y", count: 10_000) + "\"")
+            let record = RecordCodec.encode(
+                .upsert(collection: "f", id: "i\(seq)", data: data, section: nil, index: nil, conditions: .none))
+            try writer.execute(
+                "INSERT INTO changeserver_records (collection, seq, record) VALUES ('f', $1, $2)",
+                [.int64(Int64(seq)), .bytes(record)])
+        }
+        try writer.execute("COMMIT")
+        try writer.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text("another f:10")])
+        #expect(try eventually { applied.withLock { $0.count } == 10 }, "\(applied.withLock { $0 })")
+        #expect(applied.withLock { $0 } == (1...10).map { "i\($0)" })
+    }
+}
