@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Model
 import ProcessSupport
@@ -107,5 +108,50 @@ extension LivePostgresTests {
         try writer.execute(PostgresSchema.notify, [.text(PostgresSchema.channel), .text("another f:10")])
         #expect(try eventually { applied.withLock { $0.count } == 10 }, "\(applied.withLock { $0 })")
         #expect(applied.withLock { $0 } == (1...10).map { "i\($0)" })
+    }
+}
+
+/// The housekeeper's connection, against a real database.
+extension LivePostgresTests {
+    /// A job that fails inside a transaction leaves its connection behind (the next job would meet "current
+    /// transaction is aborted"); a connection the database ended between two jobs (a restart) is replaced and the
+    /// job runs on the new one instead of failing.
+    @Test func theHousekeeperStartsAfreshAfterAFailedJobAndAnEndedConnection() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("housekeeper")
+        let housekeeper = Housekeeper(url: url)
+        defer { _ = housekeeper.close(until: MonotonicClock.now() + 5000) }
+        let outcomes = Mutex<[String]>([])
+        let backends = Mutex<[Int64]>([])
+        let done = DispatchSemaphore(value: 0)
+        func run(_ name: String, _ statements: [String], then: @escaping @Sendable () -> Void = {}) {
+            housekeeper.run { connection throws(StorageError) in
+                for statement in statements { try connection.execute(statement) }
+                let pid = try connection.execute("SELECT pg_backend_pid()::bigint").int64(0, 0)
+                backends.withLock { $0.append(pid) }
+                outcomes.withLock { $0.append("\(name) ran") }
+                then()
+                done.signal()
+            } failed: { _ in
+                outcomes.withLock { $0.append("\(name) failed") }
+                done.signal()
+            }
+        }
+        run("before", [])
+        run("dividing", ["BEGIN", "SELECT 1 / 0"])
+        run("after", ["SELECT 1"])
+        for _ in 0..<3 { #expect(done.wait(timeout: .now() + 20) == .success) }
+        #expect(outcomes.withLock { $0 } == ["before ran", "dividing failed", "after ran"])
+        // The next job waits until the first has handed its connection on, and the database ends it meanwhile.
+        let ended = DispatchSemaphore(value: 0)
+        run("first", []) { _ = ended.wait(timeout: .now() + 20) }
+        run("second", ["SELECT 1"])
+        let first = try #require(
+            waitUntil(timeout: 20) { backends.withLock { $0.count } == 3 } ? backends.withLock { $0.last } : nil)
+        try cluster.sql("SELECT pg_terminate_backend(\(first))", database: "housekeeper")
+        ended.signal()
+        for _ in 0..<2 { #expect(done.wait(timeout: .now() + 20) == .success) }
+        #expect(outcomes.withLock { $0 } == ["before ran", "dividing failed", "after ran", "first ran", "second ran"])
+        #expect(backends.withLock { $0.last } != first, "the second ran on a new connection")
     }
 }

@@ -9,7 +9,9 @@ import Synchronization
 /// at a time, so that many large snapshots never hold many encodings in memory together.
 final class Housekeeper: Sendable {
     /// One piece of work, given the connection; it handles its own failures. A job that throws leaves the
-    /// connection to be closed (it may be inside a transaction that failed) and the next job opens a new one.
+    /// connection to be closed (it may be inside a transaction that failed) and the next job opens a new one. A job
+    /// that found a connection kept from an earlier job broken (the database restarted meanwhile) runs once more on
+    /// a new one, so a job must be safe to run twice.
     typealias Job = @Sendable (PGConnection) throws(StorageError) -> Void
 
     private struct Entry {
@@ -46,15 +48,19 @@ final class Housekeeper: Sendable {
     }
 
     /// Drops the jobs not started and waits until `deadline` (`MonotonicClock.now()`) for the running one; false
-    /// when it is still running then (a database that does not answer), the thread left behind.
+    /// when it is still running then (a database that does not answer, or a large snapshot still being encoded),
+    /// the thread left behind.
     func close(until deadline: Int64) -> Bool {
         state.withLock { state in
             state.isClosing = true
             state.queue = []
         }
         wake.signal()
-        guard let running = thread.withLock({ $0 }) else { return true }
-        return running.join(within: Int(max(0, deadline - MonotonicClock.now())))
+        let running = thread.withLock { thread in
+            defer { thread = nil }
+            return thread
+        }
+        return running?.join(within: Int(max(0, deadline - MonotonicClock.now()))) ?? true
     }
 
     private func loop() {
@@ -67,27 +73,45 @@ final class Housekeeper: Sendable {
                 wake.wait()
                 continue
             }
-            if connection == nil {
-                do throws(StorageError) {
-                    connection = try PGConnection(url)
-                } catch {
-                    // The database is unreachable: the jobs waiting behind this one would each wait for their own
-                    // connection attempt (up to 5 s), so they fail now too, and are tried again as their owners do.
-                    let waiting = state.withLock { state in
-                        defer { state.queue = [] }
-                        return state.queue
-                    }
-                    for failing in [entry] + waiting { failing.failed(error) }
-                    continue
-                }
-            }
-            guard let current = connection else { continue }
+            connection = run(entry, on: connection)
+        }
+    }
+
+    /// Runs `entry` on `kept` (the connection of the jobs before, if any), or on a new connection, and returns the
+    /// connection to keep for the next job (nil after a failure).
+    private func run(_ entry: Entry, on kept: PGConnection?) -> PGConnection? {
+        if let kept {
             do throws(StorageError) {
-                try entry.job(current)
+                try entry.job(kept)
+                return kept
             } catch {
-                connection = nil
-                entry.failed(error)
+                guard kept.isBroken else {
+                    entry.failed(error)
+                    return nil
+                }
+                // The database ended the connection after the last job (a restart, a failover): the job did not
+                // fail for its own sake, so it runs once more on a new connection.
             }
+        }
+        let fresh: PGConnection
+        do throws(StorageError) {
+            fresh = try PGConnection(url)
+        } catch {
+            // The database is unreachable: the jobs waiting behind this one would each wait for their own
+            // connection attempt (up to 5 s), so they fail now too, and are tried again as their owners do.
+            let waiting = state.withLock { state in
+                defer { state.queue = [] }
+                return state.queue
+            }
+            for failing in [entry] + waiting { failing.failed(error) }
+            return nil
+        }
+        do throws(StorageError) {
+            try entry.job(fresh)
+            return fresh
+        } catch {
+            entry.failed(error)
+            return nil
         }
     }
 }

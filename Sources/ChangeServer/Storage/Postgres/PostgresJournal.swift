@@ -82,7 +82,7 @@ final class PostgresJournal: Journal {
         self.purgeDelay = purgeDelay
         self.logger = logger
         self.catchUpInterval = catchUpInterval
-        self.pageBytes = pageBytes
+        self.pageBytes = max(1, pageBytes)
         delivery = SequencedDelivery(applied: applied, logger: logger)
         metrics = StoreMetrics()
         origin = String(UInt64.random(in: 1...UInt64.max), radix: 36)
@@ -170,7 +170,11 @@ final class PostgresJournal: Journal {
         for thread in running where !thread.join(within: Int(max(0, deadline - MonotonicClock.now()))) {
             answered = false
         }
-        if !answered { logger.warning("PostgreSQL does not answer: stopping without waiting for it any longer") }
+        if !answered {
+            logger.warning(
+                "PostgreSQL does not answer (or a snapshot is still being written): stopping without waiting for it "
+                    + "any longer")
+        }
     }
 
     var storeState: StoreState? { metrics.isUp ? .up : .down }

@@ -62,6 +62,7 @@ enum PostgresRecovery {
             var lastID: Int64 = 0
             var key = (collection: "", seq: Int64(0))
             let page: Int64 = 10_000
+            let pageBytes = max(1, pageBytes)
             while true {
                 let result = try connection.execute(
                     PostgresSchema.recordsToReplay, [.int64(lastID), .int64(page), .int64(Int64(pageBytes))])
