@@ -92,7 +92,7 @@ extension LivePostgresTests {
             },
             copyOnLane: { _, _ in }, fellBehind: { _ in })
         // The follower listens once it has connected: the records go in when its first catch-up has read nothing.
-        #expect(try eventually { journal.metrics.render().contains("changeserver_store_catch_ups_total 1") })
+        #expect(try eventually { journal.metricsText().contains("changeserver_store_catch_ups_total 1") })
         let writer = try PGConnection(url)
         try writer.execute("BEGIN")
         try writer.execute("INSERT INTO changeserver_collections (name, last_seq) VALUES ('f', 10)")

@@ -259,6 +259,13 @@ import Testing
         #expect(snapshots == 64, "every collection snapshotted")
         #expect(most <= 3, "at most writer, follower and housekeeper")
         #expect(!server.log.contains("failed"), "no snapshot refused a connection")
+        let metrics = try server.client.get("/metrics").text
+        for line in [
+            "changeserver_store_snapshots_total 64", "changeserver_store_snapshot_failures_total 0",
+            "changeserver_store_housekeeping_jobs 0",
+        ] {
+            #expect(metrics.contains(line + "\n"), "\(line)")
+        }
         #expect(
             try eventually {
                 try cluster.sql(connections).trimmingCharacters(in: .whitespacesAndNewlines) == "2"

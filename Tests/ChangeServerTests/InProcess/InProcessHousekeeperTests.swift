@@ -65,7 +65,9 @@ import Testing
                 outcomes.withLock { $0.append("failed \(index)") }
             }
         }
+        #expect(housekeeper.backlog == 3, "the job under way and the two behind it")
         #expect(housekeeper.close(until: MonotonicClock.now() + 10_000))
+        #expect(housekeeper.backlog == 0)
         housekeeper.run { _ throws(StorageError) in
             outcomes.withLock { $0.append("ran 3") }
         } failed: { _ in

@@ -22,6 +22,7 @@ final class Housekeeper: Sendable {
 
     private struct State {
         var queue: [Entry] = []
+        var isRunning = false
         var isClosing = false
     }
 
@@ -47,6 +48,10 @@ final class Housekeeper: Sendable {
         if taken { wake.signal() }
     }
 
+    /// Jobs handed in and not finished (the running one included): a backlog that grows says snapshots come
+    /// faster than they are written.
+    var backlog: Int { state.withLock { $0.queue.count + ($0.isRunning ? 1 : 0) } }
+
     /// Drops the jobs not started and waits until `deadline` (`MonotonicClock.now()`) for the running one; false
     /// when it is still running then (a database that does not answer, or a large snapshot still being encoded),
     /// the thread left behind.
@@ -66,7 +71,10 @@ final class Housekeeper: Sendable {
     private func loop() {
         var connection: PGConnection?
         while true {
-            let next = state.withLock { $0.queue.isEmpty ? nil : $0.queue.removeFirst() }
+            let next = state.withLock { state in
+                state.isRunning = !state.queue.isEmpty
+                return state.isRunning ? state.queue.removeFirst() : nil
+            }
             guard let entry = next else {
                 connection = nil
                 if state.withLock({ $0.isClosing }) { return }

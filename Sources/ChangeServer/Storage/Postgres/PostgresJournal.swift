@@ -179,7 +179,7 @@ final class PostgresJournal: Journal {
 
     var storeState: StoreState? { metrics.isUp ? .up : .down }
 
-    func metricsText() -> String { metrics.render() }
+    func metricsText() -> String { metrics.render(housekeepingJobs: housekeeper.backlog) }
 
     // MARK: Writing
 
@@ -479,6 +479,7 @@ final class PostgresJournal: Journal {
             try connection.execute(PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
             try connection.execute(PostgresSchema.compact, [.text(name), .int64(seq - Self.keptRecords)])
             try connection.execute("COMMIT")
+            metrics.snapshotStored()
             _ = snapshotting.withLock { $0.remove(name) }
             logger.info(
                 "snapshot of \(name) at record \(seq) (\(bytes.count) bytes, \(copy.views.count) views) written in "
@@ -488,6 +489,7 @@ final class PostgresJournal: Journal {
             // A grown collection is tried again as it grows on; a deleted one, which may never be written again, with
             // the next batch.
             if copy.content == nil { _ = deletedToSnapshot.withLock { $0.insert(name) } }
+            metrics.snapshotFailed()
             _ = snapshotting.withLock { $0.remove(name) }
             logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")
         }

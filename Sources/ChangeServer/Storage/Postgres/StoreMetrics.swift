@@ -1,13 +1,15 @@
 import Synchronization
 
 /// What `/metrics` shows of the PostgreSQL backend: whether it is reachable, how long its commits take, how
-/// often it reconnected, and how many records of other servers were applied.
+/// often it reconnected, how many records of other servers were applied, and how its snapshots fare.
 final class StoreMetrics: Sendable {
     private struct State {
         var isUp = false
         var reconnects = 0
         var remoteRecords = 0
         var catchUps = 0
+        var snapshots = 0
+        var snapshotFailures = 0
         var buckets = [Int](repeating: 0, count: StoreMetrics.bounds.count)
         var sum = 0.0
         var count = 0
@@ -30,6 +32,8 @@ final class StoreMetrics: Sendable {
     func reconnected() { state.withLock { $0.reconnects += 1 } }
     func appliedRemote(_ count: Int) { state.withLock { $0.remoteRecords += count } }
     func caughtUp() { state.withLock { $0.catchUps += 1 } }
+    func snapshotStored() { state.withLock { $0.snapshots += 1 } }
+    func snapshotFailed() { state.withLock { $0.snapshotFailures += 1 } }
 
     /// A group-commit transaction took `seconds` (from `BEGIN` to the answer of `COMMIT`).
     func committed(seconds: Double) {
@@ -40,7 +44,8 @@ final class StoreMetrics: Sendable {
         }
     }
 
-    func render() -> String {
+    /// `housekeepingJobs`: the housekeeper's backlog (`Housekeeper.backlog`).
+    func render(housekeepingJobs: Int) -> String {
         let snapshot = state.withLock { $0 }
         var lines: [String] = []
         func metric(_ name: String, _ type: String, _ help: String) {
@@ -55,6 +60,16 @@ final class StoreMetrics: Sendable {
         lines.append("changeserver_store_remote_records_total \(snapshot.remoteRecords)")
         metric("changeserver_store_catch_ups_total", "counter", "Periodic reads of every collection's last sequence.")
         lines.append("changeserver_store_catch_ups_total \(snapshot.catchUps)")
+        metric("changeserver_store_snapshots_total", "counter", "Snapshots of collections stored in PostgreSQL.")
+        lines.append("changeserver_store_snapshots_total \(snapshot.snapshots)")
+        metric(
+            "changeserver_store_snapshot_failures_total", "counter",
+            "Snapshots that could not be stored (their records are kept; tried again later).")
+        lines.append("changeserver_store_snapshot_failures_total \(snapshot.snapshotFailures)")
+        metric(
+            "changeserver_store_housekeeping_jobs", "gauge",
+            "Snapshots and purges queued or being written, one at a time, on the housekeeper's connection.")
+        lines.append("changeserver_store_housekeeping_jobs \(housekeepingJobs)")
         metric("changeserver_store_commit_seconds", "histogram", "Latency of group-commit transactions.")
         for (index, bound) in Self.bounds.enumerated() {
             lines.append("changeserver_store_commit_seconds_bucket{le=\"\(bound)\"} \(snapshot.buckets[index])")
