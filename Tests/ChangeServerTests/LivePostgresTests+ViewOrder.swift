@@ -27,10 +27,7 @@ extension LivePostgresTests {
         let cluster = try PostgresCluster()
         let url = try cluster.createDatabase("partial")
         let server = try ServerProcess(["--postgres", url])
-        for name in ["zeta", "alpha"] {
-            let body: [String: Any] = ["sections": [["id": "s", "items": [["id": name, "data": name]]]]]
-            #expect(try server.client.put("/v1/collections/\(name)", body).status == 201)
-        }
+        try Self.createSources(through: server)
         func appended(_ collection: String, _ source: String, epoch: String) -> String {
             let record = RecordCodec.encode(
                 .defineView(
@@ -69,10 +66,7 @@ extension LivePostgresTests {
         let cluster = try PostgresCluster()
         let url = try cluster.createDatabase("ownmove")
         let server = try ServerProcess(["--postgres", url])
-        for name in ["zeta", "alpha"] {
-            let body: [String: Any] = ["sections": [["id": "s", "items": [["id": name, "data": name]]]]]
-            #expect(try server.client.put("/v1/collections/\(name)", body).status == 201)
-        }
+        try Self.createSources(through: server)
         #expect(try server.client.put("/v1/views/v", ["source": "zeta"]).status == 201)
         let another = try PGConnection(url)
         let record = RecordCodec.encode(
@@ -228,10 +222,14 @@ extension LivePostgresTests {
         #expect(try restarted.client.get("/v1/views/v").text == expected)
     }
 
-    /// Creates collections `zeta` and `alpha` (one item each) through a server, runs `steps` on it (with a wait for
-    /// a collection's snapshot row) while another server is stopped (SIGSTOP, so that it reads all their records
-    /// at once when it goes on), then checks that each of `views` reads the same (definition, version, content,
-    /// or `404`) on that server, on the other one, and on one started afterwards.
+    /// Creates the two collections the views here move between, `zeta` and `alpha`, one item each.
+    private static func createSources(through server: ServerProcess) throws {
+        for name in ["zeta", "alpha"] {
+            let body: [String: Any] = ["sections": [["id": "s", "items": [["id": name, "data": name]]]]]
+            #expect(try server.client.put("/v1/collections/\(name)", body).status == 201)
+        }
+    }
+
     /// Writes 60 items of about 100 bytes to `collection`: more than `--snapshot-bytes 4096`, so it is snapshotted.
     private static func fill(_ collection: String, through server: ServerProcess) throws {
         let filler = String(repeating: "x", count: 100)
@@ -241,6 +239,10 @@ extension LivePostgresTests {
         }
     }
 
+    /// Creates collections `zeta` and `alpha` (one item each) through a server, runs `steps` on it (with a wait for
+    /// a collection's snapshot row) while another server is stopped (SIGSTOP, so that it reads all their records
+    /// at once when it goes on), then checks that each of `views` reads the same (definition, version, content,
+    /// or `404`) on that server, on the other one, and on one started afterwards.
     private func checkViewsAgree(
         database: String, views: [String], snapshotBytes: Int? = nil,
         _ steps: (ServerProcess, _ snapshotted: (String) throws -> Bool) throws -> Void
@@ -250,10 +252,7 @@ extension LivePostgresTests {
         let options = snapshotBytes.map { ["--snapshot-bytes", "\($0)"] } ?? []
         let server = try ServerProcess(["--postgres", url] + options)
         let follower = try ServerProcess(["--postgres", url])
-        for name in ["zeta", "alpha"] {
-            let body: [String: Any] = ["sections": [["id": "s", "items": [["id": name, "data": name]]]]]
-            #expect(try server.client.put("/v1/collections/\(name)", body).status == 201)
-        }
+        try Self.createSources(through: server)
         kill(follower.process.processIdentifier, SIGSTOP)
         defer { kill(follower.process.processIdentifier, SIGCONT) }
         try steps(server) { name in
