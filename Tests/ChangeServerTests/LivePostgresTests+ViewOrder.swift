@@ -83,6 +83,42 @@ extension LivePostgresTests {
         #expect(try server.client.get("/v1/collections/zeta/items/late").status == 200)
     }
 
+    /// A view's move waits for the follower to read the source it leaves, but not for good: with the follower's
+    /// database backend stalled (`SIGSTOP`, its connection still up) while the writer's works, the move is
+    /// answered after `PostgresJournal.movePatience` (2 s), not never.
+    @Test func aViewMoveIsAnsweredWhileTheFollowerCannotRead() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("stalled")
+        let server = try ServerProcess(["--postgres", url])
+        try Self.createSources(through: server)
+        #expect(try server.client.put("/v1/views/v", ["source": "zeta"]).status == 201)
+        // The follower's backend is the one whose last statement is its catch-up (every second).
+        let query =
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'changeserver' "
+            + "AND query LIKE 'SELECT name, last_seq%'"
+        var backend: pid_t = 0
+        #expect(
+            try eventually {
+                backend =
+                    pid_t(try cluster.sql(query, database: "stalled").trimmingCharacters(in: .whitespacesAndNewlines))
+                    ?? 0
+                return backend > 0
+            })
+        try #require(backend > 0)
+        kill(backend, SIGSTOP)
+        defer { kill(backend, SIGCONT) }
+        // Its next catch-up, within a second, is sent and never answered.
+        usleep(1_500_000)
+        let started = Date()
+        #expect(try server.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
+        let waited = Date().timeIntervalSince(started)
+        #expect(waited > 1.5 && waited < 10, "answered after \(waited) s")
+        kill(backend, SIGCONT)
+        let shown = try server.client.get("/v1/views/v").object
+        #expect((shown["definition"] as? [String: Any])?["source"] as? String == "alpha", "\(shown)")
+        #expect(server.log.contains("handed on without it"))
+    }
+
     /// A view defined on `zeta`, deleted, then defined again on `alpha` exists on a server started afterwards (it
     /// was `404`: the deletion, stored under `zeta`, was replayed after the definition stored under `alpha`).
     @Test func aViewDeletedAndDefinedOnAnotherSourceExistsAfterARestart() throws {

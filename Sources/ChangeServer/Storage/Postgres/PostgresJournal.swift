@@ -10,8 +10,8 @@ import Synchronization
 /// statement raises the collection's `last_seq` and inserts its records with the sequences it covers; then `COMMIT`;
 /// then a `NOTIFY` (in a transaction of its own) wakes the other servers. A record's callback runs only after the
 /// commit, through `SequencedDelivery`, which also hands on the records of other servers, so every server applies
-/// each collection's records in the same order. A batch that holds a view's record is handed on after the
-/// follower's next catch-up of every collection instead (`catchUpAndRelease`).
+/// each collection's records in the same order. A batch that moves a view to another source is handed on once
+/// the follower has read the source it leaves (`releaseMovedViews`).
 ///
 /// Following: a follower thread `LISTEN`s and, on each notification, reads the new records of the collections it
 /// names (all of them instead when those hold a view's record, see `follow`); every second, and after each
@@ -29,9 +29,10 @@ final class PostgresJournal: Journal {
         var isClosing = false
         /// Collections whose records of other servers the follower should read now.
         var toFollow: Set<String> = []
-        /// Committed batches of this server that hold a view's record, handed on by the follower after a catch-up
-        /// of every collection (`releaseAfterCatchUp`).
-        var awaitingCatchUp: [Range] = []
+        /// Committed batches of this server that move a view to another source, handed on once the follower has
+        /// read the records of the sources they leave (`releaseMovedViews`).
+        var awaitingCatchUp: [AwaitingCatchUp] = []
+        var lastAwaitingID = 0
         /// Set by the follower when its connection broke: the writer's, idle and so untested, is likely broken
         /// too. The writer reconnects at once, so that the store is reported down while the database is, and the
         /// first write after an outage does not meet a dead connection.
@@ -187,6 +188,17 @@ final class PostgresJournal: Journal {
     func metricsText() -> String { metrics.render(housekeepingJobs: housekeeper.backlog) }
 
     // MARK: Writing
+
+    /// A committed batch of this server that moves a view away from `sources` (see `releaseMovedViews`).
+    private struct AwaitingCatchUp {
+        let id: Int
+        let ranges: [Range]
+        let sources: Set<String>
+    }
+
+    /// How long a batch that moves a view waits for the follower to read the sources it leaves before it is
+    /// handed on without (a follower that cannot read: its connection lost, or its backend stalled).
+    static let movePatience = 2000
 
     /// Records whose `COMMIT` got no answer (the connection broke while it ran): they may or may not be in the
     /// database, so their callers wait until a new connection tells.
@@ -395,13 +407,54 @@ final class PostgresJournal: Journal {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
         snapshotIfGrown(batch, assigned, &bytesSinceSnapshot)
-        if batch.contains(where: { RecordCodec.isViewRecord($0.local.record) }) {
-            queue.withLock { $0.awaitingCatchUp += assigned }
-            wakeFollower()
-        } else {
+        let left = sourcesLeft(by: batch)
+        if left.isEmpty {
             release(assigned)
+        } else {
+            awaitCatchUp(assigned, of: left)
         }
         return .committed
+    }
+
+    /// The sources that the batch's view records move their views away from: each view's source as applied here,
+    /// where the record is stored under another collection (its new source).
+    private func sourcesLeft(by batch: [(collection: String, local: SequencedDelivery.Local)]) -> Set<String> {
+        var left: Set<String> = []
+        for entry in batch {
+            guard let change = RecordCodec.viewChange(entry.local.record),
+                let source = viewSource(change.view), source != entry.collection
+            else { continue }
+            left.insert(source)
+        }
+        return left
+    }
+
+    /// Leaves `ranges` to the follower, which hands them on once it has read `sources` (`releaseMovedViews`), or
+    /// hands them on itself after `movePatience`.
+    private func awaitCatchUp(_ ranges: [Range], of sources: Set<String>) {
+        let id = queue.withLock { queue in
+            queue.lastAwaitingID += 1
+            queue.awaitingCatchUp.append(AwaitingCatchUp(id: queue.lastAwaitingID, ranges: ranges, sources: sources))
+            return queue.lastAwaitingID
+        }
+        wakeFollower()
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Self.movePatience)) { [self] in
+            let late = takeAwaiting { $0.id == id }
+            guard !late.isEmpty else { return }
+            logger.warning(
+                "a view's move waited \(Self.movePatience) ms for the follower to read \(sources.sorted()); "
+                    + "handed on without it")
+            release(late.flatMap(\.ranges))
+        }
+    }
+
+    /// Takes the batches waiting for a catch-up that `which` picks out of the queue (each is handed on once).
+    private func takeAwaiting(_ which: (AwaitingCatchUp) -> Bool) -> [AwaitingCatchUp] {
+        queue.withLock { queue in
+            let taken = queue.awaitingCatchUp.filter(which)
+            queue.awaitingCatchUp.removeAll(where: which)
+            return taken
+        }
     }
 
     /// Hands on committed records of this server (as soon as the records before them in their collections are);
@@ -417,14 +470,9 @@ final class PostgresJournal: Journal {
         }
     }
 
-    /// Hands on the batches waiting for a catch-up (`awaitingCatchUp`) without one: at a stop, once the follower
-    /// is gone.
+    /// Hands on the batches waiting for a catch-up (`awaitingCatchUp`) without one: at a stop.
     private func releaseWaiting() {
-        release(
-            queue.withLock { queue in
-                defer { queue.awaitingCatchUp = [] }
-                return queue.awaitingCatchUp
-            })
+        release(takeAwaiting { _ in true }.flatMap(\.ranges))
     }
 
     /// The statements that note, for each view record of the batch, that it is its view's latest (in the order of
@@ -554,7 +602,7 @@ final class PostgresJournal: Journal {
                 do throws(StorageError) {
                     let fresh = try PGConnection(url)
                     try fresh.execute("LISTEN " + PostgresSchema.channel)
-                    try catchUpAndRelease(fresh)
+                    try catchUp(fresh)
                     connection = fresh
                     lastCatchUp = MonotonicClock.now()
                     backoff.reset()
@@ -569,9 +617,8 @@ final class PostgresJournal: Journal {
                     defer { queue.toFollow = [] }
                     return queue.toFollow
                 }
-                var everything =
-                    MonotonicClock.now() - lastCatchUp >= catchUpInterval
-                    || queue.withLock { !$0.awaitingCatchUp.isEmpty }
+                try releaseMovedViews(current)
+                var everything = MonotonicClock.now() - lastCatchUp >= catchUpInterval
                 for notification in try current.notifications() {
                     let words = notification.payload.split(separator: " ")
                     guard let from = words.first, from != origin else { continue }
@@ -587,7 +634,7 @@ final class PostgresJournal: Journal {
                     }
                 }
                 if everything {
-                    try catchUpAndRelease(current)
+                    try catchUp(current)
                     lastCatchUp = MonotonicClock.now()
                 } else if names.isEmpty {
                     waitForFollower(socket: current.socket, until: lastCatchUp + catchUpInterval)
@@ -606,26 +653,21 @@ final class PostgresJournal: Journal {
         releaseWaiting()
     }
 
-    /// Catches up every collection, then hands on this server's batches that hold a view's record and committed
-    /// before it began. A view's record is stored under its (new) source, so that collection's order alone does
-    /// not put it after the records of the view's other source that another server committed before it and whose
-    /// notification is not in hand yet: applied at once, a view moved away from `zeta` missed a write to `zeta`
-    /// that came first, and stayed a version behind the servers started afterwards
-    /// (`LivePostgresTests.aViewMovedByThisServerAfterAnotherServersWriteToItsSourceFollowsThatWrite`). The catch-up
-    /// reads those records, and hands this server's own rows on with them, in id order. View records are rare: their
-    /// answers wait for one read of every collection's `last_seq`.
-    private func catchUpAndRelease(_ connection: PGConnection) throws(StorageError) {
-        let waiting = queue.withLock { queue in
-            defer { queue.awaitingCatchUp = [] }
-            return queue.awaitingCatchUp
-        }
-        do throws(StorageError) {
-            try catchUp(connection)
-        } catch {
-            queue.withLock { $0.awaitingCatchUp = waiting + $0.awaitingCatchUp }
-            throw error
-        }
-        release(waiting)
+    /// Reads the records of the sources that this server's committed view moves leave, then hands those batches
+    /// on. A view's record is stored under its new source, so that collection's order alone does not put it after
+    /// the records of its old source that another server committed before it and whose notification is not in hand
+    /// yet: applied at once, a view moved away from `zeta` missed a write to `zeta` that came first, and stayed a
+    /// version behind the servers started afterwards
+    /// (`LivePostgresTests.aViewMovedByThisServerAfterAnotherServersWriteToItsSourceFollowsThatWrite`). The read
+    /// hands those records on in id order, this server's own rows with them when it meets them. A batch that
+    /// waits longer than `movePatience` is handed on without it.
+    private func releaseMovedViews(_ connection: PGConnection) throws(StorageError) {
+        let waiting = queue.withLock { $0.awaitingCatchUp }
+        guard !waiting.isEmpty else { return }
+        let sources = waiting.reduce(into: Set<String>()) { $0.formUnion($1.sources) }
+        try follow(Dictionary(uniqueKeysWithValues: sources.map { ($0, nil) }), connection, everyName: false)
+        let ids = Set(waiting.map(\.id))
+        release(takeAwaiting { ids.contains($0.id) }.flatMap(\.ranges))
     }
 
     /// Reads every collection's last sequence and the records this server has not applied.
