@@ -63,11 +63,8 @@ extension LivePostgresTests {
     /// (The write is made with SQL, as another server makes it, without its `NOTIFY`; the follower's catch-up runs
     /// once a second, so it almost never reads the write before the move.)
     @Test func aViewMovedByThisServerAfterAnotherServersWriteToItsSourceFollowsThatWrite() throws {
-        let cluster = try PostgresCluster()
-        let url = try cluster.createDatabase("ownmove")
-        let server = try ServerProcess(["--postgres", url])
-        try Self.createSources(through: server)
-        #expect(try server.client.put("/v1/views/v", ["source": "zeta"]).status == 201)
+        let (cluster, url, server) = try Self.startWithViewOnZeta(database: "ownmove")
+        defer { withExtendedLifetime(cluster) {} }
         let another = try PGConnection(url)
         let record = RecordCodec.encode(
             .upsert(
@@ -87,11 +84,7 @@ extension LivePostgresTests {
     /// database backend stalled (`SIGSTOP`, its connection still up) while the writer's works, the move is
     /// answered after `PostgresJournal.movePatience` (2 s), not never.
     @Test func aViewMoveIsAnsweredWhileTheFollowerCannotRead() throws {
-        let cluster = try PostgresCluster()
-        let url = try cluster.createDatabase("stalled")
-        let server = try ServerProcess(["--postgres", url])
-        try Self.createSources(through: server)
-        #expect(try server.client.put("/v1/views/v", ["source": "zeta"]).status == 201)
+        let (cluster, _, server) = try Self.startWithViewOnZeta(database: "stalled")
         // The follower's backend is the one whose last statement is its catch-up (every second).
         let query =
             "SELECT pid FROM pg_stat_activity WHERE application_name = 'changeserver' "
@@ -256,6 +249,16 @@ extension LivePostgresTests {
         #expect(next.stop() == 0)
         let restarted = try ServerProcess(["--postgres", url])
         #expect(try restarted.client.get("/v1/views/v").text == expected)
+    }
+
+    /// A cluster, a database `database` on it and a server on that, with the two sources and view `v` on `zeta`.
+    private static func startWithViewOnZeta(database: String) throws -> (PostgresCluster, String, ServerProcess) {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase(database)
+        let server = try ServerProcess(["--postgres", url])
+        try createSources(through: server)
+        #expect(try server.client.put("/v1/views/v", ["source": "zeta"]).status == 201)
+        return (cluster, url, server)
     }
 
     /// Creates the two collections the views here move between, `zeta` and `alpha`, one item each.
