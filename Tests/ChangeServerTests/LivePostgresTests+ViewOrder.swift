@@ -1,6 +1,7 @@
 import Foundation
 import Model
 import ProcessSupport
+import Synchronization
 import Testing
 
 @testable import ChangeServer
@@ -82,9 +83,11 @@ extension LivePostgresTests {
 
     /// A view's move waits for the follower to read the source it leaves, but not for good: with the follower's
     /// database backend stalled (`SIGSTOP`, its connection still up) while the writer's works, the move is
-    /// answered after `PostgresJournal.movePatience` (2 s), not never.
+    /// answered after `PostgresJournal.movePatience` (2 s), not never. A write to the old source committed while
+    /// the move waits takes effect after it, as on a server started afterwards (it did not touch the view there,
+    /// and did here when it was handed on first).
     @Test func aViewMoveIsAnsweredWhileTheFollowerCannotRead() throws {
-        let (cluster, _, server) = try Self.startWithViewOnZeta(database: "stalled")
+        let (cluster, url, server) = try Self.startWithViewOnZeta(database: "stalled")
         // The follower's backend is the one whose last statement is its catch-up (every second).
         let query =
             "SELECT pid FROM pg_stat_activity WHERE application_name = 'changeserver' "
@@ -103,13 +106,28 @@ extension LivePostgresTests {
         // Its next catch-up, within a second, is sent and never answered.
         usleep(1_500_000)
         let started = Date()
+        let port = server.port
+        let written = Mutex<(status: Int, at: Date)?>(nil)
+        let writer = Thread {
+            usleep(300_000)
+            let response = try? Client(port: port).put("/v1/collections/zeta/items/after", ["data": 1])
+            written.withLock { $0 = (response?.status ?? 0, Date()) }
+        }
+        writer.start()
         #expect(try server.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
-        let waited = Date().timeIntervalSince(started)
+        let moved = Date()
+        let waited = moved.timeIntervalSince(started)
         #expect(waited > 1.5 && waited < 10, "answered after \(waited) s")
         kill(backend, SIGCONT)
-        let shown = try server.client.get("/v1/views/v").object
-        #expect((shown["definition"] as? [String: Any])?["source"] as? String == "alpha", "\(shown)")
+        while !writer.isFinished { usleep(10_000) }
+        #expect(written.withLock { $0?.status } == 201)
+        let writeWaited = written.withLock { $0.map { $0.at.timeIntervalSince(started) } } ?? 0
+        #expect(writeWaited > 1.5, "the write waited behind the move: answered after \(writeWaited) s")
+        let shown = try server.client.get("/v1/views/v")
+        #expect((shown.object["definition"] as? [String: Any])?["source"] as? String == "alpha", "\(shown.text)")
         #expect(server.log.contains("handed on without it"))
+        let fresh = try ServerProcess(["--postgres", url])
+        #expect(try fresh.client.get("/v1/views/v").text == shown.text, "the view on a server started afterwards")
     }
 
     /// A view defined on `zeta`, deleted, then defined again on `alpha` exists on a server started afterwards (it

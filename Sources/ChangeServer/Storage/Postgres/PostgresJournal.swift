@@ -11,7 +11,7 @@ import Synchronization
 /// then a `NOTIFY` (in a transaction of its own) wakes the other servers. A record's callback runs only after the
 /// commit, through `SequencedDelivery`, which also hands on the records of other servers, so every server applies
 /// each collection's records in the same order. A batch that moves a view to another source is handed on once
-/// the follower has read the source it leaves (`releaseMovedViews`).
+/// the follower has read the source it leaves, and the batches after it behind it (`handOn`).
 ///
 /// Following: a follower thread `LISTEN`s and, on each notification, reads the new records of the collections it
 /// names (all of them instead when those hold a view's record, see `follow`); every second, and after each
@@ -29,10 +29,11 @@ final class PostgresJournal: Journal {
         var isClosing = false
         /// Collections whose records of other servers the follower should read now.
         var toFollow: Set<String> = []
-        /// Committed batches of this server that move a view to another source, handed on once the follower has
-        /// read the records of the sources they leave (`releaseMovedViews`).
-        var awaitingCatchUp: [AwaitingCatchUp] = []
-        var lastAwaitingID = 0
+        /// Committed batches of this server not handed on yet, in commit order: one that moves a view to another
+        /// source waits until the follower has read the source it leaves (`readLeftSources`), and those after it
+        /// wait behind it (`handOn`).
+        var committed: [CommittedBatch] = []
+        var lastBatchID = 0
         /// Set by the follower when its connection broke: the writer's, idle and so untested, is likely broken
         /// too. The writer reconnects at once, so that the store is reported down while the database is, and the
         /// first write after an outage does not meet a dead connection.
@@ -189,16 +190,21 @@ final class PostgresJournal: Journal {
 
     // MARK: Writing
 
-    /// A committed batch of this server that moves a view away from `sources` (see `releaseMovedViews`).
-    private struct AwaitingCatchUp {
+    /// A committed batch of this server, waiting to be handed on (see `handOn`).
+    private struct CommittedBatch {
         let id: Int
         let ranges: [Range]
+        /// The sources its view records move views away from.
         let sources: Set<String>
+        /// Whether those sources were read since it committed (or it waited `movePatience`, or has none).
+        var isRead: Bool
     }
 
     /// How long a batch that moves a view waits for the follower to read the sources it leaves before it is
     /// handed on without (a follower that cannot read: its connection lost, or its backend stalled).
     static let movePatience = 2000
+    /// Held while committed batches are handed on (`releaseReadBatches`).
+    private let releasing = Mutex(())
 
     /// Records whose `COMMIT` got no answer (the connection broke while it ran): they may or may not be in the
     /// database, so their callers wait until a new connection tells.
@@ -407,12 +413,7 @@ final class PostgresJournal: Journal {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
         snapshotIfGrown(batch, assigned, &bytesSinceSnapshot)
-        let left = sourcesLeft(by: batch)
-        if left.isEmpty {
-            release(assigned)
-        } else {
-            awaitCatchUp(assigned, of: left)
-        }
+        handOn(assigned, leaving: sourcesLeft(by: batch))
         return .committed
     }
 
@@ -429,50 +430,66 @@ final class PostgresJournal: Journal {
         return left
     }
 
-    /// Leaves `ranges` to the follower, which hands them on once it has read `sources` (`releaseMovedViews`), or
-    /// hands them on itself after `movePatience`.
-    private func awaitCatchUp(_ ranges: [Range], of sources: Set<String>) {
+    /// Hands on this server's committed batches in commit order. A batch that moves a view away from `sources`
+    /// waits until the follower has read them (`readLeftSources`), at most `movePatience`, and the batches committed
+    /// after it wait behind it: a write to the old source committed after the move must not take effect before it.
+    private func handOn(_ ranges: [Range], leaving sources: Set<String>) {
         let id = queue.withLock { queue in
-            queue.lastAwaitingID += 1
-            queue.awaitingCatchUp.append(AwaitingCatchUp(id: queue.lastAwaitingID, ranges: ranges, sources: sources))
-            return queue.lastAwaitingID
+            queue.lastBatchID += 1
+            queue.committed.append(
+                CommittedBatch(id: queue.lastBatchID, ranges: ranges, sources: sources, isRead: sources.isEmpty))
+            return queue.lastBatchID
         }
-        wakeFollower()
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Self.movePatience)) { [self] in
-            let late = takeAwaiting { $0.id == id }
-            guard !late.isEmpty else { return }
-            logger.warning(
-                "a view's move waited \(Self.movePatience) ms for the follower to read \(sources.sorted()); "
-                    + "handed on without it")
-            release(late.flatMap(\.ranges))
-        }
-    }
-
-    /// Takes the batches waiting for a catch-up that `which` picks out of the queue (each is handed on once).
-    private func takeAwaiting(_ which: (AwaitingCatchUp) -> Bool) -> [AwaitingCatchUp] {
-        queue.withLock { queue in
-            let taken = queue.awaitingCatchUp.filter(which)
-            queue.awaitingCatchUp.removeAll(where: which)
-            return taken
-        }
-    }
-
-    /// Hands on committed records of this server (as soon as the records before them in their collections are);
-    /// where some of those are not here yet, the follower reads them now.
-    private func release(_ ranges: [Range]) {
-        var behind: [String] = []
-        for range in ranges where delivery.committed(range.name, first: range.first, count: range.count) {
-            behind.append(range.name)
-        }
-        if !behind.isEmpty {
-            queue.withLock { $0.toFollow.formUnion(behind) }
+        if !sources.isEmpty {
             wakeFollower()
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Self.movePatience)) { [self] in
+                guard markRead([id]) else { return }
+                logger.warning(
+                    "a view's move waited \(Self.movePatience) ms for the follower to read \(sources.sorted()); "
+                        + "handed on without it")
+                releaseReadBatches()
+            }
+        }
+        releaseReadBatches()
+    }
+
+    /// Marks the batches of `ids` read; whether one of them was still waiting.
+    private func markRead(_ ids: Set<Int>) -> Bool {
+        queue.withLock { queue in
+            var marked = false
+            for index in queue.committed.indices where ids.contains(queue.committed[index].id) {
+                marked = marked || !queue.committed[index].isRead
+                queue.committed[index].isRead = true
+            }
+            return marked
         }
     }
 
-    /// Hands on the batches waiting for a catch-up (`awaitingCatchUp`) without one: at a stop.
+    /// Hands on the read batches at the head of the queue, in order (one thread at a time, so that two threads
+    /// never hand on two of them out of order).
+    private func releaseReadBatches() {
+        releasing.withLock { _ in
+            let ready = queue.withLock { queue in
+                let count = queue.committed.prefix(while: \.isRead).count
+                defer { queue.committed.removeFirst(count) }
+                return queue.committed.prefix(count).flatMap(\.ranges)
+            }
+            var behind: [String] = []
+            for range in ready where delivery.committed(range.name, first: range.first, count: range.count) {
+                behind.append(range.name)
+            }
+            if !behind.isEmpty {
+                // Records of other servers come before them that are not here yet: the follower reads them now.
+                queue.withLock { $0.toFollow.formUnion(behind) }
+                wakeFollower()
+            }
+        }
+    }
+
+    /// Hands on every batch still waiting, without a read: at a stop.
     private func releaseWaiting() {
-        release(takeAwaiting { _ in true }.flatMap(\.ranges))
+        _ = markRead(queue.withLock { Set($0.committed.map(\.id)) })
+        releaseReadBatches()
     }
 
     /// The statements that note, for each view record of the batch, that it is its view's latest (in the order of
@@ -617,7 +634,7 @@ final class PostgresJournal: Journal {
                     defer { queue.toFollow = [] }
                     return queue.toFollow
                 }
-                try releaseMovedViews(current)
+                try readLeftSources(current)
                 var everything = MonotonicClock.now() - lastCatchUp >= catchUpInterval
                 for notification in try current.notifications() {
                     let words = notification.payload.split(separator: " ")
@@ -654,20 +671,19 @@ final class PostgresJournal: Journal {
     }
 
     /// Reads the records of the sources that this server's committed view moves leave, then hands those batches
-    /// on. A view's record is stored under its new source, so that collection's order alone does not put it after
-    /// the records of its old source that another server committed before it and whose notification is not in hand
-    /// yet: applied at once, a view moved away from `zeta` missed a write to `zeta` that came first, and stayed a
-    /// version behind the servers started afterwards
+    /// on (with those behind them). A view's record is stored under its new source, so that collection's order alone
+    /// does not put it after the records of its old source that another server committed before it and whose
+    /// notification is not in hand yet: applied at once, a view moved away from `zeta` missed a write to `zeta`
+    /// that came first, and stayed a version behind the servers started afterwards
     /// (`LivePostgresTests.aViewMovedByThisServerAfterAnotherServersWriteToItsSourceFollowsThatWrite`). The read
-    /// hands those records on in id order, this server's own rows with them when it meets them. A batch that
-    /// waits longer than `movePatience` is handed on without it.
-    private func releaseMovedViews(_ connection: PGConnection) throws(StorageError) {
-        let waiting = queue.withLock { $0.awaitingCatchUp }
+    /// hands those records on in id order, this server's own rows with them when it meets them.
+    private func readLeftSources(_ connection: PGConnection) throws(StorageError) {
+        let waiting = queue.withLock { $0.committed.filter { !$0.isRead } }
         guard !waiting.isEmpty else { return }
         let sources = waiting.reduce(into: Set<String>()) { $0.formUnion($1.sources) }
         try follow(Dictionary(uniqueKeysWithValues: sources.map { ($0, nil) }), connection, everyName: false)
-        let ids = Set(waiting.map(\.id))
-        release(takeAwaiting { ids.contains($0.id) }.flatMap(\.ranges))
+        _ = markRead(Set(waiting.map(\.id)))
+        releaseReadBatches()
     }
 
     /// Reads every collection's last sequence and the records this server has not applied.
