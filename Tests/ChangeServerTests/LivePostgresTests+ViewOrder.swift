@@ -85,22 +85,10 @@ extension LivePostgresTests {
     /// database backend stalled (`SIGSTOP`, its connection still up) while the writer's works, the move is
     /// answered after `PostgresJournal.movePatience` (2 s), not never. A write to the old source committed while
     /// the move waits takes effect after it, as on a server started afterwards (it did not touch the view there,
-    /// and did here when it was handed on first).
+    /// and did here when it was handed on first); a write to another collection does not wait.
     @Test func aViewMoveIsAnsweredWhileTheFollowerCannotRead() throws {
         let (cluster, url, server) = try Self.startWithViewOnZeta(database: "stalled")
-        // The follower's backend is the one whose last statement is its catch-up (every second).
-        let query =
-            "SELECT pid FROM pg_stat_activity WHERE application_name = 'changeserver' "
-            + "AND query LIKE 'SELECT name, last_seq%'"
-        var backend: pid_t = 0
-        #expect(
-            try eventually {
-                backend =
-                    pid_t(try cluster.sql(query, database: "stalled").trimmingCharacters(in: .whitespacesAndNewlines))
-                    ?? 0
-                return backend > 0
-            })
-        try #require(backend > 0)
+        let backend = try followerBackend(cluster, database: "stalled")
         kill(backend, SIGSTOP)
         defer { kill(backend, SIGCONT) }
         // Its next catch-up, within a second, is sent and never answered.
@@ -113,13 +101,24 @@ extension LivePostgresTests {
             let response = try? Client(port: port).put("/v1/collections/zeta/items/after", ["data": 1])
             written.withLock { $0 = (response?.status ?? 0, Date()) }
         }
+        // A write elsewhere, in a group commit of its own, does not wait for the move.
+        let elsewhere = Mutex<(status: Int, took: Double)?>(nil)
+        let other = Thread {
+            usleep(700_000)
+            let sent = Date()
+            let response = try? Client(port: port).put("/v1/collections/other", ["sections": [["id": "s"]]])
+            elsewhere.withLock { $0 = (response?.status ?? 0, Date().timeIntervalSince(sent)) }
+        }
         writer.start()
+        other.start()
         #expect(try server.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
         let moved = Date()
         let waited = moved.timeIntervalSince(started)
         #expect(waited > 1.5 && waited < 10, "answered after \(waited) s")
         kill(backend, SIGCONT)
-        while !writer.isFinished { usleep(10_000) }
+        while !writer.isFinished || !other.isFinished { usleep(10_000) }
+        #expect(elsewhere.withLock { $0?.status } == 201)
+        #expect((elsewhere.withLock { $0?.took } ?? 99) < 1, "a write elsewhere waited for the move")
         #expect(written.withLock { $0?.status } == 201)
         let writeWaited = written.withLock { $0.map { $0.at.timeIntervalSince(started) } } ?? 0
         #expect(writeWaited > 1.5, "the write waited behind the move: answered after \(writeWaited) s")
@@ -128,6 +127,52 @@ extension LivePostgresTests {
         #expect(server.log.contains("handed on without it"))
         let fresh = try ServerProcess(["--postgres", url])
         #expect(try fresh.client.get("/v1/views/v").text == shown.text, "the view on a server started afterwards")
+    }
+
+    /// While a move waits for the follower's read of `zeta` (its backend stalled for a second), a write to `zeta`
+    /// committed after the move, which that read meets, is still handed on after the move: the follower once handed
+    /// this server's own rows on as it read them, ahead of the move waiting in the queue, and the view took the
+    /// write here and not on a server started afterwards (found in review with this probe).
+    @Test func aWriteReadByTheFollowerWaitsBehindAMoveOfThisServer() throws {
+        let (cluster, url, server) = try Self.startWithViewOnZeta(database: "readwrite")
+        let backend = try followerBackend(cluster, database: "readwrite")
+        let port = server.port
+        let statuses = Mutex<[String: Int]>([:])
+        kill(backend, SIGSTOP)
+        defer { kill(backend, SIGCONT) }
+        let move = Thread {
+            let response = try? Client(port: port).put("/v1/views/v", ["source": "alpha"])
+            statuses.withLock { $0["move"] = response?.status ?? 0 }
+        }
+        let write = Thread {
+            usleep(300_000)
+            let response = try? Client(port: port).put("/v1/collections/zeta/items/after", ["data": 1])
+            statuses.withLock { $0["write"] = response?.status ?? 0 }
+        }
+        move.start()
+        write.start()
+        usleep(1_000_000)
+        kill(backend, SIGCONT)
+        while !move.isFinished || !write.isFinished { usleep(10_000) }
+        #expect(statuses.withLock { $0 } == ["move": 200, "write": 201])
+        let shown = try server.client.get("/v1/views/v").text
+        let fresh = try ServerProcess(["--postgres", url])
+        #expect(try fresh.client.get("/v1/views/v").text == shown, "the view on a server started afterwards")
+    }
+
+    /// The PID of the server's follower's backend: the one whose last statement is its catch-up (every second).
+    private func followerBackend(_ cluster: PostgresCluster, database: String) throws -> pid_t {
+        let query =
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'changeserver' "
+            + "AND query LIKE 'SELECT name, last_seq%'"
+        var backend: pid_t = 0
+        _ = try eventually {
+            backend =
+                pid_t(try cluster.sql(query, database: database).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            return backend > 0
+        }
+        try #require(backend > 0, "the follower's backend")
+        return backend
     }
 
     /// A view defined on `zeta`, deleted, then defined again on `alpha` exists on a server started afterwards (it

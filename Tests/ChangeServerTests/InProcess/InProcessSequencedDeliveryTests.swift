@@ -108,7 +108,8 @@ import Testing
     }
 
     /// A failed transaction's records are returned by `abandon` and hold nothing up; a row seen by the follower
-    /// proves a commit whose answer was lost.
+    /// proves a commit whose answer was lost (`abandon` leaves it), but the record is handed on only when the writer
+    /// releases it (`committed`), in the order it keeps among its batches.
     @Test func abandonedAndProvenRecords() {
         let output = Output()
         let delivery = Self.delivery(output)
@@ -117,8 +118,11 @@ import Testing
         #expect(delivery.applied("c") == 0)
         delivery.register("c", first: 1, [Self.local(1, output)])
         _ = delivery.offer("c", [(1, Self.record(1))])
-        #expect(output.handed.withLock { $0.map(\.local) } == [true])
+        #expect(output.handed.withLock { $0.isEmpty }, "handed on by the follower's read, before the writer's turn")
+        #expect(delivery.lastCommitted("c") == 1)
         #expect(delivery.abandon("c", first: 1, count: 1).isEmpty)
+        _ = delivery.committed("c", first: 1, count: 1)
+        #expect(output.handed.withLock { $0.map(\.local) } == [true])
         #expect(delivery.offer("c", [(1, Self.record(1))]).failed.isEmpty)
         #expect(output.handed.withLock { $0.count } == 1, "a record handed on twice")
     }

@@ -221,6 +221,8 @@ final class PostgresJournal: Journal {
                     record.done(false)
                 }
             }
+            // Those the follower saw committed are answered so.
+            handOn(unresolved, leaving: [])
         }
         while true {
             if queue.withLock({ queue in
@@ -324,6 +326,8 @@ final class PostgresJournal: Journal {
             var failed = delivery.offer(range.name, rows).failed
             failed += delivery.abandon(range.name, first: range.first, count: range.count)
             for record in failed { record.done(false) }
+            // The rows found are this server's records, committed: handed on in their turn among its batches.
+            handOn([range], leaving: [])
             // Rows at those sequences may be another server's records (this transaction rolled back, and another
             // took the sequences): only this server's bytes count, which are the ones not failed.
             logger.warning(
@@ -432,7 +436,9 @@ final class PostgresJournal: Journal {
 
     /// Hands on this server's committed batches in commit order. A batch that moves a view away from `sources`
     /// waits until the follower has read them (`readLeftSources`), at most `movePatience`, and the batches committed
-    /// after it wait behind it: a write to the old source committed after the move must not take effect before it.
+    /// after it that touch those sources or its collections wait behind it: a write to the old source committed
+    /// after the move must not take effect before it (`releaseReadBatches`). The follower reading one of these
+    /// batches' rows does not hand it on (`SequencedDelivery.offer`).
     private func handOn(_ ranges: [Range], leaving sources: Set<String>) {
         let id = queue.withLock { queue in
             queue.lastBatchID += 1
@@ -465,14 +471,26 @@ final class PostgresJournal: Journal {
         }
     }
 
-    /// Hands on the read batches at the head of the queue, in order (one thread at a time, so that two threads
-    /// never hand on two of them out of order).
+    /// Hands on the read batches, in commit order, but for those that touch a collection of a batch before them
+    /// still waiting (one of its ranges, or a source it leaves): a move holds up the writes to the source it
+    /// leaves, not every write. One thread at a time, so that two threads never hand on two batches out of order.
     private func releaseReadBatches() {
         releasing.withLock { _ in
             let ready = queue.withLock { queue in
-                let count = queue.committed.prefix(while: \.isRead).count
-                defer { queue.committed.removeFirst(count) }
-                return queue.committed.prefix(count).flatMap(\.ranges)
+                var held: Set<String> = []
+                var waiting: [CommittedBatch] = []
+                var ready: [Range] = []
+                for batch in queue.committed {
+                    if batch.isRead && batch.ranges.allSatisfy({ !held.contains($0.name) }) {
+                        ready += batch.ranges
+                    } else {
+                        held.formUnion(batch.sources)
+                        held.formUnion(batch.ranges.map(\.name))
+                        waiting.append(batch)
+                    }
+                }
+                queue.committed = waiting
+                return ready
             }
             var behind: [String] = []
             for range in ready where delivery.committed(range.name, first: range.first, count: range.count) {

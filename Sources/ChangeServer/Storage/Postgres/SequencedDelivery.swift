@@ -3,10 +3,11 @@ import Synchronization
 
 /// Hands the records of each collection to the commit path in sequence order, whichever server committed them.
 /// This server's own records arrive here when their transaction has assigned their sequences (not yet committed),
-/// the records of other servers when the follower reads them; a record is handed on once it is committed and
-/// every record before it in its collection has been. So this server's answers and the records of others
-/// interleave exactly as in the database, nothing is handed on twice (a sequence at or below `applied` is
-/// ignored), and a gap waits until the follower fills it.
+/// the records of other servers when the follower reads them; a record is handed on once every record before it in
+/// its collection has been, an own one once the writer released it (`committed`: after its commit, in the order
+/// the journal keeps among this server's batches), a row the follower reads of it only proving that commit. So this
+/// server's answers and the records of others interleave exactly as in the database, nothing is handed on twice (a
+/// sequence at or below `applied` is ignored), and a gap waits until the follower fills it.
 ///
 /// Handing on happens under this object's lock, so the lanes receive the records of a collection in sequence
 /// order.
@@ -17,8 +18,18 @@ final class SequencedDelivery: Sendable {
         let done: @Sendable (Bool) -> Void
     }
 
+    /// Where an own record stands.
+    private enum Own {
+        /// Its transaction has not committed, as far as this server knows.
+        case pending
+        /// The follower read it: committed, but not released by the writer yet.
+        case seen
+        /// The writer released it: handed on in its turn.
+        case released
+    }
+
     private enum Held {
-        case local(Local, committed: Bool)
+        case local(Local, Own)
         /// Committed by another server (nil: unreadable, skipped with an error in the log), and its encoded size.
         case remote(JournalRecord?, bytes: Int)
     }
@@ -51,7 +62,7 @@ final class SequencedDelivery: Sendable {
     func lastCommitted(_ name: String) -> Int64 {
         state.withLock { state in
             let waiting = (state.held[name] ?? [:]).compactMap { seq, held -> Int64? in
-                if case .local(_, true) = held { return seq }
+                if case .local(_, let own) = held, own != .pending { return seq }
                 return nil
             }
             return max(state.applied[name] ?? 0, waiting.max() ?? 0)
@@ -67,19 +78,19 @@ final class SequencedDelivery: Sendable {
     func register(_ name: String, first: Int64, _ records: [Local]) {
         state.withLock { state in
             for (offset, record) in records.enumerated() {
-                state.held[name, default: [:]][first + Int64(offset)] = .local(record, committed: false)
+                state.held[name, default: [:]][first + Int64(offset)] = .local(record, .pending)
             }
         }
     }
 
-    /// The transaction of `count` records from `first` committed: they are handed on as soon as every record
-    /// before them is. Returns whether records of other servers come before them that are not here yet (the
-    /// follower should read them now).
+    /// The transaction of `count` records from `first` committed, and the writer releases them: they are handed on
+    /// as soon as every record before them is. Returns whether records of other servers come before them that are
+    /// not here yet (the follower should read them now).
     func committed(_ name: String, first: Int64, count: Int) -> Bool {
         state.withLock { state in
             for seq in first..<(first + Int64(count)) {
-                if case .local(let local, false) = state.held[name]?[seq] {
-                    state.held[name]?[seq] = .local(local, committed: true)
+                if case .local(let local, _) = state.held[name]?[seq] {
+                    state.held[name]?[seq] = .local(local, .released)
                 }
             }
             drain(name, &state)
@@ -87,13 +98,14 @@ final class SequencedDelivery: Sendable {
         }
     }
 
-    /// The transaction failed: its records that were not handed on are dropped and returned, for their callers to
-    /// hear that they are not durable. (A record the follower already saw committed has been handed on.)
+    /// The transaction failed, or its outcome is being resolved: its records not known committed are dropped and
+    /// returned, for their callers to hear that they are not durable. (A record the follower saw committed stays,
+    /// for the writer to release.)
     func abandon(_ name: String, first: Int64, count: Int) -> [Local] {
         state.withLock { state in
             var dropped: [Local] = []
             for seq in first..<(first + Int64(count)) {
-                if case .local(let local, false) = state.held[name]?[seq] {
+                if case .local(let local, .pending) = state.held[name]?[seq] {
                     state.held[name]?[seq] = nil
                     dropped.append(local)
                 }
@@ -104,8 +116,9 @@ final class SequencedDelivery: Sendable {
     }
 
     /// What the follower read: committed records of `name` in sequence order. A row that is one of this server's
-    /// own records waiting for its commit to return proves that commit; one at a sequence where this server holds
-    /// a different record of its own means that transaction failed, and that record is returned as not durable.
+    /// own records waiting for its commit to return proves that commit (it is still handed on only when the writer
+    /// releases it); one at a sequence where this server holds a different record of its own means that transaction
+    /// failed, and that record is returned as not durable.
     /// Returns also whether the rows start past a gap that nothing here fills (their records were compacted into
     /// a snapshot).
     func offer(_ name: String, _ rows: [(seq: Int64, record: [UInt8])]) -> (failed: [Local], gap: Bool) {
@@ -122,9 +135,9 @@ final class SequencedDelivery: Sendable {
             let applied = state.applied[name] ?? 0
             var failed: [Local] = []
             for row in rows where row.seq > applied {
-                if case .local(let local, _) = state.held[name]?[row.seq] {
+                if case .local(let local, let own) = state.held[name]?[row.seq] {
                     if local.record == row.record {
-                        state.held[name]?[row.seq] = .local(local, committed: true)
+                        if own == .pending { state.held[name]?[row.seq] = .local(local, .seen) }
                         continue
                     }
                     failed.append(local)
@@ -151,8 +164,8 @@ final class SequencedDelivery: Sendable {
         var next = (state.applied[name] ?? 0) + 1
         while let held = state.held[name]?[next] {
             switch held {
-            case .local(let local, let committed):
-                guard committed else { return }
+            case .local(let local, let own):
+                guard own == .released else { return }
                 local.done(true)
             case .remote(let record, let bytes):
                 if let record { state.applyRemote?(record, bytes) }
