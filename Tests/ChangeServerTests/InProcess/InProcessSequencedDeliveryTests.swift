@@ -127,6 +127,21 @@ import Testing
         #expect(output.handed.withLock { $0.count } == 1, "a record handed on twice")
     }
 
+    /// A transaction known rolled back drops its record even when the follower read the same bytes at its
+    /// sequence (another server's identical record took it): nothing is left to hold the collection up, and that
+    /// record, read again, is applied as the other server's.
+    @Test func aRolledBackRecordIsDroppedEvenWhenItsBytesWereRead() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        delivery.register("c", first: 1, [Self.local(1, output)])
+        _ = delivery.offer("c", [(1, Self.record(1))])
+        #expect(delivery.abandon("c", first: 1, count: 1).isEmpty, "seen: kept for the writer")
+        #expect(delivery.abandon("c", first: 1, count: 1, rolledBack: true).count == 1)
+        _ = delivery.offer("c", [(1, Self.record(1)), (2, Self.record(2))])
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1, 2])
+        #expect(output.handed.withLock { $0.map(\.local) } == [false, false])
+    }
+
     /// Rows that start past the next sequence, with nothing held in between, are a gap (compacted records).
     @Test func rowsPastAGapAreReported() {
         let output = Output()

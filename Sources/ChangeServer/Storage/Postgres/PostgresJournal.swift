@@ -405,7 +405,9 @@ final class PostgresJournal: Journal {
                 // A statement before COMMIT failed, which skipped it: the transaction is still open.
                 _ = try? connection.execute("ROLLBACK")
                 var failed: [SequencedDelivery.Local] = []
-                for range in assigned { failed += delivery.abandon(range.name, first: range.first, count: range.count) }
+                for range in assigned {
+                    failed += delivery.abandon(range.name, first: range.first, count: range.count, rolledBack: true)
+                }
                 for record in failed { record.done(false) }
                 return .failed
             }

@@ -99,13 +99,16 @@ final class SequencedDelivery: Sendable {
     }
 
     /// The transaction failed, or its outcome is being resolved: its records not known committed are dropped and
-    /// returned, for their callers to hear that they are not durable. (A record the follower saw committed stays,
-    /// for the writer to release.)
-    func abandon(_ name: String, first: Int64, count: Int) -> [Local] {
+    /// returned, for their callers to hear that they are not durable. A record the follower saw committed stays,
+    /// for the writer to release; but not after a rollback (`rolledBack`): a row read at its sequence was then
+    /// another server's record with the same bytes, which the follower reads again as such.
+    func abandon(_ name: String, first: Int64, count: Int, rolledBack: Bool = false) -> [Local] {
         state.withLock { state in
             var dropped: [Local] = []
             for seq in first..<(first + Int64(count)) {
-                if case .local(let local, .pending) = state.held[name]?[seq] {
+                if case .local(let local, let own) = state.held[name]?[seq],
+                    own == .pending || (rolledBack && own == .seen)
+                {
                     state.held[name]?[seq] = nil
                     dropped.append(local)
                 }
