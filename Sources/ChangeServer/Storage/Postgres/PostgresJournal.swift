@@ -11,7 +11,8 @@ import Synchronization
 /// then a `NOTIFY` (in a transaction of its own) wakes the other servers. A record's callback runs only after the
 /// commit, through `SequencedDelivery`, which also hands on the records of other servers, so every server applies
 /// each collection's records in the same order. A batch that moves a view to another source is handed on once
-/// the follower has read the source it leaves, and the batches after it behind it (`handOn`).
+/// the follower has read the source it leaves, and the later batches that touch its collections behind it
+/// (`handOn`).
 ///
 /// Following: a follower thread `LISTEN`s and, on each notification, reads the new records of the collections it
 /// names (all of them instead when those hold a view's record, see `follow`); every second, and after each
@@ -31,7 +32,7 @@ final class PostgresJournal: Journal {
         var toFollow: Set<String> = []
         /// Committed batches of this server not handed on yet, in commit order: one that moves a view to another
         /// source waits until the follower has read the source it leaves (`readLeftSources`), and those after it
-        /// wait behind it (`handOn`).
+        /// that touch its collections wait behind it (`releaseReadBatches`).
         var committed: [CommittedBatch] = []
         var lastBatchID = 0
         /// Set by the follower when its connection broke: the writer's, idle and so untested, is likely broken
