@@ -72,9 +72,10 @@ final class PostgresJournal: Journal {
     private let housekeeper: Housekeeper
     /// Collections being snapshotted now (from their copy until their snapshot is stored or has failed).
     private let snapshotting = Mutex<Set<String>>([])
-    /// Collections deleted by a committed record and not snapshotted since (one was being snapshotted already, or
-    /// the snapshot failed): tried again with the next batch, so that their records are purged.
-    private let deletedToSnapshot = Mutex<Set<String>>([])
+    /// Collections owed a snapshot and not snapshotted since (one was being snapshotted already, or the snapshot
+    /// failed): tried again with the next batch. Those deleted by a committed record, so that their records are
+    /// purged; and the new sources of views this server moved (`snapshotIfGrown`).
+    private let owedSnapshots = Mutex<Set<String>>([])
     /// Told (once) when this server cannot catch up with a collection: its records were compacted into a snapshot.
     private let fallenBehind = Mutex<(@Sendable (String) -> Void)?>(nil)
 
@@ -419,22 +420,23 @@ final class PostgresJournal: Journal {
         if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
-        snapshotIfGrown(batch, assigned, &bytesSinceSnapshot)
-        handOn(assigned, leaving: sourcesLeft(by: batch))
+        let moves = viewMoves(in: batch)
+        snapshotIfGrown(batch, assigned, movedTo: Set(moves.map(\.to)), &bytesSinceSnapshot)
+        handOn(assigned, leaving: Set(moves.map(\.from)))
         return .committed
     }
 
-    /// The sources that the batch's view records move their views away from: each view's source as applied here,
-    /// where the record is stored under another collection (its new source).
-    private func sourcesLeft(by batch: [(collection: String, local: SequencedDelivery.Local)]) -> Set<String> {
-        var left: Set<String> = []
-        for entry in batch {
+    /// The moves the batch's view records make: from each view's source as applied here to the collection the
+    /// record is stored under, its new source, where the two differ.
+    private func viewMoves(in batch: [(collection: String, local: SequencedDelivery.Local)]) -> [(
+        from: String, to: String
+    )] {
+        batch.compactMap { entry in
             guard let change = RecordCodec.viewChange(entry.local.record),
                 let source = viewSource(change.view), source != entry.collection
-            else { continue }
-            left.insert(source)
+            else { return nil }
+            return (source, entry.collection)
         }
-        return left
     }
 
     /// Hands on this server's committed batches in commit order. A batch that moves a view away from `sources`
@@ -551,38 +553,49 @@ final class PostgresJournal: Journal {
     /// `view:<name>`, which databases written before views were sequenced with their source still hold, are not
     /// snapshotted.)
     ///
+    /// So is the new source of a view the batch moves (`movedTo`), right behind the move: the move's record changes
+    /// the view as its old source left it, and a snapshot of the old source written after the move (which no longer
+    /// holds the view, or, from a server that had not read the move yet, holds it stale) covers the records a start
+    /// would have rebuilt that from. The new source's snapshot holds the view as the move left it, and a start takes
+    /// a view from the snapshots of its noted source only (`PostgresRecovery`).
+    ///
     /// Called before the batch's records are handed on (`assigned`: their sequences): the copy is queued on the
     /// collection's lane right behind its last record of the batch, so that it holds exactly the state after that
     /// record, and no record handed on later (such as a view moving to another source) shows in it.
     private func snapshotIfGrown(
         _ batch: [(collection: String, local: SequencedDelivery.Local)], _ assigned: [Range],
-        _ bytesSince: inout [String: Int]
+        movedTo: Set<String>, _ bytesSince: inout [String: Int]
     ) {
         for record in batch {
             bytesSince[record.collection, default: 0] += record.local.record.count
             if RecordCodec.deletesCollection(record.local.record) {
-                _ = deletedToSnapshot.withLock { $0.insert(record.collection) }
+                _ = owedSnapshots.withLock { $0.insert(record.collection) }
             }
         }
-        let deleted = deletedToSnapshot.withLock { $0 }
+        let owed = owedSnapshots.withLock { owed in
+            owed.formUnion(movedTo)
+            return owed
+        }
         let grown = bytesSince.filter { $0.value >= snapshotBytes }.map(\.key)
-        for name in Set(grown).union(deleted) where !name.hasPrefix(LaneRouter.lane(ofView: "")) {
+        for name in Set(grown).union(owed) where !name.hasPrefix(LaneRouter.lane(ofView: "")) {
             guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
-            _ = deletedToSnapshot.withLock { $0.remove(name) }
+            _ = owedSnapshots.withLock { $0.remove(name) }
             bytesSince[name] = 0
             let seq =
                 assigned.first { $0.name == name }.map { $0.first + Int64($0.count) - 1 }
                 ?? delivery.lastCommitted(name)
+            let isOwed = owed.contains(name)
             delivery.afterHandingOn(name, seq) { [self] in
-                copier.withLock { $0 }?(name) { [self] copy in writeSnapshot(name, seq, copy) }
+                copier.withLock { $0 }?(name) { [self] copy in writeSnapshot(name, seq, copy, owed: isOwed) }
             }
         }
     }
 
     /// Stores the snapshot of `name` at `seq` (a `SnapshotFile` of the collection and its views) and deletes the
     /// records it covers, but the last `keptRecords`; those too after `purgeDelay` when the collection is gone. Runs
-    /// on the housekeeper, behind the snapshots and purges queued before it.
-    private func writeSnapshot(_ name: String, _ seq: Int64, _ copy: Copy) {
+    /// on the housekeeper, behind the snapshots and purges queued before it. A snapshot `owed` (`owedSnapshots`)
+    /// that fails is owed again.
+    private func writeSnapshot(_ name: String, _ seq: Int64, _ copy: Copy, owed: Bool) {
         housekeeper.run { [self] connection throws(StorageError) in
             let started = MonotonicClock.now()
             let bytes = SnapshotFile.encode(
@@ -598,9 +611,9 @@ final class PostgresJournal: Journal {
                     + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
             if copy.content == nil { purgeLater([name: seq]) }
         } failed: { [self] error in
-            // A grown collection is tried again as it grows on; a deleted one, which may never be written again, with
-            // the next batch.
-            if copy.content == nil { _ = deletedToSnapshot.withLock { $0.insert(name) } }
+            // A grown collection is tried again as it grows on; one owed a snapshot, which may never be written
+            // again, with the next batch.
+            if owed || copy.content == nil { _ = owedSnapshots.withLock { $0.insert(name) } }
             metrics.snapshotFailed()
             _ = snapshotting.withLock { $0.remove(name) }
             logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")

@@ -45,16 +45,28 @@ enum PostgresRecovery {
             try connection.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             let snapshots = try connection.execute(PostgresSchema.snapshots)
             for row in 0..<snapshots.rows { applied[snapshots.string(row, 0)] = snapshots.int64(row, 1) }
+            let sources = try connection.execute(PostgresSchema.viewSources)
+            let viewSources = Dictionary(
+                (0..<sources.rows).map { (sources.string($0, 0), (sources.string($0, 1), sources.int64($0, 2))) },
+                uniquingKeysWith: { $1 })
             var nextSnapshot = 0
-            /// Restores the snapshots that stand before the record of id `id`.
+            /// Restores the snapshots that stand before the record of id `id`. A snapshot that stands after a view's
+            /// latest record, stored under another collection, holds that view stale (from a server that had not
+            /// applied the record yet): the view is left out of it. (One that stands before it holds the view as
+            /// that record found it.)
             func restoreSnapshots(before id: Int64) throws {
                 while nextSnapshot < snapshots.rows && snapshots.int64(nextSnapshot, 3) < id {
                     defer { nextSnapshot += 1 }
                     guard !snapshots.isNull(nextSnapshot, 2) else { continue }
                     let bytes = snapshots.bytes(nextSnapshot, 2)
                     let name = snapshots.string(nextSnapshot, 0)
-                    let snapshot = try decodeSnapshot(bytes, of: name, limits: executor.limits)
-                    for view in snapshot.views { viewTouched[view.name] = snapshots.int64(nextSnapshot, 3) }
+                    let position = snapshots.int64(nextSnapshot, 3)
+                    var snapshot = try decodeSnapshot(bytes, of: name, limits: executor.limits)
+                    snapshot.views.removeAll { view in
+                        guard let (source, lastID) = viewSources[view.name] else { return false }
+                        return source != name && position > lastID
+                    }
+                    for view in snapshot.views { viewTouched[view.name] = position }
                     try restore(snapshot, into: executor)
                     fromSnapshots += 1
                 }

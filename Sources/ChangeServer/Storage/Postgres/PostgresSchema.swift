@@ -13,10 +13,14 @@
 ///   after its records up to `seq` (`content` NULL: the collection did not exist then), whose last record has the
 ///   id `last_id`, where it stands among the records of other collections; those records are deleted, but the last
 ///   1,000 (for servers that have not read them yet); a deleted collection's go too, a while later.
-/// - `changeserver_views(name, last_id, deleted)`: per view, the id of its latest record and whether that record
-///   deleted it, written with the records. A snapshot of a view's earlier source may still hold a view that was
-///   deleted since, its deletion compacted into the snapshot of another source (which does not hold it): a starting
-///   server drops the views deleted here.
+/// - `changeserver_views(name, last_id, deleted, source, source_id)`: per view, the id of its latest record and
+///   whether that record deleted it, written with the records; and the collection that record is stored under, the
+///   view's source after it (`source_id` is the id it was noted for: a server of an earlier version, which notes
+///   no source, moves `last_id` alone, and a source whose `source_id` is not `last_id` is unknown). A snapshot of a
+///   view's earlier source may still hold a view that was deleted or moved since: written after the move by a
+///   server that had not read it yet, or before it, with the move compacted into the snapshot of another source. A
+///   starting server leaves a view out of the snapshots of other collections that stand after its noted record, and
+///   drops the views deleted here.
 /// - `changeserver_schema(version)`: the schema's version, checked at start.
 enum PostgresSchema {
     /// 2 since records have ids: a server of an earlier version, which would replay them in another order, refuses
@@ -52,6 +56,9 @@ enum PostgresSchema {
                 CREATE TABLE IF NOT EXISTS changeserver_views (name text PRIMARY KEY, last_id bigint NOT NULL, \
                 deleted boolean NOT NULL)
                 """)
+            try connection.execute(
+                "ALTER TABLE changeserver_views ADD COLUMN IF NOT EXISTS source text, "
+                    + "ADD COLUMN IF NOT EXISTS source_id bigint")
             if try connection.execute(hasRecordIDs).int64(0, 0) == 0 {
                 for statement in addRecordIDs { try connection.execute(statement) }
             }
@@ -107,19 +114,28 @@ enum PostgresSchema {
 
     static let notify = "SELECT pg_notify($1, $2)"
 
-    /// Notes that record `$3` of collection `$2` is the latest of view `$1`, and whether it deletes it
-    /// (`RecordCodec.ViewNote` `$4`: 1 deletes, 0 defines, 2 may be refused, which leaves `deleted` as it was),
-    /// unless a record of a higher id is noted.
+    /// Notes that record `$3` of collection `$2` is the latest of view `$1`, whether it deletes it and that `$2` is
+    /// the view's source after it (`RecordCodec.ViewNote` `$4`: 1 deletes, 0 defines, 2 may be refused, which
+    /// leaves `deleted` as it was, and the source too when it is `$2`, or else makes it unknown), unless a record of
+    /// a higher id is noted.
     static let noteView = """
-        INSERT INTO changeserver_views (name, last_id, deleted)
-        SELECT $1, id, $4 = 1 FROM changeserver_records WHERE collection = $2 AND seq = $3
+        INSERT INTO changeserver_views (name, last_id, deleted, source, source_id)
+        SELECT $1, id, $4 = 1, CASE WHEN $4 = 2 THEN NULL ELSE $2 END, id
+        FROM changeserver_records WHERE collection = $2 AND seq = $3
         ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id,
-            deleted = CASE WHEN $4 = 2 THEN changeserver_views.deleted ELSE excluded.deleted END
+            deleted = CASE WHEN $4 = 2 THEN changeserver_views.deleted ELSE excluded.deleted END,
+            source = CASE WHEN $4 <> 2 OR (changeserver_views.source = $2
+                AND changeserver_views.source_id = changeserver_views.last_id) THEN $2 END,
+            source_id = excluded.last_id
         WHERE changeserver_views.last_id < excluded.last_id
         """
 
     /// The views whose latest noted record deleted them, with its id.
     static let deletedViews = "SELECT name, last_id FROM changeserver_views WHERE deleted"
+
+    /// The views whose source after their latest record is known: `(name, source, id of that record)`.
+    static let viewSources =
+        "SELECT name, source, last_id FROM changeserver_views WHERE source IS NOT NULL AND source_id = last_id"
 
     /// Records of collection `$1` after sequence `$2`, in order, at most `$3`.
     static let recordsAfter = """
@@ -158,9 +174,6 @@ enum PostgresSchema {
         LEFT JOIN changeserver_records r ON r.collection = s.collection AND r.seq = s.seq
         ORDER BY position, s.collection
         """
-
-    /// The snapshot of collection `$1`, to start it anew when its records were compacted away.
-    static let snapshot = "SELECT seq, content FROM changeserver_snapshots WHERE collection = $1"
 
     /// Records not covered by a snapshot, `(collection, seq, record, id)` in id order after id `$1`, at most `$2`,
     /// cut after the record that reaches `$3` bytes of records (as `recordsOfAfter`).
