@@ -109,6 +109,40 @@ extension LivePostgresTests {
         #expect(try eventually { applied.withLock { $0.count } == 10 }, "\(applied.withLock { $0 })")
         #expect(applied.withLock { $0 } == (1...10).map { "i\($0)" })
     }
+
+    /// A view's move off `zeta` waits for the follower's read of `zeta`, and this server's own writes to `zeta`
+    /// committed with it or after it wait behind the move: the follower, reading pages of one record, reads past them
+    /// (it read them again from the last record handed on, page after page, and the move was handed on only when
+    /// its patience ran out, 2 s later).
+    @Test func theFollowerReadsPastThisServersRecordsHeldBehindAMove() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("heldpages")
+        try PostgresSchema.prepare(PGConnection(url))
+        let journal = try PostgresJournal(
+            url: url, applied: [:], snapshotBytes: 1 << 30, purgeDelay: 60_000, catchUpInterval: 3_600_000,
+            pageBytes: 1, viewSource: { $0 == "v" ? "zeta" : nil }, logger: Logger(level: .error))
+        defer { journal.close() }
+        journal.start(applyingRemote: { _, _ in }, copyOnLane: { _, _ in }, fellBehind: { _ in })
+        #expect(try eventually { journal.metricsText().contains("changeserver_store_catch_ups_total 1") })
+        let answered = Mutex<[String]>([])
+        func append(_ name: String, _ record: JournalRecord) throws {
+            try journal.append(RecordCodec.encode(record)) { durable in
+                answered.withLock { $0.append(durable ? name : "\(name) failed") }
+            }
+        }
+        let move = JournalRecord.defineView(
+            view: "v", epoch: "e", definition: JSONData(canonical: #"{"source":"alpha"}"#), conditions: .none)
+        try append("move", move)
+        for step in 0..<3 {
+            let write = JournalRecord.upsert(
+                collection: "zeta", id: "i\(step)", data: JSONData(canonical: "1"), section: nil, index: nil,
+                conditions: .none)
+            try append("write \(step)", write)
+        }
+        #expect(try eventually { answered.withLock { $0.count } == 4 })
+        #expect(answered.withLock { $0 } == ["move", "write 0", "write 1", "write 2"])
+        #expect(journal.metricsText().contains("changeserver_store_moves_unread_total 0"), "handed on unread")
+    }
 }
 
 /// The housekeeper's connection, against a real database.

@@ -151,6 +151,26 @@ import Testing
         #expect(output.handed.withLock { $0.isEmpty })
     }
 
+    /// The follower reads on after what is here in order (`readThrough`): this server's records it saw, and those of
+    /// others held behind them, but not one of this server's still pending. Rows that start right after that are no
+    /// gap; rows past a missing sequence are.
+    @Test func theFollowerReadsOnAfterWhatIsHereInOrder() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        delivery.register("c", first: 1, [Self.local(1, output), Self.local(2, output)])
+        #expect(delivery.readThrough("c") == 0, "records of this server not known committed are not read")
+        let rows = [(Int64(1), Self.record(1)), (2, Self.record(2)), (3, Self.record(3, from: "-other"))]
+        #expect(!delivery.offer("c", rows.map { (seq: $0.0, record: $0.1) }).gap)
+        #expect(delivery.applied("c") == 0)
+        #expect(delivery.readThrough("c") == 3)
+        #expect(!delivery.offer("c", [(4, Self.record(4, from: "-other"))]).gap)
+        #expect(delivery.readThrough("c") == 4)
+        #expect(delivery.offer("c", [(6, Self.record(6, from: "-other"))]).gap)
+        #expect(delivery.committed("c", first: 1, count: 2), "record 6 waits for 5")
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1, 2, 3, 4])
+        #expect(delivery.readThrough("c") == 4)
+    }
+
     /// A shared journal orders a view's records with its source's: a definition under its (new) source, a deletion
     /// under the source the view has, and under `view:<name>` when that is unknown.
     @Test func viewRecordsAreSequencedWithTheirSource() throws {

@@ -455,6 +455,7 @@ final class PostgresJournal: Journal {
             wakeFollower()
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Self.movePatience)) { [self] in
                 guard markRead([id]) else { return }
+                metrics.moveHandedOnUnread()
                 logger.warning(
                     "a view's move waited \(Self.movePatience) ms for the follower to read \(sources.sorted()); "
                         + "handed on without it")
@@ -753,9 +754,9 @@ final class PostgresJournal: Journal {
         let names = wanted.keys.sorted()
         let encodedNames = PGParameter.byteArrays(names.map { Array($0.utf8) })
         while true {
-            let applied = names.map { delivery.applied($0) }
+            let after = names.map { delivery.readThrough($0) }
             let result = try connection.execute(
-                PostgresSchema.recordsOfAfter, [encodedNames, .int64s(applied), .int64(page), .int64(Int64(pageBytes))])
+                PostgresSchema.recordsOfAfter, [encodedNames, .int64s(after), .int64(page), .int64(Int64(pageBytes))])
             // Copied out of the result once, for the check and for the hand-over.
             let rows = (0..<result.rows).map {
                 (name: result.string($0, 0), seq: result.int64($0, 1), record: result.bytes($0, 2))
@@ -781,8 +782,8 @@ final class PostgresJournal: Journal {
                 start = end
             }
             if Int64(rows.count) == page || rows.reduce(0, { $0 + $1.record.count }) >= pageBytes { continue }
-            for (name, before) in zip(names, applied) where !read.contains(name) {
-                if let last = wanted[name] ?? nil, last > before, delivery.applied(name) == before {
+            for (name, before) in zip(names, after) where !read.contains(name) {
+                if let last = wanted[name] ?? nil, last > before, delivery.readThrough(name) == before {
                     tellFallenBehind(name)
                     return false
                 }

@@ -74,6 +74,23 @@ final class SequencedDelivery: Sendable {
         state.withLock { $0.applied[name] ?? 0 }
     }
 
+    /// The sequence of `name` up to which every record is here: handed on, or held in order after that (this
+    /// server's own once the follower saw them or the writer released them). The follower reads on from there:
+    /// from the last one handed on, it read again, page after page, the records held behind one that waits (this
+    /// server's own, behind a view's move that waits for that very read).
+    func readThrough(_ name: String) -> Int64 {
+        state.withLock { Self.readThrough(name, $0) }
+    }
+
+    private static func readThrough(_ name: String, _ state: State) -> Int64 {
+        var through = state.applied[name] ?? 0
+        while let held = state.held[name]?[through + 1] {
+            if case .local(_, .pending) = held { break }
+            through += 1
+        }
+        return through
+    }
+
     /// Records of this server that took sequences `first...` in a transaction not yet committed.
     func register(_ name: String, first: Int64, _ records: [Local]) {
         state.withLock { state in
@@ -123,7 +140,7 @@ final class SequencedDelivery: Sendable {
     /// releases it); one at a sequence where this server holds a different record of its own means that transaction
     /// failed, and that record is returned as not durable.
     /// Returns also whether the rows start past a gap that nothing here fills (their records were compacted into
-    /// a snapshot).
+    /// a snapshot): after the next sequence not here (`readThrough`).
     func offer(_ name: String, _ rows: [(seq: Int64, record: [UInt8])]) -> (failed: [Local], gap: Bool) {
         var decoded: [Int64: JournalRecord?] = [:]
         for row in rows {
@@ -136,6 +153,7 @@ final class SequencedDelivery: Sendable {
         }
         return state.withLock { state in
             let applied = state.applied[name] ?? 0
+            let through = Self.readThrough(name, state)
             var failed: [Local] = []
             for row in rows where row.seq > applied {
                 if case .local(let local, let own) = state.held[name]?[row.seq] {
@@ -148,7 +166,7 @@ final class SequencedDelivery: Sendable {
                 state.held[name, default: [:]][row.seq] = .remote(decoded[row.seq] ?? nil, bytes: row.record.count)
             }
             drain(name, &state)
-            let gap = rows.first.map { $0.seq > applied + 1 && (state.applied[name] ?? 0) == applied } ?? false
+            let gap = rows.first.map { $0.seq > through + 1 && (state.applied[name] ?? 0) == applied } ?? false
             return (failed, gap)
         }
     }

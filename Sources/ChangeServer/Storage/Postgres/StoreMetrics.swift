@@ -1,7 +1,8 @@
 import Synchronization
 
 /// What `/metrics` shows of the PostgreSQL backend: whether it is reachable, how long its commits take, how
-/// often it reconnected, how many records of other servers were applied, and how its snapshots fare.
+/// often it reconnected, how many records of other servers were applied, how its snapshots fare, and how many view
+/// moves did not wait for the read they wait for.
 final class StoreMetrics: Sendable {
     private struct State {
         var isUp = false
@@ -10,6 +11,7 @@ final class StoreMetrics: Sendable {
         var catchUps = 0
         var snapshots = 0
         var snapshotFailures = 0
+        var movesUnread = 0
         var buckets = [Int](repeating: 0, count: StoreMetrics.bounds.count)
         var sum = 0.0
         var count = 0
@@ -34,6 +36,7 @@ final class StoreMetrics: Sendable {
     func caughtUp() { state.withLock { $0.catchUps += 1 } }
     func snapshotStored() { state.withLock { $0.snapshots += 1 } }
     func snapshotFailed() { state.withLock { $0.snapshotFailures += 1 } }
+    func moveHandedOnUnread() { state.withLock { $0.movesUnread += 1 } }
 
     /// A group-commit transaction took `seconds` (from `BEGIN` to the answer of `COMMIT`).
     func committed(seconds: Double) {
@@ -66,6 +69,10 @@ final class StoreMetrics: Sendable {
             "changeserver_store_snapshot_failures_total", "counter",
             "Snapshots that could not be stored (their records are kept; tried again later).")
         lines.append("changeserver_store_snapshot_failures_total \(snapshot.snapshotFailures)")
+        metric(
+            "changeserver_store_moves_unread_total", "counter",
+            "View moves handed on after 2 s without the follower's read of the source they leave.")
+        lines.append("changeserver_store_moves_unread_total \(snapshot.movesUnread)")
         metric(
             "changeserver_store_housekeeping_jobs", "gauge",
             "Snapshots and purges queued or being written, one at a time, on the housekeeper's connection.")
