@@ -39,6 +39,9 @@ final class PostgresJournal: Journal {
         /// too. The writer reconnects at once, so that the store is reported down while the database is, and the
         /// first write after an outage does not meet a dead connection.
         var writerConnectionSuspect = false
+        /// Set a while after a snapshot ended with snapshots still owed (`owedSnapshots`): the writer, idle or not,
+        /// tries them again.
+        var owedSnapshotsDue = false
     }
 
     let delivery: SequencedDelivery
@@ -264,6 +267,11 @@ final class PostgresJournal: Journal {
             }
             guard let batch, var current = connection else { return }
             if batch.isEmpty {
+                if queue.withLock({ $0.owedSnapshotsDue }) {
+                    queue.withLock { $0.owedSnapshotsDue = false }
+                    snapshotIfGrown([], [], movedTo: [], &bytesSinceSnapshot)
+                    continue
+                }
                 writerWake.wait()
                 continue
             }
@@ -373,12 +381,27 @@ final class PostgresJournal: Journal {
                 parameters: [PGParameter.text(name), .int64(Int64(records.count)), .byteArrays(records.map(\.record))]
             )
         }
-        let appended = connection.pipeline([(sql: "BEGIN", parameters: [])] + appends)
+        // The views' rows first, in the order of their names (`PostgresSchema.lockView`).
+        let views = Set(batch.compactMap { RecordCodec.viewChange($0.local.record)?.view }).sorted()
+        let locks = views.map { (sql: PostgresSchema.lockView, parameters: [PGParameter.text($0)]) }
+        let appended = connection.pipeline([(sql: "BEGIN", parameters: [])] + locks + appends)
+        // Each view's source as noted in the database before this batch, where known; and the collections holding
+        // a latest record of one of its views that this server has not applied yet.
+        var notedSources: [String: String] = [:]
+        var unread: Set<String> = []
         do throws(StorageError) {
-            for (name, outcome) in zip(names, appended.dropFirst()) {
+            for (name, outcome) in zip(names, appended.dropFirst(1 + locks.count)) {
                 let records = byCollection[name] ?? []
                 let first = try outcome.get().int64(0, 0) - Int64(records.count) + 1
                 assigned.append((name, first, records.count))
+            }
+            for (view, outcome) in zip(views, appended.dropFirst().prefix(locks.count)) {
+                let noted = try outcome.get()
+                guard noted.rows == 1 else { continue }
+                if !noted.isNull(0, 0) { notedSources[view] = noted.string(0, 0) }
+                if !noted.isNull(0, 1) && delivery.applied(noted.string(0, 1)) < noted.int64(0, 2) {
+                    unread.insert(noted.string(0, 1))
+                }
             }
             _ = try appended[0].get()
         } catch {
@@ -421,8 +444,18 @@ final class PostgresJournal: Journal {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
         let moves = viewMoves(in: batch)
-        snapshotIfGrown(batch, assigned, movedTo: Set(moves.map(\.to)), &bytesSinceSnapshot)
-        handOn(assigned, leaving: Set(moves.map(\.from)))
+        // A move in the database's order too: one of a view whose latest move this server has not read yet.
+        let movedTo = batch.compactMap { entry -> String? in
+            guard let view = RecordCodec.viewChange(entry.local.record)?.view, let noted = notedSources[view],
+                noted != entry.collection
+            else { return nil }
+            return entry.collection
+        }
+        // The batch waits for the read of the collections holding its views' latest records too, so that this
+        // server applies those first, as every server does (it applied its own record first, and then an older move
+        // of another server over it).
+        snapshotIfGrown(batch, assigned, movedTo: Set(moves.map(\.to)).union(movedTo), &bytesSinceSnapshot)
+        handOn(assigned, leaving: Set(moves.map(\.from)).union(unread))
         return .committed
     }
 
@@ -439,8 +472,9 @@ final class PostgresJournal: Journal {
         }
     }
 
-    /// Hands on this server's committed batches in commit order. A batch that moves a view away from `sources`
-    /// waits until the follower has read them (`readLeftSources`), at most `movePatience`, and the batches committed
+    /// Hands on this server's committed batches in commit order. A batch that moves a view away from `sources` (or
+    /// whose views' latest records are there, not applied yet) waits until the follower has read them
+    /// (`readLeftSources`), at most `movePatience`, and the batches committed
     /// after it that touch those sources or its collections wait behind it: a write to the old source committed
     /// after the move must not take effect before it (`releaseReadBatches`). The follower reading one of these
     /// batches' rows does not hand it on (`SequencedDelivery.offer`).
@@ -457,8 +491,8 @@ final class PostgresJournal: Journal {
                 guard markRead([id]) else { return }
                 metrics.moveHandedOnUnread()
                 logger.warning(
-                    "a view's move waited \(Self.movePatience) ms for the follower to read \(sources.sorted()); "
-                        + "handed on without it")
+                    "a batch of view records waited \(Self.movePatience) ms for the follower to read "
+                        + "\(sources.sorted()); handed on without it")
                 releaseReadBatches()
             }
         }
@@ -611,13 +645,26 @@ final class PostgresJournal: Journal {
                 "snapshot of \(name) at record \(seq) (\(bytes.count) bytes, \(copy.views.count) views) written in "
                     + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
             if copy.content == nil { purgeLater([name: seq]) }
+            trySnapshotsOwedLater()
         } failed: { [self] error in
             // A grown collection is tried again as it grows on; one owed a snapshot, which may never be written
-            // again, with the next batch.
+            // again, a second later.
             if owed || copy.content == nil { _ = owedSnapshots.withLock { $0.insert(name) } }
             metrics.snapshotFailed()
             _ = snapshotting.withLock { $0.remove(name) }
             logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")
+            trySnapshotsOwedLater()
+        }
+    }
+
+    /// Has the writer try the snapshots still owed a second from now (one that failed, or one left out while its
+    /// collection was being snapshotted already), even if no batch comes: a view's move must not wait for the next
+    /// write for the snapshot of its new source.
+    private func trySnapshotsOwedLater() {
+        guard !owedSnapshots.withLock({ $0.isEmpty }) else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(1)) { [self] in
+            queue.withLock { $0.owedSnapshotsDue = true }
+            writerWake.signal()
         }
     }
 

@@ -50,10 +50,10 @@ enum PostgresRecovery {
                 (0..<sources.rows).map { (sources.string($0, 0), (sources.string($0, 1), sources.int64($0, 2))) },
                 uniquingKeysWith: { $1 })
             var nextSnapshot = 0
-            /// Restores the snapshots that stand before the record of id `id`. A snapshot that stands after a view's
-            /// latest record, stored under another collection, holds that view stale (from a server that had not
-            /// applied the record yet): the view is left out of it. (One that stands before it holds the view as
-            /// that record found it.)
+            /// Restores the snapshots that stand before the record of id `id`. A snapshot of another collection than
+            /// a view's noted source, standing after the record that brought the view there, holds that view stale
+            /// (from a server that had not applied that record yet): the view is left out of it. (One that stands
+            /// before it holds the view as that record found it.)
             func restoreSnapshots(before id: Int64) throws {
                 while nextSnapshot < snapshots.rows && snapshots.int64(nextSnapshot, 3) < id {
                     defer { nextSnapshot += 1 }
@@ -63,8 +63,8 @@ enum PostgresRecovery {
                     let position = snapshots.int64(nextSnapshot, 3)
                     var snapshot = try decodeSnapshot(bytes, of: name, limits: executor.limits)
                     snapshot.views.removeAll { view in
-                        guard let (source, lastID) = viewSources[view.name] else { return false }
-                        return source != name && position > lastID
+                        guard let (source, since) = viewSources[view.name] else { return false }
+                        return source != name && position > since
                     }
                     for view in snapshot.views { viewTouched[view.name] = position }
                     try restore(snapshot, into: executor)

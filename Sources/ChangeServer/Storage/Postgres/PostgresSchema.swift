@@ -13,14 +13,15 @@
 ///   after its records up to `seq` (`content` NULL: the collection did not exist then), whose last record has the
 ///   id `last_id`, where it stands among the records of other collections; those records are deleted, but the last
 ///   1,000 (for servers that have not read them yet); a deleted collection's go too, a while later.
-/// - `changeserver_views(name, last_id, deleted, source, source_id)`: per view, the id of its latest record and
-///   whether that record deleted it, written with the records; and the collection that record is stored under, the
-///   view's source after it (`source_id` is the id it was noted for: a server of an earlier version, which notes
-///   no source, moves `last_id` alone, and a source whose `source_id` is not `last_id` is unknown). A snapshot of a
-///   view's earlier source may still hold a view that was deleted or moved since: written after the move by a
-///   server that had not read it yet, or before it, with the move compacted into the snapshot of another source. A
-///   starting server leaves a view out of the snapshots of other collections that stand after its noted record, and
-///   drops the views deleted here.
+/// - `changeserver_views(name, last_id, deleted, source, source_id, source_since)`: per view, the id of its latest
+///   record and whether that record deleted it, written with the records; the collection that record is stored
+///   under, the view's source after it, and the id of the record that brought the view there (`source_id` is the
+///   id the source was noted for: a server of an earlier version, which notes no source, moves `last_id` alone, and
+///   a source whose `source_id` is not `last_id` is unknown). A transaction takes its views' rows before any id
+///   (`lockView`), so the records of one view take ids in the order they commit, and are noted in that order. A
+///   snapshot of a view's earlier source may still hold a view that moved away or was deleted since: written after
+///   the move by a server that had not read it yet. A starting server leaves a view out of the snapshots of other
+///   collections that stand after it came to its noted source, and drops the views deleted here.
 /// - `changeserver_schema(version)`: the schema's version, checked at start.
 enum PostgresSchema {
     /// 2 since records have ids: a server of an earlier version, which would replay them in another order, refuses
@@ -56,9 +57,13 @@ enum PostgresSchema {
                 CREATE TABLE IF NOT EXISTS changeserver_views (name text PRIMARY KEY, last_id bigint NOT NULL, \
                 deleted boolean NOT NULL)
                 """)
-            try connection.execute(
-                "ALTER TABLE changeserver_views ADD COLUMN IF NOT EXISTS source text, "
-                    + "ADD COLUMN IF NOT EXISTS source_id bigint")
+            // Altered only when a column is missing: an `ALTER TABLE` takes the table's exclusive lock, which
+            // waits behind a starting server's reads and holds up every view record meanwhile.
+            if try connection.execute(hasViewSources).int64(0, 0) < 3 {
+                try connection.execute(
+                    "ALTER TABLE changeserver_views ADD COLUMN IF NOT EXISTS source text, "
+                        + "ADD COLUMN IF NOT EXISTS source_id bigint, ADD COLUMN IF NOT EXISTS source_since bigint")
+            }
             if try connection.execute(hasRecordIDs).int64(0, 0) == 0 {
                 for statement in addRecordIDs { try connection.execute(statement) }
             }
@@ -79,6 +84,13 @@ enum PostgresSchema {
     private static let hasRecordIDs = """
         SELECT count(*) FROM pg_attribute
         WHERE attrelid = 'changeserver_records'::regclass AND attname = 'id' AND NOT attisdropped
+        """
+
+    /// How many of the columns that note a view's source `changeserver_views` has (3 when it has them all).
+    private static let hasViewSources = """
+        SELECT count(*) FROM pg_attribute
+        WHERE attrelid = 'changeserver_views'::regclass AND attname IN ('source', 'source_id', 'source_since')
+            AND NOT attisdropped
         """
 
     /// Gives every record an id, in place, in the order servers started from before ids: first the records a
@@ -114,28 +126,45 @@ enum PostgresSchema {
 
     static let notify = "SELECT pg_notify($1, $2)"
 
-    /// Notes that record `$3` of collection `$2` is the latest of view `$1`, whether it deletes it and that `$2` is
-    /// the view's source after it (`RecordCodec.ViewNote` `$4`: 1 deletes, 0 defines, 2 may be refused, which
-    /// leaves `deleted` as it was, and the source too when it is `$2`, or else makes it unknown), unless a record of
-    /// a higher id is noted.
+    /// Takes the row of view `$1` (inserting a placeholder, `last_id` 0, for a new name) until the transaction ends,
+    /// before the records take their ids: so the records of one view take ids in the order their transactions
+    /// commit, whichever collections they are stored under, and their notes are written in that order. Returns the
+    /// view's noted source (NULL when unknown: `source`'s rules), and the collection and sequence of its latest
+    /// record (NULL when there is none, or it was compacted away). Taken in the order of the views' names, before
+    /// any collection's row, by every server.
+    static let lockView = """
+        WITH locked AS (
+            INSERT INTO changeserver_views AS v (name, last_id, deleted) VALUES ($1, 0, false)
+            ON CONFLICT (name) DO UPDATE SET name = v.name
+            RETURNING v.source, v.source_id, v.last_id)
+        SELECT CASE WHEN locked.source_id = locked.last_id THEN locked.source END, r.collection, r.seq
+        FROM locked LEFT JOIN changeserver_records r ON r.id = locked.last_id
+        """
+
+    /// Notes that record `$3` of collection `$2` is the latest of view `$1`, whether it deletes it, and that `$2` is
+    /// the view's source after it, since that record or since the one that brought it there (`RecordCodec.ViewNote`
+    /// `$4`: 1 deletes, 0 defines, 2 may be refused, which leaves `deleted` as it was, and the source too when it is
+    /// `$2`, or else makes it unknown), unless a record of a higher id is noted.
     static let noteView = """
-        INSERT INTO changeserver_views (name, last_id, deleted, source, source_id)
-        SELECT $1, id, $4 = 1, CASE WHEN $4 = 2 THEN NULL ELSE $2 END, id
+        INSERT INTO changeserver_views AS v (name, last_id, deleted, source, source_id, source_since)
+        SELECT $1, id, $4 = 1, CASE WHEN $4 = 2 THEN NULL ELSE $2 END, id, id
         FROM changeserver_records WHERE collection = $2 AND seq = $3
         ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id,
-            deleted = CASE WHEN $4 = 2 THEN changeserver_views.deleted ELSE excluded.deleted END,
-            source = CASE WHEN $4 <> 2 OR (changeserver_views.source = $2
-                AND changeserver_views.source_id = changeserver_views.last_id) THEN $2 END,
-            source_id = excluded.last_id
-        WHERE changeserver_views.last_id < excluded.last_id
+            deleted = CASE WHEN $4 = 2 THEN v.deleted ELSE excluded.deleted END,
+            source = CASE WHEN $4 <> 2 OR (v.source = $2 AND v.source_id = v.last_id) THEN $2 END,
+            source_id = excluded.last_id,
+            source_since = CASE WHEN v.source = $2 AND v.source_id = v.last_id THEN v.source_since
+                ELSE excluded.last_id END
+        WHERE v.last_id < excluded.last_id
         """
 
     /// The views whose latest noted record deleted them, with its id.
     static let deletedViews = "SELECT name, last_id FROM changeserver_views WHERE deleted"
 
-    /// The views whose source after their latest record is known: `(name, source, id of that record)`.
+    /// The views whose source after their latest record is known: `(name, source, id of the record that brought
+    /// the view there)`.
     static let viewSources =
-        "SELECT name, source, last_id FROM changeserver_views WHERE source IS NOT NULL AND source_id = last_id"
+        "SELECT name, source, source_since FROM changeserver_views WHERE source IS NOT NULL AND source_id = last_id"
 
     /// Records of collection `$1` after sequence `$2`, in order, at most `$3`.
     static let recordsAfter = """

@@ -71,7 +71,7 @@ final class StoreMetrics: Sendable {
         lines.append("changeserver_store_snapshot_failures_total \(snapshot.snapshotFailures)")
         metric(
             "changeserver_store_moves_unread_total", "counter",
-            "View moves handed on after 2 s without the follower's read of the source they leave.")
+            "Batches of view records (moves) handed on after 2 s without the follower's read they wait for.")
         lines.append("changeserver_store_moves_unread_total \(snapshot.movesUnread)")
         metric(
             "changeserver_store_housekeeping_jobs", "gauge",
