@@ -65,21 +65,11 @@ extension LivePostgresTests {
         kill(backend, SIGSTOP)
         defer { kill(backend, SIGCONT) }
         #expect(try mover.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
-        let port = behind.port
-        let status = Mutex<Int?>(nil)
-        let redefinition = Thread {
-            let response = try? Client(port: port).put("/v1/views/v", ["source": "zeta", "limit": 5])
-            status.withLock { $0 = response?.status ?? 0 }
-        }
-        redefinition.start()
+        let redefined = redefineOnZeta(through: behind)
         usleep(500_000)
         kill(backend, SIGCONT)
-        while !redefinition.isFinished { usleep(10_000) }
-        #expect(status.withLock { $0 } == 200)
-        let shown = try behind.client.get("/v1/views/v").text
-        #expect(shown.contains(#""limit":5"#), "\(shown)")
-        let agreed = try eventually { try mover.client.get("/v1/views/v").text == shown }
-        #expect(agreed, "the view on the server that moved it: \((try? mover.client.get("/v1/views/v").text) ?? "")")
+        #expect(redefined() == 200)
+        try expectRedefinedOnZeta(behind, mover)
         #expect(try snapshotted("zeta", cluster, "unreadmove"), "zeta was snapshotted behind the redefinition")
         try Self.fill("alpha", through: mover)
         let regrown = try eventually {
@@ -110,6 +100,32 @@ extension LivePostgresTests {
         #expect(try snapshotted("alpha", cluster, "owed"), "tried again while idle")
     }
 
+    /// Owed snapshots that keep failing (three deleted collections, the database refusing their snapshots) are tried
+    /// again about once a second each, not more and more often: every snapshot that ended set a timer of its own,
+    /// and each timer tried all of them (found in review: 1,127 failures in 40 s, and rising).
+    @Test func owedSnapshotsThatKeepFailingAreTriedAboutOnceASecond() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("storm")
+        let server = try ServerProcess(["--postgres", url])
+        for name in ["d1", "d2", "d3"] {
+            #expect(try server.client.put("/v1/collections/\(name)", ["sections": [["id": "s"]]]).status == 201)
+        }
+        _ = try cluster.sql(
+            """
+            CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$ LANGUAGE plpgsql;
+            CREATE TRIGGER refuse BEFORE INSERT ON changeserver_snapshots FOR EACH ROW EXECUTE FUNCTION refuse();
+            """, database: "storm")
+        for name in ["d1", "d2", "d3"] {
+            #expect(try server.client.request("DELETE", "/v1/collections/\(name)").status == 204)
+        }
+        let failures = { server.log.components(separatedBy: "failed (").count - 1 }
+        #expect(try eventually { failures() >= 3 })
+        let first = failures()
+        usleep(8_000_000)
+        let later = failures() - first
+        #expect(later >= 6 && later <= 36, "\(later) failures in 8 s")
+    }
+
     /// A server's start alters nothing when the schema has every column: an `ALTER TABLE` on every start queued
     /// for the exclusive lock of `changeserver_views` behind another server's start (which reads it in its long
     /// transaction), and every view record of the running servers queued behind that (found in review: a view's
@@ -128,58 +144,98 @@ extension LivePostgresTests {
     }
 
     /// The records of one view take ids in the order their transactions commit, whichever collections they go to:
-    /// a transaction takes its views' rows first (`PostgresSchema.lockView`). (A move under `alpha` that took the
-    /// lower id, whose note came after that of a record of the view under `zeta` committed first with a higher id,
-    /// was dropped, and a start took the view for one on `zeta` and dropped it from `alpha`'s snapshot; found in
-    /// review.)
-    @Test func aViewsRecordsTakeIdsInTheOrderTheyCommit() throws {
+    /// the journal takes its views' rows before its records take ids (`PostgresSchema.lockView`). Its record of `v`
+    /// under `alpha`, sent while another transaction holds `v`'s row and then writes a record of `v` under `zeta`,
+    /// takes the higher id. (A move under `alpha` that took the lower id, its note written after that of a record
+    /// under `zeta` committed first, was dropped, and a start took the view for one on `zeta`; found in review.)
+    @Test func theJournalTakesItsViewsRowsBeforeIds() throws {
         let cluster = try PostgresCluster()
         let url = try cluster.createDatabase("viewids")
         try PostgresSchema.prepare(PGConnection(url))
-        /// Appends a record of view `v` under `collection` and notes it.
-        @Sendable func write(_ collection: String, on connection: PGConnection) throws {
-            let record = RecordCodec.encode(
+        let journal = try PostgresJournal(
+            url: url, applied: [:], snapshotBytes: 1 << 30, purgeDelay: 60_000, catchUpInterval: 3_600_000,
+            viewSource: { _ in nil }, logger: Logger(level: .error))
+        defer { journal.close() }
+        journal.start(applyingRemote: { _, _ in }, copyOnLane: { _, _ in }, fellBehind: { _ in })
+        func record(_ source: String) -> [UInt8] {
+            RecordCodec.encode(
                 .defineView(
-                    view: "v", epoch: "e", definition: JSONData(canonical: #"{"source":"\#(collection)"}"#),
+                    view: "v", epoch: "e", definition: JSONData(canonical: #"{"source":"\#(source)"}"#),
                     conditions: .none))
-            let seq = try connection.execute(
-                PostgresSchema.append, [.text(collection), .int64(1), .byteArrays([record])]
-            ).int64(0, 0)
-            try connection.execute(
-                PostgresSchema.noteView, [.text("v"), .text(collection), .int64(seq), .int64(0)])
         }
-        let first = try PGConnection(url)
-        try first.execute("BEGIN")
-        try first.execute(PostgresSchema.lockView, [.text("v")])
-        let second = Thread {
-            guard let connection = try? PGConnection(url) else { return }
-            try? connection.execute("BEGIN")
-            try? connection.execute(PostgresSchema.lockView, [.text("v")])
-            try? write("zeta", on: connection)
-            try? connection.execute("COMMIT")
+        let holder = try PGConnection(url)
+        try holder.execute("BEGIN")
+        try holder.execute(PostgresSchema.lockView, [.text("v")])
+        let durable = Mutex<Bool?>(nil)
+        try journal.append(record("alpha")) { done in durable.withLock { $0 = done } }
+        let waiting = try eventually {
+            try cluster.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'", database: "viewids") == "1\n"
         }
-        second.start()
-        usleep(300_000)
-        try write("alpha", on: first)
-        try first.execute("COMMIT")
-        while !second.isFinished { usleep(10_000) }
+        #expect(waiting, "the journal's transaction waits for the view's row")
+        let seq = try holder.execute(
+            PostgresSchema.append, [.text("zeta"), .int64(1), .byteArrays([record("zeta")])]
+        ).int64(0, 0)
+        try holder.execute(PostgresSchema.noteView, [.text("v"), .text("zeta"), .int64(seq), .int64(0)])
+        try holder.execute("COMMIT")
+        #expect(try eventually { durable.withLock { $0 } == true })
         let order = try cluster.sql("SELECT collection FROM changeserver_records ORDER BY id", database: "viewids")
-        #expect(order == "alpha\nzeta\n", "the transaction that committed first took the lower id")
-        let noted = try first.execute(PostgresSchema.viewSources)
-        #expect(noted.rows == 1 && noted.string(0, 1) == "zeta")
+        #expect(order == "zeta\nalpha\n", "the transaction that committed first took the lower id")
+        let noted = try holder.execute(PostgresSchema.viewSources)
+        #expect(noted.rows == 1 && noted.string(0, 1) == "alpha")
+    }
+
+    /// A server's record of `v` whose `COMMIT` got no answer (its backend ended while the commit waited for a
+    /// standby that does not exist; the commit was made) waits, once found committed, for the read of the view's
+    /// latest record, another server's move it had not read, as at a commit: the view is the same on both servers
+    /// and after a restart (found in review: the found record was handed on at once, and the older move over it).
+    @Test func aViewRecordWhoseCommitGotNoAnswerWaitsForTheViewsLatestRecord() throws {
+        let (cluster, url, behind) = try Self.startWithViewOnZeta(database: "lostcommit")
+        let backend = try followerBackend(cluster, database: "lostcommit")
+        let mover = try ServerProcess(["--postgres", url])
+        let admin = try PGConnection(url)
+        try admin.execute("SET synchronous_commit = local")
+        kill(backend, SIGSTOP)
+        defer { kill(backend, SIGCONT) }
+        #expect(try mover.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
+        try admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+        try admin.execute("SELECT pg_reload_conf()")
+        defer {
+            _ = try? admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            _ = try? admin.execute("SELECT pg_reload_conf()")
+        }
+        let redefined = redefineOnZeta(through: behind)
+        var writer: Int64 = 0
+        _ = try eventually {
+            let found = try admin.execute(
+                "SELECT pid::bigint FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE 'COMMIT%'")
+            if found.rows > 0 { writer = found.int64(0, 0) }
+            return writer > 0
+        }
+        try #require(writer > 0, "the commit waits for the standby")
+        try admin.execute("SELECT pg_terminate_backend(\(writer)::int)")
+        try admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
+        try admin.execute("SELECT pg_reload_conf()")
+        #expect(try eventually { behind.log.contains("commit got no answer") })
+        kill(backend, SIGCONT)
+        #expect(redefined() == 200)
+        try expectRedefinedOnZeta(behind, mover)
+        try expectTheSameAfterARestart(url, as: behind)
+        #expect(!behind.log.contains("handed on without it"))
     }
 
     /// `changeserver_views` notes a view's source after its latest record and since which record it is there,
     /// straight against the schema: a record that may be refused keeps them only where it is stored under the same
-    /// collection, a note of an earlier record changes nothing, and a server of an earlier version, which notes no
-    /// source, leaves it unknown.
+    /// collection, a note of an earlier record changes nothing, a row without `source_since` is taken for unknown
+    /// (it was read as 0, and a start left the view out of every other collection's snapshot; found in review), and
+    /// a server of an earlier version, which notes no source, leaves it unknown.
     @Test func aViewsSourceIsNotedOnlyWhereItIsKnown() throws {
         let cluster = try PostgresCluster()
         let url = try cluster.createDatabase("sources")
         let connection = try PGConnection(url)
         try PostgresSchema.prepare(connection)
         var ids: [String: Int64] = [:]
-        for (collection, count) in [("zeta", 2), ("alpha", 4)] {
+        for (collection, count) in [("zeta", 2), ("alpha", 5)] {
             let records = Array(repeating: [UInt8](repeating: 1, count: 4), count: count)
             try connection.execute(
                 PostgresSchema.append, [.text(collection), .int64(Int64(count)), .byteArrays(records)])
@@ -200,9 +256,12 @@ extension LivePostgresTests {
         #expect(try note("alpha", 3, .mayBeRefused) == "alpha since alpha2", "one that may be refused, same source")
         #expect(try note("alpha", 4, .defines) == "alpha since alpha2", "a redefinition on the same source")
         #expect(try note("zeta", 2, .defines) == "alpha since alpha2", "an earlier record (zeta's ids are lower)")
+        try connection.execute("UPDATE changeserver_views SET source_since = NULL")
+        #expect(try connection.execute(PostgresSchema.viewSources).rows == 0, "noted before source_since was")
+        #expect(try note("alpha", 5, .defines) == "alpha since alpha5", "since a later record, never an earlier one")
         let earlierVersion = """
             INSERT INTO changeserver_views (name, last_id, deleted)
-            SELECT 'v', id + 1, false FROM changeserver_records WHERE collection = 'alpha' AND seq = 4
+            SELECT 'v', id + 1, false FROM changeserver_records WHERE collection = 'alpha' AND seq = 5
             ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id, deleted = excluded.deleted
             WHERE changeserver_views.last_id < excluded.last_id
             """
@@ -231,6 +290,30 @@ extension LivePostgresTests {
         #expect(followed, "the lagging server read the move")
         #expect(try mover.client.get("/v1/views/v").text.contains(#""source":"alpha""#))
         return (cluster, url, mover)
+    }
+
+    /// Sends `PUT /v1/views/v {"source": "zeta", "limit": 5}` through `server` on a thread of its own; the closure
+    /// returned waits for the answer's status.
+    private func redefineOnZeta(through server: ServerProcess) -> () -> Int? {
+        let port = server.port
+        let status = Mutex<Int?>(nil)
+        let thread = Thread {
+            let response = try? Client(port: port).put("/v1/views/v", ["source": "zeta", "limit": 5])
+            status.withLock { $0 = response?.status ?? 0 }
+        }
+        thread.start()
+        return {
+            while !thread.isFinished { usleep(10_000) }
+            return status.withLock { $0 }
+        }
+    }
+
+    /// `behind` shows view `v` as `redefineOnZeta` left it, and `mover` comes to show the same.
+    private func expectRedefinedOnZeta(_ behind: ServerProcess, _ mover: ServerProcess) throws {
+        let shown = try behind.client.get("/v1/views/v").text
+        #expect(shown.contains(#""limit":5"#), "\(shown)")
+        let agreed = try eventually { try mover.client.get("/v1/views/v").text == shown }
+        #expect(agreed, "the view on the server that moved it: \((try? mover.client.get("/v1/views/v").text) ?? "")")
     }
 
     /// Whether a snapshot of `collection` is stored (within `eventually`'s wait).

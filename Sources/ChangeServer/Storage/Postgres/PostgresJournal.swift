@@ -42,6 +42,9 @@ final class PostgresJournal: Journal {
         /// Set a while after a snapshot ended with snapshots still owed (`owedSnapshots`): the writer, idle or not,
         /// tries them again.
         var owedSnapshotsDue = false
+        /// Whether that while is running: one at a time, however many snapshots end meanwhile (a timer each made
+        /// the retries of several failing snapshots multiply).
+        var owedSnapshotsTimed = false
     }
 
     let delivery: SequencedDelivery
@@ -218,16 +221,16 @@ final class PostgresJournal: Journal {
     private func writeLoop() {
         var connection: PGConnection?
         var backoff = Backoff()
-        var unresolved: [Range] = []
+        var unresolved: [Unanswered] = []
         var bytesSinceSnapshot: [String: Int] = [:]
         defer {
-            for range in unresolved {
+            for range in unresolved.flatMap(\.ranges) {
                 for record in delivery.abandon(range.name, first: range.first, count: range.count) {
                     record.done(false)
                 }
             }
             // Those the follower saw committed are answered so.
-            handOn(unresolved, leaving: [])
+            handOn(unresolved.flatMap(\.ranges), leaving: [])
         }
         while true {
             if queue.withLock({ queue in
@@ -289,7 +292,7 @@ final class PostgresJournal: Journal {
                     for record in batch { record.local.done(false) }
                 }
             }
-            if case .unanswered(let ranges) = outcome { unresolved += ranges }
+            if case .unanswered(let batch) = outcome { unresolved.append(batch) }
             if current.isBroken {
                 connection = nil
                 if metrics.setUp(false) {
@@ -300,7 +303,7 @@ final class PostgresJournal: Journal {
     }
 
     /// A new connection, on which the records whose `COMMIT` got no answer are resolved first.
-    private func connect(resolving unresolved: inout [Range]) throws(StorageError) -> PGConnection {
+    private func connect(resolving unresolved: inout [Unanswered]) throws(StorageError) -> PGConnection {
         let fresh = try PGConnection(url)
         try resolve(unresolved, on: fresh)
         unresolved = []
@@ -327,23 +330,36 @@ final class PostgresJournal: Journal {
 
     /// Tells the callers of records whose `COMMIT` got no answer what became of them: the rows that are there with
     /// their bytes committed; the others were rolled back and are not durable.
-    private func resolve(_ ranges: [Range], on connection: PGConnection) throws(StorageError) {
-        for range in ranges {
-            let result = try connection.execute(
-                PostgresSchema.recordsAfter,
-                [.text(range.name), .int64(range.first - 1), .int64(Int64(range.count))])
-            let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
-            var failed = delivery.offer(range.name, rows).failed
-            failed += delivery.abandon(range.name, first: range.first, count: range.count)
-            for record in failed { record.done(false) }
-            // The rows found are this server's records, committed: handed on in their turn among its batches.
-            handOn([range], leaving: [])
-            // Rows at those sequences may be another server's records (this transaction rolled back, and another
-            // took the sequences): only this server's bytes count, which are the ones not failed.
-            logger.warning(
-                "collection \(range.name): \(range.count) records whose commit got no answer: "
-                    + "\(range.count - failed.count) were committed")
+    private func resolve(_ batches: [Unanswered], on connection: PGConnection) throws(StorageError) {
+        for batch in batches {
+            for range in batch.ranges {
+                let result = try connection.execute(
+                    PostgresSchema.recordsAfter,
+                    [.text(range.name), .int64(range.first - 1), .int64(Int64(range.count))])
+                let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
+                var failed = delivery.offer(range.name, rows).failed
+                failed += delivery.abandon(range.name, first: range.first, count: range.count)
+                for record in failed { record.done(false) }
+                // Rows at those sequences may be another server's records (this transaction rolled back, and
+                // another took the sequences): only this server's bytes count, which are the ones not failed.
+                logger.warning(
+                    "collection \(range.name): \(range.count) records whose commit got no answer: "
+                        + "\(range.count - failed.count) were committed")
+            }
+            // The rows found are this server's records, committed: handed on in their turn among its batches,
+            // after the reads they wait for, as at a commit; and the new sources of their moves are owed snapshots.
+            _ = owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
+            handOn(batch.ranges, leaving: batch.leaving)
         }
+        trySnapshotsOwedLater()
+    }
+
+    /// A batch whose `COMMIT` got no answer: its ranges, and what `handOn` and `snapshotIfGrown` would have been
+    /// given at its commit.
+    private struct Unanswered {
+        let ranges: [Range]
+        let leaving: Set<String>
+        let movedTo: Set<String>
     }
 
     /// What became of a batch sent to the database.
@@ -352,7 +368,7 @@ final class PostgresJournal: Journal {
         /// Not committed, and every record's caller was told.
         case failed
         /// The connection broke during `COMMIT`: resolved on the next connection.
-        case unanswered([Range])
+        case unanswered(Unanswered)
         /// The connection was found broken before `COMMIT` was sent: nothing was committed and nobody was told.
         case unsent(StorageError)
     }
@@ -412,6 +428,18 @@ final class PostgresJournal: Journal {
             return .failed
         }
         for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
+        let moves = viewMoves(in: batch)
+        // A move in the database's order too: one of a view whose latest move this server has not read yet.
+        let movedTo = batch.compactMap { entry -> String? in
+            guard let view = RecordCodec.viewChange(entry.local.record)?.view, let noted = notedSources[view],
+                noted != entry.collection
+            else { return nil }
+            return entry.collection
+        }
+        // The batch waits for the read of the collections holding its views' latest records too, so that this
+        // server applies those first, as every server does (it applied its own record first, and then an older move
+        // of another server over it).
+        let leaving = Set(moves.map(\.from)).union(unread)
         // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
         // notifying transaction of the database shares, and inside the records' transaction it would be held
         // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
@@ -437,25 +465,14 @@ final class PostgresJournal: Journal {
                 return .failed
             }
             logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
-            return .unanswered(assigned)
+            return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: Set(moves.map(\.to) + movedTo)))
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
-        let moves = viewMoves(in: batch)
-        // A move in the database's order too: one of a view whose latest move this server has not read yet.
-        let movedTo = batch.compactMap { entry -> String? in
-            guard let view = RecordCodec.viewChange(entry.local.record)?.view, let noted = notedSources[view],
-                noted != entry.collection
-            else { return nil }
-            return entry.collection
-        }
-        // The batch waits for the read of the collections holding its views' latest records too, so that this
-        // server applies those first, as every server does (it applied its own record first, and then an older move
-        // of another server over it).
-        snapshotIfGrown(batch, assigned, movedTo: Set(moves.map(\.to)).union(movedTo), &bytesSinceSnapshot)
-        handOn(assigned, leaving: Set(moves.map(\.from)).union(unread))
+        snapshotIfGrown(batch, assigned, movedTo: Set(moves.map(\.to) + movedTo), &bytesSinceSnapshot)
+        handOn(assigned, leaving: leaving)
         return .committed
     }
 
@@ -662,8 +679,16 @@ final class PostgresJournal: Journal {
     /// write for the snapshot of its new source.
     private func trySnapshotsOwedLater() {
         guard !owedSnapshots.withLock({ $0.isEmpty }) else { return }
+        let timed = queue.withLock { queue in
+            defer { queue.owedSnapshotsTimed = true }
+            return queue.owedSnapshotsTimed
+        }
+        guard !timed else { return }
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(1)) { [self] in
-            queue.withLock { $0.owedSnapshotsDue = true }
+            queue.withLock { queue in
+                queue.owedSnapshotsDue = true
+                queue.owedSnapshotsTimed = false
+            }
             writerWake.signal()
         }
     }
@@ -813,6 +838,8 @@ final class PostgresJournal: Journal {
                 return true
             }
             var read: Set<String> = []
+            var readAgain = false
+            let afterByName = Dictionary(uniqueKeysWithValues: zip(names, after))
             var start = 0
             // Each run of rows of one collection goes on at once, before the rows of others that follow it.
             while start < rows.count {
@@ -821,14 +848,20 @@ final class PostgresJournal: Journal {
                 while end < rows.count && rows[end].name == name { end += 1 }
                 let (failed, gap) = delivery.offer(name, rows[start..<end].map { (seq: $0.seq, record: $0.record) })
                 for record in failed { record.done(false) }
-                if gap {
+                // A gap behind where the read began: a record held here was dropped meanwhile (its transaction
+                // rolled back), and its sequence is read again; past it, the records were compacted away.
+                if gap && delivery.readThrough(name) < afterByName[name] ?? 0 {
+                    readAgain = true
+                } else if gap {
                     tellFallenBehind(name)
                     return false
                 }
                 read.insert(name)
                 start = end
             }
-            if Int64(rows.count) == page || rows.reduce(0, { $0 + $1.record.count }) >= pageBytes { continue }
+            if readAgain || Int64(rows.count) == page || rows.reduce(0, { $0 + $1.record.count }) >= pageBytes {
+                continue
+            }
             for (name, before) in zip(names, after) where !read.contains(name) {
                 if let last = wanted[name] ?? nil, last > before, delivery.readThrough(name) == before {
                     tellFallenBehind(name)

@@ -153,8 +153,8 @@ enum PostgresSchema {
             deleted = CASE WHEN $4 = 2 THEN v.deleted ELSE excluded.deleted END,
             source = CASE WHEN $4 <> 2 OR (v.source = $2 AND v.source_id = v.last_id) THEN $2 END,
             source_id = excluded.last_id,
-            source_since = CASE WHEN v.source = $2 AND v.source_id = v.last_id THEN v.source_since
-                ELSE excluded.last_id END
+            source_since = CASE WHEN v.source = $2 AND v.source_id = v.last_id
+                THEN coalesce(v.source_since, excluded.last_id) ELSE excluded.last_id END
         WHERE v.last_id < excluded.last_id
         """
 
@@ -162,9 +162,13 @@ enum PostgresSchema {
     static let deletedViews = "SELECT name, last_id FROM changeserver_views WHERE deleted"
 
     /// The views whose source after their latest record is known: `(name, source, id of the record that brought
-    /// the view there)`.
-    static let viewSources =
-        "SELECT name, source, source_since FROM changeserver_views WHERE source IS NOT NULL AND source_id = last_id"
+    /// the view there)`. (A row noted before `source_since` was has none, and is taken for unknown: a later record
+    /// on the same source notes itself, later than the truth, which leaves out fewer stale copies, never a good
+    /// one.)
+    static let viewSources = """
+        SELECT name, source, source_since FROM changeserver_views
+        WHERE source IS NOT NULL AND source_id = last_id AND source_since IS NOT NULL
+        """
 
     /// Records of collection `$1` after sequence `$2`, in order, at most `$3`.
     static let recordsAfter = """
