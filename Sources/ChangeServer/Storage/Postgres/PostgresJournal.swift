@@ -79,8 +79,9 @@ final class PostgresJournal: Journal {
     /// Collections being snapshotted now (from their copy until their snapshot is stored or has failed).
     private let snapshotting = Mutex<Set<String>>([])
     /// Collections owed a snapshot and not snapshotted since (one was being snapshotted already, or the snapshot
-    /// failed): tried again with the next batch. Those deleted by a committed record, so that their records are
-    /// purged; and the new sources of views this server moved (`snapshotIfGrown`).
+    /// failed): tried again with the next batch, or a second after a snapshot ends (`trySnapshotsOwedLater`). Those
+    /// deleted by a committed record, so that their records are purged; and the new sources of views this server
+    /// moved (`snapshotIfGrown`).
     private let owedSnapshots = Mutex<Set<String>>([])
     /// Told (once) when this server cannot catch up with a collection: its records were compacted into a snapshot.
     private let fallenBehind = Mutex<(@Sendable (String) -> Void)?>(nil)
@@ -608,8 +609,9 @@ final class PostgresJournal: Journal {
     /// So is the new source of a view the batch moves (`movedTo`), right behind the move: the move's record changes
     /// the view as its old source left it, and a snapshot of the old source written after the move (which no longer
     /// holds the view, or, from a server that had not read the move yet, holds it stale) covers the records a start
-    /// would have rebuilt that from. The new source's snapshot holds the view as the move left it, and a start takes
-    /// a view from the snapshots of its noted source only (`PostgresRecovery`).
+    /// would have rebuilt that from. The new source's snapshot holds the view as the move left it, and a start leaves
+    /// the view out of other collections' snapshots that stand after the record that brought it there
+    /// (`PostgresRecovery`).
     ///
     /// Called before the batch's records are handed on (`assigned`: their sequences): the copy is queued on the
     /// collection's lane right behind its last record of the batch, so that it holds exactly the state after that
