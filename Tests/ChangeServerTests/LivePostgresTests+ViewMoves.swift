@@ -198,6 +198,8 @@ extension LivePostgresTests {
         kill(backend, SIGSTOP)
         defer { kill(backend, SIGCONT) }
         #expect(try mover.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
+        // The mover's snapshot of alpha is stored first: its COMMIT would wait for the standby too.
+        #expect(try snapshotted("alpha", cluster, "lostcommit"))
         try admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
         try admin.execute("SELECT pg_reload_conf()")
         defer {

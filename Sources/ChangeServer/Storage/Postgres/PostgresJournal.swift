@@ -306,8 +306,7 @@ final class PostgresJournal: Journal {
     /// A new connection, on which the records whose `COMMIT` got no answer are resolved first.
     private func connect(resolving unresolved: inout [Unanswered]) throws(StorageError) -> PGConnection {
         let fresh = try PGConnection(url)
-        try resolve(unresolved, on: fresh)
-        unresolved = []
+        try resolve(&unresolved, on: fresh)
         return fresh
     }
 
@@ -330,9 +329,11 @@ final class PostgresJournal: Journal {
     }
 
     /// Tells the callers of records whose `COMMIT` got no answer what became of them: the rows that are there with
-    /// their bytes committed; the others were rolled back and are not durable.
-    private func resolve(_ batches: [Unanswered], on connection: PGConnection) throws(StorageError) {
-        for batch in batches {
+    /// their bytes committed; the others were rolled back and are not durable. Each batch leaves `batches` once
+    /// resolved: a connection that breaks partway leaves the others for the next one, which would otherwise hand
+    /// the first ones on again (and wait for their reads again).
+    private func resolve(_ batches: inout [Unanswered], on connection: PGConnection) throws(StorageError) {
+        while let batch = batches.first {
             for range in batch.ranges {
                 let result = try connection.execute(
                     PostgresSchema.recordsAfter,
@@ -351,6 +352,7 @@ final class PostgresJournal: Journal {
             // after the reads they wait for, as at a commit; and the new sources of their moves are owed snapshots.
             _ = owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
             handOn(batch.ranges, leaving: batch.leaving)
+            batches.removeFirst()
         }
         trySnapshotsOwedLater()
     }
