@@ -79,18 +79,13 @@ extension LivePostgresTests {
     /// in count would have applied three records of ten).
     @Test func theFollowerReadsEveryPageCutByBytes() throws {
         let cluster = try PostgresCluster()
-        let url = try cluster.createDatabase("followpages")
-        try PostgresSchema.prepare(PGConnection(url))
         let applied = Mutex<[String]>([])
-        let journal = try PostgresJournal(
-            url: url, applied: [:], snapshotBytes: 1 << 30, purgeDelay: 60_000, catchUpInterval: 3_600_000,
-            pageBytes: 25_000, viewSource: { _ in nil }, logger: Logger(level: .warning))
-        defer { journal.close() }
-        journal.start(
-            applyingRemote: { record, _ in
+        let (url, journal) = try startedJournal(
+            on: cluster, database: "followpages", pageBytes: 25_000,
+            applied: { record in
                 if case .upsert(_, let id, _, _, _, _) = record { applied.withLock { $0.append(id) } }
-            },
-            copyOnLane: { _, _ in }, fellBehind: { _ in })
+            })
+        defer { journal.close() }
         // The follower listens once it has connected: the records go in when its first catch-up has read nothing.
         #expect(try eventually { journal.metricsText().contains("changeserver_store_catch_ups_total 1") })
         let writer = try PGConnection(url)
@@ -116,13 +111,9 @@ extension LivePostgresTests {
     /// its patience ran out, 2 s later).
     @Test func theFollowerReadsPastThisServersRecordsHeldBehindAMove() throws {
         let cluster = try PostgresCluster()
-        let url = try cluster.createDatabase("heldpages")
-        try PostgresSchema.prepare(PGConnection(url))
-        let journal = try PostgresJournal(
-            url: url, applied: [:], snapshotBytes: 1 << 30, purgeDelay: 60_000, catchUpInterval: 3_600_000,
-            pageBytes: 1, viewSource: { $0 == "v" ? "zeta" : nil }, logger: Logger(level: .error))
+        let (_, journal) = try startedJournal(
+            on: cluster, database: "heldpages", pageBytes: 1, viewSource: { $0 == "v" ? "zeta" : nil })
         defer { journal.close() }
-        journal.start(applyingRemote: { _, _ in }, copyOnLane: { _, _ in }, fellBehind: { _ in })
         #expect(try eventually { journal.metricsText().contains("changeserver_store_catch_ups_total 1") })
         let answered = Mutex<[String]>([])
         func append(_ name: String, _ record: JournalRecord) throws {
@@ -142,6 +133,26 @@ extension LivePostgresTests {
         #expect(try eventually { answered.withLock { $0.count } == 4 })
         #expect(answered.withLock { $0 } == ["move", "write 0", "write 1", "write 2"])
         #expect(journal.metricsText().contains("changeserver_store_moves_unread_total 0"), "handed on unread")
+    }
+}
+
+extension LivePostgresTests {
+    /// A journal in this process on a new database `database` of `cluster` (its schema set up), started, with the
+    /// follower's catch-up every second off (an hour) and no snapshot before 1 GiB: the records of other servers go
+    /// to `applied`. Returns the database's URL too.
+    func startedJournal(
+        on cluster: PostgresCluster, database: String, pageBytes: Int = PostgresSchema.pageBytes,
+        viewSource: @escaping @Sendable (String) -> String? = { _ in nil },
+        applied: @escaping @Sendable (JournalRecord) -> Void = { _ in }
+    ) throws -> (String, PostgresJournal) {
+        let url = try cluster.createDatabase(database)
+        try PostgresSchema.prepare(PGConnection(url))
+        let journal = try PostgresJournal(
+            url: url, applied: [:], snapshotBytes: 1 << 30, purgeDelay: 60_000, catchUpInterval: 3_600_000,
+            pageBytes: pageBytes, viewSource: viewSource, logger: Logger(level: .error))
+        journal.start(
+            applyingRemote: { record, _ in applied(record) }, copyOnLane: { _, _ in }, fellBehind: { _ in })
+        return (url, journal)
     }
 }
 

@@ -150,13 +150,8 @@ extension LivePostgresTests {
     /// under `zeta` committed first, was dropped, and a start took the view for one on `zeta`; found in review.)
     @Test func theJournalTakesItsViewsRowsBeforeIds() throws {
         let cluster = try PostgresCluster()
-        let url = try cluster.createDatabase("viewids")
-        try PostgresSchema.prepare(PGConnection(url))
-        let journal = try PostgresJournal(
-            url: url, applied: [:], snapshotBytes: 1 << 30, purgeDelay: 60_000, catchUpInterval: 3_600_000,
-            viewSource: { _ in nil }, logger: Logger(level: .error))
+        let (url, journal) = try startedJournal(on: cluster, database: "viewids")
         defer { journal.close() }
-        journal.start(applyingRemote: { _, _ in }, copyOnLane: { _, _ in }, fellBehind: { _ in })
         func record(_ source: String) -> [UInt8] {
             RecordCodec.encode(
                 .defineView(

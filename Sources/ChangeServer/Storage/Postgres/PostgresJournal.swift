@@ -400,8 +400,12 @@ final class PostgresJournal: Journal {
                 parameters: [PGParameter.text(name), .int64(Int64(records.count)), .byteArrays(records.map(\.record))]
             )
         }
-        // The views' rows first, in the order of their names (`PostgresSchema.lockView`).
-        let views = Set(batch.compactMap { RecordCodec.viewChange($0.local.record)?.view }).sorted()
+        // The batch's view records, read once; their views' rows first, in the order of their names
+        // (`PostgresSchema.lockView`).
+        let viewRecords = batch.compactMap { entry in
+            RecordCodec.viewChange(entry.local.record).map { (view: $0.view, collection: entry.collection) }
+        }
+        let views = Set(viewRecords.map(\.view)).sorted()
         let locks = views.map { (sql: PostgresSchema.lockView, parameters: [PGParameter.text($0)]) }
         let appended = connection.pipeline([(sql: "BEGIN", parameters: [])] + locks + appends)
         // Each view's source as noted in the database before this batch, where known; and the collections holding
@@ -431,13 +435,11 @@ final class PostgresJournal: Journal {
             return .failed
         }
         for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
-        let moves = viewMoves(in: batch)
+        let moves = viewMoves(viewRecords)
         // A move in the database's order too: one of a view whose latest move this server has not read yet.
-        let movedTo = batch.compactMap { entry -> String? in
-            guard let view = RecordCodec.viewChange(entry.local.record)?.view, let noted = notedSources[view],
-                noted != entry.collection
-            else { return nil }
-            return entry.collection
+        let movedTo = viewRecords.compactMap { record -> String? in
+            guard let noted = notedSources[record.view], noted != record.collection else { return nil }
+            return record.collection
         }
         // The batch waits for the read of the collections holding its views' latest records too, so that this
         // server applies those first, as every server does (it applied its own record first, and then an older move
@@ -479,16 +481,12 @@ final class PostgresJournal: Journal {
         return .committed
     }
 
-    /// The moves the batch's view records make: from each view's source as applied here to the collection the
+    /// The moves a batch's view records make: from each view's source as applied here to the collection the
     /// record is stored under, its new source, where the two differ.
-    private func viewMoves(in batch: [(collection: String, local: SequencedDelivery.Local)]) -> [(
-        from: String, to: String
-    )] {
-        batch.compactMap { entry in
-            guard let change = RecordCodec.viewChange(entry.local.record),
-                let source = viewSource(change.view), source != entry.collection
-            else { return nil }
-            return (source, entry.collection)
+    private func viewMoves(_ records: [(view: String, collection: String)]) -> [(from: String, to: String)] {
+        records.compactMap { record in
+            guard let source = viewSource(record.view), source != record.collection else { return nil }
+            return (source, record.collection)
         }
     }
 
@@ -571,7 +569,7 @@ final class PostgresJournal: Journal {
     }
 
     /// The statements that note, for each view record of the batch, that it is its view's latest (in the order of
-    /// the views' names, as the rows they lock must be taken in one order by every server).
+    /// the views' names, whose rows `PostgresSchema.lockView` took in that order).
     private func viewNotes(_ byCollection: [String: [SequencedDelivery.Local]], _ assigned: [Range])
         -> [(sql: String, parameters: [PGParameter])]
     {
@@ -781,8 +779,9 @@ final class PostgresJournal: Journal {
         releaseWaiting()
     }
 
-    /// Reads the records of the sources that this server's committed view moves leave, then hands those batches
-    /// on (with those behind them). A view's record is stored under its new source, so that collection's order alone
+    /// Reads the records of the sources that this server's committed view moves leave (and of the collections
+    /// holding their views' latest records, not applied here yet), then hands those batches on (with those behind
+    /// them). A view's record is stored under its new source, so that collection's order alone
     /// does not put it after the records of its old source that another server committed before it and whose
     /// notification is not in hand yet: applied at once, a view moved away from `zeta` missed a write to `zeta`
     /// that came first, and stayed a version behind the servers started afterwards
