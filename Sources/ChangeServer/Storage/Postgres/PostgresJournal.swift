@@ -271,8 +271,11 @@ final class PostgresJournal: Journal {
             }
             guard let batch, var current = connection else { return }
             if batch.isEmpty {
-                if queue.withLock({ $0.owedSnapshotsDue }) {
-                    queue.withLock { $0.owedSnapshotsDue = false }
+                let owedDue = queue.withLock { queue in
+                    defer { queue.owedSnapshotsDue = false }
+                    return queue.owedSnapshotsDue
+                }
+                if owedDue {
                     snapshotIfGrown([], [], movedTo: [], &bytesSinceSnapshot)
                     continue
                 }
@@ -350,7 +353,7 @@ final class PostgresJournal: Journal {
             }
             // The rows found are this server's records, committed: handed on in their turn among its batches,
             // after the reads they wait for, as at a commit; and the new sources of their moves are owed snapshots.
-            _ = owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
+            owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
             handOn(batch.ranges, leaving: batch.leaving)
             batches.removeFirst()
         }
@@ -436,11 +439,13 @@ final class PostgresJournal: Journal {
         }
         for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
         let moves = viewMoves(viewRecords)
-        // A move in the database's order too: one of a view whose latest move this server has not read yet.
-        let movedTo = viewRecords.compactMap { record -> String? in
-            guard let noted = notedSources[record.view], noted != record.collection else { return nil }
-            return record.collection
-        }
+        // The new sources the batch's moves snapshot: the moves as applied here, and those in the database's order
+        // too (of a view whose latest move this server has not read yet).
+        let movedTo = Set(moves.map(\.to)).union(
+            viewRecords.compactMap { record -> String? in
+                guard let noted = notedSources[record.view], noted != record.collection else { return nil }
+                return record.collection
+            })
         // The batch waits for the read of the collections holding its views' latest records too, so that this
         // server applies those first, as every server does (it applied its own record first, and then an older move
         // of another server over it).
@@ -470,13 +475,13 @@ final class PostgresJournal: Journal {
                 return .failed
             }
             logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
-            return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: Set(moves.map(\.to) + movedTo)))
+            return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: movedTo))
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
-        snapshotIfGrown(batch, assigned, movedTo: Set(moves.map(\.to) + movedTo), &bytesSinceSnapshot)
+        snapshotIfGrown(batch, assigned, movedTo: movedTo, &bytesSinceSnapshot)
         handOn(assigned, leaving: leaving)
         return .committed
     }
