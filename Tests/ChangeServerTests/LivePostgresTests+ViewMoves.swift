@@ -66,7 +66,11 @@ extension LivePostgresTests {
         defer { kill(backend, SIGCONT) }
         #expect(try mover.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
         let redefined = redefineOnZeta(through: behind)
-        usleep(500_000)
+        // The redefinition is committed (its note names `zeta`) and waits for the read of the move.
+        _ = try eventually {
+            try cluster.sql("SELECT source FROM changeserver_views WHERE name = 'v'", database: "unreadmove")
+                == "zeta\n"
+        }
         kill(backend, SIGCONT)
         #expect(redefined() == 200)
         try expectRedefinedOnZeta(behind, mover)
