@@ -146,7 +146,8 @@ final class App: Sendable {
             if request.method == "OPTIONS" {
                 var response = preflight(request, route)
                 switch route {
-                case .changes, .viewChanges: response.headers.append(("Cache-Control", "no-store"))
+                case .changes, .viewChanges:
+                    response.headers.append(("Cache-Control", feedCaching.cacheControl(.notStored)))
                 default: break
                 }
                 return (template, .respond(response))
@@ -190,8 +191,7 @@ final class App: Sendable {
     private func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
         var response = Response.error(error)
         if Route.isFeedPath(request.path) {
-            let gone = error.status == .gone
-            response.headers.append(("Cache-Control", gone ? feedCaching.cacheControl(.gone) : "no-store"))
+            response.headers.append(("Cache-Control", feedCaching.cacheControl(.init(error: error.status))))
         }
         return response
     }

@@ -104,7 +104,8 @@ final class Metrics: Sendable {
         metric("changeserver_streams_cut_total", "counter", "Event streams closed because their reader fell behind.")
         lines.append("changeserver_streams_cut_total \(snapshot.streamsCut)")
         metric(
-            "changeserver_changesets_delivered_total", "counter", "Non-empty changesets answered on the change feed.")
+            "changeserver_changesets_delivered_total", "counter",
+            "Changesets answered on the change feed that move a client to a newer version.")
         lines.append("changeserver_changesets_delivered_total \(snapshot.changesetsDelivered)")
         metric("changeserver_poll_timeouts_total", "counter", "Long polls answered empty at their timeout.")
         lines.append("changeserver_poll_timeouts_total \(snapshot.pollTimeouts)")

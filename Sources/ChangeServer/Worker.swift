@@ -51,13 +51,14 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         feed.drop(exchange)
     }
 
-    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: Bool) {
+    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: HTTPStatus?) {
         app.metrics.responseFailed()
         guard app.logger.level <= .error else { return }
+        let outcome = fallback.map { "answered \($0.rawValue) instead" } ?? "connection closed"
         let line =
             "\(Logger.timestamp()) error libmicrohttpd refused the \(status.rawValue) response to "
             + "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path)) (its headers do not fit the "
-            + "connection's memory); " + (fallback ? "answered 500 instead" : "connection closed") + "\n"
+            + "connection's memory); \(outcome)\n"
         LogWriter.standardError.submit(Array(line.utf8), lines: 1, urgent: true)
     }
 
@@ -91,6 +92,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .stopped: .error(.stoppedBeforeCompletion)
         case .conflictingContentLength: .error(.conflictingContentLength)
         case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
+        case .headersTooLarge(let limit): .error(.headersTooLarge(limit: limit))
         }
     }
 

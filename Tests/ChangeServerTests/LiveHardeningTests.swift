@@ -92,12 +92,45 @@ import Testing
         let connection = try HTTPConnection(port: server.port)
         connection.sendRequest("GET", "/healthz", headers: ["Origin": origin])
         let response = try connection.readResponse()
-        #expect(response.status == 500)
+        // The echoed Origin would not fit next to the request's: the request's headers are too large for an answer.
+        #expect(response.status == 431)
+        #expect(response.errorCode == "headers_too_large")
+        #expect(response.text.contains("--connection-memory"))
         #expect(try metric(server, "changeserver_response_failures_total") == 1)
-        #expect(waitUntil(timeout: 10) { server.log.contains("libmicrohttpd refused the 200 response") })
+        #expect(
+            waitUntil(timeout: 10) {
+                server.log.contains("libmicrohttpd refused the 200 response to GET /healthz")
+                    && server.log.contains("answered 431 instead")
+            })
+        // Answered through libmicrohttpd: the connection goes on.
+        connection.sendRequest("GET", "/healthz")
+        #expect(try connection.readResponse().status == 200)
         let fits = try server.client.get(
             "/healthz", headers: ["Origin": "https://" + String(repeating: "a", count: 3000)])
         #expect(fits.status == 200)
+    }
+
+    /// Headers just short of filling the connection's memory leave no room even for a bare answer through
+    /// libmicrohttpd (which answers `431` itself only to headers that do not fit at all): the `431` is then written
+    /// on the socket, and the connection closed. No size gets a `500` or a connection closed without an answer.
+    @Test func headersOfEverySizeGetAnAnswer() throws {
+        let server = try ServerProcess(["--connection-memory", "2560"])
+        var statuses: [Int: Int] = [:]
+        var closedWithJSON = 0
+        for size in stride(from: 1800, through: 2500, by: 10) {
+            let connection = try HTTPConnection(port: server.port)
+            connection.sendRequest("GET", "/healthz", headers: ["X-Padding": String(repeating: "p", count: size)])
+            let response = try connection.readResponse()
+            statuses[response.status, default: 0] += 1
+            #expect([200, 431].contains(response.status), "\(size): \(response.status)")
+            if response.errorCode == "headers_too_large", response.header("Connection") == "close" {
+                closedWithJSON += 1
+                #expect(connection.isClosed(within: 5), "\(size)")
+            }
+        }
+        #expect(statuses[200, default: 0] > 0 && statuses[431, default: 0] > 0)
+        #expect(closedWithJSON > 0, "some sizes leave no room for an answer through libmicrohttpd")
+        #expect(try server.client.get("/healthz").status == 200)
     }
 
     @Test func controlBytesOfTheRequestLineAreEscapedInTheLog() throws {

@@ -223,8 +223,7 @@ final class Feed {
                 ) { $0.feedChanges(kind, name: name, changes: changes, next: next) }
             case .error(let error):
                 body = Response.error(error)
-                body.headers.append(
-                    ("Cache-Control", error.status == .gone ? caching.cacheControl(.gone) : "no-store"))
+                body.headers.append(("Cache-Control", caching.cacheControl(.init(error: error.status))))
             }
             send(body, to: waiters)
         }

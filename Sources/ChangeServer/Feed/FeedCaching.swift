@@ -15,7 +15,8 @@ import Model
 /// - Empty answers (the poll's timeout), resets and `410`s: `public, max-age=2`: long enough for a cache's
 ///   waiting requests to be served the answer that just landed (nginx re-checks every 500 ms), short enough that
 ///   a late client is not kept on an old version.
-/// - With `--read-token`: `private, no-store`, and nothing else changes.
+/// - Other errors (`400`, `404`, `429`, `503`) and preflights: `no-store`.
+/// - With `--read-token`: `private, no-store` for every one of them, and nothing else changes.
 struct FeedCaching: Sendable {
     /// What a feed answer is, as far as caches are concerned.
     enum Kind {
@@ -23,6 +24,13 @@ struct FeedCaching: Sendable {
         case empty
         case reset
         case gone
+        /// Any other error, or a preflight: never stored.
+        case notStored
+
+        /// The kind of an error answer of that status.
+        init(error status: HTTPStatus) {
+            self = status == .gone ? .gone : .notStored
+        }
     }
 
     static let changesMaxAge = 60
@@ -39,6 +47,7 @@ struct FeedCaching: Sendable {
         switch kind {
         case .changes: return "public, max-age=\(Self.changesMaxAge)"
         case .empty, .reset, .gone: return "public, max-age=\(Self.briefMaxAge)"
+        case .notStored: return "no-store"
         }
     }
 

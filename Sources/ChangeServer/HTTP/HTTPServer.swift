@@ -22,6 +22,8 @@ enum Refusal {
     case conflictingContentLength
     /// The bodies in flight on all connections already fill `--max-body-memory`.
     case bodyMemoryFull
+    /// The request's headers leave no room for the answer's in the connection's memory (`--connection-memory`).
+    case headersTooLarge(limit: Int)
 }
 
 /// The application behind the HTTP server. Every call comes on the server's loop thread.
@@ -33,8 +35,9 @@ protocol HTTPHandler: AnyObject {
     /// The client of a held exchange hung up: true when the handler let go of it (a held poll), whose connection
     /// is then closed without an answer (logged `499`, as nginx logs a client that gave up).
     func clientLeft(_ exchange: Exchange) -> Bool
-    /// libmicrohttpd refused a response: logged and counted by the handler.
-    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: Bool)
+    /// A response could not be sent as it was: logged and counted by the handler. `fallback`: what was answered
+    /// instead (nil: the connection was closed without an answer).
+    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: HTTPStatus?)
     /// A stop gave up waiting for `count` held mutations whose records are in the journal: their connections are
     /// closed unanswered (logged by the handler).
     func stoppedWaiting(forSubmitted count: Int)
@@ -638,21 +641,51 @@ final class HTTPServer: @unchecked Sendable {
         return SharedResponse(response)
     }
 
-    /// Queues the response. When MHD refuses it (a header that does not fit), the failure is logged and counted
-    /// and a bare `500` without extra headers is queued instead; if even that fails the connection is closed, so
-    /// that a client never waits for an answer that will not come.
+    /// Queues the response. When it cannot go as it is, the failure is logged and counted and another answer goes
+    /// instead, so that a client never waits for an answer that will not come: `431` when the request's headers
+    /// leave no room for the response's in the connection's memory (`answerHeadersTooLarge`); a bare `500` without
+    /// extra headers when MHD refused the response otherwise; if even that fails the connection is closed.
     private func finish(_ exchange: Exchange, _ response: SharedResponse) -> MHD_Result {
         // The body has served its purpose once the answer is decided: its budget is free for the next request.
         releaseBody(of: exchange)
-        if response.isComplete, fits(response, on: exchange), response.queue(on: exchange.connection) {
+        let fits = fits(response, on: exchange)
+        if response.isComplete, fits, response.queue(on: exchange.connection) {
             handler?.didRespond(exchange, status: response.status)
             return .YES
         }
+        let (fallback, result) = response.isComplete && !fits ? answerHeadersTooLarge(exchange) : answerBare(exchange)
+        handler?.responseFailed(exchange, status: response.status, fallback: fallback)
+        if let fallback { handler?.didRespond(exchange, status: fallback) }
+        return result
+    }
+
+    /// Answers `431` (the handler's answer to `.headersTooLarge`, without the exchange's extra headers): through MHD
+    /// when it fits; else, with `Connection: close`, written on the socket outside MHD, whose side of the
+    /// connection then closes (`.NO`). Without that, headers just short of filling the connection's memory (which
+    /// MHD answers `431` itself) would leave no room even for a bare answer, and the client would get none.
+    private func answerHeadersTooLarge(_ exchange: Exchange) -> (status: HTTPStatus?, result: MHD_Result) {
+        guard let handler else { return (nil, .NO) }
+        var refusal = handler.response(to: .headersTooLarge(limit: options.connectionMemory))
+        let throughLibrary = SharedResponse(refusal)
+        if throughLibrary.isComplete, fits(throughLibrary, on: exchange),
+            throughLibrary.queue(on: exchange.connection)
+        {
+            return (refusal.status, .YES)
+        }
+        refusal.headers.append(("Connection", "close"))
+        let wire = SharedResponse.wire(of: refusal)
+        let socket = chttpd_connection_fd(exchange.connection)
+        let sent =
+            socket < 0
+            ? -1 : wire.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        return (sent == wire.count ? refusal.status : nil, .NO)
+    }
+
+    /// Queues a bare `500`; `.NO` (the connection closes) when even that is refused.
+    private func answerBare(_ exchange: Exchange) -> (status: HTTPStatus?, result: MHD_Result) {
         let fallback = SharedResponse.bare(.internalServerError)
         let queued = fallback.isComplete && fallback.queue(on: exchange.connection)
-        handler?.responseFailed(exchange, status: response.status, fallback: queued)
-        if queued { handler?.didRespond(exchange, status: fallback.status) }
-        return queued ? .YES : .NO
+        return queued ? (fallback.status, .YES) : (nil, .NO)
     }
 
     /// Whether the response's headers fit in what is left of the connection's memory pool next to the request:

@@ -14,6 +14,7 @@ enum HTTPStatus: Int, Sendable {
     case payloadTooLarge = 413
     case unsupportedMediaType = 415
     case tooManyRequests = 429
+    case requestHeaderFieldsTooLarge = 431
     /// nginx's code for a connection closed without an answer by the server's choice: logged, never received.
     case closedWithoutAnswer = 444
     /// nginx's code for a request whose client closed the connection before the answer: logged, never received.

@@ -68,7 +68,7 @@ final class SharedResponse: Sendable {
 
     /// `HTTP/1.1 <code> <reason>\r\nDate: …\r\n<headers>Content-Length: <n>\r\n\r\n<body>`, in the order and
     /// spelling libmicrohttpd 0.9.75 uses (`build_header_response`).
-    private static func wire(of response: Response) -> [UInt8] {
+    static func wire(of response: Response) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256 + response.body.count)
         bytes += "HTTP/1.1 ".utf8

@@ -52,6 +52,13 @@ extension HTTPError {
     static let conflictingContentLength = HTTPError(
         .badRequest, "The request has two different Content-Length headers: where its body ends is unknown.")
 
+    static func headersTooLarge(limit: Int) -> HTTPError {
+        HTTPError(
+            .headersTooLarge,
+            "The request's headers leave no room for the answer's in this server's \(limit) bytes per connection "
+                + "(--connection-memory): send smaller headers.")
+    }
+
     static func bodyMemoryFull(limit: Int) -> HTTPError {
         HTTPError(
             .serverBusy,
@@ -82,9 +89,13 @@ extension HTTPError {
 
     static let malformedPath = HTTPError(.badRequest, "The path has a malformed percent-encoding.")
 
-    static let invalidName = HTTPError(
-        .invalidName,
-        "A collection name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit.")
+    /// `kind`: "collection" or "view", as the path names it.
+    static func invalidName(_ kind: String) -> HTTPError {
+        HTTPError(
+            .invalidName,
+            "A \(kind) name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit."
+        )
+    }
 
     static func badRequest(_ message: String) -> HTTPError {
         HTTPError(.badRequest, message)

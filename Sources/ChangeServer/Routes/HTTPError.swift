@@ -24,6 +24,7 @@ struct HTTPError: Error, Sendable {
         case payloadTooLarge
         case unsupportedMediaType
         case tooManyPolls
+        case headersTooLarge
         case internalError
         case storageUnavailable
         case shuttingDown
@@ -44,6 +45,7 @@ struct HTTPError: Error, Sendable {
             case .payloadTooLarge: .payloadTooLarge
             case .unsupportedMediaType: .unsupportedMediaType
             case .tooManyPolls: .tooManyRequests
+            case .headersTooLarge: .requestHeaderFieldsTooLarge
             case .internalError: .internalServerError
             case .storageUnavailable, .shuttingDown, .serverBusy, .insufficientStorage: .serviceUnavailable
             }
@@ -69,6 +71,7 @@ struct HTTPError: Error, Sendable {
             case .payloadTooLarge: "payload_too_large"
             case .unsupportedMediaType: "unsupported_media_type"
             case .tooManyPolls: "too_many_polls"
+            case .headersTooLarge: "headers_too_large"
             case .internalError: "internal_error"
             case .storageUnavailable: "storage_unavailable"
             case .shuttingDown: "shutting_down"

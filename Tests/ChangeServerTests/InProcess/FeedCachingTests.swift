@@ -80,6 +80,15 @@ import Testing
             let answer = server.send("GET", "/v1/collections/inbox/changes\(query)", headers: auth)
             #expect(answer.header("Cache-Control") == "private, no-store", "\(query)")
         }
+        // Errors and preflights too, as API.md says of every feed answer under a read token.
+        let errors = [
+            server.send("GET", "/v1/collections/inbox/changes?since=zz", headers: auth),
+            server.send("GET", "/v1/collections/ghost/changes", headers: auth),
+            server.send("GET", "/v1/collections/inbox/changes"),
+            server.send("OPTIONS", "/v1/collections/inbox/changes"),
+        ]
+        #expect(errors.map(\.status) == [400, 404, 401, 204])
+        for answer in errors { #expect(answer.header("Cache-Control") == "private, no-store", "\(answer.status)") }
         let changes = server.send("GET", "/v1/collections/inbox/changes?since=\(first)", headers: auth)
         #expect(changes.json["next"] is String)
     }

@@ -72,7 +72,12 @@ import Testing
         #expect(server.send("PUT", "/v1/collections/x", body: "{").errorCode == "bad_json")
         #expect(
             server.send("PUT", "/v1/collections/x", body: #"{"sections": [], "extra": 1}"#).errorCode == "bad_request")
-        #expect(server.send("PUT", "/v1/collections/-x", body: #"{"sections": []}"#).errorCode == "invalid_name")
+        let badName = server.send("PUT", "/v1/collections/-x", body: #"{"sections": []}"#)
+        #expect(badName.errorCode == "invalid_name")
+        #expect(badName.text.contains("A collection name is"))
+        let badViewName = server.send("PUT", "/v1/views/_v", body: #"{"source": "inbox"}"#)
+        #expect(badViewName.errorCode == "invalid_name")
+        #expect(badViewName.text.contains("A view name is"))
         #expect(server.send("GET", "/v1/collections/a%zz").errorCode == "bad_request")
         let form = server.send(
             "PUT", "/v1/collections/x", body: "a=1", headers: [("Content-Type", "application/x-www-form-urlencoded")])
