@@ -258,6 +258,11 @@ final class EventStream {
 
     // MARK: The response
 
+    /// Closes a stream whose response will never be queued (its headers do not fit the connection's memory).
+    func close() {
+        didClose()
+    }
+
     /// Queues the stream's response on its connection with `headers`; libmicrohttpd keeps it (and, through the
     /// retained context, this stream) until the connection is done with it. When it cannot, the stream is closed
     /// at once (`onClose` is called either way).

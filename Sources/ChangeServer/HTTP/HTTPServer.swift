@@ -496,10 +496,18 @@ final class HTTPServer: @unchecked Sendable {
                 exchange.answersDirectly = mayAnswerDirectly(exchange, version: version)
             }
             return .YES
-        case .stream(let stream, let headers):
-            guard stream.queueResponse(status: .ok, headers: headers + exchange.extraHeaders) else {
-                return .NO
+        case .stream(let stream, var headers):
+            headers += exchange.extraHeaders
+            // MHD adds its own `Transfer-Encoding` to a stream of HTTP/1.1.
+            let chunked: [(name: String, value: String)] = exchange.isHTTP11 ? [("Transfer-Encoding", "chunked")] : []
+            guard fits(headerBytes: SharedResponse.headerBytes(of: headers + chunked), on: exchange) else {
+                stream.close()
+                let (fallback, result) = answerHeadersTooLarge(exchange)
+                handler.responseFailed(exchange, status: .ok, fallback: fallback)
+                if let fallback { handler.didRespond(exchange, status: fallback) }
+                return result
             }
+            guard stream.queueResponse(status: .ok, headers: headers) else { return .NO }
             handler.didRespond(exchange, status: .ok)
             return .YES
         }
@@ -693,7 +701,12 @@ final class HTTPServer: @unchecked Sendable {
     /// the request line and headers as received, a record of `poolBytesPerValue` for each header and query
     /// argument, then the response's header lines and what MHD adds to them; measured on libmicrohttpd 0.9.75.
     private func fits(_ response: SharedResponse, on exchange: Exchange) -> Bool {
-        requestPoolBytes(of: exchange) + response.headerBytes + Self.poolBytesAdded <= options.connectionMemory
+        fits(headerBytes: response.headerBytes, on: exchange)
+    }
+
+    /// `fits` for a response whose header lines take `headerBytes`.
+    private func fits(headerBytes: Int, on exchange: Exchange) -> Bool {
+        requestPoolBytes(of: exchange) + headerBytes + Self.poolBytesAdded <= options.connectionMemory
     }
 
     /// `fits` for a request without an exchange, from the request's header bytes as MHD counted them.

@@ -39,7 +39,6 @@ final class SharedResponse: Sendable {
         }
         pointer = created
         var complete = created != nil
-        var bytes = 0
         if let created {
             for header in response.headers {
                 // withCString hands over a native string's own bytes; passing the strings would copy each into an array.
@@ -48,11 +47,15 @@ final class SharedResponse: Sendable {
                     && header.name.withCString { name in
                         header.value.withCString { value in MHD_add_response_header(created, name, value) == .YES }
                     }
-                bytes += header.name.utf8.count + header.value.utf8.count + 4
             }
         }
         isComplete = complete
-        headerBytes = bytes
+        headerBytes = Self.headerBytes(of: response.headers)
+    }
+
+    /// Bytes header lines take in a connection's memory pool, as `name: value\r\n`.
+    static func headerBytes(of headers: [(name: String, value: String)]) -> Int {
+        headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
     }
 
     /// A response of that status with no body and no header of ours: the answer of last resort.
