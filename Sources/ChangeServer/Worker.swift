@@ -93,6 +93,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .conflictingContentLength: .error(.conflictingContentLength)
         case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
         case .headersTooLarge(let limit): .error(.headersTooLarge(limit: limit))
+        case .unsupportedTransferEncoding(let coding): .error(.unsupportedTransferEncoding(coding))
         }
     }
 

@@ -86,6 +86,30 @@ import Testing
         #expect(try server.client.get("/v1/collections/c").status == 404)
     }
 
+    /// libmicrohttpd reads only `chunked` (matched whole, in any case) and would wait for the end of any other
+    /// body until the client gives up: such requests are refused from their headers, and the connection closed.
+    @Test func transferCodingsOtherThanChunkedAre501() throws {
+        let server = try ServerProcess()
+        for coding in ["gzip", "gzip, chunked", "identity", "chunked "] {
+            let connection = try HTTPConnection(port: server.port, receiveTimeout: 10)
+            connection.send(
+                Array(
+                    ("PUT /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        + "Transfer-Encoding: \(coding)\r\n\r\n{\"sections\":[]}").utf8))
+            let response = try connection.readResponse()
+            #expect(response.status == 501, "\(coding)")
+            #expect(response.errorCode == "unsupported_transfer_encoding", "\(coding)")
+            #expect(connection.isClosed(within: 5), "\(coding)")
+        }
+        #expect(try server.client.get("/v1/collections/c").status == 404)
+        let chunked = try HTTPConnection(port: server.port)
+        chunked.send(
+            Array(
+                ("PUT /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Transfer-Encoding: Chunked\r\n\r\nf\r\n{\"sections\":[]}\r\n0\r\n\r\n").utf8))
+        #expect(try chunked.readResponse().status == 201)
+    }
+
     @Test func responsesThatDoNotFitTheConnectionAreAnsweredAndCounted() throws {
         let server = try ServerProcess(["--cors-origin", "*"])
         let origin = "https://" + String(repeating: "a", count: 3950)

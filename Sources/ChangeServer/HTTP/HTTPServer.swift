@@ -24,6 +24,8 @@ enum Refusal {
     case bodyMemoryFull
     /// The request's headers leave no room for the answer's in the connection's memory (`--connection-memory`).
     case headersTooLarge(limit: Int)
+    /// The request's body comes in a transfer coding other than chunked: where it ends is unknown.
+    case unsupportedTransferEncoding(String)
 }
 
 /// The application behind the HTTP server. Every call comes on the server's loop thread.
@@ -569,6 +571,9 @@ final class HTTPServer: @unchecked Sendable {
         guard let announced = announcedLength(of: exchange.request.headers) else {
             return respond(exchange, handler.response(to: .conflictingContentLength))
         }
+        if let coding = unsupportedTransferCoding(of: exchange.request.headers) {
+            return respond(exchange, handler.response(to: .unsupportedTransferEncoding(coding)))
+        }
         let length = announced.flatMap { Int($0) } ?? 0
         if length > options.maxBodyBytes {
             exchange.droppedBodyBytes = length
@@ -598,6 +603,12 @@ final class HTTPServer: @unchecked Sendable {
             announced = length
         }
         return .some(announced)
+    }
+
+    /// A `Transfer-Encoding` other than libmicrohttpd's `chunked` (which it matches whole, in any case), if any:
+    /// MHD would wait for a body whose end it cannot know until the client gives up (`gzip`, `gzip, chunked`).
+    private func unsupportedTransferCoding(of headers: [(name: String, value: String)]) -> String? {
+        headers.first { $0.name == "transfer-encoding" && $0.value.lowercased() != "chunked" }?.value
     }
 
     /// A piece of the body arrived: kept if the request may have it and the budget allows, else discarded.

@@ -20,5 +20,6 @@ enum HTTPStatus: Int, Sendable {
     /// nginx's code for a request whose client closed the connection before the answer: logged, never received.
     case clientClosedRequest = 499
     case internalServerError = 500
+    case notImplemented = 501
     case serviceUnavailable = 503
 }

@@ -52,6 +52,12 @@ extension HTTPError {
     static let conflictingContentLength = HTTPError(
         .badRequest, "The request has two different Content-Length headers: where its body ends is unknown.")
 
+    static func unsupportedTransferEncoding(_ coding: String) -> HTTPError {
+        HTTPError(
+            .unsupportedTransferEncoding,
+            "Transfer-Encoding '\(coding)' is not supported: send the body with Content-Length, or chunked alone.")
+    }
+
     static func headersTooLarge(limit: Int) -> HTTPError {
         HTTPError(
             .headersTooLarge,

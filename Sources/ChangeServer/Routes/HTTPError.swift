@@ -25,6 +25,7 @@ struct HTTPError: Error, Sendable {
         case unsupportedMediaType
         case tooManyPolls
         case headersTooLarge
+        case unsupportedTransferEncoding
         case internalError
         case storageUnavailable
         case shuttingDown
@@ -46,6 +47,7 @@ struct HTTPError: Error, Sendable {
             case .unsupportedMediaType: .unsupportedMediaType
             case .tooManyPolls: .tooManyRequests
             case .headersTooLarge: .requestHeaderFieldsTooLarge
+            case .unsupportedTransferEncoding: .notImplemented
             case .internalError: .internalServerError
             case .storageUnavailable, .shuttingDown, .serverBusy, .insufficientStorage: .serviceUnavailable
             }
@@ -72,6 +74,7 @@ struct HTTPError: Error, Sendable {
             case .unsupportedMediaType: "unsupported_media_type"
             case .tooManyPolls: "too_many_polls"
             case .headersTooLarge: "headers_too_large"
+            case .unsupportedTransferEncoding: "unsupported_transfer_encoding"
             case .internalError: "internal_error"
             case .storageUnavailable: "storage_unavailable"
             case .shuttingDown: "shutting_down"

@@ -28,22 +28,25 @@ extension App {
     }
 
     /// Defines the view (`201`) or replaces its definition (`200`, keeping its epoch; the changeset diffs the old
-    /// content against the new). The definition is validated here, so that a journaled one never fails;
-    /// `If-Match` and `If-None-Match` are checked against the view's version when the record is applied.
+    /// content against the new). The definition is validated before it is journaled, so that a journaled one never
+    /// fails (off the event loop for a large body, as every decoding); `If-Match` and `If-None-Match` are checked
+    /// against the view's version when the record is applied.
     func defineView(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
         let conditions = try Self.conditions(request)
-        let canonical = try RequestDecoding.canonicalBody(request.body)
-        let definition: ViewDefinition
-        do throws(ViewDefinitionError) {
-            definition = try ViewDefinition(json: canonical)
-        } catch {
-            throw .invalidView(error)
+        return try submit(request, LaneRouter.lane(ofView: name), connection) { request throws(HTTPError) in
+            let canonical = try RequestDecoding.canonicalBody(request.body)
+            let definition: ViewDefinition
+            do throws(ViewDefinitionError) {
+                definition = try ViewDefinition(json: canonical)
+                try definition.checkSortKeys()
+            } catch {
+                throw .invalidView(error)
+            }
+            var generator = SystemRandomNumberGenerator()
+            return .defineView(
+                view: name, epoch: Version.randomEpoch(using: &generator), definition: definition.canonicalJSON,
+                conditions: conditions)
         }
-        var generator = SystemRandomNumberGenerator()
-        let epoch = Version.randomEpoch(using: &generator)
-        let record = JournalRecord.defineView(
-            view: name, epoch: epoch, definition: definition.canonicalJSON, conditions: conditions)
-        return try submit(request, LaneRouter.lane(ofView: name), connection) { _ in record }
     }
 
     func deleteView(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {

@@ -20,6 +20,18 @@ public struct ViewDefinition: Sendable, Equatable {
     public static let maximumDepth = 16
     /// Filters may hold at most this many leaves.
     public static let maximumLeaves = 256
+    /// A definition a server takes now holds at most this many `sortBy` keys (`checkSortKeys`). Not checked by the
+    /// initializers: a definition taken before the bound is still read from a journal as it was.
+    public static let maximumSortKeys = 16
+
+    /// Throws for more than `maximumSortKeys` keys in `sortBy`: each one costs every item of the view a look-up
+    /// and a comparison, so that a long list would hold up the source's writes while the view is built.
+    public func checkSortKeys() throws(ViewDefinitionError) {
+        guard sortBy.count <= ViewDefinition.maximumSortKeys else {
+            throw ViewDefinitionError(
+                part: "sortBy", reason: "\(sortBy.count) keys, more than \(ViewDefinition.maximumSortKeys)")
+        }
+    }
 
     /// - Throws: `ViewDefinitionError` for an invalid source name, a filter nested too deeply or with too many
     ///   leaves, or a limit below 1.

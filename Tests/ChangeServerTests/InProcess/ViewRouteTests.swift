@@ -273,4 +273,45 @@ import Testing
         #expect(server.send("GET", "/v1/views/v").status == 401)
         #expect(server.send("GET", "/v1/views/v", headers: [("Authorization", "Bearer r")]).status == 200)
     }
+
+    /// `sortBy` holds at most `ViewDefinition.maximumSortKeys` keys: each one costs every item of the view, and a
+    /// list of thousands held up the source's writes for seconds while the view was built.
+    @Test func sortByHoldsAtMostSixteenKeys() throws {
+        let server = try InProcessServer()
+        Self.tasks(server)
+        func definition(keys: Int) -> String {
+            let sortBy = (0..<keys).map { #"{"field": "/f\#($0)"}"# }.joined(separator: ",")
+            return #"{"source": "tasks", "sortBy": [\#(sortBy)]}"#
+        }
+        let refused = server.send("PUT", "/v1/views/v", body: definition(keys: 17))
+        #expect(refused.status == 400)
+        #expect(refused.errorCode == "invalid_view")
+        #expect(refused.text.contains("sortBy: 17 keys, more than 16"), "\(refused.text)")
+        #expect(server.send("GET", "/v1/views/v").status == 404)
+        #expect(server.send("PUT", "/v1/views/v", body: definition(keys: 16)).status == 201)
+    }
+
+    /// A large definition is decoded off the event loop, on the view's lane, as every large body is.
+    @Test func largeDefinitionsAreDecodedOffTheLoop() throws {
+        let server = try InProcessServer()
+        Self.tasks(server)
+        let values = (0..<10000).map { "\"v\($0)\"" }.joined(separator: ",")
+        func request(sortKeys: Int) -> Request {
+            let sortBy = (0..<sortKeys).map { #"{"field": "/f\#($0)"}"# }.joined(separator: ",")
+            let body =
+                #"{"source": "tasks", "filter": {"field": "/status", "in": [\#(values)]}, "sortBy": [\#(sortBy)]}"#
+            return Request(method: "PUT", path: "/v1/views/big", body: Array(body.utf8))
+        }
+        #expect(request(sortKeys: 1).body.count >= App.largeBodyBytes)
+        for (keys, status) in [(17, 400), (1, 201)] {
+            let connection = RecordingConnection()
+            let result = server.app.handle(request(sortKeys: keys), screened: nil, on: connection).result
+            guard case .later = result else {
+                Issue.record("a large definition was decoded on the loop (\(keys) keys)")
+                continue
+            }
+            #expect(connection.wait().status == status, "\(keys) keys")
+        }
+        #expect(server.send("GET", "/v1/views/big").status == 200)
+    }
 }

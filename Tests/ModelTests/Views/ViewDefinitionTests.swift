@@ -92,4 +92,19 @@ import Testing
         let most = "[" + Array(repeating: "{\"field\":\"/a\",\"eq\":1}", count: 256).joined(separator: ",") + "]"
         _ = try Self.parse("{\"source\":\"t\",\"filter\":{\"all\":\(most)},\"limit\":1}")
     }
+
+    /// The bound on `sortBy` is a server's, checked apart (`checkSortKeys`): a definition taken before it is still
+    /// read as it was.
+    @Test func sortKeysAreBoundedApart() throws {
+        func definition(keys: Int) throws -> ViewDefinition {
+            let sortBy = (0..<keys).map { "{\"field\":\"/f\($0)\"}" }.joined(separator: ",")
+            return try Self.parse("{\"source\":\"t\",\"sortBy\":[\(sortBy)]}")
+        }
+        try definition(keys: ViewDefinition.maximumSortKeys).checkSortKeys()
+        let tooMany = try definition(keys: ViewDefinition.maximumSortKeys + 1)
+        #expect(tooMany.sortBy.count == 17)
+        #expect(throws: ViewDefinitionError(part: "sortBy", reason: "17 keys, more than 16")) {
+            try tooMany.checkSortKeys()
+        }
+    }
 }
