@@ -65,12 +65,14 @@ struct Config: Sendable {
                                  with --postgres, seconds before a deleted collection's records leave the database
                                  (default 60) [CHANGESERVER_PURGE_DELAY_SECONDS]
           --write-token TOKEN    mutations need "Authorization: Bearer TOKEN"; it also allows reads [CHANGESERVER_WRITE_TOKEN]
-          --read-token TOKEN     reads need "Authorization: Bearer TOKEN" (or the write token) [CHANGESERVER_READ_TOKEN]
+          --read-token TOKEN     reads need "Authorization: Bearer TOKEN" (or the write token); without --write-token,
+                                 writes need it too [CHANGESERVER_READ_TOKEN]
           --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated]
           --max-held-polls N     long polls held at once, more get 429 (default 20000) [CHANGESERVER_MAX_HELD_POLLS]
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
           --connection-memory N  bytes per connection for request and response headers; larger headers get 431
-                                 (default 8192: headers up to about 6 KB; 2560 keeps a held poll under 4 KiB) [CHANGESERVER_CONNECTION_MEMORY]
+                                 (default 8192: headers up to about 7.5 KB; 2560 keeps a held poll under 4 KiB and
+                                 lets about 2 KB fit) [CHANGESERVER_CONNECTION_MEMORY]
           --threads N            event loops serving HTTP (default: one per CPU the process may use: its affinity
                                  and its cgroup's CPU quota) [CHANGESERVER_THREADS]
           --max-connections-per-address N

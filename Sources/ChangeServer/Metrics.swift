@@ -122,7 +122,8 @@ final class Metrics: Sendable {
         lines.append("changeserver_fsync_seconds_count \(snapshot.fsyncCount)")
         metric(
             "changeserver_response_failures_total", "counter",
-            "Responses libmicrohttpd refused (headers too large for the connection), answered 500 or closed.")
+            "Responses that could not be sent as they were (headers that do not fit the connection next to the "
+                + "request's, or refused by libmicrohttpd), answered 431 or 500 instead, or closed.")
         lines.append("changeserver_response_failures_total \(snapshot.responseFailures)")
         metric(
             "changeserver_quick_reads_total", "counter",

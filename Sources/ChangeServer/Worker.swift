@@ -51,14 +51,17 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         feed.drop(exchange)
     }
 
-    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: HTTPStatus?) {
+    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fits: Bool, fallback: HTTPStatus?) {
         app.metrics.responseFailed()
         guard app.logger.level <= .error else { return }
+        let request = "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path))"
+        let failure =
+            fits
+            ? "libmicrohttpd refused the \(status.rawValue) response to \(request)"
+            : "the \(status.rawValue) response to \(request) does not fit the connection's memory next to the "
+                + "request's headers"
         let outcome = fallback.map { "answered \($0.rawValue) instead" } ?? "connection closed"
-        let line =
-            "\(Logger.timestamp()) error libmicrohttpd refused the \(status.rawValue) response to "
-            + "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path)) (its headers do not fit the "
-            + "connection's memory); \(outcome)\n"
+        let line = "\(Logger.timestamp()) error \(failure); \(outcome)\n"
         LogWriter.standardError.submit(Array(line.utf8), lines: 1, urgent: true)
     }
 
@@ -82,11 +85,18 @@ final class Worker: HTTPHandler, @unchecked Sendable {
                 firstWait: { [unowned server] in server.watchStream($0, on: $1) },
                 wasCut: { [unowned server] in server.cutStream($0) })
             streams.open(stream, start)
-            return .stream(stream, headers: ServerSentEvents.headers)
+            return .stream(stream, headers: ServerSentEvents.headers(app.feedCaching))
         }
     }
 
+    /// Refusals are never stored by caches, on the feed or elsewhere.
     func response(to refusal: Refusal) -> Response {
+        var response = refusalResponse(refusal)
+        response.headers.append(("Cache-Control", app.feedCaching.cacheControl(.notStored)))
+        return response
+    }
+
+    private func refusalResponse(_ refusal: Refusal) -> Response {
         switch refusal {
         case .bodyTooLarge(let limit): .error(.payloadTooLarge(limit: limit))
         case .stopped: .error(.stoppedBeforeCompletion)

@@ -3,12 +3,14 @@ import Model
 /// The change feed as Server-Sent Events (API.md, "Stream"): how events are written, and what a stream starts
 /// with. The data of each event is the JSON a poll would be answered with.
 enum ServerSentEvents {
-    /// The response headers of a stream. `X-Accel-Buffering: no` tells nginx not to buffer it, whatever its
-    /// configuration says.
-    static let headers: [(name: String, value: String)] = [
-        ("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store"),
-        ("X-Accel-Buffering", "no"),
-    ]
+    /// The response headers of a stream, never stored (`FeedCaching.Kind.notStored`). `X-Accel-Buffering: no`
+    /// tells nginx not to buffer it, whatever its configuration says.
+    static func headers(_ caching: FeedCaching) -> [(name: String, value: String)] {
+        [
+            ("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", caching.cacheControl(.notStored)),
+            ("X-Accel-Buffering", "no"),
+        ]
+    }
 
     /// How long a browser waits before it reconnects a stream, in milliseconds: drawn per stream from this range,
     /// so that the streams a stop or a network fault cuts all at once do not all come back in the same instant.

@@ -37,9 +37,10 @@ protocol HTTPHandler: AnyObject {
     /// The client of a held exchange hung up: true when the handler let go of it (a held poll), whose connection
     /// is then closed without an answer (logged `499`, as nginx logs a client that gave up).
     func clientLeft(_ exchange: Exchange) -> Bool
-    /// A response could not be sent as it was: logged and counted by the handler. `fallback`: what was answered
-    /// instead (nil: the connection was closed without an answer).
-    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fallback: HTTPStatus?)
+    /// A response could not be sent as it was: logged and counted by the handler. `fits`: false when its headers
+    /// did not fit the connection's memory next to the request's, true when libmicrohttpd refused it otherwise;
+    /// `fallback`: what was answered instead (nil: the connection was closed without an answer).
+    func responseFailed(_ exchange: Exchange, status: HTTPStatus, fits: Bool, fallback: HTTPStatus?)
     /// A stop gave up waiting for `count` held mutations whose records are in the journal: their connections are
     /// closed unanswered (logged by the handler).
     func stoppedWaiting(forSubmitted count: Int)
@@ -502,10 +503,11 @@ final class HTTPServer: @unchecked Sendable {
             headers += exchange.extraHeaders
             // MHD adds its own `Transfer-Encoding` to a stream of HTTP/1.1.
             let chunked: [(name: String, value: String)] = exchange.isHTTP11 ? [("Transfer-Encoding", "chunked")] : []
-            guard fits(headerBytes: SharedResponse.headerBytes(of: headers + chunked), on: exchange) else {
+            guard fits(headerBytes: SharedResponse.headerBytes(of: headers + chunked), status: .ok, on: exchange)
+            else {
                 stream.close()
                 let (fallback, result) = answerHeadersTooLarge(exchange)
-                handler.responseFailed(exchange, status: .ok, fallback: fallback)
+                handler.responseFailed(exchange, status: .ok, fits: false, fallback: fallback)
                 if let fallback { handler.didRespond(exchange, status: fallback) }
                 return result
             }
@@ -673,7 +675,7 @@ final class HTTPServer: @unchecked Sendable {
             return .YES
         }
         let (fallback, result) = response.isComplete && !fits ? answerHeadersTooLarge(exchange) : answerBare(exchange)
-        handler?.responseFailed(exchange, status: response.status, fallback: fallback)
+        handler?.responseFailed(exchange, status: response.status, fits: fits, fallback: fallback)
         if let fallback { handler?.didRespond(exchange, status: fallback) }
         return result
     }
@@ -692,7 +694,7 @@ final class HTTPServer: @unchecked Sendable {
             return (refusal.status, .YES)
         }
         refusal.headers.append(("Connection", "close"))
-        let wire = SharedResponse.wire(of: refusal)
+        let wire = SharedResponse.wire(of: refusal, includingBody: exchange.method != "HEAD")
         let socket = chttpd_connection_fd(exchange.connection)
         let sent =
             socket < 0
@@ -712,12 +714,12 @@ final class HTTPServer: @unchecked Sendable {
     /// the request line and headers as received, a record of `poolBytesPerValue` for each header and query
     /// argument, then the response's header lines and what MHD adds to them; measured on libmicrohttpd 0.9.75.
     private func fits(_ response: SharedResponse, on exchange: Exchange) -> Bool {
-        fits(headerBytes: response.headerBytes, on: exchange)
+        fits(headerBytes: response.headerBytes, status: response.status, on: exchange)
     }
 
-    /// `fits` for a response whose header lines take `headerBytes`.
-    private func fits(headerBytes: Int, on exchange: Exchange) -> Bool {
-        requestPoolBytes(of: exchange) + headerBytes + Self.poolBytesAdded <= options.connectionMemory
+    /// `fits` for a response of `status` whose header lines take `headerBytes`.
+    private func fits(headerBytes: Int, status: HTTPStatus, on exchange: Exchange) -> Bool {
+        requestPoolBytes(of: exchange) + headerBytes + Self.poolBytesAdded(status) <= options.connectionMemory
     }
 
     /// `fits` for a request without an exchange, from the request's header bytes as MHD counted them.
@@ -727,8 +729,8 @@ final class HTTPServer: @unchecked Sendable {
             Int(MHD_get_connection_values(connection, .HEADER_KIND, nil, nil))
             + Int(MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, nil, nil))
         return headerBytes > 0
-            && headerBytes + values * Self.poolBytesPerValue + response.headerBytes + Self.poolBytesAdded
-                <= options.connectionMemory
+            && headerBytes + values * Self.poolBytesPerValue + response.headerBytes
+                + Self.poolBytesAdded(response.status) <= options.connectionMemory
     }
 
     /// The pool bytes the request takes (worked out once per exchange: a fan-out asks for each of its answers).
@@ -752,9 +754,12 @@ final class HTTPServer: @unchecked Sendable {
 
     /// Pool bytes MHD spends on each request header or query argument besides its text.
     static let poolBytesPerValue = 64
-    /// Pool bytes MHD adds to a response's headers (status line, Date, Content-Length, the blank line), with a
-    /// margin for its alignment.
-    static let poolBytesAdded = 128
+    /// Pool bytes MHD adds to a response's headers: the status line (with the status's reason phrase, up to 31
+    /// bytes for `431`), `Date`, `Content-Length` and the blank line, with a margin for its alignment and for the
+    /// `Connection` header it adds on a connection that closes (HTTP/1.0, `Connection: close`).
+    static func poolBytesAdded(_ status: HTTPStatus) -> Int {
+        126 + (MHD_get_reason_phrase_for(UInt32(status.rawValue)).map { strlen($0) } ?? 0)
+    }
 
     private static let accessHandler: MHD_AccessHandlerCallback = {
         server, connection, url, method, version, upload, uploadSize, context in

@@ -70,8 +70,8 @@ final class SharedResponse: Sendable {
     }
 
     /// `HTTP/1.1 <code> <reason>\r\nDate: …\r\n<headers>Content-Length: <n>\r\n\r\n<body>`, in the order and
-    /// spelling libmicrohttpd 0.9.75 uses (`build_header_response`).
-    static func wire(of response: Response) -> [UInt8] {
+    /// spelling libmicrohttpd 0.9.75 uses (`build_header_response`); without the body for a `HEAD`.
+    static func wire(of response: Response, includingBody: Bool = true) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256 + response.body.count)
         bytes += "HTTP/1.1 ".utf8
@@ -92,7 +92,7 @@ final class SharedResponse: Sendable {
         bytes += "Content-Length: ".utf8
         bytes.appendDecimal(response.body.count)
         bytes += "\r\n\r\n".utf8
-        bytes += response.body
+        if includingBody { bytes += response.body }
         return bytes
     }
 

@@ -89,6 +89,10 @@ import Testing
         ]
         #expect(errors.map(\.status) == [400, 404, 401, 204])
         for answer in errors { #expect(answer.header("Cache-Control") == "private, no-store", "\(answer.status)") }
+        let stream = server.send(
+            "GET", "/v1/collections/inbox/changes?since=\(first)", headers: auth + [("Accept", "text/event-stream")])
+        #expect(stream.header("Content-Type") == "text/event-stream; charset=utf-8")
+        #expect(stream.header("Cache-Control") == "private, no-store")
         let changes = server.send("GET", "/v1/collections/inbox/changes?since=\(first)", headers: auth)
         #expect(changes.json["next"] is String)
     }

@@ -45,7 +45,8 @@ final class InProcessServer {
         switch app.handle(request, screened: screened, on: connection).result {
         case .respond(let response): return Answer(response)
         case .later: return connection.wait()
-        case .stream(let start): return Answer(Response(.ok, headers: ServerSentEvents.headers, body: start.initial))
+        case .stream(let start):
+            return Answer(Response(.ok, headers: ServerSentEvents.headers(app.feedCaching), body: start.initial))
         }
     }
 

@@ -175,6 +175,9 @@ final class HTTPConnection {
         return true
     }
 
+    /// Bytes received and not read by a `readResponse` yet.
+    var unreadByteCount: Int { buffer.count }
+
     /// Whether the server closed the connection (without sending anything more) within `seconds`.
     func isClosed(within seconds: Double) -> Bool {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
