@@ -66,6 +66,16 @@ import Testing
         #expect(busy.status == 503)
         #expect(busy.errorCode == "server_busy")
         #expect(busy.header("Retry-After") == "1")
+        // A client that waits for `100 Continue` gets the refusal instead, before it sends its body.
+        let waiting = try HTTPConnection(port: server.port)
+        waiting.sendRequest(
+            "PUT", "/v1/collections/c",
+            headers: [
+                "Content-Type": "application/json", "Content-Length": "\(body.count)", "Expect": "100-continue",
+            ])
+        let refusedFirst = try waiting.readResponse()
+        #expect(refusedFirst.status == 503)
+        #expect(refusedFirst.errorCode == "server_busy")
         first.send(Array(body.dropFirst(1000)))
         #expect(try first.readResponse().status == 201)
         second.sendRequest("PUT", "/v1/collections/b", headers: ["Content-Type": "application/json"], body: body)

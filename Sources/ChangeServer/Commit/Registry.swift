@@ -30,14 +30,15 @@ final class Registry: Sendable {
         entries.withLock { Array($0.values) }.sorted { $0.name < $1.name }
     }
 
-    /// Up to `limit` entries whose names sort after `after`, sorted by name, and whether more follow.
+    /// Up to `limit` entries whose names sort after `after`, sorted by name, and whether more follow: all as the
+    /// registry was at one moment (a page whose entries were looked up after the names, one by one, could come out
+    /// empty, and so without `next`, while later collections existed).
     /// - Complexity: O(n log n) for n collections.
     func page(after: String?, limit: Int) -> (entries: [CollectionEntry], hasMore: Bool) {
-        let names = entries.withLock { entries in
-            after.map { after in entries.keys.filter { $0 > after } } ?? Array(entries.keys)
-        }.sorted()
-        let chosen = names.prefix(limit).compactMap { entry($0) }
-        return (chosen, names.count > limit)
+        let candidates = entries.withLock { entries in
+            after.map { after in entries.values.filter { $0.name > after } } ?? Array(entries.values)
+        }.sorted { $0.name < $1.name }
+        return (Array(candidates.prefix(limit)), candidates.count > limit)
     }
 
     var count: Int { entries.withLock { $0.count } }

@@ -569,7 +569,7 @@ final class HTTPServer: @unchecked Sendable {
     /// lengths, is answered at once (which makes MHD close the connection: nothing after it can be trusted);
     /// other refusals are answered once the body has been read and discarded, so the connection stays usable.
     private func headersArrived(_ exchange: Exchange, _ handler: HTTPHandler) -> MHD_Result {
-        let refusal = handler.screen(exchange)
+        var refusal = handler.screen(exchange)
         guard let announced = announcedLength(of: exchange.request.headers) else {
             return respond(exchange, handler.response(to: .conflictingContentLength))
         }
@@ -581,16 +581,17 @@ final class HTTPServer: @unchecked Sendable {
             exchange.droppedBodyBytes = length
             return respond(exchange, tooLarge(handler))
         }
+        if refusal == nil, length > 0 {
+            if options.bodyBudget.reserve(length) {
+                exchange.reservedBodyBytes = length
+            } else {
+                refusal = handler.response(to: .bodyMemoryFull)
+            }
+        }
         if let refusal {
             // A client that waits for `100 Continue` before its body gets the refusal instead, as nginx answers.
             if exchange.request.header("Expect")?.lowercased() == "100-continue" { return respond(exchange, refusal) }
             exchange.refusal = refusal
-        } else if length > 0 {
-            if options.bodyBudget.reserve(length) {
-                exchange.reservedBodyBytes = length
-            } else {
-                exchange.refusal = handler.response(to: .bodyMemoryFull)
-            }
         }
         return .YES
     }

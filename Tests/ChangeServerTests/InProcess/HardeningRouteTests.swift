@@ -1,4 +1,6 @@
 import Foundation
+import Model
+import Synchronization
 import Testing
 
 @testable import ChangeServer
@@ -97,6 +99,30 @@ import Testing
         #expect(server.send("GET", "/v1/collections?after=%2F").status == 400)
         #expect(server.send("DELETE", "/v1/collections/e").status == 204)
         #expect(server.send("PUT", "/v1/collections/f", body: #"{"sections": []}"#).status == 201)
+    }
+
+    /// A page is the registry at one moment: while "a" is deleted and created again, the first page of one holds
+    /// "a" or "b", never nothing (a page whose entries were looked up one by one after its names could come out
+    /// empty, without `next`, and end a listing early: thousands of these 20,000 pages were).
+    @Test func aPageIsNeverEmptiedByAConcurrentDeletion() throws {
+        let registry = Registry()
+        func entry(_ name: String) throws -> CollectionEntry {
+            CollectionEntry(name: name, content: try VersionedCollection(epoch: "abcdefghijkl", sections: []))
+        }
+        _ = registry.insert(try entry("b"))
+        let a = try entry("a")
+        let stop = Mutex(false)
+        let churn = Thread {
+            while !stop.withLock({ $0 }) {
+                _ = registry.insert(a)
+                _ = registry.remove(a)
+            }
+        }
+        churn.start()
+        var empty = 0
+        for _ in 0..<20000 where registry.page(after: nil, limit: 1).entries.isEmpty { empty += 1 }
+        stop.withLock { $0 = true }
+        #expect(empty == 0)
     }
 
     @Test func writesAreRefusedBelowTheDiskReserve() throws {
