@@ -95,11 +95,11 @@ extension HTTPError {
 
     static let malformedPath = HTTPError(.badRequest, "The path has a malformed percent-encoding.")
 
-    /// `kind`: "collection" or "view", as the path names it.
-    static func invalidName(_ kind: String) -> HTTPError {
+    /// A collection's or a view's name, as the path says, breaks the name pattern.
+    static func invalidName(_ kind: FeedSubjectKind) -> HTTPError {
         HTTPError(
             .invalidName,
-            "A \(kind) name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit."
+            "A \(kind.rawValue) name is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit."
         )
     }
 

@@ -88,7 +88,7 @@ enum Route: Equatable {
         case 5 where segments[3, is: "items"]: break
         default: return nil
         }
-        guard segments.isValidName(2) else { throw .invalidName("collection") }
+        guard segments.isValidName(2) else { throw .invalidName(.collection) }
         let name = segments.text(2)
         switch segments.count {
         case 3: return .collection(name)
@@ -106,7 +106,7 @@ enum Route: Equatable {
         case 5 where segments[3, is: "items"]: writeTemplate = "/v1/views/{name}/items/{id}"
         default: return nil
         }
-        guard segments.isValidName(2) else { throw .invalidName("view") }
+        guard segments.isValidName(2) else { throw .invalidName(.view) }
         let name = segments.text(2)
         if let writeTemplate { return .viewWrite(name, template: writeTemplate) }
         return segments.count == 3 ? .view(name) : .viewChanges(name)
