@@ -34,6 +34,8 @@ struct Config: Sendable {
     var connectionMemory = 8192
     var maxConnectionsPerAddress = 0
     var maxBodyMemory = 256 << 20
+    /// `--body-timeout`: seconds a request body may go without a byte arriving before it is answered `408`.
+    var bodyTimeout = 60
     var maxCollections = 100_000
     var diskReserveBytes = 256 << 20
     /// Event loops; nil: one per CPU the process may use (`CPUBudget`).
@@ -78,6 +80,8 @@ struct Config: Sendable {
           --max-connections-per-address N
                                  open connections from one client address per event loop, 0 for no limit (default 0) [CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS]
           --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
+          --body-timeout SECONDS a request body that sends nothing for this long gets 408 and its connection is closed
+                                 (default 60, at most 120) [CHANGESERVER_BODY_TIMEOUT]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503 (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
@@ -89,7 +93,7 @@ struct Config: Sendable {
         "cors-origin", "postgres",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
         "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
-        "purge-delay-seconds",
+        "purge-delay-seconds", "body-timeout",
     ]
 
     /// Reads the arguments (without the program name), then the environment for the options the arguments do not
@@ -180,6 +184,7 @@ struct Config: Sendable {
         case "connection-memory": connectionMemory = try integer(1024...(1 << 20))
         case "max-connections-per-address": maxConnectionsPerAddress = try integer(0...1_000_000)
         case "max-body-memory": maxBodyMemory = try integer(1...(1 << 40))
+        case "body-timeout": bodyTimeout = try integer(1...HTTPServer.idleTimeout)
         case "max-collections": maxCollections = try integer(1...100_000_000)
         case "disk-reserve-bytes": diskReserveBytes = try integer(0...(1 << 50))
         case "threads": threads = try integer(1...64)

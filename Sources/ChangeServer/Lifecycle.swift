@@ -56,7 +56,8 @@ enum Lifecycle {
                 let server = try HTTPServer(
                     listener: listener,
                     options: .init(
-                        maxBodyBytes: config.maxBodyBytes, connectionLimit: perLoop, idleTimeout: 120,
+                        maxBodyBytes: config.maxBodyBytes, connectionLimit: perLoop,
+                        idleTimeout: HTTPServer.idleTimeout, bodyTimeout: config.bodyTimeout,
                         connectionMemory: config.connectionMemory, perAddressLimit: config.maxConnectionsPerAddress,
                         bodyBudget: app.bodyBudget))
                 app.add(Worker(app: app, server: server))

@@ -104,6 +104,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
         case .headersTooLarge(let limit): .error(.headersTooLarge(limit: limit))
         case .unsupportedTransferEncoding(let coding): .error(.unsupportedTransferEncoding(coding))
+        case .bodyTimedOut(let seconds): .error(.bodyTimedOut(seconds: seconds))
         }
     }
 

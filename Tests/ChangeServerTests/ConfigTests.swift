@@ -16,6 +16,7 @@ import Testing
         #expect(config.writeToken == nil && config.readToken == nil)
         #expect(config.corsOrigins.isEmpty)
         #expect(config.purgeDelaySeconds == 60)
+        #expect(config.bodyTimeout == 60)
     }
 
     @Test func purgeDelayIsReadFromFlagOrVariable() throws {
@@ -24,6 +25,12 @@ import Testing
         #expect(
             try Config.parse(arguments: ["--purge-delay-seconds", "0"], environment: environment)?.purgeDelaySeconds
                 == 0)
+    }
+
+    @Test func bodyTimeoutIsReadFromFlagOrVariable() throws {
+        let environment = ["CHANGESERVER_BODY_TIMEOUT": "5"]
+        #expect(try Config.parse(arguments: [], environment: environment)?.bodyTimeout == 5)
+        #expect(try Config.parse(arguments: ["--body-timeout", "120"], environment: environment)?.bodyTimeout == 120)
     }
 
     @Test func flagsWinOverEnvironment() throws {
@@ -62,7 +69,8 @@ import Testing
     @Test(arguments: [
         ["--bogus"], ["--port"], ["--port", "70000"], ["--port", "x"], ["--fsync", "sometimes"], ["--history", "0"],
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
-        ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"],
+        ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"], ["--body-timeout", "0"],
+        ["--body-timeout", "121"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {
         #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }

@@ -1,8 +1,13 @@
 import Synchronization
 
 /// The bytes of request bodies held in memory by all event loops together, bounded by `--max-body-memory`. A
-/// request reserves its announced `Content-Length` when its headers arrive (a chunked body reserves as it comes)
-/// and gives it back when it completes; a request that cannot reserve gets `503` and its body is never buffered.
+/// body reserves its bytes as they arrive and gives them back when its request completes; a request whose
+/// announced `Content-Length` does not fit in what is free when its headers arrive gets `503` at once, and one
+/// that runs out of room midway gets it once its body has been read and discarded.
+///
+/// Reserving the announced length up front instead let a client that announced a large body and sent nothing
+/// hold that memory: 16 such requests of 16 MiB took the default 256 MiB, and every write with a body got `503`
+/// until their connections timed out.
 final class BodyBudget: Sendable {
     let limit: Int
     private let used = Atomic<Int>(0)
@@ -22,6 +27,11 @@ final class BodyBudget: Sendable {
             if exchanged { return true }
             current = original
         }
+    }
+
+    /// Whether `bytes` fit under the limit now (nothing is reserved).
+    func hasRoom(for bytes: Int) -> Bool {
+        used.load(ordering: .relaxed) + bytes <= limit
     }
 
     func release(_ bytes: Int) {

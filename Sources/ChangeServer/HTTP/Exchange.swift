@@ -19,6 +19,13 @@ final class Exchange {
     var discardedBodyBytes = 0
     /// Bytes of `BodyBudget` this request holds, given back when it completes.
     var reservedBodyBytes = 0
+    /// Whether the request's body is still to come (announced by its headers, not yet whole): such an upload is
+    /// watched once it outlasts its loop turn (`HTTPServer.watchUploads`).
+    var awaitsBody = false
+    /// When a piece of the body last arrived (monotonic milliseconds); the request's start before the first.
+    var bodyProgress: Int64 = 0
+    /// The client hung up before its body was whole.
+    var leftMidBody = false
     /// Whether a hold of this exchange is watched for the client hanging up: set for held polls, which may wait
     /// minutes; a held mutation is answered as soon as it commits, so watching it would only cost system calls.
     var watchesHangUp = false

@@ -26,6 +26,8 @@ enum Refusal {
     case headersTooLarge(limit: Int)
     /// The request's body comes in a transfer coding other than chunked: where it ends is unknown.
     case unsupportedTransferEncoding(String)
+    /// No byte of the body came for `--body-timeout` seconds.
+    case bodyTimedOut(seconds: Int)
 }
 
 /// The application behind the HTTP server. Every call comes on the server's loop thread.
@@ -80,6 +82,8 @@ final class HTTPServer: @unchecked Sendable {
         var connectionLimit: Int
         /// Seconds an idle keep-alive connection is kept (held polls are suspended and not timed by MHD).
         var idleTimeout: Int
+        /// Seconds a request body may go without a byte arriving before it is answered `408` (`--body-timeout`).
+        var bodyTimeout: Int
         /// Bytes of MHD's per-connection memory pool: request headers and response headers live in it, and it
         /// is most of what a held poll costs.
         var connectionMemory: Int
@@ -88,6 +92,10 @@ final class HTTPServer: @unchecked Sendable {
         /// Memory for request bodies, shared by all loops.
         var bodyBudget: BodyBudget
     }
+
+    /// Seconds libmicrohttpd keeps a connection that shows no activity (an idle keep-alive connection, a stalled
+    /// request), closing it without an answer.
+    static let idleTimeout = 120
 
     let options: Options
     private(set) var daemon: OpaquePointer?
@@ -129,6 +137,13 @@ final class HTTPServer: @unchecked Sendable {
     var writing: [Int32: PendingWrite] = [:]
     /// Bytes the client had sent before the connection MHD is being handed (read when MHD reports it started).
     var handedBackBase: Int64?
+    // Request bodies still arriving (HTTPServer+Uploads.swift).
+    /// Requests whose bodies began to arrive in this loop turn: those not whole by its end are watched.
+    var newUploads: [Exchange] = []
+    /// Bodies still arriving after the turn they began in, watched for hang-up and for `--body-timeout`.
+    var slowUploads: [ObjectIdentifier: Exchange] = [:]
+    /// No slow upload times out before then (monotonic milliseconds); nil when none is watched.
+    var nextUploadExpiry: Int64?
 
     init(listener: Listener.Bound, options: Options) throws(StartupError) {
         self.options = options
@@ -194,6 +209,7 @@ final class HTTPServer: @unchecked Sendable {
                 }
             }
             handler.tick(now: MonotonicClock.now())
+            if nextUploadExpiry != nil { expireUploads(now: MonotonicClock.now()) }
             if !writing.isEmpty { expireWrites(now: MonotonicClock.now()) }
             // A fan-out can take a while: what was posted meanwhile (above all the answer to the mutation that
             // caused it) goes out with this MHD_run, before the fan-out's own answers are sent.
@@ -204,6 +220,7 @@ final class HTTPServer: @unchecked Sendable {
             if !toSend.isEmpty { runLibrary(daemon) }
             sendDirectAnswers()
             handBack(daemon)
+            if !newUploads.isEmpty { watchUploads() }
             handler.loopDidRun()
         }
         // A stream still suspended (its client took too long over its last bytes) is cut and let go first:
@@ -235,6 +252,7 @@ final class HTTPServer: @unchecked Sendable {
             timeout = min(timeout, Int64(clamping: daemonTimeout))
         }
         if let deadline = handler?.nextDeadline { timeout = min(timeout, max(0, deadline - now)) }
+        if let nextUploadExpiry { timeout = min(timeout, max(0, nextUploadExpiry - now)) }
         if let stopDeadline { timeout = min(timeout, 50, now < stopDeadline ? stopDeadline - now : 50) }
         return Int32(timeout)
     }
@@ -285,14 +303,15 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     /// Watches a held exchange's socket for the client hanging up (`EPOLLRDHUP`, `EPOLLHUP`, `EPOLLERR`); not
-    /// for more input, which a pipelining client may send and MHD reads once the exchange is resumed.
+    /// for more input, which a pipelining client may send and MHD reads once the exchange is resumed. (An upload
+    /// in progress is watched the same way: `watchUploads`.)
     ///
     /// The registration is one-shot and stays in the loop's epoll set after the answer: answering 10,000 held
     /// polls then costs no `epoll_ctl` at all (removing each had been a tenth of a fan-out's time). A socket
     /// registered already (an earlier poll on the same connection) is re-armed with one `EPOLL_CTL_MOD`; the kernel
     /// drops the registration when MHD closes the socket, and a hang-up reported after the answer finds no
     /// exchange in `watched` and is ignored, once (one-shot).
-    private func watch(held exchange: Exchange) {
+    func watchHangUp(of exchange: Exchange) {
         let descriptor = chttpd_connection_fd(exchange.connection)
         guard descriptor >= 0, register(hangUpOf: descriptor, events: EPOLLRDHUP.rawValue | EPOLLONESHOT.rawValue)
         else { return }
@@ -329,8 +348,8 @@ final class HTTPServer: @unchecked Sendable {
         return true
     }
 
-    /// Forgets a held exchange's watch; its one-shot registration stays (see `watch(held:)`).
-    private func unwatch(_ exchange: Exchange) {
+    /// Forgets a held exchange's watch; its one-shot registration stays (see `watchHangUp(of:)`).
+    func unwatch(_ exchange: Exchange) {
         guard let descriptor = exchange.watchedDescriptor else { return }
         exchange.watchedDescriptor = nil
         // The socket's number may name another held exchange by now (this one was forgotten late).
@@ -353,6 +372,7 @@ final class HTTPServer: @unchecked Sendable {
         }
         guard let exchange = watched[descriptor], let handler else { return }
         unwatch(exchange)
+        if exchange.awaitsBody { return uploadHungUp(exchange) }
         guard exchange.isSuspended, handler.clientLeft(exchange) else { return }
         // Closed without an answer, as nginx closes a long request whose client gave up: a client that only
         // half-closed its side (shut down writing) looks the same here, and an answer it may still read would be
@@ -389,7 +409,7 @@ final class HTTPServer: @unchecked Sendable {
     /// origin) it waited until that one timed out. After a benchmark run through nginx, about half of 10,000 cut
     /// streams (those on the loop holding nginx's idle connections) kept their sockets for 120 s.
     ///
-    /// So a cut stream's connection gets a timeout of its own (`cutStreamTimeout`): MHD visits it on every pass,
+    /// So a cut stream's connection gets a timeout of its own (`closingTimeout`): MHD visits it on every pass,
     /// closes it on the pass that resumes it (the visit of the timeouts comes first) and frees it in the same
     /// pass (the visit of the resumed connections comes after). The timeout also bounds how long MHD goes on
     /// writing what it had taken before the cut to a client that reads nothing.
@@ -397,12 +417,13 @@ final class HTTPServer: @unchecked Sendable {
     /// Outside `MHD_run` only: MHD moves the connection between the lists its passes walk.
     func cutStream(_ connection: OpaquePointer) {
         assert(!insideLibrary, "a stream is cut outside libmicrohttpd's callbacks")
-        _ = chttpd_set_connection_timeout(connection, cutStreamTimeout)
+        _ = chttpd_set_connection_timeout(connection, closingTimeout)
     }
 
-    /// Seconds a cut stream's connection may go without activity: any value but the daemon's (`idleTimeout`),
-    /// which would leave the connection in the list MHD walks only up to the first open connection.
-    private var cutStreamTimeout: UInt32 { options.idleTimeout == 1 ? 2 : 1 }
+    /// Seconds a connection being let go (a cut stream, an upload whose client hung up or timed out) may go
+    /// without activity: any value but the daemon's (`idleTimeout`), which would leave the connection in the list
+    /// MHD walks only up to the first open connection.
+    var closingTimeout: UInt32 { options.idleTimeout == 1 ? 2 : 1 }
 
     /// The grace period is over and requests are still held: those whose records never reached the journal get
     /// `503` with `Retry-After` (and their records never will), so that no client is left with a reset
@@ -485,6 +506,7 @@ final class HTTPServer: @unchecked Sendable {
             uploadSize.pointee = 0
             return received(size, upload, for: exchange, handler)
         }
+        if exchange.awaitsBody { endUpload(exchange) }
         if exchange.droppedBodyBytes > 0 { return respond(exchange, tooLarge(handler)) }
         if let refusal = exchange.refusal { return respond(exchange, refusal) }
         switch handler.handle(exchange) {
@@ -495,7 +517,7 @@ final class HTTPServer: @unchecked Sendable {
             suspended[ObjectIdentifier(exchange)] = exchange
             MHD_suspend_connection(connection)
             if exchange.watchesHangUp {
-                watch(held: exchange)
+                watchHangUp(of: exchange)
                 exchange.answersDirectly = mayAnswerDirectly(exchange, version: version)
             }
             return .YES
@@ -581,18 +603,17 @@ final class HTTPServer: @unchecked Sendable {
             exchange.droppedBodyBytes = length
             return respond(exchange, tooLarge(handler))
         }
-        if refusal == nil, length > 0 {
-            if options.bodyBudget.reserve(length) {
-                exchange.reservedBodyBytes = length
-            } else {
-                refusal = handler.response(to: .bodyMemoryFull)
-            }
+        // Reserved as it arrives (`received`): a body that would not fit now is refused at once.
+        if refusal == nil, length > 0, !options.bodyBudget.hasRoom(for: length) {
+            refusal = handler.response(to: .bodyMemoryFull)
         }
         if let refusal {
             // A client that waits for `100 Continue` before its body gets the refusal instead, as nginx answers.
             if exchange.request.header("Expect")?.lowercased() == "100-continue" { return respond(exchange, refusal) }
             exchange.refusal = refusal
         }
+        // Any `Transfer-Encoding` left is chunked: a body is to come.
+        if length > 0 || exchange.request.header("Transfer-Encoding") != nil { beginUpload(exchange) }
         return .YES
     }
 
@@ -618,6 +639,7 @@ final class HTTPServer: @unchecked Sendable {
     private func received(_ size: Int, _ upload: UnsafePointer<CChar>?, for exchange: Exchange, _ handler: HTTPHandler)
         -> MHD_Result
     {
+        exchange.bodyProgress = MonotonicClock.now()
         if exchange.refusal != nil {
             exchange.discardedBodyBytes += size
             // A refused request may send its announced body; one that goes on past the limit is cut off.
@@ -631,7 +653,7 @@ final class HTTPServer: @unchecked Sendable {
             return exchange.droppedBodyBytes > 2 * options.maxBodyBytes ? .NO : .YES
         }
         if total > exchange.reservedBodyBytes {
-            // A chunked body, whose length nobody announced: reserved as it comes.
+            // Reserved as it comes (`BodyBudget`): a client that announces a body and stalls holds none of it.
             guard options.bodyBudget.reserve(total - exchange.reservedBodyBytes) else {
                 exchange.refusal = handler.response(to: .bodyMemoryFull)
                 exchange.discardedBodyBytes = total
@@ -687,20 +709,28 @@ final class HTTPServer: @unchecked Sendable {
     /// MHD answers `431` itself) would leave no room even for a bare answer, and the client would get none.
     private func answerHeadersTooLarge(_ exchange: Exchange) -> (status: HTTPStatus?, result: MHD_Result) {
         guard let handler else { return (nil, .NO) }
-        var refusal = handler.response(to: .headersTooLarge(limit: options.connectionMemory))
+        let refusal = handler.response(to: .headersTooLarge(limit: options.connectionMemory))
         let throughLibrary = SharedResponse(refusal)
         if throughLibrary.isComplete, fits(throughLibrary, on: exchange),
             throughLibrary.queue(on: exchange.connection)
         {
             return (refusal.status, .YES)
         }
-        refusal.headers.append(("Connection", "close"))
-        let wire = SharedResponse.wire(of: refusal, includingBody: exchange.method != "HEAD")
+        let sent = sendClosing(refusal, on: exchange, includingBody: exchange.method != "HEAD")
+        return (sent ? refusal.status : nil, .NO)
+    }
+
+    /// Writes `response` with `Connection: close` on the exchange's socket, outside MHD, in one `send` that does not
+    /// wait: for an answer MHD cannot give (its side of the connection is closed after it); false when the socket
+    /// did not take it whole.
+    func sendClosing(_ response: Response, on exchange: Exchange, includingBody: Bool) -> Bool {
+        var response = response
+        response.headers.append(("Connection", "close"))
+        let wire = SharedResponse.wire(of: response, includingBody: includingBody)
         let socket = chttpd_connection_fd(exchange.connection)
-        let sent =
-            socket < 0
-            ? -1 : wire.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-        return (sent == wire.count ? refusal.status : nil, .NO)
+        guard socket >= 0 else { return false }
+        let sent = wire.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        return sent == wire.count
     }
 
     /// Queues a bare `500`; `.NO` (the connection closes) when even that is refused.
@@ -779,13 +809,14 @@ final class HTTPServer: @unchecked Sendable {
         socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(base) + 1)
     }
 
-    private static let completedHandler: MHD_RequestCompletedCallback = { opaqueServer, _, context, _ in
+    private static let completedHandler: MHD_RequestCompletedCallback = { opaqueServer, _, context, code in
         guard let opaqueServer, let context, let opaque = context.pointee else { return }
         context.pointee = nil
         let server = Unmanaged<HTTPServer>.fromOpaque(opaqueServer).takeUnretainedValue()
         server.inFlight -= 1
         if UInt(bitPattern: opaque) == quickAnswerMark { return }
         let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeRetainedValue()
+        if exchange.awaitsBody { server.uploadEnded(exchange, code: code) }
         server.releaseBody(of: exchange)
         server.unwatch(exchange)
     }

@@ -8,6 +8,7 @@ enum HTTPStatus: Int, Sendable {
     case unauthorized = 401
     case notFound = 404
     case methodNotAllowed = 405
+    case requestTimeout = 408
     case conflict = 409
     case gone = 410
     case preconditionFailed = 412

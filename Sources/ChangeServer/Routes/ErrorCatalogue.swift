@@ -65,6 +65,13 @@ extension HTTPError {
                 + "(--connection-memory): send smaller headers.")
     }
 
+    static func bodyTimedOut(seconds: Int) -> HTTPError {
+        HTTPError(
+            .requestTimeout,
+            "No byte of the body arrived for \(seconds) s (--body-timeout): the request is dropped and the connection "
+                + "closed; send it again.")
+    }
+
     static func bodyMemoryFull(limit: Int) -> HTTPError {
         HTTPError(
             .serverBusy,

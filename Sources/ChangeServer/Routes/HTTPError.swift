@@ -18,6 +18,7 @@ struct HTTPError: Error, Sendable {
         case invalidView
         case itemNotFound
         case methodNotAllowed
+        case requestTimeout
         case cursorExpired
         case collectionDeleted
         case preconditionFailed
@@ -40,6 +41,7 @@ struct HTTPError: Error, Sendable {
             case .unauthorized: .unauthorized
             case .routeNotFound, .collectionNotFound, .viewNotFound, .itemNotFound: .notFound
             case .methodNotAllowed: .methodNotAllowed
+            case .requestTimeout: .requestTimeout
             case .model, .tooManyCollections: .conflict
             case .cursorExpired, .collectionDeleted: .gone
             case .preconditionFailed: .preconditionFailed
@@ -67,6 +69,7 @@ struct HTTPError: Error, Sendable {
             case .invalidView: "invalid_view"
             case .itemNotFound: "item_not_found"
             case .methodNotAllowed: "method_not_allowed"
+            case .requestTimeout: "request_timeout"
             case .cursorExpired: "cursor_expired"
             case .collectionDeleted: "collection_deleted"
             case .preconditionFailed: "precondition_failed"
