@@ -214,7 +214,7 @@ final class App: Sendable {
         case (.item(let name, let id), "PUT"): return try upsertItem(request, name, id, connection())
         case (.item(let name, let id), _): return try deleteItem(request, name, id, connection())
         case (.asset(let path), _): return .respond(asset(request, path))
-        case (.views, _): return .respond(listViews())
+        case (.views, _): return .respond(try listViews(request))
         case (.view(let name), "GET"): return .respond(try viewSnapshot(request, name))
         case (.view(let name), "PUT"): return try defineView(request, name, connection())
         case (.view(let name), _): return try deleteView(request, name, connection())

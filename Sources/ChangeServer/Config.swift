@@ -37,6 +37,7 @@ struct Config: Sendable {
     /// `--body-timeout`: seconds a request body may go without a byte arriving before it is answered `408`.
     var bodyTimeout = 60
     var maxCollections = 100_000
+    var maxViews = 100_000
     var diskReserveBytes = 256 << 20
     /// Event loops; nil: one per CPU the process may use (`CPUBudget`).
     var threads: Int?
@@ -83,6 +84,7 @@ struct Config: Sendable {
           --body-timeout SECONDS a request body that sends nothing for this long gets 408 and its connection is closed
                                  (default 60, at most 120) [CHANGESERVER_BODY_TIMEOUT]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
+          --max-views N          views at once; defining one more gets 409 (default 100000) [CHANGESERVER_MAX_VIEWS]
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503 (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
@@ -93,7 +95,7 @@ struct Config: Sendable {
         "cors-origin", "postgres",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
         "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
-        "purge-delay-seconds", "body-timeout",
+        "purge-delay-seconds", "body-timeout", "max-views",
     ]
 
     /// Reads the arguments (without the program name), then the environment for the options the arguments do not
@@ -186,6 +188,7 @@ struct Config: Sendable {
         case "max-body-memory": maxBodyMemory = try integer(1...(1 << 40))
         case "body-timeout": bodyTimeout = try integer(1...HTTPServer.idleTimeout)
         case "max-collections": maxCollections = try integer(1...100_000_000)
+        case "max-views": maxViews = try integer(1...100_000_000)
         case "disk-reserve-bytes": diskReserveBytes = try integer(0...(1 << 50))
         case "threads": threads = try integer(1...64)
         case "log-level":

@@ -17,6 +17,7 @@ import Testing
         #expect(config.corsOrigins.isEmpty)
         #expect(config.purgeDelaySeconds == 60)
         #expect(config.bodyTimeout == 60)
+        #expect(config.maxViews == 100_000 && config.maxCollections == 100_000)
     }
 
     @Test func purgeDelayIsReadFromFlagOrVariable() throws {
@@ -70,7 +71,7 @@ import Testing
         ["--bogus"], ["--port"], ["--port", "70000"], ["--port", "x"], ["--fsync", "sometimes"], ["--history", "0"],
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
         ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"], ["--body-timeout", "0"],
-        ["--body-timeout", "121"],
+        ["--body-timeout", "121"], ["--max-views", "0"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {
         #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }

@@ -36,6 +36,15 @@ final class ViewRegistry: Sendable {
         state.withLock { Array($0.views.values) }.sorted { $0.name < $1.name }
     }
 
+    /// The views named after `after` (all when nil), sorted by name, at most `limit`, taken under one lock (as
+    /// `Registry.page`, so that a deletion meanwhile cannot empty a page); `hasMore` when more remain.
+    func page(after: String?, limit: Int) -> (entries: [ViewEntry], hasMore: Bool) {
+        let candidates = state.withLock { state in
+            after.map { after in state.views.values.filter { $0.name > after } } ?? Array(state.views.values)
+        }.sorted { $0.name < $1.name }
+        return (Array(candidates.prefix(limit)), candidates.count > limit)
+    }
+
     var count: Int { state.withLock { $0.views.count } }
 
     /// The views whose source is the collection `source`.

@@ -2,25 +2,10 @@ import Model
 
 /// `GET /v1/collections`, and `GET`, `PUT`, `DELETE /v1/collections/{name}`.
 extension App {
-    /// Collections listed in one page when the request names no `limit`, and the most it may ask for.
-    static let defaultListLimit = 1000
-    static let maximumListLimit = 10_000
-
-    /// A page of collections sorted by name: those after the cursor `after` (a name), at most `limit`; `next` is
-    /// the cursor of the following page, present while more remain.
+    /// A page of collections sorted by name (`listPage`): those after the cursor `after` (a name), at most
+    /// `limit`; `next` is the cursor of the following page, present while more remain.
     func listCollections(_ request: Request) throws(HTTPError) -> Response {
-        var limit = Self.defaultListLimit
-        if let raw = request.rawQuery("limit") {
-            guard let number = Int(raw), (1...Self.maximumListLimit).contains(number) else { throw .badLimit(raw) }
-            limit = number
-        }
-        var after: String?
-        if let raw = request.rawQuery("after") {
-            guard let name = percentDecoded(Substring(raw)), Route.isValidCollectionName(name) else {
-                throw .badCursor(raw)
-            }
-            after = name
-        }
+        let (after, limit) = try Self.listPage(request, of: .collection)
         let page = registry.page(after: after, limit: limit)
         let rows = page.entries.map { entry in
             entry.content.withLock { (entry.name, $0.version, $0.sectionCount, $0.itemCount) }

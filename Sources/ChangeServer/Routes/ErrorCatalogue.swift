@@ -87,13 +87,17 @@ extension HTTPError {
         ).with(header: "Retry-After", "10")
     }
 
+    static func tooManyViews(limit: Int) -> HTTPError {
+        HTTPError(.tooManyViews, "The server holds \(limit) views already (--max-views); delete one first.")
+    }
+
     static func tooManyCollections(limit: Int) -> HTTPError {
         HTTPError(
             .tooManyCollections, "The server holds \(limit) collections already (--max-collections); delete one first.")
     }
 
-    static func badCursor(_ raw: String) -> HTTPError {
-        HTTPError(.badRequest, "after must be a collection name, not '\(raw)'.")
+    static func badCursor(_ raw: String, _ kind: FeedSubjectKind) -> HTTPError {
+        HTTPError(.badRequest, "after must be a \(kind.rawValue) name, not '\(raw)'.")
     }
 
     static func badLimit(_ raw: String) -> HTTPError {

@@ -33,6 +33,7 @@ struct HTTPError: Error, Sendable {
         case serverBusy
         case insufficientStorage
         case tooManyCollections
+        case tooManyViews
         case model(ModelError.Code)
 
         var status: HTTPStatus {
@@ -42,7 +43,7 @@ struct HTTPError: Error, Sendable {
             case .routeNotFound, .collectionNotFound, .viewNotFound, .itemNotFound: .notFound
             case .methodNotAllowed: .methodNotAllowed
             case .requestTimeout: .requestTimeout
-            case .model, .tooManyCollections: .conflict
+            case .model, .tooManyCollections, .tooManyViews: .conflict
             case .cursorExpired, .collectionDeleted: .gone
             case .preconditionFailed: .preconditionFailed
             case .payloadTooLarge: .payloadTooLarge
@@ -84,6 +85,7 @@ struct HTTPError: Error, Sendable {
             case .serverBusy: "server_busy"
             case .insufficientStorage: "insufficient_storage"
             case .tooManyCollections: "too_many_collections"
+            case .tooManyViews: "too_many_views"
             case .model(let code): code.rawValue
             }
         }

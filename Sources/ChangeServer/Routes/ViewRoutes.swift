@@ -2,10 +2,14 @@ import Model
 
 /// `GET /v1/views`, and `GET`, `PUT`, `DELETE /v1/views/{name}`: live views of a source collection.
 extension App {
-    func listViews() -> Response {
-        let rows = views.all().map { entry in
+    /// A page of views sorted by name, as `listCollections` pages collections.
+    func listViews(_ request: Request) throws(HTTPError) -> Response {
+        let (after, limit) = try Self.listPage(request, of: .view)
+        let page = views.page(after: after, limit: limit)
+        let rows = page.entries.map { entry in
             entry.live.withLock { (entry.name, $0.definition.source, $0.version, $0.collection) }
         }
+        let next = page.hasMore ? rows.last?.0 : nil
         return .json(.ok) { writer in
             writer.object { writer in
                 writer.field("views") {
@@ -19,6 +23,7 @@ extension App {
                         }
                     }
                 }
+                if let next { writer.field("next", next) }
             }
         }
     }
@@ -33,6 +38,8 @@ extension App {
     /// against the view's version when the record is applied.
     func defineView(_ request: Request, _ name: String, _ connection: Connection) throws(HTTPError) -> RouteResult {
         let conditions = try Self.conditions(request)
+        // Checked when the request arrives, as `--max-collections` is.
+        if views.entry(name) == nil, views.count >= config.maxViews { throw .tooManyViews(limit: config.maxViews) }
         return try submit(request, LaneRouter.lane(ofView: name), connection) { request throws(HTTPError) in
             let canonical = try RequestDecoding.canonicalBody(request.body)
             let definition: ViewDefinition

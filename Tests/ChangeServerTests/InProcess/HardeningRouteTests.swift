@@ -101,6 +101,40 @@ import Testing
         #expect(server.send("PUT", "/v1/collections/f", body: #"{"sections": []}"#).status == 201)
     }
 
+    @Test func viewsAreLimitedAndListedByPages() throws {
+        let server = try InProcessServer(["--max-views", "5"])
+        for name in ["e", "a", "d", "b", "c"] {
+            #expect(server.send("PUT", "/v1/views/\(name)", body: #"{"source": "tasks"}"#).status == 201)
+        }
+        let refused = server.send("PUT", "/v1/views/f", body: #"{"source": "tasks"}"#)
+        #expect(refused.status == 409)
+        #expect(refused.errorCode == "too_many_views")
+        #expect(refused.text.contains("--max-views"))
+        #expect(server.send("GET", "/v1/views/f").status == 404)
+        #expect(server.send("PUT", "/v1/views/a", body: #"{"source": "other"}"#).status == 200)
+        var rows: [[String: Any]] = []
+        var cursor: String? = nil
+        var pages = 0
+        repeat {
+            let page = server.send("GET", "/v1/views?limit=2" + (cursor.map { "&after=\($0)" } ?? ""))
+            #expect(page.status == 200)
+            rows += page.json["views"] as? [[String: Any]] ?? []
+            cursor = page.json["next"] as? String
+            pages += 1
+        } while cursor != nil && pages < 10
+        #expect(rows.compactMap { $0["name"] as? String } == ["a", "b", "c", "d", "e"])
+        #expect(rows.first?["source"] as? String == "other")
+        #expect(pages == 3)
+        #expect((server.send("GET", "/v1/views?after=c").json["views"] as? [Any])?.count == 2)
+        #expect(server.send("GET", "/v1/views").json["next"] == nil)
+        #expect(server.send("GET", "/v1/views?limit=10001").status == 400)
+        let badCursor = server.send("GET", "/v1/views?after=%2F")
+        #expect(badCursor.status == 400)
+        #expect(badCursor.text.contains("a view name"))
+        #expect(server.send("DELETE", "/v1/views/e").status == 204)
+        #expect(server.send("PUT", "/v1/views/f", body: #"{"source": "tasks"}"#).status == 201)
+    }
+
     /// A page is the registry at one moment: while "a" is deleted and created again, the first page of one holds
     /// "a" or "b", never nothing (a page whose entries were looked up one by one after its names could come out
     /// empty, without `next`, and end a listing early: thousands of these 20,000 pages were).
