@@ -81,8 +81,8 @@ struct Config: Sendable {
           --max-connections-per-address N
                                  open connections from one client address per event loop, 0 for no limit (default 0) [CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS]
           --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
-          --body-timeout SECONDS a request body that sends nothing for this long gets 408 and its connection is closed
-                                 (default 60, at most 120) [CHANGESERVER_BODY_TIMEOUT]
+          --body-timeout SECONDS a request whose body stalls this long (no byte arrives) gets 408, and its connection
+                                 is closed (default 60, at most 120) [CHANGESERVER_BODY_TIMEOUT]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
           --max-views N          views at once; defining one more gets 409 (default 100000) [CHANGESERVER_MAX_VIEWS]
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503 (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]

@@ -1,9 +1,10 @@
 import Synchronization
 
 /// The bytes of request bodies held in memory by all event loops together, bounded by `--max-body-memory`. A
-/// body reserves its bytes as they arrive and gives them back when its request completes; a request whose
-/// announced `Content-Length` does not fit in what is free when its headers arrive gets `503` at once, and one
-/// that runs out of room midway gets it once its body has been read and discarded.
+/// body reserves its bytes as they arrive and gives them back when its request completes, or as soon as it runs
+/// out of room. A request whose announced `Content-Length` does not fit in what is free when its headers arrive is
+/// refused from them (`503`: at once to a client that waits for `100 Continue`, else once its body has been read
+/// and discarded), and so is one that runs out of room midway.
 ///
 /// Reserving the announced length up front instead let a client that announced a large body and sent nothing
 /// hold that memory: 16 such requests of 16 MiB took the default 256 MiB, and every write with a body got `503`

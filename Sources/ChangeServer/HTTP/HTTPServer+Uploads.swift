@@ -52,7 +52,8 @@ extension HTTPServer {
         guard let expiry = nextUploadExpiry, now >= expiry else { return }
         let timeout = Int64(options.bodyTimeout) * 1000
         nextUploadExpiry = nil
-        for exchange in Array(slowUploads.values) {
+        // An upload whose client hung up is being closed (`uploadHungUp`), and logged `499` then.
+        for exchange in slowUploads.values.filter({ !$0.leftMidBody }) {
             let deadline = exchange.bodyProgress + timeout
             if deadline <= now {
                 timeOut(exchange)
@@ -62,27 +63,28 @@ extension HTTPServer {
         }
     }
 
-    /// `408`, written on the socket (MHD can queue an answer only from its callbacks, which a silent client never
-    /// brings), then the writing side shut so the client reads its end; MHD's side is let go: the next call for the
-    /// request, if more of it comes, closes it, and else the connection's short timeout does (`closingTimeout`).
+    /// `408` (or the refusal decided from the headers, whose body was being discarded: the client learns why it
+    /// was refused), written on the socket (MHD can queue an answer only from its callbacks, which a silent client
+    /// never brings), then the writing side shut so the client reads its end; MHD's side is let go: the next call
+    /// for the request, if more of it comes, closes it, and else the connection's short timeout does
+    /// (`closingTimeout`).
     private func timeOut(_ exchange: Exchange) {
         guard let handler else { return }
         endUpload(exchange)
         releaseBody(of: exchange)
         exchange.leavesLibrary = true
-        var response = handler.response(to: .bodyTimedOut(seconds: options.bodyTimeout))
+        var response = exchange.refusal ?? handler.response(to: .bodyTimedOut(seconds: options.bodyTimeout))
         response.headers += exchange.extraHeaders
-        _ = sendClosing(response, on: exchange, includingBody: true)
+        _ = sendClosing(response, on: exchange, includingBody: exchange.method != "HEAD")
         let socket = chttpd_connection_fd(exchange.connection)
         if socket >= 0 { shutdown(socket, Int32(SHUT_WR)) }
         _ = chttpd_set_connection_timeout(exchange.connection, closingTimeout)
-        handler.didRespond(exchange, status: .requestTimeout)
+        handler.didRespond(exchange, status: response.status)
     }
 
     /// The client of an upload hung up. Its last bytes may have come with the hang-up, and MHD reads them in this
-    /// turn: a body that is whole then is answered as usual (a client may shut its writing side down after its body
-    /// and wait for the answer). Otherwise nothing more can come, and the connection's short timeout
-    /// (`closingTimeout`) has MHD close it within a second or two (`uploadEnded` logs it), where MHD might not notice
+    /// turn, so the request is not ended here; nothing more can come, and the connection's short timeout
+    /// (`closingTimeout`) has MHD close it within about a second (`uploadEnded` logs it), where MHD might not notice
     /// the hang-up before its idle timeout.
     func uploadHungUp(_ exchange: Exchange) {
         exchange.leftMidBody = true

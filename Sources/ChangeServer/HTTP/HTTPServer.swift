@@ -113,8 +113,9 @@ final class HTTPServer: @unchecked Sendable {
     private var inFlight = 0
     /// Exchanges suspended now: a stop must resume every one before `MHD_stop_daemon`, which aborts otherwise.
     private var suspended: [ObjectIdentifier: Exchange] = [:]
-    /// Held exchanges by their socket, watched for hang-up on the loop's epoll: MHD never reads a suspended
-    /// connection, so without this a client that left would pin its descriptor until the poll's timeout.
+    /// Held polls by their socket, watched for hang-up on the loop's epoll: MHD never reads a suspended
+    /// connection, so without this a client that left would pin its descriptor until the poll's timeout. Uploads
+    /// still arriving are watched here too (`watchUploads`).
     private var watched: [Int32: Exchange] = [:]
     /// Event streams watched for hang-up, by socket.
     private var watchedStreams: [Int32: EventStream] = [:]
@@ -348,7 +349,7 @@ final class HTTPServer: @unchecked Sendable {
         return true
     }
 
-    /// Forgets a held exchange's watch; its one-shot registration stays (see `watchHangUp(of:)`).
+    /// Forgets the watch of a held poll or an upload; its one-shot registration stays (see `watchHangUp(of:)`).
     func unwatch(_ exchange: Exchange) {
         guard let descriptor = exchange.watchedDescriptor else { return }
         exchange.watchedDescriptor = nil
@@ -657,7 +658,9 @@ final class HTTPServer: @unchecked Sendable {
             guard options.bodyBudget.reserve(total - exchange.reservedBodyBytes) else {
                 exchange.refusal = handler.response(to: .bodyMemoryFull)
                 exchange.discardedBodyBytes = total
-                exchange.request.body = []
+                // What it holds goes back now, not when its discarded rest has come: two bodies that run out of
+                // room together would otherwise both be refused.
+                releaseBody(of: exchange)
                 return .YES
             }
             exchange.reservedBodyBytes = total
@@ -817,6 +820,13 @@ final class HTTPServer: @unchecked Sendable {
         if UInt(bitPattern: opaque) == quickAnswerMark { return }
         let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeRetainedValue()
         if exchange.awaitsBody { server.uploadEnded(exchange, code: code) }
+        // Resumed with its answer and ended before MHD asked for it: the client hung up while the request was held
+        // (or only shut its writing side down, which libmicrohttpd takes for the same when it reads the end of the
+        // stream), so nothing was sent. Logged `499`, or a mutation that took effect would leave no line.
+        // (`MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN`, 3: a stop that ended it.)
+        if exchange.pendingResponse != nil, code.rawValue != 3 {
+            server.handler?.didRespond(exchange, status: .clientClosedRequest)
+        }
         server.releaseBody(of: exchange)
         server.unwatch(exchange)
     }
