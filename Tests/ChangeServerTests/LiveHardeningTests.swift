@@ -122,6 +122,16 @@ import Testing
         #expect(answers == [503, 201])
         #expect(try server.client.get("/v1/collections/b").status == 200)
         #expect(try metric(server, "changeserver_body_bytes_in_flight") == 0)
+        // A chunked body that goes past --max-body-bytes gives its share back as soon as it does, not at its end.
+        let oversized = try HTTPConnection(port: server.port)
+        oversized.send(
+            putHead("/v1/collections/c", "Transfer-Encoding: chunked\r\n") + Array("C5C10\r\n".utf8)
+                + [UInt8](repeating: 0x20, count: 810_000))
+        #expect(inFlight(0), "the dropped body holds nothing")
+        second.sendRequest("PUT", "/v1/collections/d", headers: ["Content-Type": "application/json"], body: body)
+        #expect(try second.readResponse().status == 201)
+        oversized.send(Array("\r\n0\r\n\r\n".utf8))
+        #expect(try oversized.readResponse().status == 413)
     }
 
     /// A body that stops arriving gets `408` after `--body-timeout` and its connection is closed; nothing of it is
@@ -206,6 +216,25 @@ import Testing
         for index in 0..<count {
             #expect(server.log.components(separatedBy: "PUT /v1/collections/c/items/i\(index) ").count == 2)
         }
+    }
+
+    /// Polls whose clients shut their writing side down with the request are let go unanswered, each logged `499`:
+    /// when libmicrohttpd read the end of the stream before the poll's resume, the `499` had been dropped.
+    @Test func pollsWhoseClientsLeaveAtOnceAreLogged() throws {
+        let server = try ServerProcess()
+        let count = 20
+        let version = try #require(
+            try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
+        let clients = try (0..<count).map { _ in
+            let poll = try HTTPConnection(port: server.port)
+            poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=30")
+            poll.shutdownWriting()
+            return poll
+        }
+        let polls = { server.log.components(separatedBy: "GET /v1/collections/c/changes 499 ").count - 1 }
+        #expect(waitUntil(timeout: 10) { polls() == count }, "\(polls()) of \(count) polls logged")
+        #expect(try metric(server, "changeserver_held_polls") == 0)
+        #expect(clients.allSatisfy { $0.isClosed(within: 5) }, "closed without an answer")
     }
 
     @Test func twoDifferentContentLengthsAre400() throws {

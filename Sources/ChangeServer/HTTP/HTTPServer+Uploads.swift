@@ -24,14 +24,17 @@ extension HTTPServer {
     }
 
     /// MHD ended a request whose body was still arriving. A client that hung up (seen by the watch, or by MHD
-    /// itself) is logged `499`, as nginx logs a client that gave up; MHD's own refusals of a malformed body and
-    /// a stop are not logged, as before.
+    /// itself) is logged `499`, as nginx logs a client that gave up, and one a stop ended `444`; MHD's own
+    /// refusals of a malformed body are not logged, as before.
     func uploadEnded(_ exchange: Exchange, code: MHD_RequestTerminationCode) {
         endUpload(exchange)
-        // `MHD_REQUEST_TERMINATED_READ_ERROR` (4) and `MHD_REQUEST_TERMINATED_CLIENT_ABORT` (5): the constants do
+        // `MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN` (3), `_READ_ERROR` (4) and `_CLIENT_ABORT` (5): the constants do
         // not import.
-        let clientLeft = exchange.leftMidBody || code.rawValue == 4 || code.rawValue == 5
-        if clientLeft { handler?.didRespond(exchange, status: .clientClosedRequest) }
+        if exchange.leftMidBody || code.rawValue == 4 || code.rawValue == 5 {
+            handler?.didRespond(exchange, status: .clientClosedRequest)
+        } else if code.rawValue == 3 {
+            handler?.didRespond(exchange, status: .closedWithoutAnswer)
+        }
     }
 
     /// At the end of a loop turn: the uploads that began in it and are not whole yet are watched.

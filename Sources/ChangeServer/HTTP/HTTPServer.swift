@@ -494,6 +494,7 @@ final class HTTPServer: @unchecked Sendable {
         // client is gone).
         if exchange.leavesLibrary { return .NO }
         if let status = exchange.closesUnanswered {
+            exchange.closesUnanswered = nil
             releaseBody(of: exchange)
             handler.didRespond(exchange, status: status)
             return .NO
@@ -649,7 +650,8 @@ final class HTTPServer: @unchecked Sendable {
         let total = exchange.request.body.count + size
         guard exchange.droppedBodyBytes == 0, total <= options.maxBodyBytes, let upload else {
             exchange.droppedBodyBytes += total
-            exchange.request.body = []
+            // Its share of the body memory goes back now, not once its dropped rest has come.
+            releaseBody(of: exchange)
             // A body far beyond the limit is not read to its end: the connection is closed.
             return exchange.droppedBodyBytes > 2 * options.maxBodyBytes ? .NO : .YES
         }
@@ -820,15 +822,22 @@ final class HTTPServer: @unchecked Sendable {
         if UInt(bitPattern: opaque) == quickAnswerMark { return }
         let exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeRetainedValue()
         if exchange.awaitsBody { server.uploadEnded(exchange, code: code) }
-        // Resumed with its answer and ended before MHD asked for it: the client hung up while the request was held
-        // (or only shut its writing side down, which libmicrohttpd takes for the same when it reads the end of the
-        // stream), so nothing was sent. Logged `499`, or a mutation that took effect would leave no line.
-        // (`MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN`, 3: a stop that ended it.)
-        if exchange.pendingResponse != nil, code.rawValue != 3 {
-            server.handler?.didRespond(exchange, status: .clientClosedRequest)
+        if let status = server.unloggedEnd(of: exchange, code: code) {
+            server.handler?.didRespond(exchange, status: status)
         }
         server.releaseBody(of: exchange)
         server.unwatch(exchange)
+    }
+
+    /// The status to log for a held request that MHD ended after its resume without calling the handler again
+    /// (it read the end of the stream first, or a stop ended it), so that every request has its line, above all a
+    /// mutation that took effect unanswered: the status it was let go with (`closeUnanswered`), or, for one resumed
+    /// with its answer, `499` (the client hung up, or only shut its writing side down, which libmicrohttpd takes
+    /// for the same) or `444` when a stop ended it (`MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN`, 3).
+    private func unloggedEnd(of exchange: Exchange, code: MHD_RequestTerminationCode) -> HTTPStatus? {
+        if let status = exchange.closesUnanswered { return status }
+        guard exchange.pendingResponse != nil else { return nil }
+        return code.rawValue == 3 ? .closedWithoutAnswer : .clientClosedRequest
     }
 
     /// Keeps paths and query arguments as they came, so that the router splits the path before decoding each
