@@ -27,8 +27,14 @@ import Testing
         #expect(result.leftRunning.isEmpty, "left running: \(result.leftRunning)")
     }
 
+    /// Both servers get twice the default `--connection-memory`: negative generation explodes arrays into dozens of
+    /// repeated query arguments (64 bytes of libmicrohttpd's bookkeeping each), and a request line that just fills
+    /// the default 8 KiB is closed by libmicrohttpd 0.9.75 without an answer (README, "Errors"), before the server
+    /// sees it. schemathesis reports that as a network error; what this test checks is the server's own answers.
+    static let connectionMemory = ["--connection-memory", "16384"]
+
     @Test func liveServerConformsToSpecification() async throws {
-        let server = try await ServerProcess.started()
+        let server = try await ServerProcess.started(Self.connectionMemory)
         try Self.seed(server.client)
         try await Self.schemathesis(against: server, maxExamples: 30, maxTime: 60)
     }
@@ -36,9 +42,11 @@ import Testing
     /// With tokens and a CORS allow-list, and requests that carry no token: every answer but `/healthz` and the
     /// preflights is `401` with `WWW-Authenticate`, and preflights from the allowed origin carry the CORS headers.
     @Test func unauthorizedAnswersConformToSpecification() async throws {
-        let server = try await ServerProcess.started([
-            "--write-token", "contract-write", "--read-token", "contract-read", "--cors-origin", "https://app.example",
-        ])
+        let server = try await ServerProcess.started(
+            [
+                "--write-token", "contract-write", "--read-token", "contract-read", "--cors-origin",
+                "https://app.example",
+            ] + Self.connectionMemory)
         try await Self.schemathesis(
             against: server, maxExamples: 10, maxTime: 30, extra: ["--header", "Origin: https://app.example"])
     }

@@ -46,7 +46,7 @@ final class Exchange {
     var leavesLibrary = false
     /// Set when a held exchange is let go without an answer (its client hung up: `499`; a stop gave up waiting for
     /// it: `444`): when MHD calls the handler again (after the resume), the handler logs this status and closes the
-    /// connection, sending nothing.
+    /// connection, sending nothing; when MHD ends the request first, its completion logs it. Cleared once logged.
     var closesUnanswered: HTTPStatus?
     /// The connection's socket, noted when the exchange may be answered outside MHD.
     var socket: Int32 = -1
