@@ -57,8 +57,8 @@ import Testing
     }
 
     /// The body memory of the budget tests, and the longest `--body-timeout`: their uploads wait, part sent, while
-    /// others go on, and on a loaded CI machine (the whole suite at once) one waited past the default 60 s and was
-    /// answered `408`, its connection closed under the client still sending.
+    /// other steps run, and on a loaded machine such a wait could reach the default 60 s, whose `408` would close
+    /// the connection under the test.
     static let budgetFlags = ["--max-body-memory", "1000000", "--max-body-bytes", "800000", "--body-timeout", "120"]
 
     /// Bodies take memory as they arrive: a body announced and not sent holds none (16 header-only requests of
