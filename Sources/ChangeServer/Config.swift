@@ -36,6 +36,8 @@ struct Config: Sendable {
     var maxBodyMemory = 256 << 20
     /// `--body-timeout`: seconds a request body may go without a byte arriving before it is answered `408`.
     var bodyTimeout = 60
+    /// `--header-timeout`: seconds a request's headers may take to arrive, from their first byte seen.
+    var headerTimeout = 60
     var maxCollections = 100_000
     var maxViews = 100_000
     var diskReserveBytes = 256 << 20
@@ -83,6 +85,9 @@ struct Config: Sendable {
           --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
           --body-timeout SECONDS a request whose body stalls this long (no byte arrives) gets 408, and its connection
                                  is closed (default 60, at most 120) [CHANGESERVER_BODY_TIMEOUT]
+          --header-timeout SECONDS
+                                 a request whose headers are not all in this long after their first bytes gets 408,
+                                 and its connection is closed (default 60, at most 120) [CHANGESERVER_HEADER_TIMEOUT]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
           --max-views N          views at once; defining one more gets 409 (default 100000) [CHANGESERVER_MAX_VIEWS]
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503 (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
@@ -95,7 +100,7 @@ struct Config: Sendable {
         "cors-origin", "postgres",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
         "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
-        "purge-delay-seconds", "body-timeout", "max-views",
+        "purge-delay-seconds", "body-timeout", "header-timeout", "max-views",
     ]
 
     /// Reads the arguments (without the program name), then the environment for the options the arguments do not
@@ -187,6 +192,7 @@ struct Config: Sendable {
         case "max-connections-per-address": maxConnectionsPerAddress = try integer(0...1_000_000)
         case "max-body-memory": maxBodyMemory = try integer(1...(1 << 40))
         case "body-timeout": bodyTimeout = try integer(1...HTTPServer.idleTimeout)
+        case "header-timeout": headerTimeout = try integer(1...HTTPServer.idleTimeout)
         case "max-collections": maxCollections = try integer(1...100_000_000)
         case "max-views": maxViews = try integer(1...100_000_000)
         case "disk-reserve-bytes": diskReserveBytes = try integer(0...(1 << 50))

@@ -58,6 +58,7 @@ enum Lifecycle {
                     options: .init(
                         maxBodyBytes: config.maxBodyBytes, connectionLimit: perLoop,
                         idleTimeout: HTTPServer.idleTimeout, bodyTimeout: config.bodyTimeout,
+                        headerTimeout: config.headerTimeout,
                         connectionMemory: config.connectionMemory, perAddressLimit: config.maxConnectionsPerAddress,
                         bodyBudget: app.bodyBudget))
                 app.add(Worker(app: app, server: server))

@@ -105,6 +105,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .headersTooLarge(let limit): .error(.headersTooLarge(limit: limit))
         case .unsupportedTransferEncoding(let coding): .error(.unsupportedTransferEncoding(coding))
         case .bodyTimedOut(let seconds): .error(.bodyTimedOut(seconds: seconds))
+        case .headersTimedOut(let seconds): .error(.headersTimedOut(seconds: seconds))
         }
     }
 
@@ -116,6 +117,17 @@ final class Worker: HTTPHandler, @unchecked Sendable {
             requestLog.add(
                 method: exchange.method, path: path, status: status.rawValue,
                 milliseconds: Int(MonotonicClock.now() - exchange.started))
+        }
+    }
+
+    /// Logged as nginx logs it, with `-` for the request line that never came whole.
+    func headersTimedOut(milliseconds: Int) {
+        countRequest(method: "-", route: "unmatched", status: HTTPStatus.requestTimeout.rawValue)
+        guard logsRequests else { return }
+        var path = "-"
+        path.withUTF8 { path in
+            requestLog.add(
+                method: "-", path: path, status: HTTPStatus.requestTimeout.rawValue, milliseconds: milliseconds)
         }
     }
 

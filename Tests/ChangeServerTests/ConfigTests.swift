@@ -16,7 +16,7 @@ import Testing
         #expect(config.writeToken == nil && config.readToken == nil)
         #expect(config.corsOrigins.isEmpty)
         #expect(config.purgeDelaySeconds == 60)
-        #expect(config.bodyTimeout == 60)
+        #expect(config.bodyTimeout == 60 && config.headerTimeout == 60)
         #expect(config.maxViews == 100_000 && config.maxCollections == 100_000)
     }
 
@@ -32,6 +32,13 @@ import Testing
         let environment = ["CHANGESERVER_BODY_TIMEOUT": "5"]
         #expect(try Config.parse(arguments: [], environment: environment)?.bodyTimeout == 5)
         #expect(try Config.parse(arguments: ["--body-timeout", "120"], environment: environment)?.bodyTimeout == 120)
+    }
+
+    @Test func headerTimeoutIsReadFromFlagOrVariable() throws {
+        let environment = ["CHANGESERVER_HEADER_TIMEOUT": "5"]
+        #expect(try Config.parse(arguments: [], environment: environment)?.headerTimeout == 5)
+        #expect(
+            try Config.parse(arguments: ["--header-timeout", "1"], environment: environment)?.headerTimeout == 1)
     }
 
     @Test func flagsWinOverEnvironment() throws {
@@ -71,7 +78,7 @@ import Testing
         ["--bogus"], ["--port"], ["--port", "70000"], ["--port", "x"], ["--fsync", "sometimes"], ["--history", "0"],
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
         ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"], ["--body-timeout", "0"],
-        ["--body-timeout", "121"], ["--max-views", "0"],
+        ["--body-timeout", "121"], ["--max-views", "0"], ["--header-timeout", "0"], ["--header-timeout", "121"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {
         #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }

@@ -177,6 +177,47 @@ import Testing
         #expect(try slow.readResponse().status == 201)
     }
 
+    /// A request whose headers trickle in gets `408` `--header-timeout` after its first bytes were seen (about a
+    /// second later at most), and its connection is closed: before, every byte restarted libmicrohttpd's 120 s idle
+    /// timeout, so a client sending a byte a minute kept its connection as long as it liked (slowloris). An idle
+    /// connection, one that pauses between requests, and a held poll are not cut.
+    @Test func headersThatTrickleGet408() throws {
+        let server = try ServerProcess(["--header-timeout", "1"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": []]).status == 201)
+        let version = try #require(try server.client.get("/v1/collections/c").object["version"] as? String)
+        let idle = try HTTPConnection(port: server.port)
+        let pausing = try HTTPConnection(port: server.port)
+        pausing.sendRequest("GET", "/healthz")
+        #expect(try pausing.readResponse().status == 200)
+        let poll = try HTTPConnection(port: server.port)
+        poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=4")
+        let trickling = try HTTPConnection(port: server.port)
+        let head = Array("GET /v1/collections HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".utf8)
+        let started = Date()
+        var sent = 0
+        // A byte every 300 ms, well inside the idle timeout, for at most 18 s.
+        while sent < 60 && !trickling.isReadable(within: 0.3) {
+            trickling.send([head[sent % head.count]])
+            sent += 1
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        let response = try trickling.readResponse()
+        #expect(response.status == 408)
+        #expect(response.errorCode == "request_timeout")
+        #expect(response.text.contains("--header-timeout"))
+        #expect(response.header("Connection") == "close")
+        #expect(trickling.isClosed(within: 5))
+        #expect(elapsed >= 1 && elapsed < 10, "answered after \(elapsed) s")
+        #expect(waitUntil(timeout: 10) { server.log.contains(" - - 408 ") })
+        idle.sendRequest("GET", "/healthz")
+        #expect(try idle.readResponse().status == 200)
+        pausing.sendRequest("GET", "/healthz")
+        #expect(try pausing.readResponse().status == 200)
+        let polled = try poll.readResponse()
+        #expect(polled.status == 200)
+        #expect(polled.object["to"] as? String == version)
+    }
+
     /// A client that closes its connection midway through a body is let go within seconds, and logged `499`.
     /// libmicrohttpd 0.9.75 (epoll) can miss a hang-up that comes with the last bytes: such a connection stayed
     /// in `CLOSE-WAIT`, one of `--max-connections`, until its idle timeout (120 s).

@@ -40,7 +40,7 @@ extension HTTPServer {
         guard descriptor >= 0, headerSize > 0 else { return false }
         exchange.socket = descriptor
         // The bytes the client had sent before MHD's current view of the connection began (0 for one MHD accepted).
-        let base = chttpd_socket_context(exchange.connection).map { Int64(UInt(bitPattern: $0)) - 1 } ?? 0
+        let base = record(of: exchange.connection)?.base ?? 0
         return chttpd_bytes_received(descriptor) == base + headerSize
     }
 

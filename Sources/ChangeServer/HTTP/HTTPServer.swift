@@ -28,6 +28,8 @@ enum Refusal {
     case unsupportedTransferEncoding(String)
     /// No byte of the body came for `--body-timeout` seconds.
     case bodyTimedOut(seconds: Int)
+    /// The request's headers were not all in `--header-timeout` seconds after its first bytes.
+    case headersTimedOut(seconds: Int)
 }
 
 /// The application behind the HTTP server. Every call comes on the server's loop thread.
@@ -52,6 +54,9 @@ protocol HTTPHandler: AnyObject {
     func response(to refusal: Refusal) -> Response
     /// A response was queued: one log line and the request metrics.
     func didRespond(_ exchange: Exchange, status: HTTPStatus)
+    /// A connection was answered `408` and closed because its request's headers did not all arrive in
+    /// `--header-timeout` (`milliseconds` after it was seen begun): its log line and the request metrics.
+    func headersTimedOut(milliseconds: Int)
     /// The answer to a body-less `GET` or `HEAD` of `path` (raw, without its query) that needs no `Exchange`: a
     /// response shared byte for byte by the requests like it (a snapshot at an unchanged version), with the route
     /// template it matched; nil to take the request the usual way. `header` looks up a request header by name.
@@ -84,6 +89,9 @@ final class HTTPServer: @unchecked Sendable {
         var idleTimeout: Int
         /// Seconds a request body may go without a byte arriving before it is answered `408` (`--body-timeout`).
         var bodyTimeout: Int
+        /// Seconds a request's headers may take, from their first bytes seen, before it is answered `408`
+        /// (`--header-timeout`).
+        var headerTimeout: Int
         /// Bytes of MHD's per-connection memory pool: request headers and response headers live in it, and it
         /// is most of what a held poll costs.
         var connectionMemory: Int
@@ -145,6 +153,11 @@ final class HTTPServer: @unchecked Sendable {
     var slowUploads: [ObjectIdentifier: Exchange] = [:]
     /// No slow upload times out before then (monotonic milliseconds); nil when none is watched.
     var nextUploadExpiry: Int64?
+    // Requests whose headers trickle in (HTTPServer+SlowHeaders.swift).
+    /// The connections MHD holds on this loop, in no order.
+    var connectionRecords: [ConnectionRecord] = []
+    /// When the connections are next looked at (monotonic milliseconds).
+    var nextHeaderCheck: Int64 = 0
 
     init(listener: Listener.Bound, options: Options) throws(StartupError) {
         self.options = options
@@ -212,6 +225,7 @@ final class HTTPServer: @unchecked Sendable {
             handler.tick(now: MonotonicClock.now())
             if nextUploadExpiry != nil { expireUploads(now: MonotonicClock.now()) }
             if !writing.isEmpty { expireWrites(now: MonotonicClock.now()) }
+            expireSlowHeaders(now: MonotonicClock.now())
             // A fan-out can take a while: what was posted meanwhile (above all the answer to the mutation that
             // caused it) goes out with this MHD_run, before the fan-out's own answers are sent.
             if !toSend.isEmpty { runTasks() }
@@ -474,6 +488,7 @@ final class HTTPServer: @unchecked Sendable {
         guard let handler else { return .NO }
         guard let opaque = context.pointee else {
             inFlight += 1
+            record(of: connection)?.requests &+= 1
             if mayAnswerQuickly(connection, method) {
                 context.pointee = UnsafeMutableRawPointer(bitPattern: Self.quickAnswerMark)
                 return .YES
@@ -806,12 +821,15 @@ final class HTTPServer: @unchecked Sendable {
 
     /// A connection MHD starts: one this loop hands back (`handBack`) is marked with the bytes its client had sent
     /// before, which `mayAnswerDirectly` needs.
-    private static let connectionNotice: MHD_NotifyConnectionCallback = { opaqueServer, _, socketContext, code in
-        // `MHD_CONNECTION_NOTIFY_STARTED` (0): the constant does not import.
-        guard let opaqueServer, let socketContext, code.rawValue == 0 else { return }
+    private static let connectionNotice: MHD_NotifyConnectionCallback = { opaqueServer, connection, context, code in
+        guard let opaqueServer, let connection, let context else { return }
         let server = Unmanaged<HTTPServer>.fromOpaque(opaqueServer).takeUnretainedValue()
-        guard let base = server.handedBackBase else { return }
-        socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(base) + 1)
+        // `MHD_CONNECTION_NOTIFY_STARTED` (0) and `_CLOSED` (1): the constants do not import.
+        switch code.rawValue {
+        case 0: server.connectionStarted(connection, context)
+        case 1: server.connectionClosed(context)
+        default: break
+        }
     }
 
     private static let completedHandler: MHD_RequestCompletedCallback = { opaqueServer, _, context, code in

@@ -72,6 +72,13 @@ extension HTTPError {
                 + "closed; send it again.")
     }
 
+    static func headersTimedOut(seconds: Int) -> HTTPError {
+        HTTPError(
+            .requestTimeout,
+            "The request's headers did not all arrive within \(seconds) s of its first bytes (--header-timeout): "
+                + "the connection is closed; send the request again.")
+    }
+
     static func bodyMemoryFull(limit: Int) -> HTTPError {
         HTTPError(
             .serverBusy,

@@ -178,6 +178,13 @@ final class HTTPConnection {
     /// Bytes received and not read by a `readResponse` yet.
     var unreadByteCount: Int { buffer.count }
 
+    /// Whether something (bytes, or the end of the connection) can be read within `seconds`.
+    func isReadable(within seconds: Double) -> Bool {
+        guard buffer.isEmpty else { return true }
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&poller, 1, Int32(seconds * 1000)) > 0
+    }
+
     /// Whether the server closed the connection (without sending anything more) within `seconds`.
     func isClosed(within seconds: Double) -> Bool {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)

@@ -1,0 +1,114 @@
+import CHTTPD
+import Glibc
+
+/// Requests whose headers trickle in: a client that has begun a request must send all of its headers within
+/// `--header-timeout` seconds (60 by default, as nginx's `client_header_timeout`), or its connection gets `408` and
+/// is closed.
+///
+/// libmicrohttpd times a connection out only after `idleTimeout` (120 s) without a byte, so a client that sends one
+/// byte of its headers every minute kept its connection, one of `--max-connections`, for as long as it liked: enough
+/// such clients (slowloris) shut everyone else out. The server cannot see a request before MHD has its
+/// headers, so each connection is looked at once a second instead: one whose client sent bytes since its last
+/// request began (`tcpi_bytes_received`) while MHD still waits for headers has begun a request, and is closed
+/// `--header-timeout` after that was first seen (so up to a second later than the bound). A connection on which
+/// nothing arrives is idle, and MHD closes it after `idleTimeout`, as before.
+///
+/// What a request costs for this is one counter, in the connection's record (MHD's socket context); the look, one
+/// `getsockopt` per idle connection per second, runs only over connections between requests.
+extension HTTPServer {
+    /// One connection as this loop knows it, from MHD's start notice to its close notice.
+    final class ConnectionRecord {
+        let connection: OpaquePointer
+        /// Bytes the client had sent before MHD's view of the connection began: 0, or those that went to an earlier
+        /// view of a connection handed back after a direct answer (`HTTPServer+DirectAnswers.swift`).
+        let base: Int64
+        /// Requests whose headers arrived on it (counted by `access`).
+        var requests = 0
+        /// The request count and bytes received when last looked at between requests; `nil` requests: not yet.
+        var seenRequests: Int?
+        var seenBytes: Int64 = 0
+        /// When a request was first seen begun (monotonic milliseconds): bytes came since `seenBytes`.
+        var begunAt: Int64?
+        /// Its place in `connectionRecords`.
+        var index = 0
+
+        init(connection: OpaquePointer, base: Int64) {
+            self.connection = connection
+            self.base = base
+            seenBytes = base
+            seenRequests = 0
+        }
+    }
+
+    /// MHD started a connection: its record goes into the socket context, which holds it until the close notice.
+    func connectionStarted(_ connection: OpaquePointer, _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        let record = ConnectionRecord(connection: connection, base: handedBackBase ?? 0)
+        record.index = connectionRecords.count
+        connectionRecords.append(record)
+        context.pointee = Unmanaged.passRetained(record).toOpaque()
+    }
+
+    /// MHD closed a connection: its record is let go.
+    func connectionClosed(_ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        guard let opaque = context.pointee else { return }
+        context.pointee = nil
+        let record = Unmanaged<ConnectionRecord>.fromOpaque(opaque).takeRetainedValue()
+        let last = connectionRecords.removeLast()
+        if last !== record {
+            last.index = record.index
+            connectionRecords[record.index] = last
+        }
+    }
+
+    /// The record of a connection MHD knows, if it has one.
+    func record(of connection: OpaquePointer) -> ConnectionRecord? {
+        chttpd_socket_context(connection).map { Unmanaged<ConnectionRecord>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// Once a second: closes, with `408`, the connections whose request began `--header-timeout` ago or more and
+    /// whose headers MHD still waits for.
+    func expireSlowHeaders(now: Int64) {
+        guard now >= nextHeaderCheck else { return }
+        nextHeaderCheck = now + 1000
+        let timeout = Int64(options.headerTimeout) * 1000
+        var expired: [ConnectionRecord] = []
+        for record in connectionRecords {
+            // MHD gives a request's header size from when its headers are in until its answer is sent: that
+            // request is timed otherwise (`--body-timeout`, the poll's hold), and the next is looked at anew.
+            guard chttpd_request_header_size(record.connection) < 0 else {
+                record.seenRequests = nil
+                continue
+            }
+            let received = chttpd_bytes_received(chttpd_connection_fd(record.connection))
+            guard received >= 0 else { continue }
+            guard record.seenRequests == record.requests else {
+                record.seenRequests = record.requests
+                record.seenBytes = received
+                record.begunAt = nil
+                continue
+            }
+            guard received > record.seenBytes else { continue }
+            let begun = record.begunAt ?? now
+            record.begunAt = begun
+            if now - begun >= timeout { expired.append(record) }
+        }
+        for record in expired { closeSlowHeaders(record, now: now) }
+    }
+
+    /// `408` written on the socket (MHD has no request to answer: it has not read the headers), then both sides shut
+    /// down: MHD reads the end of the stream and closes the connection.
+    private func closeSlowHeaders(_ record: ConnectionRecord, now: Int64) {
+        guard let handler else { return }
+        let socket = chttpd_connection_fd(record.connection)
+        guard socket >= 0 else { return }
+        var response = handler.response(to: .headersTimedOut(seconds: options.headerTimeout))
+        response.headers.append(("Connection", "close"))
+        let wire = SharedResponse.wire(of: response)
+        _ = wire.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        shutdown(socket, Int32(SHUT_RDWR))
+        runAgain = true
+        handler.headersTimedOut(milliseconds: Int(now - (record.begunAt ?? now)))
+        record.begunAt = nil
+        record.seenRequests = nil
+    }
+}
