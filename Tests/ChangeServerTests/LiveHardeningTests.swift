@@ -218,6 +218,35 @@ import Testing
         #expect(polled.object["to"] as? String == version)
     }
 
+    /// Bytes of a path that are not UTF-8 are refused as their percent-encoded form is, `400 bad_request`: they were
+    /// replaced with U+FFFD, so a write went through under another id, and two different such ids named one item. A
+    /// `Content-Length` past `Int` (2^63 to 2^64 - 1, which libmicrohttpd takes) is `413` at once: it was read as no
+    /// body at all, and the request got no answer until libmicrohttpd's idle timeout, 120 s later.
+    @Test func pathsThatAreNotUTF8AndLengthsPastIntAreRefused() throws {
+        let server = try ServerProcess()
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        for id: [UInt8] in [[0xFF], [0xC3, 0xA9, 0xED, 0xA0, 0x80], Array("%FF".utf8)] {
+            let connection = try HTTPConnection(port: server.port, receiveTimeout: 10)
+            let body = Array(#"{"data":1}"#.utf8)
+            let rest =
+                " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n"
+            connection.send(Array("PUT /v1/collections/c/items/".utf8) + id + Array(rest.utf8) + body)
+            let response = try connection.readResponse()
+            #expect(response.status == 400, "\(id): \(response.text)")
+            #expect(response.errorCode == "bad_request")
+        }
+        let sections = try server.client.get("/v1/collections/c").object["sections"] as? [[String: Any]]
+        #expect((sections?.first?["items"] as? [Any])?.count == 0, "no item was written")
+        for length in ["9223372036854775808", "18446744073709551615"] {
+            let connection = try HTTPConnection(port: server.port, receiveTimeout: 10)
+            connection.send(putHead("/v1/collections/d", "Content-Length: \(length)\r\n") + Array("{".utf8))
+            let response = try connection.readResponse()
+            #expect(response.status == 413, "\(length)")
+            #expect(response.errorCode == "payload_too_large")
+        }
+        #expect(try server.client.get("/v1/collections/d").status == 404)
+    }
+
     /// A client that closes its connection midway through a body is let go within seconds, and logged `499`.
     /// libmicrohttpd 0.9.75 (epoll) can miss a hang-up that comes with the last bytes: such a connection stayed
     /// in `CLOSE-WAIT`, one of `--max-connections`, until its idle timeout (120 s).

@@ -562,10 +562,28 @@ final class HTTPServer: @unchecked Sendable {
         _ version: UnsafePointer<CChar>?, _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> Exchange {
         let exchange = Exchange(
-            connection: connection, method: String(cString: method), path: String(cString: url),
+            connection: connection, method: String(cString: method),
+            path: String(validatingCString: url) ?? Self.escapingNonASCII(url),
             isHTTP11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false)
         context.pointee = Unmanaged.passRetained(exchange).toOpaque()
         return exchange
+    }
+
+    /// A path that is not UTF-8, its bytes past ASCII percent-encoded: the router decodes them again and answers
+    /// `400 bad_request`, as it does the same bytes sent encoded. `String(cString:)` replaced them with U+FFFD, which
+    /// let a write through under another id (two different invalid ids named the same item).
+    private static func escapingNonASCII(_ url: UnsafePointer<CChar>) -> String {
+        var text = ""
+        for byte in UnsafeBufferPointer(
+            start: UnsafeRawPointer(url).assumingMemoryBound(to: UInt8.self), count: strlen(url))
+        {
+            if byte < 0x80 {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                text += "%" + String(byte, radix: 16, uppercase: true)
+            }
+        }
+        return text
     }
 
     /// Whether a request may have a quick answer (`answerQuickly`): a `GET` or `HEAD` without a body or `Expect`,
@@ -615,7 +633,8 @@ final class HTTPServer: @unchecked Sendable {
         if let coding = unsupportedTransferCoding(of: exchange.request.headers) {
             return respond(exchange, handler.response(to: .unsupportedTransferEncoding(coding)))
         }
-        let length = announced.flatMap { Int($0) } ?? 0
+        // libmicrohttpd checked the digits: one that does not fit in an `Int` is past any limit.
+        let length = announced.map { Int($0) ?? .max } ?? 0
         if length > options.maxBodyBytes {
             exchange.droppedBodyBytes = length
             return respond(exchange, tooLarge(handler))
@@ -664,7 +683,9 @@ final class HTTPServer: @unchecked Sendable {
         }
         let total = exchange.request.body.count + size
         guard exchange.droppedBodyBytes == 0, total <= options.maxBodyBytes, let upload else {
-            exchange.droppedBodyBytes += total
+            exchange.droppedBodyBytes =
+                exchange.droppedBodyBytes.addingReportingOverflow(total).overflow
+                ? .max : exchange.droppedBodyBytes + total
             // Its share of the body memory goes back now, not once its dropped rest has come.
             releaseBody(of: exchange)
             // A body far beyond the limit is not read to its end: the connection is closed.

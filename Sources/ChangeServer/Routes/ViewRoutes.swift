@@ -45,7 +45,7 @@ extension App {
             let definition: ViewDefinition
             do throws(ViewDefinitionError) {
                 definition = try ViewDefinition(json: canonical)
-                try definition.checkSortKeys()
+                try definition.checkServerBounds()
             } catch {
                 throw .invalidView(error)
             }

@@ -20,16 +20,27 @@ public struct ViewDefinition: Sendable, Equatable {
     public static let maximumDepth = 16
     /// Filters may hold at most this many leaves.
     public static let maximumLeaves = 256
-    /// A definition a server takes now holds at most this many `sortBy` keys (`checkSortKeys`). Not checked by the
-    /// initializers: a definition taken before the bound is still read from a journal as it was.
+    /// A definition a server takes now holds at most this many `sortBy` keys (`checkServerBounds`). Not checked by
+    /// the initializers: a definition taken before the bound is still read from a journal as it was.
     public static let maximumSortKeys = 16
+    /// A definition a server takes now holds at most this many values in all its `in` lists together
+    /// (`checkServerBounds`), as it bounds its leaves; a definition taken before the bound is still read as it was.
+    public static let maximumListValues = 10_000
 
-    /// Throws for more than `maximumSortKeys` keys in `sortBy`: each one costs every item of the view a look-up
-    /// and a comparison, so that a long list would hold up the source's writes while the view is built.
-    public func checkSortKeys() throws(ViewDefinitionError) {
+    /// Throws for more than `maximumSortKeys` keys in `sortBy` (each one costs every item of the view a look-up and
+    /// a comparison, so that a long list would hold up the source's writes while the view is built), or more than
+    /// `maximumListValues` values in the filter's `in` lists (each is stored, listed and built into the view's
+    /// rules with the definition).
+    public func checkServerBounds() throws(ViewDefinitionError) {
         guard sortBy.count <= ViewDefinition.maximumSortKeys else {
             throw ViewDefinitionError(
                 part: "sortBy", reason: "\(sortBy.count) keys, more than \(ViewDefinition.maximumSortKeys)")
+        }
+        let values = filter?.listValueCount ?? 0
+        guard values <= ViewDefinition.maximumListValues else {
+            throw ViewDefinitionError(
+                part: "filter",
+                reason: "\(values) values in its in lists, more than \(ViewDefinition.maximumListValues)")
         }
     }
 
@@ -110,6 +121,16 @@ public indirect enum ViewFilter: Sendable, Equatable {
         case .all(let filters), .any(let filters): filters.reduce(0) { $0 + $1.leafCount }
         case .not(let filter): filter.leafCount
         case .leaf: 1
+        }
+    }
+
+    /// Values in all the `in` lists of the filter.
+    var listValueCount: Int {
+        switch self {
+        case .all(let filters), .any(let filters): filters.reduce(0) { $0 + $1.listValueCount }
+        case .not(let filter): filter.listValueCount
+        case .leaf(_, .in(let values)): values.count
+        case .leaf: 0
         }
     }
 

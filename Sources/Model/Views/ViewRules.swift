@@ -37,6 +37,9 @@ struct ViewRules: Sendable {
     private enum Check: Sendable {
         /// Data equality with one of the texts (`eq`, `in`), or with none of them (`ne`).
         case equal([[UInt8]], negated: Bool)
+        /// Data equality with one of many texts (a long `in`), looked up by hash: a scan of the list for every item
+        /// made a list of a million values hold the source's writes up for 40 s while the view was built.
+        case member(Set<[UInt8]>)
         /// Against a number's text, read once as a `NumberOrder`, compared by value.
         case number([UInt8], NumberOrder, Comparison)
         case string([UInt8], Comparison)
@@ -152,6 +155,9 @@ struct ViewRules: Sendable {
             guard let range else { return texts.contains(ViewRules.null) != negated }
             let value = UnsafeBufferPointer(rebasing: bytes[range])
             return texts.contains { CanonicalScanner.equal(value, $0) } != negated
+        case .member(let texts):
+            guard let range else { return texts.contains(ViewRules.null) }
+            return texts.contains(Array(bytes[range]))
         case .exists(let wanted):
             return (range != nil) == wanted
         case .never:
@@ -191,6 +197,7 @@ struct ViewRules: Sendable {
         switch test {
         case .eq(let value): .equal([value.canonicalText], negated: false)
         case .ne(let value): .equal([value.canonicalText], negated: true)
+        case .in(let values) where values.count > 8: .member(Set(values.map(\.canonicalText)))
         case .in(let values): .equal(values.map(\.canonicalText), negated: false)
         case .exists(let wanted): .exists(wanted)
         case .prefix(let prefix): .prefix(Array(prefix.utf8))

@@ -291,6 +291,26 @@ import Testing
         #expect(server.send("PUT", "/v1/views/v", body: definition(keys: 16)).status == 201)
     }
 
+    /// The `in` lists of a definition hold at most `ViewDefinition.maximumListValues` values together; a long list
+    /// is looked up by hash, so that a view of the largest one allowed is built as quickly as one of a few values.
+    @Test func inListsHoldAtMostTenThousandValues() throws {
+        let server = try InProcessServer()
+        Self.tasks(server)
+        func definition(values: Int) -> String {
+            let list = (0..<values).map { "\"v\($0)\"" }.joined(separator: ",")
+            return #"{"source": "tasks", "filter": {"field": "/status", "in": [\#(list), "doing"]}}"#
+        }
+        let refused = server.send("PUT", "/v1/views/v", body: definition(values: 10_000))
+        #expect(refused.status == 400)
+        #expect(refused.errorCode == "invalid_view")
+        #expect(refused.text.contains("10001 values in its in lists, more than 10000"), "\(refused.text)")
+        #expect(server.send("GET", "/v1/views/v").status == 404)
+        let defined = server.send("PUT", "/v1/views/v", body: definition(values: 9_999))
+        #expect(defined.status == 201)
+        let shown = Self.sections(server.send("GET", "/v1/views/v"))
+        #expect(shown.flatMap(Self.itemIDs) == ["t3"], "the view shows the task doing")
+    }
+
     /// A large definition is decoded off the event loop, on the view's lane, as every large body is.
     @Test func largeDefinitionsAreDecodedOffTheLoop() throws {
         let server = try InProcessServer()

@@ -93,18 +93,29 @@ import Testing
         _ = try Self.parse("{\"source\":\"t\",\"filter\":{\"all\":\(most)},\"limit\":1}")
     }
 
-    /// The bound on `sortBy` is a server's, checked apart (`checkSortKeys`): a definition taken before it is still
-    /// read as it was.
-    @Test func sortKeysAreBoundedApart() throws {
+    /// The bounds on `sortBy` and on `in` lists are a server's, checked apart (`checkServerBounds`): a definition
+    /// taken before them is still read as it was.
+    @Test func sortKeysAndListsAreBoundedApart() throws {
         func definition(keys: Int) throws -> ViewDefinition {
             let sortBy = (0..<keys).map { "{\"field\":\"/f\($0)\"}" }.joined(separator: ",")
             return try Self.parse("{\"source\":\"t\",\"sortBy\":[\(sortBy)]}")
         }
-        try definition(keys: ViewDefinition.maximumSortKeys).checkSortKeys()
+        try definition(keys: ViewDefinition.maximumSortKeys).checkServerBounds()
         let tooMany = try definition(keys: ViewDefinition.maximumSortKeys + 1)
         #expect(tooMany.sortBy.count == 17)
         #expect(throws: ViewDefinitionError(part: "sortBy", reason: "17 keys, more than 16")) {
-            try tooMany.checkSortKeys()
+            try tooMany.checkServerBounds()
+        }
+        // Values of every `in` list count together.
+        func lists(_ counts: [Int]) throws -> ViewDefinition {
+            let leaves = counts.map { count in
+                "{\"field\":\"/a\",\"in\":[" + (0..<count).map(String.init).joined(separator: ",") + "]}"
+            }
+            return try Self.parse("{\"source\":\"t\",\"filter\":{\"any\":[\(leaves.joined(separator: ","))]}}")
+        }
+        try lists([5_000, 5_000]).checkServerBounds()
+        #expect(throws: ViewDefinitionError(part: "filter", reason: "10001 values in its in lists, more than 10000")) {
+            try lists([5_000, 5_001]).checkServerBounds()
         }
     }
 }
