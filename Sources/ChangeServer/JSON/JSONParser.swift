@@ -323,6 +323,13 @@ struct JSONParser {
             guard let real = Double(String(decoding: text, as: UTF8.self)), real.isFinite else {
                 throw JSONSyntaxError(reason: "real number overflow", offset: start)
             }
+            // A number that is not 0 but reads as 0 (`1e-400`) does not fit either: it was taken as 0, even as an
+            // index.
+            let significand = text.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }
+            guard real != 0 || !significand.contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") })
+            else {
+                throw JSONSyntaxError(reason: "real number underflow", offset: start)
+            }
         } else {
             guard Self.integer(text) != nil else { throw JSONSyntaxError(reason: "too big integer", offset: start) }
         }

@@ -174,8 +174,11 @@ extension HTTPError {
             .with(header: "Retry-After", "1")
     }
 
+    /// An `If-Match` that names no strong entity tag: empty, or weak tags only.
     static let weakIfMatch = HTTPError(
-        .preconditionFailed, "If-Match compares strongly: a weak entity tag (W/\"…\") never matches.")
+        .preconditionFailed,
+        "If-Match names no strong entity tag: it is empty, or holds only weak tags (W/\"…\"), which never match "
+            + "(If-Match compares strongly).")
 
     static let storageUnavailable = HTTPError(
         .storageUnavailable, "The mutation could not be written to disk and was not applied; retry later."

@@ -117,6 +117,10 @@ import Testing
         let weak = server.send(
             "POST", "/v1/collections/inbox/mutations", body: body, headers: [("If-Match", "W/\"\(version)\"")])
         #expect(weak.status == 412)
+        #expect(weak.text.contains("holds only weak tags"))
+        let empty = server.send("POST", "/v1/collections/inbox/mutations", body: body, headers: [("If-Match", "")])
+        #expect(empty.status == 412)
+        #expect(empty.text.contains("it is empty"))
         let strong = server.send(
             "POST", "/v1/collections/inbox/mutations", body: body, headers: [("If-Match", "W/\"x.1\", \"\(version)\"")])
         #expect(strong.status == 200)
