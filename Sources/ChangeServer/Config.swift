@@ -60,8 +60,8 @@ struct Config: Sendable {
           --host HOST            address to listen on (default 0.0.0.0) [CHANGESERVER_HOST]
           --port PORT            TCP port, 0 for any free port (default 8080) [CHANGESERVER_PORT]
           --data-dir DIR         where the journal and snapshots live (default ./data) [CHANGESERVER_DATA_DIR]
-          --postgres URL         keep the journal in PostgreSQL (libpq URI or "key=value" string), shared by every
-                                 server on it; --data-dir and --fsync are then unused [CHANGESERVER_POSTGRES]
+          --postgres URL         keep the journal and snapshots in PostgreSQL (libpq URI or "key=value" string), shared
+                                 by every server on it; --data-dir and --fsync are then unused [CHANGESERVER_POSTGRES]
           --fsync POLICY         always (default: answer once on disk), interval (every 100 ms), never [CHANGESERVER_FSYNC]
           --max-body-bytes N     largest request body, larger ones get 413 (default 16777216) [CHANGESERVER_MAX_BODY_BYTES]
           --history N            versions kept per collection for the change feed (default 1000) [CHANGESERVER_HISTORY]
@@ -73,7 +73,7 @@ struct Config: Sendable {
           --read-token TOKEN     reads need "Authorization: Bearer TOKEN" (or the write token); without --write-token,
                                  writes need it too [CHANGESERVER_READ_TOKEN]
           --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated]
-          --max-held-polls N     long polls held at once, more get 429 (default 20000) [CHANGESERVER_MAX_HELD_POLLS]
+          --max-held-polls N     long polls and event streams held at once, at least 1; more get 429 (default 20000) [CHANGESERVER_MAX_HELD_POLLS]
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
           --connection-memory N  bytes per connection for request and response headers; larger headers get 431
                                  (default 8192: headers up to about 7.5 KB; 2560 keeps a held poll under 4 KiB and
@@ -90,7 +90,7 @@ struct Config: Sendable {
                                  and its connection is closed (default 60, at most 120) [CHANGESERVER_HEADER_TIMEOUT]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
           --max-views N          views at once; defining one more gets 409 (default 100000) [CHANGESERVER_MAX_VIEWS]
-          --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503 (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
+          --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503; unused with --postgres (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
         """
@@ -135,7 +135,10 @@ struct Config: Sendable {
             let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
             guard let value = environment[variable] else { continue }
             if name == "cors-origin" {
-                for origin in value.split(separator: ",") { try config.set(name, String(origin), from: variable) }
+                // An empty item is refused, as an empty flag is: `""` or `a,,b` would otherwise allow less than meant.
+                for origin in value.split(separator: ",", omittingEmptySubsequences: false) {
+                    try config.set(name, String(origin), from: variable)
+                }
             } else {
                 try config.set(name, value, from: variable)
             }
@@ -152,6 +155,19 @@ struct Config: Sendable {
                     + "(\(config.maxBodyBytes)): a body that large could never be taken")
         }
         return config
+    }
+
+    /// `scheme://host[:port]`, as a browser writes an `Origin`: a scheme of letters, digits, `+`, `-` and `.`
+    /// after a letter, then a host (and port) of visible ASCII with no `/`, `?`, `#` or `@`.
+    static func isOrigin(_ value: String) -> Bool {
+        guard let separator = value.range(of: "://") else { return false }
+        let scheme = value[..<separator.lowerBound].utf8
+        let host = value[separator.upperBound...].utf8
+        let letters = UInt8(ascii: "a")...UInt8(ascii: "z")
+        let digits = UInt8(ascii: "0")...UInt8(ascii: "9")
+        guard let first = scheme.first, letters.contains(first | 0x20) else { return false }
+        return scheme.allSatisfy { letters.contains($0 | 0x20) || digits.contains($0) || "+-.".utf8.contains($0) }
+            && !host.isEmpty && host.allSatisfy { $0 > 0x20 && $0 < 0x7F && !"/?#@".utf8.contains($0) }
     }
 
     private mutating func set(_ name: String, _ value: String, from source: String) throws(UsageError) {
@@ -183,9 +199,19 @@ struct Config: Sendable {
         case "purge-delay-seconds": purgeDelaySeconds = try integer(0...86_400)
         case "write-token": writeToken = try nonEmpty()
         case "read-token": readToken = try nonEmpty()
-        case "cors-origin": corsOrigins.append(try nonEmpty())
+        case "cors-origin":
+            // Browsers send `Origin` as `scheme://host[:port]`: anything else (a trailing slash, a path, a bare
+            // host) would never match, and every cross-origin call would fail without a word.
+            guard value == "*" || Self.isOrigin(value) else {
+                throw UsageError(
+                    description:
+                        "\(source) must be * or an origin such as https://app.example.com (scheme://host[:port], no "
+                        + "path or trailing slash), not '\(value)'")
+            }
+            corsOrigins.append(value)
         case "max-held-polls":
-            maxHeldPolls = try integer(0...1_000_000)
+            // 0 would refuse every poll and stream `429` ("retry shortly") for good.
+            maxHeldPolls = try integer(1...1_000_000)
             maxHeldPollsIsExplicit = true
         case "max-connections": maxConnections = try integer(1...1_000_000)
         case "connection-memory": connectionMemory = try integer(1024...(1 << 20))

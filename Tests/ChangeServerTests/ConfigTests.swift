@@ -61,6 +61,27 @@ import Testing
         #expect(both.history == 5)
     }
 
+    /// An allowed origin is `*` or `scheme://host[:port]`, as browsers send `Origin`: a trailing slash, a path or a
+    /// bare host would never match, so it is refused at start, from a flag or from the variable (an empty item too).
+    @Test func corsOriginsAreOrigins() throws {
+        let good = [
+            "*", "https://app.example.com", "http://127.0.0.1:8080", "http://[::1]:3000", "capacitor://localhost",
+        ]
+        let config = try #require(
+            try Config.parse(arguments: good.flatMap { ["--cors-origin", $0] }, environment: [:]))
+        #expect(config.corsOrigins == good)
+        for bad in ["https://app.example.com/", "app.example.com", "https://", "https://a.example/path", "not a url"] {
+            #expect(throws: Config.UsageError.self, "\(bad)") {
+                try Config.parse(arguments: ["--cors-origin", bad], environment: [:])
+            }
+        }
+        for variable in ["", ",", "https://a,,https://b", "https://a/"] {
+            #expect(throws: Config.UsageError.self, "\(variable)") {
+                try Config.parse(arguments: [], environment: ["CHANGESERVER_CORS_ORIGIN": variable])
+            }
+        }
+    }
+
     /// A variable that a flag overrides is not read, so a bad one is no error; one that no flag overrides is.
     @Test func aBadVariableThatAFlagOverridesIsNoError() throws {
         let environment = ["CHANGESERVER_PORT": "abc", "CHANGESERVER_HISTORY": "7"]
@@ -79,6 +100,7 @@ import Testing
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
         ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"], ["--body-timeout", "0"],
         ["--body-timeout", "121"], ["--max-views", "0"], ["--header-timeout", "0"], ["--header-timeout", "121"],
+        ["--max-held-polls", "0"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {
         #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }

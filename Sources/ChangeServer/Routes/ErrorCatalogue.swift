@@ -181,7 +181,7 @@ extension HTTPError {
             + "(If-Match compares strongly).")
 
     static let storageUnavailable = HTTPError(
-        .storageUnavailable, "The mutation could not be written to disk and was not applied; retry later."
+        .storageUnavailable, "The mutation could not be written to storage and was not applied; retry later."
     ).with(header: "Retry-After", "1")
 
     // MARK: Mapping plain errors

@@ -66,7 +66,8 @@ struct RandomViews {
         }
         let tests: [ViewTest] = [
             .eq(value()), .ne(value()), .lt(value()), .le(value()), .gt(value()), .ge(value()),
-            .in((0..<(chance(20) ? int(9...16) : int(0...3))).map { _ in value() }), .exists(chance(50)), .prefix(pick(["x", "", "é", "y"])),
+            .in((0..<(chance(20) ? int(9...16) : int(0...3))).map { _ in value() }), .exists(chance(50)),
+            .prefix(pick(["x", "", "é", "y"])),
         ]
         return .leaf(field: field(), pick(tests))
     }
