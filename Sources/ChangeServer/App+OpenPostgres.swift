@@ -11,7 +11,7 @@ extension App {
         let recovered = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
         let journal = try PostgresJournal(
             url: url, applied: recovered.applied, snapshotBytes: config.snapshotBytes,
-            purgeDelay: Int64(config.purgeDelaySeconds) * 1000,
+            purgeDelay: Int64(config.purgeDelaySeconds) * 1000, stallLimit: Int64(config.postgresTimeout) * 1000,
             viewSource: { name in views.entry(name)?.live.withLock { $0.definition.source } }, logger: logger)
         let feeds = FeedFanOut()
         let committer = Committer(

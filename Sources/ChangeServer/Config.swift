@@ -17,6 +17,8 @@ struct Config: Sendable {
     var dataDirectory = "./data"
     /// `--postgres`: the journal and snapshots live in this PostgreSQL database instead of `dataDirectory`.
     var postgres: String?
+    /// `--postgres-timeout`: seconds a commit may go unanswered before the store is taken as down.
+    var postgresTimeout = 10
     var fsync = FsyncPolicy.always
     var maxBodyBytes = 16 << 20
     var history = 1000
@@ -62,6 +64,10 @@ struct Config: Sendable {
           --data-dir DIR         where the journal and snapshots live (default ./data) [CHANGESERVER_DATA_DIR]
           --postgres URL         keep the journal and snapshots in PostgreSQL (libpq URI or "key=value" string), shared
                                  by every server on it; --data-dir and --fsync are then unused [CHANGESERVER_POSTGRES]
+          --postgres-timeout SECONDS
+                                 with --postgres, a commit the database leaves unanswered this long (plus a second
+                                 per MB of records) takes the store down: mutations get 503 until it answers
+                                 (default 10, at most 3600) [CHANGESERVER_POSTGRES_TIMEOUT]
           --fsync POLICY         always (default: answer once on disk), interval (every 100 ms), never [CHANGESERVER_FSYNC]
           --max-body-bytes N     largest request body, larger ones get 413 (default 16777216) [CHANGESERVER_MAX_BODY_BYTES]
           --history N            versions kept per collection for the change feed (default 1000) [CHANGESERVER_HISTORY]
@@ -97,7 +103,7 @@ struct Config: Sendable {
 
     private static let valued: Set<String> = [
         "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
-        "cors-origin", "postgres",
+        "cors-origin", "postgres", "postgres-timeout",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
         "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
         "purge-delay-seconds", "body-timeout", "header-timeout", "max-views",
@@ -188,6 +194,7 @@ struct Config: Sendable {
         case "port": port = try integer(0...65535)
         case "data-dir": dataDirectory = try nonEmpty()
         case "postgres": postgres = try nonEmpty()
+        case "postgres-timeout": postgresTimeout = try integer(1...3600)
         case "fsync":
             guard let policy = FsyncPolicy(rawValue: value) else {
                 throw UsageError(description: "\(source) must be always, interval or never, not '\(value)'")

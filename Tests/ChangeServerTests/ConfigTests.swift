@@ -16,7 +16,7 @@ import Testing
         #expect(config.writeToken == nil && config.readToken == nil)
         #expect(config.corsOrigins.isEmpty)
         #expect(config.purgeDelaySeconds == 60)
-        #expect(config.bodyTimeout == 60 && config.headerTimeout == 60)
+        #expect(config.bodyTimeout == 60 && config.headerTimeout == 60 && config.postgresTimeout == 10)
         #expect(config.maxViews == 100_000 && config.maxCollections == 100_000)
     }
 
@@ -100,7 +100,7 @@ import Testing
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
         ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"], ["--body-timeout", "0"],
         ["--body-timeout", "121"], ["--max-views", "0"], ["--header-timeout", "0"], ["--header-timeout", "121"],
-        ["--max-held-polls", "0"],
+        ["--max-held-polls", "0"], ["--postgres-timeout", "0"], ["--postgres-timeout", "3601"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {
         #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }

@@ -45,6 +45,11 @@ final class PostgresJournal: Journal {
         /// Whether that while is running: one at a time, however many snapshots end meanwhile (a timer each made
         /// the retries of several failing snapshots multiply).
         var owedSnapshotsTimed = false
+        /// When the writer sent the batch it waits for (monotonic milliseconds), and its record bytes; nil while
+        /// it waits for none.
+        var commitStarted: (at: Int64, bytes: Int)?
+        /// Set by the watchdog when that wait went past `stallLimit`: the store is reported down until it ends.
+        var isStalled = false
     }
 
     let delivery: SequencedDelivery
@@ -85,13 +90,20 @@ final class PostgresJournal: Journal {
     private let owedSnapshots = Mutex<Set<String>>([])
     /// Told (once) when this server cannot catch up with a collection: its records were compacted into a snapshot.
     private let fallenBehind = Mutex<(@Sendable (String) -> Void)?>(nil)
+    /// Milliseconds a commit may go unanswered before the store is taken as down (`--postgres-timeout`), and one
+    /// more per MB of the batch's records (a batch of large records takes a while to send).
+    private let stallLimit: Int64
+    /// Wakes the watchdog thread, which looks at the writer's commit once a second (`watchCommit`), to stop.
+    private let watchdogWake = DispatchSemaphore(value: 0)
 
     /// `applied`: the last sequence of each collection that recovery applied.
     init(
-        url: String, applied: [String: Int64], snapshotBytes: Int, purgeDelay: Int64, catchUpInterval: Int64 = 1000,
-        pageBytes: Int = PostgresSchema.pageBytes, viewSource: @escaping @Sendable (String) -> String?, logger: Logger
+        url: String, applied: [String: Int64], snapshotBytes: Int, purgeDelay: Int64, stallLimit: Int64 = 10_000,
+        catchUpInterval: Int64 = 1000, pageBytes: Int = PostgresSchema.pageBytes,
+        viewSource: @escaping @Sendable (String) -> String?, logger: Logger
     ) throws(StartupError) {
         self.url = url
+        self.stallLimit = stallLimit
         self.viewSource = viewSource
         self.snapshotBytes = snapshotBytes
         self.purgeDelay = purgeDelay
@@ -135,8 +147,39 @@ final class PostgresJournal: Journal {
         })
         _ = metrics.setUp(true)
         threads.withLock {
-            $0 = [JoinableThread { [self] in writeLoop() }, JoinableThread { [self] in followLoop() }]
+            $0 = [
+                JoinableThread { [self] in writeLoop() }, JoinableThread { [self] in followLoop() },
+                JoinableThread { [self] in
+                    while watchdogWake.wait(timeout: .now() + 1) == .timedOut { watchCommit() }
+                },
+            ]
         }
+    }
+
+    /// Takes the store as down when PostgreSQL has not answered the writer's commit within `stallLimit`: a
+    /// database that hangs without closing its connections (frozen, or stuck on its disk) held every mutation,
+    /// queued or new, with no bound, while `/healthz` said "up". New mutations get `503` at once then, and those
+    /// queued behind the commit are reported not durable (none was sent); the commit's own mutations wait for its
+    /// outcome, which only the database can tell. The store is up again once it answers.
+    private func watchCommit() {
+        let now = MonotonicClock.now()
+        let (stalled, failed) = queue.withLock {
+            queue -> (Int64?, [(collection: String, local: SequencedDelivery.Local)]) in
+            guard let started = queue.commitStarted, !queue.isStalled,
+                now - started.at >= stallLimit + Int64(started.bytes >> 20) * 1000
+            else { return (nil, []) }
+            queue.isStalled = true
+            defer { queue.pending = [] }
+            return (now - started.at, queue.pending)
+        }
+        guard let stalled else { return }
+        if metrics.setUp(false) {
+            logger.error(
+                "PostgreSQL has not answered a commit for \(stalled / 1000) s: mutations answer 503 until it does "
+                    + "(\(failed.count) queued behind it are not written; those it holds are answered once it is known "
+                    + "whether it committed)")
+        }
+        for record in failed { record.local.done(false) }
     }
 
     // MARK: Journal
@@ -174,6 +217,7 @@ final class PostgresJournal: Journal {
     func close() {
         flush()
         queue.withLock { $0.isClosing = true }
+        watchdogWake.signal()
         writerWake.signal()
         wakeFollower()
         let running = threads.withLock { threads in
@@ -221,6 +265,8 @@ final class PostgresJournal: Journal {
 
     private func writeLoop() {
         var connection: PGConnection?
+        /// Whether the writer had a connection and lost it: the next one made counts as a reconnection.
+        var lost = false
         var backoff = Backoff()
         var unresolved: [Unanswered] = []
         var bytesSinceSnapshot: [String: Int] = [:]
@@ -238,14 +284,16 @@ final class PostgresJournal: Journal {
                 defer { queue.writerConnectionSuspect = false }
                 return queue.writerConnectionSuspect
             }) {
+                lost = lost || connection != nil
                 connection = nil
             }
             if connection == nil {
                 do throws(StorageError) {
                     connection = try connect(resolving: &unresolved)
                     backoff.reset()
+                    if lost { metrics.reconnected() }
+                    lost = false
                     if metrics.setUp(true) {
-                        metrics.reconnected()
                         logger.warning("PostgreSQL is reachable again: mutations are accepted")
                     }
                 } catch {
@@ -267,6 +315,7 @@ final class PostgresJournal: Journal {
                 }
                 defer { queue.pending = [] }
                 queue.isCommitting = true
+                queue.commitStarted = (MonotonicClock.now(), queue.pending.reduce(0) { $0 + $1.local.record.count })
                 return queue.pending
             }
             guard let batch, var current = connection else { return }
@@ -290,6 +339,7 @@ final class PostgresJournal: Journal {
                 do throws(StorageError) {
                     current = try connect(resolving: &unresolved)
                     connection = current
+                    metrics.reconnected()
                     outcome = commit(batch, on: current, mayResend: false, &bytesSinceSnapshot)
                 } catch {
                     logger.error("cannot reconnect to PostgreSQL (\(error)); \(batch.count) records not committed")
@@ -297,8 +347,19 @@ final class PostgresJournal: Journal {
                 }
             }
             if case .unanswered(let batch) = outcome { unresolved.append(batch) }
+            let wasStalled = queue.withLock { queue in
+                defer {
+                    queue.commitStarted = nil
+                    queue.isStalled = false
+                }
+                return queue.isStalled
+            }
+            if wasStalled, !current.isBroken, metrics.setUp(true) {
+                logger.warning("PostgreSQL answers again: mutations are accepted")
+            }
             if current.isBroken {
                 connection = nil
+                lost = true
                 if metrics.setUp(false) {
                     logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
                 }
@@ -726,6 +787,8 @@ final class PostgresJournal: Journal {
 
     private func followLoop() {
         var connection: PGConnection?
+        /// Whether the follower had a connection and lost it: the next one made counts as a reconnection.
+        var lost = false
         var backoff = Backoff()
         var lastCatchUp: Int64 = 0
         while !queue.withLock({ $0.isClosing }) {
@@ -735,10 +798,18 @@ final class PostgresJournal: Journal {
                     try fresh.execute("LISTEN " + PostgresSchema.channel)
                     try catchUp(fresh)
                     connection = fresh
+                    if lost { metrics.reconnected() }
+                    lost = false
                     lastCatchUp = MonotonicClock.now()
                     backoff.reset()
                 } catch {
                     logger.log(.debug, "the PostgreSQL follower cannot connect: \(error)")
+                    // The writer, told of the loss, may have connected again in the moment before the database
+                    // went: idle, it would not notice, and the store would read "up" throughout the outage.
+                    if lost {
+                        queue.withLock { $0.writerConnectionSuspect = true }
+                        writerWake.signal()
+                    }
                     waitForFollowerWake(milliseconds: backoff.next())
                 }
                 continue
@@ -776,6 +847,7 @@ final class PostgresJournal: Journal {
             } catch {
                 logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
                 connection = nil
+                lost = true
                 queue.withLock { $0.writerConnectionSuspect = true }
                 writerWake.signal()
             }

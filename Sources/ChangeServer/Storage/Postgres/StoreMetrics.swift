@@ -57,7 +57,9 @@ final class StoreMetrics: Sendable {
         }
         metric("changeserver_store_up", "gauge", "1 while PostgreSQL is reachable for writes, else 0.")
         lines.append("changeserver_store_up \(snapshot.isUp ? 1 : 0)")
-        metric("changeserver_store_reconnects_total", "counter", "Connections to PostgreSQL made again after a loss.")
+        metric(
+            "changeserver_store_reconnects_total", "counter",
+            "Connections to PostgreSQL made again after a loss (the writer's and the follower's).")
         lines.append("changeserver_store_reconnects_total \(snapshot.reconnects)")
         metric("changeserver_store_remote_records_total", "counter", "Records committed by other servers, applied.")
         lines.append("changeserver_store_remote_records_total \(snapshot.remoteRecords)")
