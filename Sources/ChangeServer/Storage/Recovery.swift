@@ -149,9 +149,12 @@ enum Recovery {
                         "the journal \(path) has a corrupt record at byte \(offset) followed by valid ones; "
                             + "refusing to start on wrong data")
                 }
+                // The zeros written ahead of the records (format 2) are not data: only the bytes up to the last
+                // one that is not zero were lost.
+                let dataEnd = (bytes.lastIndex { $0 != 0 } ?? offset) + 1
                 logger.warning(
-                    "the journal \(path) ends with a torn or corrupt record: dropped \(bytes.count - offset) bytes at \(offset)"
-                )
+                    "the journal \(path) ends with a torn or corrupt record: dropped \(max(0, dataEnd - offset)) bytes "
+                        + "at \(offset)\(dataEnd < bytes.count ? " (and the zeros written ahead after them)" : "")")
                 try sync(path, cuttingAt: offset)
                 return (records, offset, version)
             }
