@@ -9,14 +9,15 @@ extension Config {
     /// The limits fitted to `openFiles` descriptors (the process's `RLIMIT_NOFILE`) and `loops` event loops:
     /// connections leave the reserve free, so that a flood of clients can never keep the journal from opening a
     /// segment or a snapshot from being written; held polls leave a twentieth of the connections (at least 16) for
-    /// other requests, `/healthz` among them, unless `--max-held-polls` was given. Returns the fitted
+    /// other requests, `/healthz` among them, unless `--max-held-polls` was given, but at least one is held (none
+    /// would refuse every poll `429`, "retry shortly", for good). Returns the fitted
     /// configuration and a line for the log when a limit was lowered.
     func fitted(toOpenFiles openFiles: Int, loops: Int) -> (config: Config, note: String?) {
         var fitted = self
         let available = max(loops, openFiles - Self.reservedDescriptors(threads: loops))
         fitted.maxConnections = min(maxConnections, available)
         let forOthers = maxHeldPollsIsExplicit ? 0 : max(16, fitted.maxConnections / 20)
-        fitted.maxHeldPolls = min(maxHeldPolls, max(0, fitted.maxConnections - forOthers))
+        fitted.maxHeldPolls = min(maxHeldPolls, max(1, fitted.maxConnections - forOthers))
         guard fitted.maxConnections != maxConnections || fitted.maxHeldPolls != maxHeldPolls else {
             return (fitted, nil)
         }

@@ -176,6 +176,17 @@ struct Config: Sendable {
             && !host.isEmpty && host.allSatisfy { $0 > 0x20 && $0 < 0x7F && !"/?#@".utf8.contains($0) }
     }
 
+    /// An origin as browsers write it in `Origin`, which is compared byte for byte: lowercase, without the scheme's
+    /// default port (`HTTPS://App.Example.com:443` is `https://app.example.com`).
+    static func serialized(origin: String) -> String {
+        let lowercase = origin.lowercased()
+        for (scheme, port) in [("http://", ":80"), ("https://", ":443")]
+        where lowercase.hasPrefix(scheme) && lowercase.hasSuffix(port) {
+            return String(lowercase.dropLast(port.count))
+        }
+        return lowercase
+    }
+
     private mutating func set(_ name: String, _ value: String, from source: String) throws(UsageError) {
         func integer(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
             guard let number = Int(value), range.contains(number) else {
@@ -215,7 +226,7 @@ struct Config: Sendable {
                         "\(source) must be * or an origin such as https://app.example.com (scheme://host[:port], no "
                         + "path or trailing slash), not '\(value)'")
             }
-            corsOrigins.append(value)
+            corsOrigins.append(Self.serialized(origin: value))
         case "max-held-polls":
             // 0 would refuse every poll and stream `429` ("retry shortly") for good.
             maxHeldPolls = try integer(1...1_000_000)

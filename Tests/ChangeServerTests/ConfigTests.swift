@@ -70,6 +70,11 @@ import Testing
         let config = try #require(
             try Config.parse(arguments: good.flatMap { ["--cors-origin", $0] }, environment: [:]))
         #expect(config.corsOrigins == good)
+        // Written as browsers write them: lowercase, without a default port.
+        let written = try Config.parse(
+            arguments: ["--cors-origin", "HTTPS://App.Example.com:443", "--cors-origin", "http://A.example:80"],
+            environment: [:])
+        #expect(written?.corsOrigins == ["https://app.example.com", "http://a.example"])
         for bad in ["https://app.example.com/", "app.example.com", "https://", "https://a.example/path", "not a url"] {
             #expect(throws: Config.UsageError.self, "\(bad)") {
                 try Config.parse(arguments: ["--cors-origin", bad], environment: [:])

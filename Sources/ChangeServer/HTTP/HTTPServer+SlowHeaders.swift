@@ -7,11 +7,11 @@ import Glibc
 ///
 /// libmicrohttpd times a connection out only after `idleTimeout` (120 s) without a byte, so a client that sends one
 /// byte of its headers every minute kept its connection, one of `--max-connections`, for as long as it liked: enough
-/// such clients (slowloris) shut everyone else out. The server cannot see a request before MHD has its
-/// headers, so each connection is looked at once a second instead: one whose client sent bytes since its last
+/// such clients (slowloris) shut everyone else out. The server cannot see a request before MHD has its headers, so
+/// each connection is looked at once a second instead: one whose client sent more than an empty line since its last
 /// request began (`tcpi_bytes_received`) while MHD still waits for headers has begun a request, and is closed
 /// `--header-timeout` after that was first seen (so up to a second later than the bound). A connection on which
-/// nothing arrives is idle, and MHD closes it after `idleTimeout`, as before.
+/// nothing arrives is idle, and MHD closes it after `idleTimeout`.
 ///
 /// What a request costs for this is one counter, in the connection's record (MHD's socket context); the look, one
 /// `getsockopt` per idle connection per second, runs only over connections between requests.
@@ -87,7 +87,9 @@ extension HTTPServer {
                 record.begunAt = nil
                 continue
             }
-            guard received > record.seenBytes else { continue }
+            // Up to two bytes are an empty line, which a client may send between requests (RFC 9112 §2.2) and
+            // libmicrohttpd skips: not a request begun.
+            guard received > record.seenBytes + 2 else { continue }
             let begun = record.begunAt ?? now
             record.begunAt = begun
             if now - begun >= timeout { expired.append(record) }

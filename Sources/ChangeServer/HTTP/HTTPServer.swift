@@ -569,15 +569,16 @@ final class HTTPServer: @unchecked Sendable {
         return exchange
     }
 
-    /// A path that is not UTF-8, its bytes past ASCII percent-encoded: the router decodes them again and answers
-    /// `400 bad_request`, as it does the same bytes sent encoded. `String(cString:)` replaced them with U+FFFD, which
-    /// let a write through under another id (two different invalid ids named the same item).
+    /// A path that is not UTF-8, its bytes past ASCII and its `%` percent-encoded: the router decodes the segments
+    /// back to the bytes sent, which are not UTF-8, and answers `400 bad_request`, as it does the same bytes sent
+    /// encoded. `String(cString:)` replaced them with U+FFFD, which let a write through under another id (two
+    /// different invalid ids named the same item); a `%` left as it was would let `\xC3%A9` decode to `é`.
     private static func escapingNonASCII(_ url: UnsafePointer<CChar>) -> String {
         var text = ""
         for byte in UnsafeBufferPointer(
             start: UnsafeRawPointer(url).assumingMemoryBound(to: UInt8.self), count: strlen(url))
         {
-            if byte < 0x80 {
+            if byte < 0x80 && byte != UInt8(ascii: "%") {
                 text.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
                 text += "%" + String(byte, radix: 16, uppercase: true)

@@ -111,7 +111,8 @@ extension HTTPError {
         HTTPError(.badRequest, "limit must be an integer from 1 to \(App.maximumListLimit), not '\(raw)'.")
     }
 
-    static let malformedPath = HTTPError(.badRequest, "The path has a malformed percent-encoding.")
+    static let malformedPath = HTTPError(
+        .badRequest, "The path has a malformed percent-encoding, or bytes that are not UTF-8 (raw or encoded).")
 
     /// A collection's or a view's name, as the path says, breaks the name pattern.
     static func invalidName(_ kind: FeedSubjectKind) -> HTTPError {

@@ -209,5 +209,8 @@ import Testing
         #expect(large.config.maxConnections == config.maxConnections)
         #expect(large.config.maxHeldPolls == config.maxHeldPolls)
         #expect(large.note == nil)
+        // With 16 connections or fewer the reserve for other requests would leave no poll at all: one is held.
+        config.maxConnections = 16
+        #expect(config.fitted(toOpenFiles: 1 << 20, loops: 2).config.maxHeldPolls == 1)
     }
 }

@@ -163,17 +163,19 @@ final class PostgresJournal: Journal {
     /// outcome, which only the database can tell. The store is up again once it answers.
     private func watchCommit() {
         let now = MonotonicClock.now()
-        let (stalled, failed) = queue.withLock {
-            queue -> (Int64?, [(collection: String, local: SequencedDelivery.Local)]) in
+        // The store goes down under the lock that `append` and the writer take: an append that finds it up queues
+        // its record before this empties the queue, and the writer cannot put the store up again in between.
+        let (stalled, failed, wentDown) = queue.withLock {
+            queue -> (Int64?, [(collection: String, local: SequencedDelivery.Local)], Bool) in
             guard let started = queue.commitStarted, !queue.isStalled,
                 now - started.at >= stallLimit + Int64(started.bytes >> 20) * 1000
-            else { return (nil, []) }
+            else { return (nil, [], false) }
             queue.isStalled = true
             defer { queue.pending = [] }
-            return (now - started.at, queue.pending)
+            return (now - started.at, queue.pending, metrics.setUp(false))
         }
         guard let stalled else { return }
-        if metrics.setUp(false) {
+        if wentDown {
             logger.error(
                 "PostgreSQL has not answered a commit for \(stalled / 1000) s: mutations answer 503 until it does "
                     + "(\(failed.count) queued behind it are not written; those it holds are answered once it is known "
@@ -190,7 +192,10 @@ final class PostgresJournal: Journal {
         }
         guard metrics.isUp else { throw .unavailable(reason: "PostgreSQL is unreachable") }
         let collection = RecordCodec.sequenceKey(of: record, viewSource: viewSource) ?? ""
-        let wakeWriter = queue.withLock { queue in
+        let wakeWriter = try queue.withLock { queue throws(StorageError) in
+            // Checked again under the lock: a record queued once the watchdog emptied the queue would wait behind
+            // the frozen commit with no bound.
+            guard !queue.isStalled else { throw .unavailable(reason: "PostgreSQL does not answer") }
             queue.pending.append((collection, SequencedDelivery.Local(record: record, done: done)))
             defer { queue.writerIsIdle = false }
             return queue.writerIsIdle
@@ -347,16 +352,14 @@ final class PostgresJournal: Journal {
                 }
             }
             if case .unanswered(let batch) = outcome { unresolved.append(batch) }
-            let wasStalled = queue.withLock { queue in
+            let cameBack = queue.withLock { queue in
                 defer {
                     queue.commitStarted = nil
                     queue.isStalled = false
                 }
-                return queue.isStalled
+                return queue.isStalled && !current.isBroken && metrics.setUp(true)
             }
-            if wasStalled, !current.isBroken, metrics.setUp(true) {
-                logger.warning("PostgreSQL answers again: mutations are accepted")
-            }
+            if cameBack { logger.warning("PostgreSQL answers again: mutations are accepted") }
             if current.isBroken {
                 connection = nil
                 lost = true
@@ -789,6 +792,8 @@ final class PostgresJournal: Journal {
         var connection: PGConnection?
         /// Whether the follower had a connection and lost it: the next one made counts as a reconnection.
         var lost = false
+        /// Whether the writer was told to check its connection since the loss (once is enough).
+        var toldWriter = false
         var backoff = Backoff()
         var lastCatchUp: Int64 = 0
         while !queue.withLock({ $0.isClosing }) {
@@ -800,13 +805,16 @@ final class PostgresJournal: Journal {
                     connection = fresh
                     if lost { metrics.reconnected() }
                     lost = false
+                    toldWriter = false
                     lastCatchUp = MonotonicClock.now()
                     backoff.reset()
                 } catch {
                     logger.log(.debug, "the PostgreSQL follower cannot connect: \(error)")
                     // The writer, told of the loss, may have connected again in the moment before the database
-                    // went: idle, it would not notice, and the store would read "up" throughout the outage.
-                    if lost {
+                    // went: idle, it would not notice, and the store would read "up" throughout the outage. Told
+                    // once more (not at every try: a writer whose connection works would lose it each time).
+                    if lost && !toldWriter {
+                        toldWriter = true
                         queue.withLock { $0.writerConnectionSuspect = true }
                         writerWake.signal()
                     }
