@@ -120,7 +120,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         }
     }
 
-    /// Logged as nginx logs it, with `-` for the request line that never came whole.
+    /// Logged as nginx logs it, with `-` for the request line, which the server never saw (libmicrohttpd had not
+    /// all of the headers).
     func headersTimedOut(milliseconds: Int) {
         countRequest(method: "-", route: "unmatched", status: HTTPStatus.requestTimeout.rawValue)
         guard logsRequests else { return }

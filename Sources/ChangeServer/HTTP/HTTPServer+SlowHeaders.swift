@@ -27,7 +27,8 @@ extension HTTPServer {
         /// The request count and bytes received when last looked at between requests; `nil` requests: not yet.
         var seenRequests: Int?
         var seenBytes: Int64 = 0
-        /// When a request was first seen begun (monotonic milliseconds): bytes came since `seenBytes`.
+        /// When a request was first seen begun (monotonic milliseconds): more than an empty line came since
+        /// `seenBytes`.
         var begunAt: Int64?
         /// Its place in `connectionRecords`.
         var index = 0

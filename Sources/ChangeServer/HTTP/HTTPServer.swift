@@ -841,8 +841,9 @@ final class HTTPServer: @unchecked Sendable {
             .access(connection, url, method, version, uploadSize, context, upload)
     }
 
-    /// A connection MHD starts: one this loop hands back (`handBack`) is marked with the bytes its client had sent
-    /// before, which `mayAnswerDirectly` needs.
+    /// A connection MHD starts or closes: its record (`HTTPServer+SlowHeaders.swift`) is made or let go; one this
+    /// loop hands back (`handBack`) starts with the bytes its client had sent before, which `mayAnswerDirectly`
+    /// needs.
     private static let connectionNotice: MHD_NotifyConnectionCallback = { opaqueServer, connection, context, code in
         guard let opaqueServer, let connection, let context else { return }
         let server = Unmanaged<HTTPServer>.fromOpaque(opaqueServer).takeUnretainedValue()
