@@ -104,10 +104,8 @@ extension HTTPServer {
         guard let handler else { return }
         let socket = chttpd_connection_fd(record.connection)
         guard socket >= 0 else { return }
-        var response = handler.response(to: .headersTimedOut(seconds: options.headerTimeout))
-        response.headers.append(("Connection", "close"))
-        let wire = SharedResponse.wire(of: response)
-        _ = wire.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        let response = handler.response(to: .headersTimedOut(seconds: options.headerTimeout))
+        _ = sendClosing(response, on: record.connection, includingBody: true)
         shutdown(socket, Int32(SHUT_RDWR))
         runAgain = true
         handler.headersTimedOut(milliseconds: Int(now - (record.begunAt ?? now)))

@@ -78,7 +78,7 @@ extension HTTPServer {
         exchange.leavesLibrary = true
         var response = exchange.refusal ?? handler.response(to: .bodyTimedOut(seconds: options.bodyTimeout))
         response.headers += exchange.extraHeaders
-        _ = sendClosing(response, on: exchange, includingBody: exchange.method != "HEAD")
+        _ = sendClosing(response, on: exchange.connection, includingBody: exchange.method != "HEAD")
         let socket = chttpd_connection_fd(exchange.connection)
         if socket >= 0 { shutdown(socket, Int32(SHUT_WR)) }
         _ = chttpd_set_connection_timeout(exchange.connection, closingTimeout)

@@ -684,9 +684,8 @@ final class HTTPServer: @unchecked Sendable {
         }
         let total = exchange.request.body.count + size
         guard exchange.droppedBodyBytes == 0, total <= options.maxBodyBytes, let upload else {
-            exchange.droppedBodyBytes =
-                exchange.droppedBodyBytes.addingReportingOverflow(total).overflow
-                ? .max : exchange.droppedBodyBytes + total
+            let (dropped, overflow) = exchange.droppedBodyBytes.addingReportingOverflow(total)
+            exchange.droppedBodyBytes = overflow ? .max : dropped
             // Its share of the body memory goes back now, not once its dropped rest has come.
             releaseBody(of: exchange)
             // A body far beyond the limit is not read to its end: the connection is closed.
@@ -758,18 +757,18 @@ final class HTTPServer: @unchecked Sendable {
         {
             return (refusal.status, .YES)
         }
-        let sent = sendClosing(refusal, on: exchange, includingBody: exchange.method != "HEAD")
+        let sent = sendClosing(refusal, on: exchange.connection, includingBody: exchange.method != "HEAD")
         return (sent ? refusal.status : nil, .NO)
     }
 
-    /// Writes `response` with `Connection: close` on the exchange's socket, outside MHD, in one `send` that does not
-    /// wait: for an answer MHD cannot give (its side of the connection is closed after it); false when the socket
-    /// did not take it whole.
-    func sendClosing(_ response: Response, on exchange: Exchange, includingBody: Bool) -> Bool {
+    /// Writes `response` with `Connection: close` on the connection's socket, outside MHD, in one `send` that does
+    /// not wait: for an answer MHD cannot give (its side of the connection is closed after it); false when the
+    /// socket did not take it whole.
+    func sendClosing(_ response: Response, on connection: OpaquePointer, includingBody: Bool) -> Bool {
         var response = response
         response.headers.append(("Connection", "close"))
         let wire = SharedResponse.wire(of: response, includingBody: includingBody)
-        let socket = chttpd_connection_fd(exchange.connection)
+        let socket = chttpd_connection_fd(connection)
         guard socket >= 0 else { return false }
         let sent = wire.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         return sent == wire.count
