@@ -156,8 +156,11 @@ final class HTTPServer: @unchecked Sendable {
     // Requests whose headers trickle in (HTTPServer+SlowHeaders.swift).
     /// The connections MHD holds on this loop, in no order.
     var connectionRecords: [ConnectionRecord] = []
-    /// When the connections are next looked at (monotonic milliseconds).
-    var nextHeaderCheck: Int64 = 0
+    /// When the last loop turn looked at connections (monotonic milliseconds), the looks owed since, in
+    /// thousandths, and the place in `connectionRecords` of the next one to look at.
+    var lastHeaderLook: Int64 = 0
+    var headerLooksOwed = 0
+    var nextHeaderLook = 0
 
     init(listener: Listener.Bound, options: Options) throws(StartupError) {
         self.options = options
