@@ -160,11 +160,9 @@ extension LivePostgresTests {
         #expect(try fresh.client.get("/v1/views/v").text == shown, "the view on a server started afterwards")
     }
 
-    /// The PID of the server's follower's backend: the one whose last statement is its catch-up (every second).
+    /// The PID of the server's follower's backend (named so in `pg_stat_activity`).
     func followerBackend(_ cluster: PostgresCluster, database: String) throws -> pid_t {
-        let query =
-            "SELECT pid FROM pg_stat_activity WHERE application_name = 'changeserver' "
-            + "AND query LIKE 'SELECT name, last_seq%'"
+        let query = "SELECT pid FROM pg_stat_activity WHERE application_name = 'changeserver follower'"
         var backend: pid_t = 0
         _ = try eventually {
             backend =
@@ -341,10 +339,11 @@ extension LivePostgresTests {
         }
     }
 
-    /// Writes 60 items of about 100 bytes to `collection`: more than `--snapshot-bytes 4096`, so it is snapshotted.
+    /// Writes 6 items of about 1,000 bytes to `collection`: more than `--snapshot-bytes 4096`, so it is snapshotted.
+    /// (Few writes: a server that has not read a move away from `collection` holds each of them up to 2 s.)
     static func fill(_ collection: String, through server: ServerProcess) throws {
-        let filler = String(repeating: "x", count: 100)
-        for step in 0..<60 {
+        let filler = String(repeating: "x", count: 1000)
+        for step in 0..<6 {
             let path = "/v1/collections/\(collection)/items/i\(step)"
             #expect(try server.client.put(path, ["data": filler]).status == 201)
         }

@@ -247,7 +247,7 @@ import Testing
                 if response?.status == 201 { created.add(1, ordering: .relaxed) }
             }
         }
-        let connections = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'changeserver'"
+        let connections = "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'changeserver %'"
         var most = 0
         var snapshots = 0
         for thread in threads { thread.start() }

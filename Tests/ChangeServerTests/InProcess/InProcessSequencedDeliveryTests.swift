@@ -80,7 +80,9 @@ import Testing
                 let applied = delivery.applied("c")
                 let from = max(0, applied - Int64.random(in: 0...3, using: &random))
                 guard from < committedInDatabase else { continue }
-                let rows = ((from + 1)...committedInDatabase).map { (seq: $0, record: Self.record($0)) }
+                let rows = ((from + 1)...committedInDatabase).map {
+                    (seq: $0, record: Self.record($0), id: Int64?.none)
+                }
                 let (failed, gap) = delivery.offer("c", rows)
                 #expect(failed.isEmpty)
                 #expect(!gap)
@@ -100,7 +102,7 @@ import Testing
         let output = Output()
         let delivery = Self.delivery(output)
         delivery.register("c", first: 1, [Self.local(1, output)])
-        let (failed, _) = delivery.offer("c", [(1, Self.record(1, from: "-other"))])
+        let (failed, _) = delivery.offer("c", [(1, Self.record(1, from: "-other"), nil)])
         #expect(failed.count == 1)
         #expect(output.handed.withLock { $0.count } == 1)
         #expect(output.handed.withLock { $0.first?.local } == false)
@@ -117,13 +119,13 @@ import Testing
         #expect(delivery.abandon("c", first: 1, count: 2).count == 2)
         #expect(delivery.applied("c") == 0)
         delivery.register("c", first: 1, [Self.local(1, output)])
-        _ = delivery.offer("c", [(1, Self.record(1))])
+        _ = delivery.offer("c", [(1, Self.record(1), nil)])
         #expect(output.handed.withLock { $0.isEmpty }, "handed on by the follower's read, before the writer's turn")
         #expect(delivery.lastCommitted("c") == 1)
         #expect(delivery.abandon("c", first: 1, count: 1).isEmpty)
         _ = delivery.committed("c", first: 1, count: 1)
         #expect(output.handed.withLock { $0.map(\.local) } == [true])
-        #expect(delivery.offer("c", [(1, Self.record(1))]).failed.isEmpty)
+        #expect(delivery.offer("c", [(1, Self.record(1), nil)]).failed.isEmpty)
         #expect(output.handed.withLock { $0.count } == 1, "a record handed on twice")
     }
 
@@ -134,10 +136,10 @@ import Testing
         let output = Output()
         let delivery = Self.delivery(output)
         delivery.register("c", first: 1, [Self.local(1, output)])
-        _ = delivery.offer("c", [(1, Self.record(1))])
+        _ = delivery.offer("c", [(1, Self.record(1), nil)])
         #expect(delivery.abandon("c", first: 1, count: 1).isEmpty, "seen: kept for the writer")
         #expect(delivery.abandon("c", first: 1, count: 1, rolledBack: true).count == 1)
-        _ = delivery.offer("c", [(1, Self.record(1)), (2, Self.record(2))])
+        _ = delivery.offer("c", [(1, Self.record(1), nil), (2, Self.record(2), nil)])
         #expect(output.handed.withLock { $0.map(\.seq) } == [1, 2])
         #expect(output.handed.withLock { $0.map(\.local) } == [false, false])
     }
@@ -146,7 +148,7 @@ import Testing
     @Test func rowsPastAGapAreReported() {
         let output = Output()
         let delivery = Self.delivery(output)
-        #expect(delivery.offer("c", [(5, Self.record(5))]).gap)
+        #expect(delivery.offer("c", [(5, Self.record(5), nil)]).gap)
         #expect(delivery.applied("c") == 0)
         #expect(output.handed.withLock { $0.isEmpty })
     }
@@ -160,15 +162,51 @@ import Testing
         delivery.register("c", first: 1, [Self.local(1, output), Self.local(2, output)])
         #expect(delivery.readThrough("c") == 0, "records of this server not known committed are not read")
         let rows = [(Int64(1), Self.record(1)), (2, Self.record(2)), (3, Self.record(3, from: "-other"))]
-        #expect(!delivery.offer("c", rows.map { (seq: $0.0, record: $0.1) }).gap)
+        let offered = delivery.offer("c", rows.map { (seq: $0.0, record: $0.1, id: Int64?.none) })
+        #expect(!offered.gap)
         #expect(delivery.applied("c") == 0)
         #expect(delivery.readThrough("c") == 3)
-        #expect(!delivery.offer("c", [(4, Self.record(4, from: "-other"))]).gap)
+        #expect(!delivery.offer("c", [(4, Self.record(4, from: "-other"), nil)]).gap)
         #expect(delivery.readThrough("c") == 4)
-        #expect(delivery.offer("c", [(6, Self.record(6, from: "-other"))]).gap)
+        #expect(delivery.offer("c", [(6, Self.record(6, from: "-other"), nil)]).gap)
         #expect(delivery.committed("c", first: 1, count: 2), "record 6 waits for 5")
         #expect(output.handed.withLock { $0.map(\.seq) } == [1, 2, 3, 4])
         #expect(delivery.readThrough("c") == 4)
+    }
+
+    /// A move of this server holds back the records of the source it leaves past where it locked it (`c` past 1),
+    /// until the move's batch is handed on itself, which waits for another server's record before it (`d` 1):
+    /// records committed after the move come out after it, and those read before it are known held until then.
+    @Test func recordsPastABarrierWaitForTheBatchThatSetIt() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        #expect(delivery.offer("c", [(1, Self.record(1), 10)]).failed.isEmpty)
+        delivery.register("d", first: 2, [Self.local(100, output)])
+        let barrier = delivery.hold(["c": 1])
+        _ = delivery.offer("c", [(2, Self.record(2), 13), (3, Self.record(3), 14)])
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1])
+        #expect(delivery.holdsBefore(14) && !delivery.holdsBefore(13), "c 2 (id 13) is held, and known to be")
+        #expect(delivery.committed("d", first: 2, count: 1), "d 2 waits for d 1")
+        delivery.release(barrier, after: ["d": 2])
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1], "the batch is not handed on yet")
+        _ = delivery.offer("d", [(1, Self.record(50), 11)])
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1, 50, 100, 2, 3])
+        #expect(!delivery.holdsBefore(.max))
+    }
+
+    /// A barrier released with nothing to wait for (its batch failed) lets what it held back go at once; another
+    /// barrier on the same collection still holds what lies past its own bound.
+    @Test func aBarrierReleasedAtOnceHoldsNothingBack() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        let first = delivery.hold(["c": 0])
+        let second = delivery.hold(["c": 1])
+        _ = delivery.offer("c", [(1, Self.record(1), 1), (2, Self.record(2), 2)])
+        #expect(output.handed.withLock { $0.isEmpty })
+        delivery.release(first)
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1])
+        delivery.release(second)
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1, 2])
     }
 
     /// A shared journal orders a view's records with its source's: a definition under its (new) source, a deletion

@@ -103,7 +103,7 @@ final class Housekeeper: Sendable {
         }
         let fresh: PGConnection
         do throws(StorageError) {
-            fresh = try PGConnection(url)
+            fresh = try PGConnection(url, role: "housekeeper")
         } catch {
             // The database is unreachable: the jobs waiting behind this one would each wait for their own
             // connection attempt (up to 5 s), so they fail now too, and are tried again as their owners do.

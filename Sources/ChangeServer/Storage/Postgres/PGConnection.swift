@@ -8,8 +8,9 @@ final class PGConnection {
 
     /// Connects (blocking, up to 5 s unless the URL says otherwise): call it on a storage thread, never on an
     /// event loop. `url` is anything libpq accepts: `postgresql://user@host:port/db?sslmode=...` or
-    /// `host=... port=... dbname=...`.
-    init(_ url: String) throws(StorageError) {
+    /// `host=... port=... dbname=...`. `role` names the connection's use in the database's `pg_stat_activity`
+    /// (`application_name`: `changeserver` followed by it).
+    init(_ url: String, role: String? = nil) throws(StorageError) {
         // Later keywords override earlier ones, so the URL's own settings win over these defaults: notices such as
         // "relation already exists, skipping" kept off stderr, and a database that vanished from the network (no
         // reset) noticed within about 10 s through keepalives and the TCP user timeout, instead of hanging writes.
@@ -25,7 +26,8 @@ final class PGConnection {
                 "-c client_min_messages=warning -c idle_in_transaction_session_timeout=\(Self.idleInTransactionTimeout)"
                     + " -c idle_session_timeout=0"
             ),
-            ("application_name", "changeserver"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
+            ("application_name", role.map { "changeserver " + $0 } ?? "changeserver"), ("keepalives_idle", "5"),
+            ("keepalives_interval", "2"),
             ("keepalives_count", "3"), ("tcp_user_timeout", "10000"),
         ]
         let keywords = defaults.map(\.0) + ["dbname"]

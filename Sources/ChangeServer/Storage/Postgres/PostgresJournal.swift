@@ -256,6 +256,8 @@ final class PostgresJournal: Journal {
         let sources: Set<String>
         /// Whether those sources were read since it committed (or it waited `movePatience`, or has none).
         var isRead: Bool
+        /// What it holds back of the sources it leaves (`SequencedDelivery.hold`), let go once it is handed on.
+        let barriers: [Int]
     }
 
     /// How long a batch that moves a view waits for the follower to read the sources it leaves before it is
@@ -282,7 +284,8 @@ final class PostgresJournal: Journal {
                 }
             }
             // Those the follower saw committed are answered so.
-            handOn(unresolved.flatMap(\.ranges), leaving: [])
+            for barrier in unresolved.compactMap(\.barrier) { delivery.release(barrier) }
+            handOn(unresolved.flatMap(\.ranges), leaving: [], barriers: [])
         }
         while true {
             if queue.withLock({ queue in
@@ -372,7 +375,7 @@ final class PostgresJournal: Journal {
 
     /// A new connection, on which the records whose `COMMIT` got no answer are resolved first.
     private func connect(resolving unresolved: inout [Unanswered]) throws(StorageError) -> PGConnection {
-        let fresh = try PGConnection(url)
+        let fresh = try PGConnection(url, role: "writer")
         try resolve(&unresolved, on: fresh)
         return fresh
     }
@@ -405,7 +408,9 @@ final class PostgresJournal: Journal {
                 let result = try connection.execute(
                     PostgresSchema.recordsAfter,
                     [.text(range.name), .int64(range.first - 1), .int64(Int64(range.count))])
-                let rows = (0..<result.rows).map { (seq: result.int64($0, 0), record: result.bytes($0, 1)) }
+                let rows = (0..<result.rows).map {
+                    (seq: result.int64($0, 0), record: result.bytes($0, 1), id: Int64?.none)
+                }
                 var failed = delivery.offer(range.name, rows).failed
                 failed += delivery.abandon(range.name, first: range.first, count: range.count)
                 for record in failed { record.done(false) }
@@ -418,7 +423,9 @@ final class PostgresJournal: Journal {
             // The rows found are this server's records, committed: handed on in their turn among its batches,
             // after the reads they wait for, as at a commit; and the new sources of their moves are owed snapshots.
             owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
-            handOn(batch.ranges, leaving: batch.leaving)
+            // Some of its records may not be there: what it held back goes now.
+            if let barrier = batch.barrier { delivery.release(barrier) }
+            handOn(batch.ranges, leaving: batch.leaving, barriers: [])
             batches.removeFirst()
         }
         trySnapshotsOwedLater()
@@ -430,6 +437,8 @@ final class PostgresJournal: Journal {
         let ranges: [Range]
         let leaving: Set<String>
         let movedTo: Set<String>
+        /// What the batch holds back of the sources it leaves (`SequencedDelivery.hold`), until it is handed on.
+        let barrier: Int?
     }
 
     /// What became of a batch sent to the database.
@@ -473,27 +482,59 @@ final class PostgresJournal: Journal {
             RecordCodec.viewChange(entry.local.record).map { (view: $0.view, collection: entry.collection) }
         }
         let views = Set(viewRecords.map(\.view)).sorted()
-        let locks = views.map { (sql: PostgresSchema.lockView, parameters: [PGParameter.text($0)]) }
-        let appended = connection.pipeline([(sql: "BEGIN", parameters: [])] + locks + appends)
-        // Each view's source as noted in the database before this batch, where known; and the collections holding
-        // a latest record of one of its views that this server has not applied yet.
+        // Each view's source as noted in the database before this batch, where known; the collections holding
+        // a latest record of one of its views that this server has not applied yet; and the sources the batch's
+        // moves leave (per view), with the sequence past which their records follow the batch.
         var notedSources: [String: String] = [:]
         var unread: Set<String> = []
+        var leaves: [String: Set<String>] = [:]
+        var bounds: [String: Int64] = [:]
         do throws(StorageError) {
-            for (name, outcome) in zip(names, appended.dropFirst(1 + locks.count)) {
-                let records = byCollection[name] ?? []
-                let first = try outcome.get().int64(0, 0) - Int64(records.count) + 1
-                assigned.append((name, first, records.count))
-            }
-            for (view, outcome) in zip(views, appended.dropFirst().prefix(locks.count)) {
-                let noted = try outcome.get()
-                guard noted.rows == 1 else { continue }
-                if !noted.isNull(0, 0) { notedSources[view] = noted.string(0, 0) }
-                if !noted.isNull(0, 1) && delivery.applied(noted.string(0, 1)) < noted.int64(0, 2) {
-                    unread.insert(noted.string(0, 1))
+            var opening: [(sql: String, parameters: [PGParameter])] = [(sql: "BEGIN", parameters: [])]
+            if !views.isEmpty {
+                // A round trip of its own: the sources the views leave, as the database has them, are locked
+                // before any id is taken.
+                let locked = connection.pipeline(
+                    opening + views.map { (sql: PostgresSchema.lockView, parameters: [PGParameter.text($0)]) })
+                _ = try locked[0].get()
+                opening = []
+                for (view, outcome) in zip(views, locked.dropFirst()) {
+                    let noted = try outcome.get()
+                    guard noted.rows == 1 else { continue }
+                    if !noted.isNull(0, 0) { notedSources[view] = noted.string(0, 0) }
+                    if !noted.isNull(0, 1) && delivery.applied(noted.string(0, 1)) < noted.int64(0, 2) {
+                        unread.insert(noted.string(0, 1))
+                    }
+                }
+                for record in viewRecords {
+                    let sources = [notedSources[record.view], viewSource(record.view)].compactMap { $0 }
+                    leaves[record.view, default: []].formUnion(sources.filter { $0 != record.collection })
                 }
             }
-            _ = try appended[0].get()
+            let left = leaves.values.reduce(into: Set<String>()) { $0.formUnion($1) }.sorted()
+            let lockedNames = left.isEmpty ? [] : Set(names).union(left).sorted()
+            let locks = lockedNames.map { (sql: PostgresSchema.lockCollection, parameters: [PGParameter.text($0)]) }
+            let results = connection.pipeline(opening + locks + appends)
+            for outcome in results.prefix(opening.count) { _ = try outcome.get() }
+            var lockedAt: [String: Int64] = [:]
+            for (name, outcome) in zip(lockedNames, results.dropFirst(opening.count)) {
+                lockedAt[name] = try outcome.get().int64(0, 0)
+            }
+            for (name, outcome) in zip(names, results.dropFirst(opening.count + locks.count)) {
+                let records = byCollection[name] ?? []
+                let appended = try outcome.get()
+                let last = appended.int64(0, 0)
+                assigned.append((name, last - Int64(records.count) + 1, records.count))
+                // This batch's records of a source it leaves take effect with it, in name order as their ids.
+                if lockedAt[name] != nil { lockedAt[name] = last }
+                // A move away from the collection committed before it (this server's own moves wait for their
+                // reads themselves): the batch waits for the read of the move's collection, so that this server
+                // applies the move first, as every server does.
+                if !appended.isNull(0, 2), !delivery.isHandedOnOrOwn(appended.string(0, 1), appended.int64(0, 2)) {
+                    unread.insert(appended.string(0, 1))
+                }
+            }
+            for source in left { bounds[source] = lockedAt[source] }
         } catch {
             if mayResend && connection.isBroken { return .unsent(error) }
             logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
@@ -502,6 +543,9 @@ final class PostgresJournal: Journal {
             return .failed
         }
         for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
+        // The records of the sources left that commit after this batch wait for it here, as they come after it in
+        // the database's order (`PostgresSchema.lockCollection`); set before the commit, which they cannot precede.
+        let barrier = bounds.isEmpty ? nil : delivery.hold(bounds)
         let moves = viewMoves(viewRecords)
         // The new sources the batch's moves snapshot: the moves as applied here, and those in the database's order
         // too (of a view whose latest move this server has not read yet).
@@ -513,12 +557,12 @@ final class PostgresJournal: Journal {
         // The batch waits for the read of the collections holding its views' latest records too, so that this
         // server applies those first, as every server does (it applied its own record first, and then an older move
         // of another server over it).
-        let leaving = Set(moves.map(\.from)).union(unread)
+        let leaving = Set(bounds.keys).union(moves.map(\.from)).union(unread)
         // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
         // notifying transaction of the database shares, and inside the records' transaction it would be held
         // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
         // others until their next catch-up.
-        let notes = viewNotes(byCollection, assigned)
+        let notes = viewNotes(byCollection, assigned) + leftMarks(byCollection, assigned, leaves)
         let committed = connection.pipeline(
             notes + [
                 (sql: "COMMIT", parameters: []),
@@ -536,18 +580,42 @@ final class PostgresJournal: Journal {
                     failed += delivery.abandon(range.name, first: range.first, count: range.count, rolledBack: true)
                 }
                 for record in failed { record.done(false) }
+                if let barrier { delivery.release(barrier) }
                 return .failed
             }
             logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
-            return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: movedTo))
+            return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: movedTo, barrier: barrier))
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
         snapshotIfGrown(batch, assigned, movedTo: movedTo, &bytesSinceSnapshot)
-        handOn(assigned, leaving: leaving)
+        handOn(assigned, leaving: leaving, barriers: barrier.map { [$0] } ?? [])
         return .committed
+    }
+
+    /// The statements that note, for each source a view record of the batch moves its view away from, where that
+    /// record is (`PostgresSchema.markLeft`): the last such record of the batch, which has the highest id (the
+    /// records take ids in the order of their collections' names, then sequences).
+    private func leftMarks(
+        _ byCollection: [String: [SequencedDelivery.Local]], _ assigned: [Range], _ leaves: [String: Set<String>]
+    ) -> [(sql: String, parameters: [PGParameter])] {
+        guard !leaves.isEmpty else { return [] }
+        var marks: [String: (name: String, seq: Int64)] = [:]
+        for range in assigned {
+            for (offset, record) in (byCollection[range.name] ?? []).enumerated() {
+                guard let change = RecordCodec.viewChange(record.record) else { continue }
+                for source in leaves[change.view] ?? [] {
+                    marks[source] = (range.name, range.first + Int64(offset))
+                }
+            }
+        }
+        return marks.keys.sorted().compactMap { source in
+            marks[source].map { mark in
+                (sql: PostgresSchema.markLeft, parameters: [.text(source), .text(mark.name), .int64(mark.seq)])
+            }
+        }
     }
 
     /// The moves a batch's view records make: from each view's source as applied here to the collection the
@@ -565,11 +633,13 @@ final class PostgresJournal: Journal {
     /// after it that touch those sources or its collections wait behind it: a write to the old source committed
     /// after the move must not take effect before it (`releaseReadBatches`). The follower reading one of these
     /// batches' rows does not hand it on (`SequencedDelivery.offer`).
-    private func handOn(_ ranges: [Range], leaving sources: Set<String>) {
+    private func handOn(_ ranges: [Range], leaving sources: Set<String>, barriers: [Int]) {
         let id = queue.withLock { queue in
             queue.lastBatchID += 1
             queue.committed.append(
-                CommittedBatch(id: queue.lastBatchID, ranges: ranges, sources: sources, isRead: sources.isEmpty))
+                CommittedBatch(
+                    id: queue.lastBatchID, ranges: ranges, sources: sources, isRead: sources.isEmpty,
+                    barriers: barriers))
             return queue.lastBatchID
         }
         if !sources.isEmpty {
@@ -606,10 +676,10 @@ final class PostgresJournal: Journal {
             let ready = queue.withLock { queue in
                 var held: Set<String> = []
                 var waiting: [CommittedBatch] = []
-                var ready: [Range] = []
+                var ready: [CommittedBatch] = []
                 for batch in queue.committed {
                     if batch.isRead && batch.ranges.allSatisfy({ !held.contains($0.name) }) {
-                        ready += batch.ranges
+                        ready.append(batch)
                     } else {
                         held.formUnion(batch.sources)
                         held.formUnion(batch.ranges.map(\.name))
@@ -620,8 +690,15 @@ final class PostgresJournal: Journal {
                 return ready
             }
             var behind: [String] = []
-            for range in ready where delivery.committed(range.name, first: range.first, count: range.count) {
-                behind.append(range.name)
+            for batch in ready {
+                for range in batch.ranges where delivery.committed(range.name, first: range.first, count: range.count) {
+                    behind.append(range.name)
+                }
+                // What the batch held back of the sources it leaves goes behind it, once it is handed on itself.
+                let last = Dictionary(
+                    batch.ranges.filter { $0.count > 0 }.map { ($0.name, $0.first + Int64($0.count) - 1) },
+                    uniquingKeysWith: max)
+                for barrier in batch.barriers { delivery.release(barrier, after: last) }
             }
             if !behind.isEmpty {
                 // Records of other servers come before them that are not here yet: the follower reads them now.
@@ -796,12 +873,15 @@ final class PostgresJournal: Journal {
         var toldWriter = false
         var backoff = Backoff()
         var lastCatchUp: Int64 = 0
+        /// Whether a read stopped before a view's record that waits for a record held here (`Followed.blocked`):
+        /// every collection is read again in a moment.
+        var readSoon = false
         while !queue.withLock({ $0.isClosing }) {
             guard let current = connection else {
                 do throws(StorageError) {
-                    let fresh = try PGConnection(url)
+                    let fresh = try PGConnection(url, role: "follower")
                     try fresh.execute("LISTEN " + PostgresSchema.channel)
-                    try catchUp(fresh)
+                    readSoon = try catchUp(fresh)
                     connection = fresh
                     if lost { metrics.reconnected() }
                     lost = false
@@ -827,8 +907,8 @@ final class PostgresJournal: Journal {
                     defer { queue.toFollow = [] }
                     return queue.toFollow
                 }
-                try readLeftSources(current)
-                var everything = MonotonicClock.now() - lastCatchUp >= catchUpInterval
+                var blocked = try readLeftSources(current)
+                var everything = readSoon || MonotonicClock.now() - lastCatchUp >= catchUpInterval
                 for notification in try current.notifications() {
                     let words = notification.payload.split(separator: " ")
                     guard let from = words.first, from != origin else { continue }
@@ -844,14 +924,19 @@ final class PostgresJournal: Journal {
                     }
                 }
                 if everything {
-                    try catchUp(current)
+                    blocked = try catchUp(current) || blocked
                     lastCatchUp = MonotonicClock.now()
                 } else if names.isEmpty {
-                    waitForFollower(socket: current.socket, until: lastCatchUp + catchUpInterval)
+                    if !blocked { waitForFollower(socket: current.socket, until: lastCatchUp + catchUpInterval) }
                 } else {
                     let wanted = Dictionary(uniqueKeysWithValues: names.map { ($0, Int64?.none) })
-                    if try follow(wanted, current, everyName: false) { lastCatchUp = MonotonicClock.now() }
+                    let followed = try follow(wanted, current, everyName: false)
+                    if followed != .read { lastCatchUp = MonotonicClock.now() }
+                    blocked = blocked || followed == .blocked
                 }
+                readSoon = blocked
+                // The record waited for is released by the writer within moments (or by the read just made).
+                if blocked { waitForFollower(socket: current.socket, until: MonotonicClock.now() + 2) }
             } catch {
                 logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
                 connection = nil
@@ -872,26 +957,57 @@ final class PostgresJournal: Journal {
     /// that came first, and stayed a version behind the servers started afterwards
     /// (`LivePostgresTests.aViewMovedByThisServerAfterAnotherServersWriteToItsSourceFollowsThatWrite`). The read
     /// hands those records on in id order, this server's own rows with them when it meets them.
-    private func readLeftSources(_ connection: PGConnection) throws(StorageError) {
+    ///
+    /// Returns whether the read stopped before a view's record (`Followed.blocked`). The batches are handed on all
+    /// the same: what they wait for comes before their own records in the database's order, so before that view
+    /// record, and was handed on; and the record held may be one of theirs.
+    private func readLeftSources(_ connection: PGConnection) throws(StorageError) -> Bool {
         let waiting = queue.withLock { $0.committed.filter { !$0.isRead } }
-        guard !waiting.isEmpty else { return }
+        guard !waiting.isEmpty else { return false }
         let sources = waiting.reduce(into: Set<String>()) { $0.formUnion($1.sources) }
-        try follow(Dictionary(uniqueKeysWithValues: sources.map { ($0, nil) }), connection, everyName: false)
+        let followed = try follow(
+            Dictionary(uniqueKeysWithValues: sources.map { ($0, nil) }), connection, everyName: false)
         _ = markRead(Set(waiting.map(\.id)))
         releaseReadBatches()
+        return followed == .blocked
     }
 
-    /// Reads every collection's last sequence and the records this server has not applied.
-    private func catchUp(_ connection: PGConnection) throws(StorageError) {
-        let result = try connection.execute(PostgresSchema.lastSequences)
-        metrics.caughtUp()
-        var behind: [String: Int64?] = [:]
-        for row in 0..<result.rows {
-            let name = result.string(row, 0)
-            let last = result.int64(row, 1)
-            if last > delivery.applied(name) { behind[name] = last }
+    /// Reads every collection's last sequence and the records this server has not applied, all in one snapshot
+    /// (a read-only transaction): a record that committed before a view's move (`PostgresSchema.lockCollection`)
+    /// is then read with it, whichever collections the last sequences showed behind.
+    ///
+    /// Returns whether it stopped before a view's record (`Followed.blocked`).
+    @discardableResult
+    private func catchUp(_ connection: PGConnection) throws(StorageError) -> Bool {
+        try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        do throws(StorageError) {
+            let result = try connection.execute(PostgresSchema.lastSequences)
+            metrics.caughtUp()
+            var behind: [String: Int64?] = [:]
+            for row in 0..<result.rows {
+                let name = result.string(row, 0)
+                let last = result.int64(row, 1)
+                if last > delivery.applied(name) { behind[name] = last }
+            }
+            var blocked = false
+            if !behind.isEmpty { blocked = try follow(behind, connection, everyName: true) == .blocked }
+            try connection.execute("COMMIT")
+            return blocked
+        } catch {
+            if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
+            throw error
         }
-        if !behind.isEmpty { try follow(behind, connection, everyName: true) }
+    }
+
+    /// What `follow` did.
+    private enum Followed {
+        /// It read and handed on the records.
+        case read
+        /// It caught up every collection instead (`catchUp`).
+        case caughtUp
+        /// It stopped before a view's record that must wait for a record held here (`SequencedDelivery.holdsBefore`):
+        /// the follower reads again in a moment.
+        case blocked
     }
 
     /// Reads and hands on the records of the collections `wanted` after the last one applied of each, those of
@@ -899,31 +1015,45 @@ final class PostgresJournal: Journal {
     /// order they were committed. A collection's value, when known, is its last sequence: none left after the
     /// last one applied means they were purged.
     ///
-    /// `everyName`: whether `wanted` holds every collection with records not applied (a catch-up), rather than
-    /// those some notifications named. In the second case a view's record may have been committed after records
-    /// of its other source that no notification in hand names yet (a redefinition under `alpha` read before the
-    /// definition under `zeta`: the view ended on the wrong source, found in `LivePostgresTests`); so a page that
-    /// holds a view's record is left, and every collection is caught up instead (a read of every collection's
-    /// `last_seq`, for each such page: view records are rare). Other orders are still open (README, "Following").
-    /// Returns whether it caught up every collection instead.
-    @discardableResult
+    /// `everyName`: whether `wanted` holds every collection with records not applied (a catch-up, in one
+    /// snapshot), rather than those some notifications named. In the second case a view's record may have been
+    /// committed after records of its other source that no notification in hand names yet (a redefinition under
+    /// `alpha` read before the definition under `zeta`: the view ended on the wrong source, found in
+    /// `LivePostgresTests`); so a page that holds a view's record is left, and every collection is caught up
+    /// instead (a read of every collection's `last_seq`, for each such page: view records are rare). So is a page
+    /// of a collection that a view moved away from in a record not handed on here yet (`PostgresSchema.markLeft`,
+    /// read after the page): the records of that collection committed after the move must take effect after it,
+    /// which is stored under another collection.
     private func follow(_ wanted: [String: Int64?], _ connection: PGConnection, everyName: Bool)
-        throws(StorageError) -> Bool
+        throws(StorageError) -> Followed
     {
         let page: Int64 = 1000
         let names = wanted.keys.sorted()
         let encodedNames = PGParameter.byteArrays(names.map { Array($0.utf8) })
         while true {
             let after = names.map { delivery.readThrough($0) }
-            let result = try connection.execute(
-                PostgresSchema.recordsOfAfter, [encodedNames, .int64s(after), .int64(page), .int64(Int64(pageBytes))])
+            let records: (sql: String, parameters: [PGParameter]) = (
+                sql: PostgresSchema.recordsOfAfter,
+                parameters: [encodedNames, .int64s(after), .int64(page), .int64(Int64(pageBytes))]
+            )
+            let results = connection.pipeline(
+                [records] + (everyName ? [] : [(sql: PostgresSchema.collectionsLeft, parameters: [encodedNames])]))
+            let result = try results[0].get()
             // Copied out of the result once, for the check and for the hand-over.
             let rows = (0..<result.rows).map {
-                (name: result.string($0, 0), seq: result.int64($0, 1), record: result.bytes($0, 2))
+                (
+                    name: result.string($0, 0), seq: result.int64($0, 1), record: result.bytes($0, 2),
+                    id: result.int64($0, 3)
+                )
             }
-            if !everyName, rows.contains(where: { RecordCodec.isViewRecord($0.record) }) {
-                try catchUp(connection)
-                return true
+            if !everyName {
+                let left = try results[1].get()
+                let unread = (0..<left.rows).contains {
+                    !delivery.isHandedOnOrOwn(left.string($0, 0), left.int64($0, 1))
+                }
+                if unread || rows.contains(where: { RecordCodec.isViewRecord($0.record) }) {
+                    return try catchUp(connection) ? .blocked : .caughtUp
+                }
             }
             var read: Set<String> = []
             var readAgain = false
@@ -934,7 +1064,15 @@ final class PostgresJournal: Journal {
                 let name = rows[start].name
                 var end = start + 1
                 while end < rows.count && rows[end].name == name { end += 1 }
-                let (failed, gap) = delivery.offer(name, rows[start..<end].map { (seq: $0.seq, record: $0.record) })
+                // A view's record waits for every record before it in the database's order: one held here (this
+                // server's own, committed, that the writer has not released yet) would take effect after it.
+                if let view = rows[start..<end].first(where: { RecordCodec.isViewRecord($0.record) }),
+                    delivery.holdsBefore(view.id)
+                {
+                    return .blocked
+                }
+                let (failed, gap) = delivery.offer(
+                    name, rows[start..<end].map { (seq: $0.seq, record: $0.record, id: Optional($0.id)) })
                 for record in failed { record.done(false) }
                 // A gap behind where the read began: a record held here was dropped meanwhile (its transaction
                 // rolled back), and its sequence is read again; past it, the records were compacted away.
@@ -942,7 +1080,14 @@ final class PostgresJournal: Journal {
                     readAgain = true
                 } else if gap {
                     tellFallenBehind(name)
-                    return false
+                    return .read
+                }
+                // A view's record held here itself (behind this server's own record, not released yet) holds up
+                // the records after it in the database's order, of every collection.
+                if rows[start..<end].contains(where: {
+                    RecordCodec.isViewRecord($0.record) && $0.seq > delivery.applied(name)
+                }) {
+                    return .blocked
                 }
                 read.insert(name)
                 start = end
@@ -953,10 +1098,10 @@ final class PostgresJournal: Journal {
             for (name, before) in zip(names, after) where !read.contains(name) {
                 if let last = wanted[name] ?? nil, last > before, delivery.readThrough(name) == before {
                     tellFallenBehind(name)
-                    return false
+                    return .read
                 }
             }
-            return false
+            return .read
         }
     }
 

@@ -202,7 +202,7 @@ enum PostgresRecovery {
         var backoff = Backoff()
         while true {
             do throws(StorageError) {
-                return try PGConnection(url)
+                return try PGConnection(url, role: "recovery")
             } catch {
                 guard MonotonicClock.now() < deadline else {
                     throw StartupError("cannot connect to PostgreSQL: \(error)")

@@ -1,9 +1,11 @@
 /// The tables in PostgreSQL and every statement the server runs on them.
 ///
-/// - `changeserver_collections(name, last_seq)`: one row per collection name ever written, with the sequence of
-///   its latest record. A transaction that appends records to a collection raises `last_seq` first, which takes
-///   the row's lock until it commits: so the records of one collection commit in sequence order, whichever
-///   server writes them.
+/// - `changeserver_collections(name, last_seq, left_collection, left_seq)`: one row per collection name ever
+///   written, with the sequence of its latest record. A transaction that appends records to a collection raises
+///   `last_seq` first, which takes the row's lock until it commits: so the records of one collection commit in
+///   sequence order, whichever server writes them. A transaction that moves a view away from a collection takes
+///   its row too, before any id (`lockCollection`), and notes there where its record is (`left_collection`,
+///   `left_seq`): the records of the collection that follow are applied after it by every server.
 /// - `changeserver_records(collection, seq, record, id)`: the journal, one row per record (the binary form of
 ///   `RecordCodec`); the primary key `(collection, seq)` forbids two records with one sequence. `id` (a
 ///   `bigserial`, unique) orders the records of all collections as every server applies them: it is taken while
@@ -64,6 +66,11 @@ enum PostgresSchema {
                     "ALTER TABLE changeserver_views ADD COLUMN IF NOT EXISTS source text, "
                         + "ADD COLUMN IF NOT EXISTS source_id bigint, ADD COLUMN IF NOT EXISTS source_since bigint")
             }
+            if try connection.execute(hasLeftMarks).int64(0, 0) < 2 {
+                try connection.execute(
+                    "ALTER TABLE changeserver_collections ADD COLUMN IF NOT EXISTS left_collection text, "
+                        + "ADD COLUMN IF NOT EXISTS left_seq bigint")
+            }
             if try connection.execute(hasRecordIDs).int64(0, 0) == 0 {
                 for statement in addRecordIDs { try connection.execute(statement) }
             }
@@ -93,6 +100,14 @@ enum PostgresSchema {
             AND NOT attisdropped
         """
 
+    /// How many of the columns that note the latest move away from a collection (`markLeft`)
+    /// `changeserver_collections` has (2 when it has both).
+    private static let hasLeftMarks = """
+        SELECT count(*) FROM pg_attribute
+        WHERE attrelid = 'changeserver_collections'::regclass AND attname IN ('left_collection', 'left_seq')
+            AND NOT attisdropped
+        """
+
     /// Gives every record an id, in place, in the order servers started from before ids: first the records a
     /// snapshot covers, then the others in `(collection, seq)` order; so every snapshot stands before every record
     /// it does not cover, as it was restored before them, and a restart shows what it showed before. New records
@@ -111,20 +126,47 @@ enum PostgresSchema {
         "ALTER TABLE changeserver_snapshots ADD COLUMN IF NOT EXISTS last_id bigint",
     ]
 
-    /// Appends `$3` (a `bytea[]` of `$2` records) to collection `$1` and returns the sequence of the last one:
-    /// the records take `last_seq - $2 + 1 ... last_seq`.
+    /// Appends `$3` (a `bytea[]` of `$2` records) to collection `$1` and returns the sequence of the last one
+    /// (the records take `last_seq - $2 + 1 ... last_seq`), and where the latest record that moved a view away from
+    /// the collection is (`markLeft`; NULL when none did): as the row holds it once its lock is taken, so after
+    /// any such move that committed first.
     static let append = """
         WITH s AS (
             INSERT INTO changeserver_collections (name, last_seq) VALUES ($1, $2)
             ON CONFLICT (name) DO UPDATE SET last_seq = changeserver_collections.last_seq + $2
-            RETURNING last_seq),
+            RETURNING last_seq, left_collection, left_seq),
         i AS (
             INSERT INTO changeserver_records (collection, seq, record)
             SELECT $1, s.last_seq - $2 + r.ord, r.rec FROM s, unnest($3::bytea[]) WITH ORDINALITY AS r(rec, ord))
-        SELECT last_seq FROM s
+        SELECT last_seq, left_collection, left_seq FROM s
         """
 
     static let notify = "SELECT pg_notify($1, $2)"
+
+    /// Takes the row of collection `$1` (inserting it, `last_seq` 0, when missing) until the transaction ends, and
+    /// returns its `last_seq`. A transaction that moves a view takes the row of the source the view leaves, with
+    /// those of its own collections, in name order before any id: a write to that source then either committed
+    /// before the move and took a lower id, or commits after it with a higher one. (Without it, a write that took
+    /// its id before the move and committed after it was applied before the move by some servers, after it by
+    /// others, and the view's versions drifted apart.)
+    static let lockCollection = """
+        INSERT INTO changeserver_collections (name, last_seq) VALUES ($1, 0)
+        ON CONFLICT (name) DO UPDATE SET last_seq = changeserver_collections.last_seq
+        RETURNING last_seq
+        """
+
+    /// Notes that record `$3` of collection `$2` is the latest to move a view away from collection `$1` (whose row
+    /// the transaction holds): a server must have applied it before it applies the records of `$1` that follow it.
+    static let markLeft = "UPDATE changeserver_collections SET left_collection = $2, left_seq = $3 WHERE name = $1"
+
+    /// For each collection of `$1` (a `bytea[]` of UTF-8 names) that a view left: the collection and sequence of
+    /// the latest record that moved a view away from it (`markLeft`; compared in the column's collation, as in
+    /// `recordsOfAfter`).
+    static let collectionsLeft = """
+        SELECT c.left_collection, c.left_seq FROM unnest($1::bytea[]) AS n
+        JOIN changeserver_collections c ON c.name = convert_from(n, 'UTF8') COLLATE "default"
+        WHERE c.left_seq IS NOT NULL
+        """
 
     /// Takes the row of view `$1` (inserting a placeholder, `last_id` 0, for a new name) until the transaction ends,
     /// before the records take their ids: so the records of one view take ids in the order their transactions

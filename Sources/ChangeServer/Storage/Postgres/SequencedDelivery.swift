@@ -34,12 +34,25 @@ final class SequencedDelivery: Sendable {
         case remote(JournalRecord?, bytes: Int)
     }
 
+    /// Records held back past a sequence of some collections (`hold`), until the records they wait for are handed
+    /// on (`release`).
+    private struct Barrier {
+        let bounds: [String: Int64]
+        /// The last sequence of each collection to hand on before it is lifted; nil until `release`.
+        var until: [String: Int64]?
+    }
+
     private struct State {
         /// The sequence of the last record handed on, per collection.
         var applied: [String: Int64] = [:]
         var held: [String: [Int64: Held]] = [:]
         /// Work to run right after a record is handed on (a snapshot's copy, queued on the lane behind it).
         var afterHandingOn: [String: [Int64: [@Sendable () -> Void]]] = [:]
+        /// The ids of the records held that the follower read (`offer`), by collection and sequence.
+        var ids: [String: [Int64: Int64]] = [:]
+        /// Sequences past which records wait (`hold`), by the token that set them.
+        var barriers: [Int: Barrier] = [:]
+        var lastBarrier = 0
         var applyRemote: (@Sendable (JournalRecord, _ bytes: Int) -> Void)?
     }
 
@@ -127,10 +140,12 @@ final class SequencedDelivery: Sendable {
                     own == .pending || (rolledBack && own == .seen)
                 {
                     state.held[name]?[seq] = nil
+                    state.ids[name]?[seq] = nil
                     dropped.append(local)
                 }
             }
             if state.held[name]?.isEmpty == true { state.held[name] = nil }
+            if state.ids[name]?.isEmpty == true { state.ids[name] = nil }
             return dropped
         }
     }
@@ -141,7 +156,7 @@ final class SequencedDelivery: Sendable {
     /// failed, and that record is returned as not durable.
     /// Returns also whether the rows start past a gap that nothing here fills (their records were compacted into
     /// a snapshot): after the next sequence not here (`readThrough`).
-    func offer(_ name: String, _ rows: [(seq: Int64, record: [UInt8])]) -> (failed: [Local], gap: Bool) {
+    func offer(_ name: String, _ rows: [(seq: Int64, record: [UInt8], id: Int64?)]) -> (failed: [Local], gap: Bool) {
         var decoded: [Int64: JournalRecord?] = [:]
         for row in rows {
             do throws(BinaryReader.Malformed) {
@@ -156,6 +171,7 @@ final class SequencedDelivery: Sendable {
             let through = Self.readThrough(name, state)
             var failed: [Local] = []
             for row in rows where row.seq > applied {
+                if let id = row.id { state.ids[name, default: [:]][row.seq] = id }
                 if case .local(let local, let own) = state.held[name]?[row.seq] {
                     if local.record == row.record {
                         if own == .pending { state.held[name]?[row.seq] = .local(local, .seen) }
@@ -171,6 +187,53 @@ final class SequencedDelivery: Sendable {
         }
     }
 
+    /// Whether record `seq` of `name` was handed on, or is one of this server's own (its turn is the writer's to
+    /// give: a batch that waits for reads holds back what must follow it with `hold`).
+    func isHandedOnOrOwn(_ name: String, _ seq: Int64) -> Bool {
+        state.withLock { state in
+            if seq <= state.applied[name] ?? 0 { return true }
+            if case .local = state.held[name]?[seq] { return true }
+            return false
+        }
+    }
+
+    /// Whether a record the follower read with an id below `id` is still held here, not handed on: one of this
+    /// server's own, committed and not released by the writer yet, or one behind a gap. A view's move of id `id`
+    /// must wait for it, as it takes effect after it on every other server.
+    func holdsBefore(_ id: Int64) -> Bool {
+        state.withLock { state in state.ids.values.contains { $0.values.contains { $0 < id } } }
+    }
+
+    /// Holds back the records of each collection of `bounds` past its sequence there, until `release` is called
+    /// with the token returned and what it names is handed on: those of a view's old source committed after this
+    /// server's move of the view, which must take effect after the move, as on every other server.
+    func hold(_ bounds: [String: Int64]) -> Int {
+        state.withLock { state in
+            state.lastBarrier += 1
+            state.barriers[state.lastBarrier] = Barrier(bounds: bounds, until: nil)
+            return state.lastBarrier
+        }
+    }
+
+    /// Lets the records that `hold` held back go, in their turn, once the records of each collection of `after` up
+    /// to its sequence there are handed on (at once when it is empty): the batch that held them, which may itself
+    /// wait for records of other servers before it.
+    func release(_ token: Int, after: [String: Int64] = [:]) {
+        state.withLock { state in
+            state.barriers[token]?.until = after
+            liftBarriers(&state)
+        }
+    }
+
+    /// Lifts the barriers whose records are handed on, and hands on what they held back.
+    private func liftBarriers(_ state: inout State) {
+        let lifted = state.barriers.filter { _, barrier in
+            barrier.until?.allSatisfy { name, seq in seq <= state.applied[name] ?? 0 } ?? false
+        }
+        for token in lifted.keys { state.barriers[token] = nil }
+        for name in Set(lifted.values.flatMap(\.bounds.keys)).sorted() { drain(name, &state) }
+    }
+
     /// Runs `action` right after record `seq` of `name` is handed on, under this object's lock (so that work it
     /// queues on the collection's lane comes after that record and before the next); at once if it was.
     func afterHandingOn(_ name: String, _ seq: Int64, _ action: @escaping @Sendable () -> Void) {
@@ -183,7 +246,8 @@ final class SequencedDelivery: Sendable {
     /// Hands on every record of `name` that is next in order and committed.
     private func drain(_ name: String, _ state: inout State) {
         var next = (state.applied[name] ?? 0) + 1
-        while let held = state.held[name]?[next] {
+        let bound = state.barriers.values.compactMap { $0.bounds[name] }.min() ?? .max
+        while next <= bound, let held = state.held[name]?[next] {
             switch held {
             case .local(let local, let own):
                 guard own == .released else { return }
@@ -192,6 +256,7 @@ final class SequencedDelivery: Sendable {
                 if let record { state.applyRemote?(record, bytes) }
             }
             state.held[name]?[next] = nil
+            state.ids[name]?[next] = nil
             state.applied[name] = next
             if let actions = state.afterHandingOn[name]?.removeValue(forKey: next) {
                 for action in actions { action() }
@@ -200,5 +265,7 @@ final class SequencedDelivery: Sendable {
             next += 1
         }
         if state.held[name]?.isEmpty == true { state.held[name] = nil }
+        if state.ids[name]?.isEmpty == true { state.ids[name] = nil }
+        if state.barriers.values.contains(where: { $0.until?[name] != nil }) { liftBarriers(&state) }
     }
 }
