@@ -16,6 +16,13 @@ extension LivePostgresTests {
         let servers = try (0..<3).map { _ in try ServerProcess(["--postgres", url]) }
         let (a, b, c) = (servers[0], servers[1], servers[2])
         try Self.createSources(through: a)
+        for server in [b, c] {
+            let seen = try eventually {
+                try server.client.get("/v1/collections/zeta").status == 200
+                    && server.client.get("/v1/collections/alpha").status == 200
+            }
+            #expect(seen, "the sources reached every server")
+        }
         #expect(try c.client.put("/v1/views/v", ["source": "zeta"]).status == 201)
         let moving = Atomic(true)
         let failures = Mutex<[String]>([])

@@ -10,14 +10,16 @@ import Synchronization
 /// statement raises the collection's `last_seq` and inserts its records with the sequences it covers; then `COMMIT`;
 /// then a `NOTIFY` (in a transaction of its own) wakes the other servers. A record's callback runs only after the
 /// commit, through `SequencedDelivery`, which also hands on the records of other servers, so every server applies
-/// each collection's records in the same order. A batch that moves a view to another source is handed on once
-/// the follower has read the source it leaves, and the later batches that touch its collections behind it
-/// (`handOn`).
+/// each collection's records in the same order. A batch that moves a view to another source takes the row of the
+/// source it leaves too, before any id, and notes itself there (`PostgresSchema.lockCollection`, `markLeft`): the
+/// records of that source are then in id order with the move, on every server. It is handed on once the follower
+/// has read the source it leaves, and the later batches that touch its collections behind it (`handOn`); a batch
+/// whose collection a move not applied here left waits the same way.
 ///
 /// Following: a follower thread `LISTEN`s and, on each notification, reads the new records of the collections it
-/// names (all of them instead when those hold a view's record, see `follow`); every second, and after each
-/// reconnection, it compares every collection's `last_seq` with what was applied and reads what is missing (a
-/// notification may be lost with a connection).
+/// names (all of them instead, in one snapshot, when those hold a view's record or were left by a move not applied
+/// here, see `follow`); every second, and after each reconnection, it compares every collection's `last_seq` with
+/// what was applied and reads what is missing (a notification may be lost with a connection).
 ///
 /// While the database is unreachable, appends throw `StorageError.unavailable` at once (`503`), records in flight
 /// are reported not durable, and both threads reconnect with capped, jittered backoff.
@@ -258,6 +260,8 @@ final class PostgresJournal: Journal {
         var isRead: Bool
         /// What it holds back of the sources it leaves (`SequencedDelivery.hold`), let go once it is handed on.
         let barriers: [Int]
+        /// What holds its own records back until what they follow is handed on: let go after `movePatience`.
+        let wait: Int?
     }
 
     /// How long a batch that moves a view waits for the follower to read the sources it leaves before it is
@@ -284,8 +288,8 @@ final class PostgresJournal: Journal {
                 }
             }
             // Those the follower saw committed are answered so.
-            for barrier in unresolved.compactMap(\.barrier) { delivery.release(barrier) }
-            handOn(unresolved.flatMap(\.ranges), leaving: [], barriers: [])
+            for barrier in unresolved.flatMap(\.barriers) { delivery.release(barrier) }
+            handOn(unresolved.flatMap(\.ranges), leaving: [], barriers: [], wait: nil)
         }
         while true {
             if queue.withLock({ queue in
@@ -424,8 +428,8 @@ final class PostgresJournal: Journal {
             // after the reads they wait for, as at a commit; and the new sources of their moves are owed snapshots.
             owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
             // Some of its records may not be there: what it held back goes now.
-            if let barrier = batch.barrier { delivery.release(barrier) }
-            handOn(batch.ranges, leaving: batch.leaving, barriers: [])
+            for barrier in batch.barriers { delivery.release(barrier) }
+            handOn(batch.ranges, leaving: batch.leaving, barriers: [], wait: nil)
             batches.removeFirst()
         }
         trySnapshotsOwedLater()
@@ -437,8 +441,8 @@ final class PostgresJournal: Journal {
         let ranges: [Range]
         let leaving: Set<String>
         let movedTo: Set<String>
-        /// What the batch holds back of the sources it leaves (`SequencedDelivery.hold`), until it is handed on.
-        let barrier: Int?
+        /// What the batch holds back (`SequencedDelivery.hold`): of the sources it leaves, and of its own records.
+        let barriers: [Int]
     }
 
     /// What became of a batch sent to the database.
@@ -489,6 +493,13 @@ final class PostgresJournal: Journal {
         var unread: Set<String> = []
         var leaves: [String: Set<String>] = [:]
         var bounds: [String: Int64] = [:]
+        // The records that the batch's own must follow, committed before them (the last of each collection).
+        var follows: [String: Int64] = [:]
+        func mustFollow(_ name: String, through seq: Int64) {
+            guard seq > delivery.applied(name) else { return }
+            unread.insert(name)
+            follows[name] = max(follows[name] ?? 0, seq)
+        }
         do throws(StorageError) {
             var opening: [(sql: String, parameters: [PGParameter])] = [(sql: "BEGIN", parameters: [])]
             if !views.isEmpty {
@@ -502,9 +513,7 @@ final class PostgresJournal: Journal {
                     let noted = try outcome.get()
                     guard noted.rows == 1 else { continue }
                     if !noted.isNull(0, 0) { notedSources[view] = noted.string(0, 0) }
-                    if !noted.isNull(0, 1) && delivery.applied(noted.string(0, 1)) < noted.int64(0, 2) {
-                        unread.insert(noted.string(0, 1))
-                    }
+                    if !noted.isNull(0, 1) { mustFollow(noted.string(0, 1), through: noted.int64(0, 2)) }
                 }
                 for record in viewRecords {
                     let sources = [notedSources[record.view], viewSource(record.view)].compactMap { $0 }
@@ -520,21 +529,20 @@ final class PostgresJournal: Journal {
             for (name, outcome) in zip(lockedNames, results.dropFirst(opening.count)) {
                 lockedAt[name] = try outcome.get().int64(0, 0)
             }
+            // The records of the sources left up to the lock come first; the batch's own in them go with it.
+            for source in left { mustFollow(source, through: lockedAt[source] ?? 0) }
             for (name, outcome) in zip(names, results.dropFirst(opening.count + locks.count)) {
                 let records = byCollection[name] ?? []
                 let appended = try outcome.get()
                 let last = appended.int64(0, 0)
                 assigned.append((name, last - Int64(records.count) + 1, records.count))
                 // This batch's records of a source it leaves take effect with it, in name order as their ids.
-                if lockedAt[name] != nil { lockedAt[name] = last }
-                // A move away from the collection committed before it (this server's own moves wait for their
-                // reads themselves): the batch waits for the read of the move's collection, so that this server
-                // applies the move first, as every server does.
-                if !appended.isNull(0, 2), !delivery.isHandedOnOrOwn(appended.string(0, 1), appended.int64(0, 2)) {
-                    unread.insert(appended.string(0, 1))
-                }
+                if lockedAt[name] != nil { bounds[name] = last }
+                // A move away from the collection committed before it: the batch follows it, and waits for the
+                // read of the move's collection, so that this server applies the move first, as every server does.
+                if !appended.isNull(0, 2) { mustFollow(appended.string(0, 1), through: appended.int64(0, 2)) }
             }
-            for source in left { bounds[source] = lockedAt[source] }
+            for source in left where bounds[source] == nil { bounds[source] = lockedAt[source] }
         } catch {
             if mayResend && connection.isBroken { return .unsent(error) }
             logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
@@ -546,6 +554,13 @@ final class PostgresJournal: Journal {
         // The records of the sources left that commit after this batch wait for it here, as they come after it in
         // the database's order (`PostgresSchema.lockCollection`); set before the commit, which they cannot precede.
         let barrier = bounds.isEmpty ? nil : delivery.hold(bounds)
+        // And the batch's own wait for what they follow to be handed on: a read alone does not tell, as a record
+        // read may still be held here (behind one of this server's own).
+        let wait =
+            follows.isEmpty
+            ? nil
+            : delivery.hold(
+                Dictionary(assigned.map { ($0.name, $0.first - 1) }, uniquingKeysWith: min), until: follows)
         let moves = viewMoves(viewRecords)
         // The new sources the batch's moves snapshot: the moves as applied here, and those in the database's order
         // too (of a view whose latest move this server has not read yet).
@@ -580,18 +595,20 @@ final class PostgresJournal: Journal {
                     failed += delivery.abandon(range.name, first: range.first, count: range.count, rolledBack: true)
                 }
                 for record in failed { record.done(false) }
-                if let barrier { delivery.release(barrier) }
+                for token in [barrier, wait].compactMap({ $0 }) { delivery.release(token) }
                 return .failed
             }
             logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
-            return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: movedTo, barrier: barrier))
+            return .unanswered(
+                Unanswered(
+                    ranges: assigned, leaving: leaving, movedTo: movedTo, barriers: [barrier, wait].compactMap { $0 }))
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
         snapshotIfGrown(batch, assigned, movedTo: movedTo, &bytesSinceSnapshot)
-        handOn(assigned, leaving: leaving, barriers: barrier.map { [$0] } ?? [])
+        handOn(assigned, leaving: leaving, barriers: barrier.map { [$0] } ?? [], wait: wait)
         return .committed
     }
 
@@ -633,18 +650,20 @@ final class PostgresJournal: Journal {
     /// after it that touch those sources or its collections wait behind it: a write to the old source committed
     /// after the move must not take effect before it (`releaseReadBatches`). The follower reading one of these
     /// batches' rows does not hand it on (`SequencedDelivery.offer`).
-    private func handOn(_ ranges: [Range], leaving sources: Set<String>, barriers: [Int]) {
+    private func handOn(_ ranges: [Range], leaving sources: Set<String>, barriers: [Int], wait: Int?) {
         let id = queue.withLock { queue in
             queue.lastBatchID += 1
             queue.committed.append(
                 CommittedBatch(
                     id: queue.lastBatchID, ranges: ranges, sources: sources, isRead: sources.isEmpty,
-                    barriers: barriers))
+                    barriers: barriers, wait: wait))
             return queue.lastBatchID
         }
         if !sources.isEmpty {
             wakeFollower()
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Self.movePatience)) { [self] in
+                // What it follows not handed on by now (a follower that cannot read): it goes without.
+                if let wait { delivery.release(wait) }
                 guard markRead([id]) else { return }
                 metrics.moveHandedOnUnread()
                 logger.warning(
@@ -979,8 +998,13 @@ final class PostgresJournal: Journal {
     /// Returns whether it stopped before a view's record (`Followed.blocked`).
     @discardableResult
     private func catchUp(_ connection: PGConnection) throws(StorageError) -> Bool {
-        try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        // It holds no lock, so it may sit idle longer than a commit (handing on a page of large records).
+        let opened = connection.pipeline([
+            (sql: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", parameters: []),
+            (sql: "SET LOCAL idle_in_transaction_session_timeout = '60s'", parameters: []),
+        ])
         do throws(StorageError) {
+            for outcome in opened { _ = try outcome.get() }
             let result = try connection.execute(PostgresSchema.lastSequences)
             metrics.caughtUp()
             var behind: [String: Int64?] = [:]

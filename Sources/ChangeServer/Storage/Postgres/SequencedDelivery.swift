@@ -205,12 +205,15 @@ final class SequencedDelivery: Sendable {
     }
 
     /// Holds back the records of each collection of `bounds` past its sequence there, until `release` is called
-    /// with the token returned and what it names is handed on: those of a view's old source committed after this
-    /// server's move of the view, which must take effect after the move, as on every other server.
-    func hold(_ bounds: [String: Int64]) -> Int {
+    /// with the token returned and what it names is handed on (or, given `until`, until the records it names are
+    /// handed on, or `release` is called without them): those of a view's old source committed after this
+    /// server's move of the view, which must take effect after the move, as on every other server; or a batch's
+    /// own records, which must take effect after records committed before them that they depend on (a move).
+    func hold(_ bounds: [String: Int64], until: [String: Int64]? = nil) -> Int {
         state.withLock { state in
             state.lastBarrier += 1
-            state.barriers[state.lastBarrier] = Barrier(bounds: bounds, until: nil)
+            state.barriers[state.lastBarrier] = Barrier(bounds: bounds, until: until)
+            if until != nil { liftBarriers(&state) }
             return state.lastBarrier
         }
     }
