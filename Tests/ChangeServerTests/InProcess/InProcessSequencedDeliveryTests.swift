@@ -194,6 +194,23 @@ import Testing
         #expect(!delivery.holdsBefore(.max))
     }
 
+    /// A batch of this server that follows another server's move (`d` 1) holds its own records back (`c` past 1)
+    /// until that move is handed on, not only read: a read that holds it behind a gap does not let them go.
+    @Test func ownRecordsHeldUntilWhatTheyFollowIsHandedOn() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        delivery.register("c", first: 2, [Self.local(100, output)])
+        let wait = delivery.hold(["c": 1], until: ["d": 2])
+        _ = delivery.offer("c", [(1, Self.record(1), 5)])
+        _ = delivery.committed("c", first: 2, count: 1)
+        _ = delivery.offer("d", [(2, Self.record(52), 12)])
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1], "d 2 is read but held behind d 1")
+        _ = delivery.offer("d", [(1, Self.record(51), 11)])
+        #expect(output.handed.withLock { $0.map(\.seq) } == [1, 51, 52, 100])
+        delivery.release(wait)
+        #expect(output.handed.withLock { $0.count } == 4)
+    }
+
     /// A barrier released with nothing to wait for (its batch failed) lets what it held back go at once; another
     /// barrier on the same collection still holds what lies past its own bound.
     @Test func aBarrierReleasedAtOnceHoldsNothingBack() {
