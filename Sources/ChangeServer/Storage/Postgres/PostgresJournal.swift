@@ -893,8 +893,10 @@ final class PostgresJournal: Journal {
         var backoff = Backoff()
         var lastCatchUp: Int64 = 0
         /// Whether a read stopped before a view's record that waits for a record held here (`Followed.blocked`):
-        /// every collection is read again in a moment.
+        /// every collection is read again in a moment, 2 ms after the first such read, then twice as long after
+        /// each next one, up to 64 ms (a catch-up reads every collection's `last_seq`).
         var readSoon = false
+        var blockedWait: Int64 = 2
         while !queue.withLock({ $0.isClosing }) {
             guard let current = connection else {
                 do throws(StorageError) {
@@ -955,7 +957,12 @@ final class PostgresJournal: Journal {
                 }
                 readSoon = blocked
                 // The record waited for is released by the writer within moments (or by the read just made).
-                if blocked { waitForFollower(socket: current.socket, until: MonotonicClock.now() + 2) }
+                if blocked {
+                    waitForFollower(socket: current.socket, until: MonotonicClock.now() + blockedWait)
+                    blockedWait = min(blockedWait * 2, 64)
+                } else {
+                    blockedWait = 2
+                }
             } catch {
                 logger.warning("the PostgreSQL follower lost its connection (\(error)); reconnecting")
                 connection = nil
@@ -1073,7 +1080,7 @@ final class PostgresJournal: Journal {
             if !everyName {
                 let left = try results[1].get()
                 let unread = (0..<left.rows).contains {
-                    !delivery.isHandedOnOrOwn(left.string($0, 0), left.int64($0, 1))
+                    left.int64($0, 1) > delivery.applied(left.string($0, 0))
                 }
                 if unread || rows.contains(where: { RecordCodec.isViewRecord($0.record) }) {
                     return try catchUp(connection) ? .blocked : .caughtUp

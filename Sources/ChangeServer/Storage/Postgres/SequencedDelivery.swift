@@ -187,16 +187,6 @@ final class SequencedDelivery: Sendable {
         }
     }
 
-    /// Whether record `seq` of `name` was handed on, or is one of this server's own (its turn is the writer's to
-    /// give: a batch that waits for reads holds back what must follow it with `hold`).
-    func isHandedOnOrOwn(_ name: String, _ seq: Int64) -> Bool {
-        state.withLock { state in
-            if seq <= state.applied[name] ?? 0 { return true }
-            if case .local = state.held[name]?[seq] { return true }
-            return false
-        }
-    }
-
     /// Whether a record the follower read with an id below `id` is still held here, not handed on: one of this
     /// server's own, committed and not released by the writer yet, or one behind a gap. A view's move of id `id`
     /// must wait for it, as it takes effect after it on every other server.
