@@ -537,7 +537,7 @@ final class PostgresJournal: Journal {
                 let last = appended.int64(0, 0)
                 assigned.append((name, last - Int64(records.count) + 1, records.count))
                 // This batch's records of a source it leaves take effect with it, in name order as their ids.
-                if lockedAt[name] != nil { bounds[name] = last }
+                if left.contains(name) { bounds[name] = last }
                 // A move away from the collection committed before it: the batch follows it, and waits for the
                 // read of the move's collection, so that this server applies the move first, as every server does.
                 if !appended.isNull(0, 2) { mustFollow(appended.string(0, 1), through: appended.int64(0, 2)) }
@@ -569,9 +569,9 @@ final class PostgresJournal: Journal {
                 guard let noted = notedSources[record.view], noted != record.collection else { return nil }
                 return record.collection
             })
-        // The batch waits for the read of the collections holding its views' latest records too, so that this
-        // server applies those first, as every server does (it applied its own record first, and then an older move
-        // of another server over it).
+        // The batch waits for the read of the sources it leaves, and of the collections holding what it follows, so
+        // that this server applies those first, as every server does (it applied its own record first, and then an
+        // older move of another server over it).
         let leaving = Set(bounds.keys).union(moves.map(\.from)).union(unread)
         // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
         // notifying transaction of the database shares, and inside the records' transaction it would be held
@@ -727,9 +727,11 @@ final class PostgresJournal: Journal {
         }
     }
 
-    /// Hands on every batch still waiting, without a read: at a stop.
+    /// Hands on every batch still waiting, without a read and without what it follows: at a stop.
     private func releaseWaiting() {
-        _ = markRead(queue.withLock { Set($0.committed.map(\.id)) })
+        let waiting = queue.withLock { $0.committed }
+        for wait in waiting.compactMap(\.wait) { delivery.release(wait) }
+        _ = markRead(Set(waiting.map(\.id)))
         releaseReadBatches()
     }
 

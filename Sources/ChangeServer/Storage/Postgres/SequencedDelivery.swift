@@ -240,10 +240,10 @@ final class SequencedDelivery: Sendable {
     private func drain(_ name: String, _ state: inout State) {
         var next = (state.applied[name] ?? 0) + 1
         let bound = state.barriers.values.compactMap { $0.bounds[name] }.min() ?? .max
-        while next <= bound, let held = state.held[name]?[next] {
+        handing: while next <= bound, let held = state.held[name]?[next] {
             switch held {
             case .local(let local, let own):
-                guard own == .released else { return }
+                guard own == .released else { break handing }
                 local.done(true)
             case .remote(let record, let bytes):
                 if let record { state.applyRemote?(record, bytes) }
