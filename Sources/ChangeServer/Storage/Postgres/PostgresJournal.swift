@@ -258,10 +258,20 @@ final class PostgresJournal: Journal {
         let sources: Set<String>
         /// Whether those sources were read since it committed (or it waited `movePatience`, or has none).
         var isRead: Bool
-        /// What it holds back of the sources it leaves (`SequencedDelivery.hold`), let go once it is handed on.
-        let barriers: [Int]
-        /// What holds its own records back until what they follow is handed on: let go after `movePatience`.
-        let wait: Int?
+        /// What it holds back: of the sources it leaves (`SequencedDelivery.hold`), let go once its records
+        /// `after` names are handed on (those it does not hold back itself), or after `movePatience`; and its own
+        /// records, until what they follow is handed on, or after `movePatience`.
+        let hold: Hold
+    }
+
+    /// What a batch holds back (see `CommittedBatch.hold`).
+    private struct Hold {
+        var barrier: Int?
+        var after: [String: Int64] = [:]
+        var wait: Int?
+
+        static let none = Hold()
+        var tokens: [Int] { [barrier, wait].compactMap { $0 } }
     }
 
     /// How long a batch that moves a view waits for the follower to read the sources it leaves before it is
@@ -288,8 +298,8 @@ final class PostgresJournal: Journal {
                 }
             }
             // Those the follower saw committed are answered so.
-            for barrier in unresolved.flatMap(\.barriers) { delivery.release(barrier) }
-            handOn(unresolved.flatMap(\.ranges), leaving: [], barriers: [], wait: nil)
+            for token in unresolved.flatMap(\.hold.tokens) { delivery.release(token) }
+            handOn(unresolved.flatMap(\.ranges), leaving: [], hold: .none)
         }
         while true {
             if queue.withLock({ queue in
@@ -427,9 +437,8 @@ final class PostgresJournal: Journal {
             // The rows found are this server's records, committed: handed on in their turn among its batches,
             // after the reads they wait for, as at a commit; and the new sources of their moves are owed snapshots.
             owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
-            // Some of its records may not be there: what it held back goes now.
-            for barrier in batch.barriers { delivery.release(barrier) }
-            handOn(batch.ranges, leaving: batch.leaving, barriers: [], wait: nil)
+            // Some of its records may not be there: what they hold back goes after `movePatience` at the latest.
+            handOn(batch.ranges, leaving: batch.leaving, hold: batch.hold)
             batches.removeFirst()
         }
         trySnapshotsOwedLater()
@@ -441,8 +450,8 @@ final class PostgresJournal: Journal {
         let ranges: [Range]
         let leaving: Set<String>
         let movedTo: Set<String>
-        /// What the batch holds back (`SequencedDelivery.hold`): of the sources it leaves, and of its own records.
-        let barriers: [Int]
+        /// What the batch holds back (`CommittedBatch.hold`).
+        let hold: Hold
     }
 
     /// What became of a batch sent to the database.
@@ -536,13 +545,21 @@ final class PostgresJournal: Journal {
                 let appended = try outcome.get()
                 let last = appended.int64(0, 0)
                 assigned.append((name, last - Int64(records.count) + 1, records.count))
-                // This batch's records of a source it leaves take effect with it, in name order as their ids.
-                if left.contains(name) { bounds[name] = last }
                 // A move away from the collection committed before it: the batch follows it, and waits for the
                 // read of the move's collection, so that this server applies the move first, as every server does.
                 if !appended.isNull(0, 2) { mustFollow(appended.string(0, 1), through: appended.int64(0, 2)) }
             }
-            for source in left where bounds[source] == nil { bounds[source] = lockedAt[source] }
+            // The batch's own records of a source it leaves go before its last move away from it when their
+            // collection's name comes first (their ids do), and are held back behind the batch when it comes after.
+            let moves = lastMovesAway(byCollection, assigned, leaves)
+            for source in left {
+                if let own = assigned.first(where: { $0.name == source }) {
+                    let before = moves[source].map { source < $0.name } ?? true
+                    bounds[source] = before ? own.first + Int64(own.count) - 1 : own.first - 1
+                } else {
+                    bounds[source] = lockedAt[source]
+                }
+            }
         } catch {
             if mayResend && connection.isBroken { return .unsent(error) }
             logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
@@ -561,6 +578,11 @@ final class PostgresJournal: Journal {
             ? nil
             : delivery.hold(
                 Dictionary(assigned.map { ($0.name, $0.first - 1) }, uniquingKeysWith: min), until: follows)
+        // The barrier goes once the batch's records are handed on, but for those it holds back itself.
+        let after = Dictionary(
+            assigned.filter { $0.count > 0 }.map { ($0.name, $0.first + Int64($0.count) - 1) }, uniquingKeysWith: max
+        ).filter { (bounds[$0.key] ?? .max) >= $0.value }
+        let hold = Hold(barrier: barrier, after: after, wait: wait)
         let moves = viewMoves(viewRecords)
         // The new sources the batch's moves snapshot: the moves as applied here, and those in the database's order
         // too (of a view whose latest move this server has not read yet).
@@ -577,7 +599,7 @@ final class PostgresJournal: Journal {
         // notifying transaction of the database shares, and inside the records' transaction it would be held
         // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
         // others until their next catch-up.
-        let notes = viewNotes(byCollection, assigned) + leftMarks(byCollection, assigned, leaves)
+        let notes = viewNotes(byCollection, assigned) + leftMarks(lastMovesAway(byCollection, assigned, leaves))
         let committed = connection.pipeline(
             notes + [
                 (sql: "COMMIT", parameters: []),
@@ -595,41 +617,44 @@ final class PostgresJournal: Journal {
                     failed += delivery.abandon(range.name, first: range.first, count: range.count, rolledBack: true)
                 }
                 for record in failed { record.done(false) }
-                for token in [barrier, wait].compactMap({ $0 }) { delivery.release(token) }
+                for token in hold.tokens { delivery.release(token) }
                 return .failed
             }
             logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
-            return .unanswered(
-                Unanswered(
-                    ranges: assigned, leaving: leaving, movedTo: movedTo, barriers: [barrier, wait].compactMap { $0 }))
+            return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: movedTo, hold: hold))
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }
         snapshotIfGrown(batch, assigned, movedTo: movedTo, &bytesSinceSnapshot)
-        handOn(assigned, leaving: leaving, barriers: barrier.map { [$0] } ?? [], wait: wait)
+        handOn(assigned, leaving: leaving, hold: hold)
         return .committed
     }
 
-    /// The statements that note, for each source a view record of the batch moves its view away from, where that
-    /// record is (`PostgresSchema.markLeft`): the last such record of the batch, which has the highest id (the
-    /// records take ids in the order of their collections' names, then sequences).
-    private func leftMarks(
+    /// For each source a view record of the batch moves its view away from, where the last such record is: it
+    /// has the highest id (the records take ids in the order of their collections' names, then sequences).
+    private func lastMovesAway(
         _ byCollection: [String: [SequencedDelivery.Local]], _ assigned: [Range], _ leaves: [String: Set<String>]
-    ) -> [(sql: String, parameters: [PGParameter])] {
-        guard !leaves.isEmpty else { return [] }
-        var marks: [String: (name: String, seq: Int64)] = [:]
+    ) -> [String: (name: String, seq: Int64)] {
+        guard !leaves.isEmpty else { return [:] }
+        var moves: [String: (name: String, seq: Int64)] = [:]
         for range in assigned {
             for (offset, record) in (byCollection[range.name] ?? []).enumerated() {
                 guard let change = RecordCodec.viewChange(record.record) else { continue }
                 for source in leaves[change.view] ?? [] {
-                    marks[source] = (range.name, range.first + Int64(offset))
+                    moves[source] = (range.name, range.first + Int64(offset))
                 }
             }
         }
-        return marks.keys.sorted().compactMap { source in
-            marks[source].map { mark in
+        return moves
+    }
+
+    /// The statements that note those moves in their sources' rows (`PostgresSchema.markLeft`).
+    private func leftMarks(_ moves: [String: (name: String, seq: Int64)]) -> [(sql: String, parameters: [PGParameter])]
+    {
+        moves.keys.sorted().compactMap { source in
+            moves[source].map { mark in
                 (sql: PostgresSchema.markLeft, parameters: [.text(source), .text(mark.name), .int64(mark.seq)])
             }
         }
@@ -650,24 +675,24 @@ final class PostgresJournal: Journal {
     /// after it that touch those sources or its collections wait behind it: a write to the old source committed
     /// after the move must not take effect before it (`releaseReadBatches`). The follower reading one of these
     /// batches' rows does not hand it on (`SequencedDelivery.offer`).
-    private func handOn(_ ranges: [Range], leaving sources: Set<String>, barriers: [Int], wait: Int?) {
+    private func handOn(_ ranges: [Range], leaving sources: Set<String>, hold: Hold) {
         let id = queue.withLock { queue in
             queue.lastBatchID += 1
             queue.committed.append(
                 CommittedBatch(
-                    id: queue.lastBatchID, ranges: ranges, sources: sources, isRead: sources.isEmpty,
-                    barriers: barriers, wait: wait))
+                    id: queue.lastBatchID, ranges: ranges, sources: sources, isRead: sources.isEmpty, hold: hold))
             return queue.lastBatchID
         }
         if !sources.isEmpty {
             wakeFollower()
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Self.movePatience)) { [self] in
-                // What it follows not handed on by now (a follower that cannot read): it goes without.
-                if let wait { delivery.release(wait) }
                 guard markRead([id]) else { return }
+                // Not read by now (a follower that cannot read): what it follows may never be handed on here, and
+                // what it holds back goes without.
+                for token in hold.tokens { delivery.release(token) }
                 metrics.moveHandedOnUnread()
                 logger.warning(
-                    "a batch of view records waited \(Self.movePatience) ms for the follower to read "
+                    "a batch waited \(Self.movePatience) ms for the follower to read "
                         + "\(sources.sorted()); handed on without it")
                 releaseReadBatches()
             }
@@ -710,14 +735,11 @@ final class PostgresJournal: Journal {
             }
             var behind: [String] = []
             for batch in ready {
+                // What the batch held back of the sources it leaves goes behind it, once it is handed on itself.
+                if let barrier = batch.hold.barrier { delivery.release(barrier, after: batch.hold.after) }
                 for range in batch.ranges where delivery.committed(range.name, first: range.first, count: range.count) {
                     behind.append(range.name)
                 }
-                // What the batch held back of the sources it leaves goes behind it, once it is handed on itself.
-                let last = Dictionary(
-                    batch.ranges.filter { $0.count > 0 }.map { ($0.name, $0.first + Int64($0.count) - 1) },
-                    uniquingKeysWith: max)
-                for barrier in batch.barriers { delivery.release(barrier, after: last) }
             }
             if !behind.isEmpty {
                 // Records of other servers come before them that are not here yet: the follower reads them now.
@@ -730,9 +752,9 @@ final class PostgresJournal: Journal {
     /// Hands on every batch still waiting, without a read and without what it follows: at a stop.
     private func releaseWaiting() {
         let waiting = queue.withLock { $0.committed }
-        for wait in waiting.compactMap(\.wait) { delivery.release(wait) }
         _ = markRead(Set(waiting.map(\.id)))
         releaseReadBatches()
+        for token in waiting.flatMap(\.hold.tokens) { delivery.release(token) }
     }
 
     /// The statements that note, for each view record of the batch, that it is its view's latest (in the order of
@@ -1098,12 +1120,14 @@ final class PostgresJournal: Journal {
                 var end = start + 1
                 while end < rows.count && rows[end].name == name { end += 1 }
                 // A view's record waits for every record before it in the database's order: one held here (this
-                // server's own, committed, that the writer has not released yet) would take effect after it.
+                // server's own, committed, that the writer has not released yet) would take effect after it. And
+                // every record waits for a view's record before it that is held here (read by an earlier page).
                 if let view = rows[start..<end].first(where: { RecordCodec.isViewRecord($0.record) }),
                     delivery.holdsBefore(view.id)
                 {
                     return .blocked
                 }
+                if delivery.holdsViewRecordBefore(rows[start].id) { return .blocked }
                 let (failed, gap) = delivery.offer(
                     name, rows[start..<end].map { (seq: $0.seq, record: $0.record, id: Optional($0.id)) })
                 for record in failed { record.done(false) }

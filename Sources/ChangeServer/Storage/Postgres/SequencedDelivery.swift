@@ -48,8 +48,10 @@ final class SequencedDelivery: Sendable {
         var held: [String: [Int64: Held]] = [:]
         /// Work to run right after a record is handed on (a snapshot's copy, queued on the lane behind it).
         var afterHandingOn: [String: [Int64: [@Sendable () -> Void]]] = [:]
-        /// The ids of the records held that the follower read (`offer`), by collection and sequence.
+        /// The ids of the records held that the follower read (`offer`), by collection and sequence; and of those
+        /// that are views' records.
         var ids: [String: [Int64: Int64]] = [:]
+        var viewIDs: [String: [Int64: Int64]] = [:]
         /// Sequences past which records wait (`hold`), by the token that set them.
         var barriers: [Int: Barrier] = [:]
         var lastBarrier = 0
@@ -141,11 +143,13 @@ final class SequencedDelivery: Sendable {
                 {
                     state.held[name]?[seq] = nil
                     state.ids[name]?[seq] = nil
+                    state.viewIDs[name]?[seq] = nil
                     dropped.append(local)
                 }
             }
             if state.held[name]?.isEmpty == true { state.held[name] = nil }
             if state.ids[name]?.isEmpty == true { state.ids[name] = nil }
+            if state.viewIDs[name]?.isEmpty == true { state.viewIDs[name] = nil }
             return dropped
         }
     }
@@ -171,7 +175,10 @@ final class SequencedDelivery: Sendable {
             let through = Self.readThrough(name, state)
             var failed: [Local] = []
             for row in rows where row.seq > applied {
-                if let id = row.id { state.ids[name, default: [:]][row.seq] = id }
+                if let id = row.id {
+                    state.ids[name, default: [:]][row.seq] = id
+                    if RecordCodec.isViewRecord(row.record) { state.viewIDs[name, default: [:]][row.seq] = id }
+                }
                 if case .local(let local, let own) = state.held[name]?[row.seq] {
                     if local.record == row.record {
                         if own == .pending { state.held[name]?[row.seq] = .local(local, .seen) }
@@ -192,6 +199,13 @@ final class SequencedDelivery: Sendable {
     /// must wait for it, as it takes effect after it on every other server.
     func holdsBefore(_ id: Int64) -> Bool {
         state.withLock { state in state.ids.values.contains { $0.values.contains { $0 < id } } }
+    }
+
+    /// Whether a view's record the follower read with an id below `id` is still held here, not handed on (behind
+    /// one of this server's own records, or a gap): every record after it in the database's order must wait for it,
+    /// as it takes effect after it on every other server.
+    func holdsViewRecordBefore(_ id: Int64) -> Bool {
+        state.withLock { state in state.viewIDs.values.contains { $0.values.contains { $0 < id } } }
     }
 
     /// Holds back the records of each collection of `bounds` past its sequence there, until `release` is called
@@ -250,6 +264,7 @@ final class SequencedDelivery: Sendable {
             }
             state.held[name]?[next] = nil
             state.ids[name]?[next] = nil
+            state.viewIDs[name]?[next] = nil
             state.applied[name] = next
             if let actions = state.afterHandingOn[name]?.removeValue(forKey: next) {
                 for action in actions { action() }
@@ -259,6 +274,7 @@ final class SequencedDelivery: Sendable {
         }
         if state.held[name]?.isEmpty == true { state.held[name] = nil }
         if state.ids[name]?.isEmpty == true { state.ids[name] = nil }
+        if state.viewIDs[name]?.isEmpty == true { state.viewIDs[name] = nil }
         if state.barriers.values.contains(where: { $0.until?[name] != nil }) { liftBarriers(&state) }
     }
 }

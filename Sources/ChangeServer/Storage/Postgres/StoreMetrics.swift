@@ -73,7 +73,7 @@ final class StoreMetrics: Sendable {
         lines.append("changeserver_store_snapshot_failures_total \(snapshot.snapshotFailures)")
         metric(
             "changeserver_store_moves_unread_total", "counter",
-            "Batches of view records (moves) handed on after 2 s without the follower's read they wait for.")
+            "Batches handed on after 2 s without the records they wait for (a view's move, its old source).")
         lines.append("changeserver_store_moves_unread_total \(snapshot.movesUnread)")
         metric(
             "changeserver_store_housekeeping_jobs", "gauge",
