@@ -211,6 +211,23 @@ import Testing
         #expect(output.handed.withLock { $0.count } == 4)
     }
 
+    /// A view's record the follower read and holds (behind this server's own record, committed and not released
+    /// yet) is known held by its id, as that own record is: records after it wait for it; once handed on, nothing
+    /// is held.
+    @Test func aHeldViewRecordIsKnownHeldByItsID() {
+        let output = Output()
+        let delivery = Self.delivery(output)
+        delivery.register("d", first: 1, [Self.local(100, output)])
+        let definition = JSONData(canonical: Array(#"{"source":"d"}"#.utf8))
+        let move = RecordCodec.encode(.defineView(view: "v", epoch: "e", definition: definition, conditions: .none))
+        _ = delivery.offer("d", [(1, Self.record(100), 5), (2, move, 7)])
+        #expect(delivery.holdsBefore(7), "the own record, id 5")
+        #expect(delivery.holdsViewRecordBefore(8) && !delivery.holdsViewRecordBefore(7))
+        _ = delivery.committed("d", first: 1, count: 1)
+        #expect(output.handed.withLock { $0.map(\.seq) } == [100])
+        #expect(!delivery.holdsBefore(.max) && !delivery.holdsViewRecordBefore(.max))
+    }
+
     /// A barrier released with nothing to wait for (its batch failed) lets what it held back go at once; another
     /// barrier on the same collection still holds what lies past its own bound.
     @Test func aBarrierReleasedAtOnceHoldsNothingBack() {
