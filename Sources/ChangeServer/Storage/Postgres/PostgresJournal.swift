@@ -418,6 +418,7 @@ final class PostgresJournal: Journal {
     /// the first ones on again (and wait for their reads again).
     private func resolve(_ batches: inout [Unanswered], on connection: PGConnection) throws(StorageError) {
         while let batch = batches.first {
+            var rolledBack = false
             for range in batch.ranges {
                 let result = try connection.execute(
                     PostgresSchema.recordsAfter,
@@ -428,6 +429,7 @@ final class PostgresJournal: Journal {
                 var failed = delivery.offer(range.name, rows).failed
                 failed += delivery.abandon(range.name, first: range.first, count: range.count)
                 for record in failed { record.done(false) }
+                rolledBack = rolledBack || !failed.isEmpty
                 // Rows at those sequences may be another server's records (this transaction rolled back, and
                 // another took the sequences): only this server's bytes count, which are the ones not failed.
                 logger.warning(
@@ -437,8 +439,10 @@ final class PostgresJournal: Journal {
             // The rows found are this server's records, committed: handed on in their turn among its batches,
             // after the reads they wait for, as at a commit; and the new sources of their moves are owed snapshots.
             owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
-            // Some of its records may not be there: what they hold back goes after `movePatience` at the latest.
-            handOn(batch.ranges, leaving: batch.leaving, hold: batch.hold)
+            // Rolled back, it orders nothing, and the sequences it held back behind may never be filled: what it
+            // holds back goes now.
+            if rolledBack { for token in batch.hold.tokens { delivery.release(token) } }
+            handOn(batch.ranges, leaving: batch.leaving, hold: rolledBack ? .none : batch.hold)
             batches.removeFirst()
         }
         trySnapshotsOwedLater()
