@@ -205,11 +205,20 @@ extension LivePostgresTests {
             _ = try? admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
             _ = try? admin.execute("SELECT pg_reload_conf()")
         }
+        // The writer's session reads the new setting only when its backend gets to the reload, which its commit
+        // could come before: once new sessions have it, the writer's is ended, and it starts a new one.
+        let reloaded = try eventually {
+            try PGConnection(url).execute("SHOW synchronous_standby_names").string(0, 0) == "nobody"
+        }
+        #expect(reloaded)
+        try admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'changeserver writer'")
         let redefined = redefineOnZeta(through: behind)
         var writer: Int64 = 0
         _ = try eventually {
             let found = try admin.execute(
-                "SELECT pid::bigint FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE 'COMMIT%'")
+                "SELECT pid::bigint FROM pg_stat_activity WHERE wait_event = 'SyncRep' "
+                    + "AND application_name = 'changeserver writer'")
             if found.rows > 0 { writer = found.int64(0, 0) }
             return writer > 0
         }
