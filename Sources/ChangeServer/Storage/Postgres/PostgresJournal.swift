@@ -506,6 +506,7 @@ final class PostgresJournal: Journal {
         var unread: Set<String> = []
         var leaves: [String: Set<String>] = [:]
         var bounds: [String: Int64] = [:]
+        var movesAway: [String: (name: String, seq: Int64)] = [:]
         // The records that the batch's own must follow, committed before them (the last of each collection).
         var follows: [String: Int64] = [:]
         func mustFollow(_ name: String, through seq: Int64) {
@@ -555,10 +556,10 @@ final class PostgresJournal: Journal {
             }
             // The batch's own records of a source it leaves go before its last move away from it when their
             // collection's name comes first (their ids do), and are held back behind the batch when it comes after.
-            let moves = lastMovesAway(byCollection, assigned, leaves)
+            movesAway = lastMovesAway(byCollection, assigned, leaves)
             for source in left {
                 if let own = assigned.first(where: { $0.name == source }) {
-                    let before = moves[source].map { source < $0.name } ?? true
+                    let before = movesAway[source].map { source < $0.name } ?? true
                     bounds[source] = before ? own.first + Int64(own.count) - 1 : own.first - 1
                 } else {
                     bounds[source] = lockedAt[source]
@@ -598,12 +599,12 @@ final class PostgresJournal: Journal {
         // The batch waits for the read of the sources it leaves, and of the collections holding what it follows, so
         // that this server applies those first, as every server does (it applied its own record first, and then an
         // older move of another server over it).
-        let leaving = Set(bounds.keys).union(moves.map(\.from)).union(unread)
+        let leaving = Set(bounds.keys).union(unread)
         // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
         // notifying transaction of the database shares, and inside the records' transaction it would be held
         // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
         // others until their next catch-up.
-        let notes = viewNotes(byCollection, assigned) + leftMarks(lastMovesAway(byCollection, assigned, leaves))
+        let notes = viewNotes(byCollection, assigned) + leftMarks(movesAway)
         let committed = connection.pipeline(
             notes + [
                 (sql: "COMMIT", parameters: []),
