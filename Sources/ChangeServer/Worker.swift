@@ -44,6 +44,9 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         let (passed, template, refusal) = app.screen(request)
         exchange.route = template
         exchange.screenedRoute = passed
+        if passed != nil, ["PUT", "POST", "DELETE"].contains(request.method) {
+            exchange.committedAnswerHeaderBytes = App.committedAnswerHeaderBytes
+        }
         return refusal
     }
 

@@ -28,8 +28,11 @@ public struct Version: Hashable, Sendable {
     /// `[A-Za-z0-9_-]{1,32}`.
     public static func isValidEpoch(_ epoch: String) -> Bool {
         let bytes = epoch.utf8
-        return (1...32).contains(bytes.count) && bytes.allSatisfy(isEpochByte)
+        return (1...longestEpoch).contains(bytes.count) && bytes.allSatisfy(isEpochByte)
     }
+
+    /// The most bytes an epoch has.
+    public static let longestEpoch = 32
 
     private static func isEpochByte(_ byte: UInt8) -> Bool {
         switch byte {

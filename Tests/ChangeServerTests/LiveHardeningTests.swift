@@ -381,6 +381,57 @@ import Testing
         #expect(fits.status == 200)
     }
 
+    /// A write whose answer would not fit in the connection's memory next to its request's headers is refused `431`
+    /// before it is applied, never committed and then answered `431`: a `4xx` changes nothing, and a client that
+    /// repeats a write it saw refused must not find it done (`409`) or done twice. Every header size of the window
+    /// where that decides is swept, for each kind of write, with an echoed `Origin`, on connections kept and closed.
+    @Test func aWriteWhoseAnswerWouldNotFitIsRefusedBeforeItIsApplied() throws {
+        let server = try ServerProcess(["--connection-memory", "2560", "--cors-origin", "*"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        func version() throws -> String {
+            try #require(try server.client.get("/v1/collections/c").object["version"] as? String)
+        }
+        var statuses: [Int: Int] = [:]
+        for size in stride(from: 1600, through: 2000, by: 2) {
+            let id = "i\(size)"
+            let writes: [(method: String, path: String, body: String)] = [
+                ("PUT", "/v1/collections/c/items/\(id)", #"{"data": 1}"#),
+                (
+                    "POST", "/v1/collections/c/mutations",
+                    #"{"ops": [{"op": "insertItems", "at": [0, 0], "items": [{"id": "m\#(size)", "data": 2}]}]}"#
+                ),
+                ("PUT", "/v1/views/v\(size)", #"{"source": "c"}"#),
+                ("DELETE", "/v1/collections/c/items/\(id)", ""),
+            ]
+            for (index, write) in writes.enumerated() {
+                let before = try version()
+                let connection = try HTTPConnection(port: server.port)
+                connection.sendRequest(
+                    write.method, write.path,
+                    headers: [
+                        "Content-Type": "application/json", "Origin": "https://client.example",
+                        "X-Padding": String(repeating: "p", count: size),
+                    ],
+                    body: write.body.isEmpty ? nil : Array(write.body.utf8), close: (size + index) % 2 == 0)
+                let response = try connection.readResponse(method: write.method)
+                statuses[response.status, default: 0] += 1
+                let what = "\(write.method) \(write.path), \(size) bytes of padding"
+                #expect([200, 201, 404, 431].contains(response.status), "\(what): \(response.status)")
+                let after = try version()
+                if write.path.hasPrefix("/v1/views/") {
+                    let view = try server.client.get(write.path).status
+                    #expect(view == (response.status == 201 ? 200 : 404), "\(what): \(response.status), view \(view)")
+                } else if response.status == 431 || response.status == 404 {
+                    #expect(after == before, "\(what): answered \(response.status), yet \(before) became \(after)")
+                } else {
+                    #expect(after != before, "\(what): answered \(response.status), yet still \(before)")
+                }
+            }
+        }
+        #expect(statuses[431, default: 0] > 0 && statuses[201, default: 0] > 0, "\(statuses)")
+        #expect(try server.client.get("/healthz").status == 200)
+    }
+
     /// Headers just short of filling the connection's memory leave no room even for a bare answer through
     /// libmicrohttpd (which answers `431` itself only to headers that do not fit at all): the `431` is then written
     /// on the socket, and the connection closed. No size gets a `500` or a connection closed without an answer;

@@ -54,6 +54,10 @@ final class Exchange {
     var requestPoolBytes: Int?
     /// Headers added to every response of this exchange (CORS), fixed when the request arrives.
     var extraHeaders: [(name: String, value: String)] = []
+    /// Bytes of the header lines of the longest answer the request gets once its write is committed (besides
+    /// `extraHeaders`), 0 for a request that writes nothing: `HTTPServer` refuses it `431` before it is
+    /// submitted when these would not fit next to its headers, since a committed write's answer cannot be replaced.
+    var committedAnswerHeaderBytes = 0
     /// Whether the request's record went to the journal (`CommitClaim`), decided once between the thread that
     /// submits it and a stopping loop that gives up on it.
     let commit = CommitClaim()

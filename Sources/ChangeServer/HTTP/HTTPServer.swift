@@ -643,6 +643,9 @@ final class HTTPServer: @unchecked Sendable {
             exchange.droppedBodyBytes = length
             return respond(exchange, tooLarge(handler))
         }
+        if refusal == nil, !leavesRoomForCommittedAnswer(exchange) {
+            refusal = handler.response(to: .headersTooLarge(limit: options.connectionMemory))
+        }
         // Reserved as it arrives (`received`): a body that would not fit now is refused at once.
         if refusal == nil, length > 0, !options.bodyBudget.hasRoom(for: length) {
             refusal = handler.response(to: .bodyMemoryFull)
@@ -655,6 +658,14 @@ final class HTTPServer: @unchecked Sendable {
         // Any `Transfer-Encoding` left is chunked: a body is to come.
         if length > 0 || exchange.request.header("Transfer-Encoding") != nil { beginUpload(exchange) }
         return .YES
+    }
+
+    /// Whether the answer of a write, once committed, fits in the connection's memory next to the request's
+    /// headers (`Exchange.committedAnswerHeaderBytes`); true for a request that writes nothing.
+    private func leavesRoomForCommittedAnswer(_ exchange: Exchange) -> Bool {
+        guard exchange.committedAnswerHeaderBytes > 0 else { return true }
+        let headerBytes = exchange.committedAnswerHeaderBytes + SharedResponse.headerBytes(of: exchange.extraHeaders)
+        return fits(headerBytes: headerBytes, status: .created, on: exchange)
     }
 
     /// The `Content-Length` the request announces (nil inside when none), or nil when it announces two different

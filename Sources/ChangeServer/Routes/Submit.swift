@@ -97,8 +97,20 @@ extension App {
     private static func changesetResponse(_ status: HTTPStatus, _ subject: FeedSubject, _ changes: EncodedChangeset)
         -> Response
     {
-        .json(status, headers: [("ETag", EntityTags.quoted(changes.changeset.to))]) {
+        .json(status, headers: changesetHeaders(changes.changeset.to)) {
             $0.mutationResult(subject.kind, name: subject.name, changes: changes)
         }
     }
+
+    private static func changesetHeaders(_ version: Version) -> [(name: String, value: String)] {
+        [("ETag", EntityTags.quoted(version))]
+    }
+
+    /// The header lines of the longest answer a committed write gets (`Content-Type` and the `ETag` of a version
+    /// with the longest epoch and sequence). A write is refused `431` before it is submitted when these would not
+    /// fit in the connection's memory next to its request's headers: once committed, its answer cannot be
+    /// replaced by a refusal (the client would take the write for not done, and repeat it).
+    static let committedAnswerHeaderBytes = SharedResponse.headerBytes(
+        of: [("Content-Type", Response.jsonContentType)]
+            + changesetHeaders(Version(epoch: String(repeating: "e", count: Version.longestEpoch), seq: .max)))
 }
