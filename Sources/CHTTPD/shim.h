@@ -63,6 +63,13 @@ static inline long long chttpd_request_header_size(struct MHD_Connection *connec
     return info == NULL ? -1 : (long long)info->header_size;
 }
 
+/* Sends a response as an HTTP/1.0 server would: not chunked, the connection closed after it. For the answer to a
+   `HEAD` of a stream: libmicrohttpd 0.9.75 sends a chunked response's last chunk even to a `HEAD`, and those
+   five bytes would be read as the start of the next answer on a kept connection. */
+static inline int chttpd_response_unchunked(struct MHD_Response *response) {
+    return MHD_set_response_options(response, MHD_RF_HTTP_1_0_SERVER, MHD_RO_END) == MHD_YES;
+}
+
 /* The connection's socket context (set when MHD reports it started), or NULL. */
 static inline void *chttpd_socket_context(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);

@@ -307,6 +307,28 @@ import Testing
         #expect(try server.client.get("/v1/collections/c/changes?since=\(first)&timeout=5").status == 429)
     }
 
+    /// A `HEAD` of a stream (a collection's or a view's, with and without `since`) is its headers alone: nothing
+    /// follows them on the connection, which closes, since the length of what a `GET` would send is unknown.
+    /// libmicrohttpd sent a chunked answer's last chunk (`0\r\n\r\n`) after them, which a client keeping the
+    /// connection read as the start of its next answer.
+    @Test func aHeadOfAStreamIsItsHeadersAlone() throws {
+        let server = try ServerProcess()
+        let first = try Self.collection(server)
+        #expect(try server.client.put("/v1/views/v", ["source": "c"]).status == 201)
+        for path in ["/v1/collections/c/changes", "/v1/collections/c/changes?since=\(first)", "/v1/views/v/changes"] {
+            let connection = try HTTPConnection(port: server.port)
+            connection.sendRequest("HEAD", path, headers: ["Accept": "text/event-stream"])
+            let response = try connection.readResponse(method: "HEAD")
+            #expect(response.status == 200, "\(path)")
+            #expect(response.header("Content-Type")?.hasPrefix("text/event-stream") == true, "\(path)")
+            #expect(response.header("Transfer-Encoding") == nil, "\(path)")
+            #expect(connection.isClosed(within: 5), "\(path)")
+            #expect(connection.unreadByteCount == 0, "\(path): bytes after the headers")
+        }
+        try Self.waitForMetric(server, "changeserver_streams_open", 0)
+        #expect(try server.client.get("/healthz").status == 200)
+    }
+
     @Test func heartbeatEveryFifteenSeconds() throws {
         let server = try ServerProcess()
         let first = try Self.collection(server)

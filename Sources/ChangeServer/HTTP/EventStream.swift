@@ -265,8 +265,9 @@ final class EventStream {
 
     /// Queues the stream's response on its connection with `headers`; libmicrohttpd keeps it (and, through the
     /// retained context, this stream) until the connection is done with it. When it cannot, the stream is closed
-    /// at once (`onClose` is called either way).
-    func queueResponse(status: HTTPStatus, headers: [(name: String, value: String)]) -> Bool {
+    /// at once (`onClose` is called either way). `headOnly`: the answer to a `HEAD`, which libmicrohttpd ends
+    /// after its headers; it is sent unchunked, and the connection closed after it (`chttpd_response_unchunked`).
+    func queueResponse(status: HTTPStatus, headers: [(name: String, value: String)], headOnly: Bool) -> Bool {
         let context = Unmanaged.passRetained(self).toOpaque()
         guard
             let response = MHD_create_response_from_callback(
@@ -277,7 +278,8 @@ final class EventStream {
             return false
         }
         for header in headers { MHD_add_response_header(response, header.name, header.value) }
-        let queued = MHD_queue_response(connection, UInt32(status.rawValue), response) == .YES
+        let framed = !headOnly || chttpd_response_unchunked(response) != 0
+        let queued = framed && MHD_queue_response(connection, UInt32(status.rawValue), response) == .YES
         MHD_destroy_response(response)
         return queued
     }

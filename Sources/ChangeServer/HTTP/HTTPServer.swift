@@ -543,8 +543,10 @@ final class HTTPServer: @unchecked Sendable {
             return .YES
         case .stream(let stream, var headers):
             headers += exchange.extraHeaders
-            // MHD adds its own `Transfer-Encoding` to a stream of HTTP/1.1.
-            let chunked: [(name: String, value: String)] = exchange.isHTTP11 ? [("Transfer-Encoding", "chunked")] : []
+            // MHD adds its own `Transfer-Encoding` to a stream of HTTP/1.1, but for a `HEAD` (`queueResponse`).
+            let headOnly = exchange.method == "HEAD"
+            let chunked: [(name: String, value: String)] =
+                exchange.isHTTP11 && !headOnly ? [("Transfer-Encoding", "chunked")] : []
             guard fits(headerBytes: SharedResponse.headerBytes(of: headers + chunked), status: .ok, on: exchange)
             else {
                 stream.close()
@@ -553,7 +555,7 @@ final class HTTPServer: @unchecked Sendable {
                 if let fallback { handler.didRespond(exchange, status: fallback) }
                 return result
             }
-            guard stream.queueResponse(status: .ok, headers: headers) else { return .NO }
+            guard stream.queueResponse(status: .ok, headers: headers, headOnly: headOnly) else { return .NO }
             handler.didRespond(exchange, status: .ok)
             return .YES
         }
