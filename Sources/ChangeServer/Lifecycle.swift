@@ -73,6 +73,11 @@ enum Lifecycle {
             // A signal came while the server started: the signal's thread ends the process.
             while !serves { sleep(60) }
             logger.info("listening on \(config.host):\(port) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))")
+            if let disk = app.diskSpace, !disk.allowsWrites {
+                logger.warning(
+                    "--data-dir has \(disk.freeBytes ?? 0) bytes free, less than the \(disk.reserve) kept for snapshots "
+                        + "(--disk-reserve-bytes): writes are refused 503 until there is room")
+            }
             let threads = app.workers.dropFirst().map { worker in
                 JoinableThread { worker.server.run(handler: worker) }
             }

@@ -679,13 +679,8 @@ import Testing
             try #require((200..<300).contains(response.status), "\(response.text)")
         }
         #expect(refusal?.errorCode == "insufficient_storage", "the journal never reached the reserve")
-        var resumed = false
-        let deadline = Date().addingTimeInterval(20)
-        while !resumed && Date() < deadline {
-            resumed = try server.client.put("/v1/collections/c/items/after", ["data": 1]).status == 201
-            if !resumed { usleep(100_000) }
-        }
-        #expect(resumed, "writes stayed refused\n\(server.log.suffix(2000))")
+        #expect(
+            try Self.writesResume(server, "/v1/collections/c/items/after", within: 20), "\(server.log.suffix(2000))")
         #expect(FileManager.default.fileExists(atPath: data + "/snapshot.bin"))
         #expect(server.log.contains("compacting the journal into a snapshot now"))
     }
@@ -721,12 +716,23 @@ import Testing
         #expect(items?.last?["data"] as? String == "120-3999")
     }
 
-    /// A 16 MiB tmpfs on a new temporary directory (mounting needs root, as CI has).
-    private static func mountTmpfs() throws -> String {
+    /// Whether a write of `path` (an item not there before) is taken within `seconds`, tried every 100 ms: writes
+    /// refused for the disk's reserve come back.
+    static func writesResume(_ server: ServerProcess, _ path: String, within seconds: Double) throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try server.client.put(path, ["data": 1]).status == 201 { return true }
+            usleep(100_000)
+        }
+        return false
+    }
+
+    /// A tmpfs of `size` (16 MiB by default) on a new temporary directory (mounting needs root, as CI has).
+    static func mountTmpfs(size: String = "16m") throws -> String {
         let mountPoint = try ServerProcess.temporaryDirectory()
         let mount = Process()
         mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-        mount.arguments = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mountPoint]
+        mount.arguments = ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint]
         try Spawning.run(mount)
         mount.waitUntilExit()
         guard mount.terminationStatus == 0 else {
@@ -737,7 +743,7 @@ import Testing
     }
 
     /// Unmounts what `mountTmpfs` mounted and removes its directory.
-    private static func unmount(_ mountPoint: String) {
+    static func unmount(_ mountPoint: String) {
         let unmount = Process()
         unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
         unmount.arguments = [mountPoint]

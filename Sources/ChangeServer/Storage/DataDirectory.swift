@@ -18,7 +18,11 @@ final class DataDirectory: Sendable {
             close(descriptor)
             throw StartupError("another ChangeServer is using --data-dir \(path) (its LOCK file is held)")
         }
-        return DataDirectory(path: path, lockDescriptor: descriptor)
+        let directory = DataDirectory(path: path, lockDescriptor: descriptor)
+        // A snapshot being written when the last process stopped: never renamed into place, so never read, and
+        // its size (the data's) may be the room a full disk lacks.
+        unlink(directory.temporarySnapshotPath)
+        return directory
     }
 
     private init(path: String, lockDescriptor: Int32) {

@@ -249,6 +249,16 @@ final class FileJournal: Journal, @unchecked Sendable {
         return true
     }
 
+    /// Cuts the zeros written ahead of a closed segment's end (up to 2 MiB, `zeroAhead`): no record will take
+    /// them, and on a disk short of room, which is when a snapshot is due for space, the new segment and the
+    /// snapshot need their room. Kept, they left a small disk full for good: every compaction failed to start the
+    /// new segment. A cut lost in a crash only brings zeros back after the segment's closing mark, where recovery
+    /// reads them as the end.
+    private static func dropZerosAhead(of segment: Segment) {
+        guard segment.zeroedEnd > segment.size, ftruncate(segment.descriptor, off_t(segment.size)) == 0 else { return }
+        segment.zeroedEnd = segment.size
+    }
+
     /// Notes that `segment` is on disk up to `size` (`--fsync interval` and `never`), for the next record's mark.
     private func markSynced(_ segment: Segment, _ size: Int) {
         state.withLock { state in
@@ -299,6 +309,7 @@ final class FileJournal: Journal, @unchecked Sendable {
             logger.error("cannot close the journal segment: \(String(cString: strerror(errno)))")
             return nil
         }
+        Self.dropZerosAhead(of: state.withLock { $0.segment })
         let segment: Segment
         do throws(StartupError) {
             segment = try Self.openSegment(directory, next, size: 0)

@@ -20,6 +20,11 @@ final class Snapshots: Sendable {
     /// Snapshots for lack of space start at most this often: one that left the free space below the reserve (the
     /// data itself fills the disk) is not taken again and again while writes are refused.
     static let forSpaceMilliseconds: Int64 = 10_000
+    /// When (monotonic milliseconds) a snapshot may start again after one failed.
+    private let retryAt = Atomic<Int64>(Int64.min / 2)
+    /// A snapshot that failed (a full disk, no thread) is tried again this long after, by the next record applied:
+    /// not by every record applied meanwhile, each of which logged the failure again (hundreds of lines a second).
+    static let retryMilliseconds: Int64 = 1_000
 
     init(
         directory: DataDirectory, journal: FileJournal, registry: Registry, views: ViewRegistry, lanes: Lanes,
@@ -36,7 +41,7 @@ final class Snapshots: Sendable {
 
     /// A record was applied (called on its lane): starts a snapshot when the journal has grown enough.
     func committed() {
-        guard journal.bytesSinceSnapshot >= threshold,
+        guard journal.bytesSinceSnapshot >= threshold, MonotonicClock.now() >= retryAt.load(ordering: .relaxed),
             snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         rotateAndSnapshot()
@@ -57,17 +62,23 @@ final class Snapshots: Sendable {
         if !startThread({ [self] in rotateAndSnapshot() }) { couldNotStartThread() }
     }
 
-    /// The process is at its thread limit: no snapshot now, and the next record that finds the journal grown tries
-    /// again (left set, `snapshotting` would keep every later snapshot from starting, and the journal would grow
-    /// for good).
+    /// The process is at its thread limit: no snapshot now, and a record that finds the journal grown tries again
+    /// (left set, `snapshotting` would keep every later snapshot from starting, and the journal would grow for
+    /// good).
     private func couldNotStartThread() {
         logger.error("cannot start a thread to write a snapshot; the journal is kept and it will be tried again")
+        failed()
+    }
+
+    /// A snapshot did not happen (logged where it failed): the next one starts `retryMilliseconds` from now.
+    private func failed() {
+        retryAt.store(MonotonicClock.now() + Self.retryMilliseconds, ordering: .relaxed)
         snapshotting.store(false, ordering: .releasing)
     }
 
     private func rotateAndSnapshot() {
         journal.rotate { [self] next in
-            guard let next else { return snapshotting.store(false, ordering: .releasing) }
+            guard let next else { return failed() }
             takeSnapshot(coveringBefore: next)
         }
     }
@@ -109,13 +120,13 @@ final class Snapshots: Sendable {
         let bytes = SnapshotFile.encode(nextSegment: next, collections: collections, views: views)
         if let failure = SnapshotFile.write(bytes, in: directory) {
             logger.error("snapshot failed (\(failure)); the journal is kept and it will be tried again")
-        } else {
-            for segment in directory.segments() where segment < next { unlink(directory.segmentPath(segment)) }
-            directory.syncDirectory()
-            logger.info(
-                "snapshot of \(collections.count) collections and \(views.count) views (\(bytes.count) bytes) written in "
-                    + "\(MonotonicClock.now() - started) ms; journal segments before \(next) dropped")
+            return failed()
         }
+        for segment in directory.segments() where segment < next { unlink(directory.segmentPath(segment)) }
+        directory.syncDirectory()
+        logger.info(
+            "snapshot of \(collections.count) collections and \(views.count) views (\(bytes.count) bytes) written in "
+                + "\(MonotonicClock.now() - started) ms; journal segments before \(next) dropped")
         snapshotting.store(false, ordering: .releasing)
     }
 }

@@ -1,0 +1,92 @@
+import Foundation
+import ProcessSupport
+import Testing
+
+/// A small disk's room, against a real server on a tmpfs: what the journal's zeros written ahead and a snapshot
+/// that cannot be written do to it.
+extension LiveHardeningTests {
+    /// With `--fsync always` the journal writes up to 2 MiB of zeros ahead of its records. On a 4 MiB disk whose
+    /// reserve (500 KB) holds a snapshot (60 KB) but not those zeros, one write took the free space from above the
+    /// reserve to none; every compaction then failed to start its new segment (`No space left on device`), and
+    /// writes stayed refused for good, restarts included. The zeros of the segment closed are now cut when the
+    /// journal moves on, and writes come back.
+    @Test func theZerosWrittenAheadDoNotKeepASmallDiskFull() throws {
+        let mountPoint = try Self.mountTmpfs(size: "4m")
+        defer { Self.unmount(mountPoint) }
+        let data = mountPoint + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
+        let server = try ServerProcess(
+            ["--disk-reserve-bytes", "500000", "--history", "20", "--fsync", "always"], dataDirectory: data)
+        #expect(try server.client.put("/v1/collections/o", ["sections": [["id": "s"]]]).status == 201)
+        let padding = String(repeating: "q", count: 2000)
+        var refusal: HTTPResponse?
+        for round in 0..<4000 {
+            let response = try server.client.put(
+                "/v1/collections/o/items/k\(round % 10)", ["data": ["n": round, "pad": padding]])
+            if response.status == 503 {
+                refusal = response
+                break
+            }
+            try #require([200, 201].contains(response.status), "\(response.text)")
+        }
+        #expect(refusal?.errorCode == "insufficient_storage", "the journal never reached the reserve")
+        // Compaction for space starts at most every 10 s.
+        #expect(
+            try Self.writesResume(server, "/v1/collections/o/items/after", within: 25), "\(server.log.suffix(2000))")
+        #expect(!server.log.contains("cannot start a new journal segment"), "\(server.log.suffix(2000))")
+        #expect(FileManager.default.fileExists(atPath: data + "/snapshot.bin"))
+    }
+
+    /// A journal that cannot move on to a new segment (here a directory stands where the segment goes; on a full
+    /// disk, no room for it) keeps its records where they are, and its snapshot is tried again a second later: not
+    /// by every record applied meanwhile, each of which logged the failure again (hundreds of lines a second on a
+    /// full disk). Once the segment can be made, the next try compacts the journal.
+    @Test func aJournalThatCannotMoveOnTriesAgainOnceASecond() throws {
+        let server = try ServerProcess(["--snapshot-bytes", "100000", "--fsync", "always"])
+        let data = server.dataDirectory
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        let blocker = data + "/journal-00000000000000000002.log"
+        try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
+        let padding = String(repeating: "p", count: 200)
+        let started = Date()
+        var written = 0
+        for round in 0..<3000 where Date().timeIntervalSince(started) < 3 {
+            let response = try server.client.put(
+                "/v1/collections/c/items/i\(round % 100)", ["data": "\(round)-\(padding)"])
+            try #require(response.status == 200 || response.status == 201, "\(response.text)")
+            written += 1
+        }
+        let seconds = Date().timeIntervalSince(started)
+        let failures = server.log.components(separatedBy: "cannot start a new journal segment").count - 1
+        #expect(written > 500, "\(written) writes in \(seconds) s")
+        #expect(failures >= 1, "the journal never tried to move on\n\(server.log.suffix(2000))")
+        #expect(Double(failures) <= seconds + 2, "\(failures) failures logged in \(seconds) s")
+        try FileManager.default.removeItem(atPath: blocker)
+        #expect(
+            waitUntil(timeout: 10) {
+                (try? server.client.put("/v1/collections/c/items/after", ["data": 1]).status) != nil
+                    && server.log.contains("snapshot of 1 collections")
+            }, "\(server.log.split(separator: "\n").filter { !$0.contains(" info PUT") }.suffix(20))")
+    }
+
+    /// A snapshot being written when the server was killed is never renamed into place, so never read: the next
+    /// start removes it (it kept the size of the data on the disk until the next snapshot replaced it).
+    @Test func aSnapshotLeftHalfWrittenIsRemovedAtStart() throws {
+        let data = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let leftover = data + "/snapshot.bin.tmp"
+        #expect(FileManager.default.createFile(atPath: leftover, contents: Data(count: 1 << 20)))
+        let server = try ServerProcess([], dataDirectory: data)
+        #expect(try server.client.get("/healthz").status == 200)
+        #expect(!FileManager.default.fileExists(atPath: leftover))
+    }
+
+    /// A server started with less free space than its reserve says so at once, since every write will be refused
+    /// while `/healthz` reads ok.
+    @Test func aStartBelowTheReserveIsLogged() throws {
+        let server = try ServerProcess(["--disk-reserve-bytes", String(1 << 50)])
+        #expect(try server.client.get("/healthz").status == 200)
+        #expect(waitUntil(timeout: 10) { server.log.contains("less than the \(1 << 50) kept for snapshots") })
+        #expect(try server.client.put("/v1/collections/c", ["sections": []]).errorCode == "insufficient_storage")
+    }
+}
