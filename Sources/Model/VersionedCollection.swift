@@ -167,6 +167,15 @@ public struct VersionedCollection: Sendable {
         return changeset
     }
 
+    /// Commits a version that changes no section and no item: for a view given another definition with the same
+    /// content (`LiveView.redefine`).
+    /// - Returns: the empty changeset from the version before to the new one.
+    mutating func commitUnchangedContent() -> Changeset {
+        let from = version
+        commit([], as: version.next)
+        return Changeset(from: from, to: version)
+    }
+
     /// Content with fewer items than this is replaced on the calling thread alone.
     static let concurrentReplaceMinimum = 16_384
 

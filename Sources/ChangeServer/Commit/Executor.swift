@@ -335,9 +335,9 @@ struct Executor: Sendable {
             // Swapped, so that `live` holds the old view, freed after the lock.
             entry.live.withLock { swap(&$0, &live) }
             views.reattach(name, from: old, to: definition.source)
-            // The snapshot shows the definition, which may change while the version stays (same content).
             entry.encodedSnapshot.invalidate()
-            if changeset.isEmpty { return .viewUnchanged(entry, changeset) }
+            // Another definition always commits a version, also with the same content (`LiveView.redefine`).
+            if changeset.from == changeset.to { return .viewUnchanged(entry, changeset) }
             return .viewCommitted(entry, changeset, created: false)
         }
         guard Version.isValidEpoch(epoch) else { throw .invalidRecord("a journal record has an invalid epoch") }

@@ -108,14 +108,21 @@ public struct LiveView: Sendable {
     }
 
     /// Replaces the definition, keeping the view's epoch: the content is computed anew from `source` and the
-    /// changeset is the full diff from the old content (a new sort order is a set of minimal moves).
-    /// - Returns: the changeset, empty (`from == to`) when the content is the same.
+    /// changeset is the full diff from the old content (a new sort order is a set of minimal moves). Another
+    /// definition that gives the same content still commits a version, with an empty changeset: the view's
+    /// snapshot shows its definition, so a cache or a client holding the old one must see another version (and
+    /// `If-Match` on the old version must fail, or a redefinition made meanwhile is lost).
+    /// - Returns: the changeset, with `from == to` (and empty) when neither the definition nor the content changed.
     /// - Complexity: O(n log n) for n source items.
     public mutating func redefine(_ definition: ViewDefinition, source: VersionedCollection?) -> Changeset {
+        let isAnother = definition.canonicalJSON.bytes != self.definition.canonicalJSON.bytes
         self.definition = definition
         rules = ViewRules(definition)
         var changeset = Changeset(from: version, to: version)
-        derive(from: source) { collection, content in changeset = LiveView.replace(&collection, with: content) }
+        derive(from: source) { collection, content in
+            changeset = LiveView.replace(&collection, with: content)
+            if changeset.isEmpty && isAnother { changeset = collection.commitUnchangedContent() }
+        }
         return changeset
     }
 

@@ -149,14 +149,28 @@ import Testing
             "PUT", "/v1/views/list", body: #"{"source": "tasks", "sortBy": [{"field": "/priority", "order": "desc"}]}"#)
         #expect(same.status == 200)
         #expect(same.json["version"] as? String == next)
-        // A definition that gives the same content keeps the version, and the snapshot shows the new definition.
+        // Another definition that gives the same content commits a version with an empty changeset: the snapshot
+        // shows the definition, so its ETag changes (no `304` for the old one), and an `If-Match` of the old version
+        // fails (a second client's redefinition is not lost).
         #expect(server.send("GET", "/v1/views/list").status == 200)
-        _ = server.send(
-            "PUT", "/v1/views/list",
-            body: #"{"source": "tasks", "sortBy": [{"field": "/priority", "order": "desc"}, {"field": "/x"}]}"#)
-        let shown = server.send("GET", "/v1/views/list").json["definition"] as? [String: Any]
-        #expect((shown?["sortBy"] as? [Any])?.count == 2)
-        #expect(server.send("GET", "/v1/views/list/changes?since=\(version)").json["to"] as? String == next)
+        let other = #"{"source": "tasks", "sortBy": [{"field": "/priority", "order": "desc"}, {"field": "/x"}]}"#
+        let redefined = server.send("PUT", "/v1/views/list", body: other, headers: [("If-Match", "\"\(next)\"")])
+        #expect(redefined.status == 200)
+        let third = try #require(redefined.json["version"] as? String)
+        #expect(third != next)
+        let empty = Self.changes(redefined)
+        #expect(empty.items.values.allSatisfy { $0.isEmpty } && empty.sections.values.allSatisfy { $0.isEmpty })
+        let shown = server.send("GET", "/v1/views/list", headers: [("If-None-Match", "\"\(next)\"")])
+        #expect(shown.status == 200)
+        #expect(((shown.json["definition"] as? [String: Any])?["sortBy"] as? [Any])?.count == 2)
+        let late = server.send(
+            "PUT", "/v1/views/list", body: #"{"source": "tasks"}"#, headers: [("If-Match", "\"\(next)\"")])
+        #expect(late.status == 412)
+        #expect(server.send("GET", "/v1/views/list/changes?since=\(version)").json["to"] as? String == third)
+        let feed = server.send("GET", "/v1/views/list/changes?since=\(next)")
+        #expect(feed.json["to"] as? String == third)
+        // The same definition again commits nothing.
+        #expect(server.send("PUT", "/v1/views/list", body: other).json["version"] as? String == third)
     }
 
     @Test func limitFilterAndList() throws {

@@ -84,6 +84,17 @@ import Testing
         #expect(changeset.items.inserted.isEmpty && changeset.items.deleted.isEmpty && !changeset.items.moved.isEmpty)
         verify(changeset, from: old, to: view.snapshot(), "new order")
         let same = view.redefine(byN, source: source)
-        #expect(same.isEmpty)
+        #expect(same.isEmpty && same.from == same.to && same.to == changeset.to)
+        // Another definition with the same content: a version of its own, with an empty changeset, which the
+        // changes since any kept version go through.
+        let byNThenID = try ViewDefinition(
+            source: "s",
+            sortBy: [ViewKey(field: try #require(JSONPointer("/n"))), ViewKey(field: try #require(JSONPointer("/id")))])
+        let another = view.redefine(byNThenID, source: source)
+        #expect(another.isEmpty && another.from == changeset.to && another.to == changeset.to.next)
+        #expect(view.version == another.to)
+        let since = try #require(view.changes(since: changeset.from))
+        verify(since, from: old, to: view.snapshot(), "through the empty version")
+        #expect(view.changes(since: changeset.to)?.isEmpty == true)
     }
 }
