@@ -114,6 +114,21 @@ import Testing
         #expect(collection.snapshot() == sections("s1:", "s2: e", "s3:", "s0: b c a d"))
     }
 
+    /// Messages name references and ids as a request writes them (`[0, 0]`, `"a"`, JSON escapes), not as Swift
+    /// prints its values (`path(Model.SectionRef.index(0), 0)`, `\u{1}`).
+    @Test(arguments: [
+        (Op.deleteItems([.path(.index(0), 0), .path(.index(0), 0)]), "item [0, 0] is named twice"),
+        (.deleteItems([.id("a"), .path(.id("s0"), 0)]), #"item ["s0", 0] is named twice"#),
+        (.deleteSections([.id("s1"), .index(1)]), "section 1 is named twice"),
+        (.deleteSections([.id("s1"), .id("s1")]), #"section "s1" is named twice"#),
+        (.deleteItems([.id("n\u{1}\"")]), #"no item with id "n\u0001\"""#),
+    ])
+    func messagesNameWhatTheRequestWrote(_ op: Op, _ message: String) throws {
+        var collection = try VersionedCollection(epoch: "e", sections: sections("s0: a b c", "s1: d", "s2:"))
+        let error = #expect(throws: ModelError.self) { try collection.apply([op]) }
+        #expect(error?.message == message)
+    }
+
     @Test func referencesOfOneOpSeeTheStateBeforeIt() throws {
         var collection = try VersionedCollection(epoch: "e", sections: sections("s0: a b c", "s1: d"))
         _ = try collection.apply([.deleteItems([.path(.index(0), 1), .path(.index(0), 2)])])

@@ -95,7 +95,7 @@ struct FullDiff {
         for (index, section) in new.enumerated() {
             try ModelError.check(id: section.id, what: "section")
             guard table.insert(index, of: newIDs) == nil else {
-                throw ModelError(.duplicateID, "section id \(section.id.debugDescription) appears twice")
+                throw ModelError(.duplicateID, "section id \(section.id.quotedAsJSON) appears twice")
             }
             _ = delta.addSection(id: section.id, newIndex: index)
             delta.sections.append(.init(key: index, old: nil, new: index))
@@ -226,6 +226,6 @@ struct FullDiff {
     }
 
     private static func duplicate(_ id: String) -> ModelError {
-        ModelError(.duplicateID, "item id \(id.debugDescription) appears twice")
+        ModelError(.duplicateID, "item id \(id.quotedAsJSON) appears twice")
     }
 }

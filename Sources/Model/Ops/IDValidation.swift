@@ -22,7 +22,7 @@ extension Store {
         for position in sectionIDs.indices {
             try ModelError.check(id: sectionIDs[position], what: "section")
             guard sectionTable.insert(position, of: sectionIDs) == nil else {
-                throw ModelError(.duplicateID, "section id \(sectionIDs[position].debugDescription) appears twice")
+                throw ModelError(.duplicateID, "section id \(sectionIDs[position].quotedAsJSON) appears twice")
             }
         }
         var itemIDs: [String] = []
@@ -32,7 +32,7 @@ extension Store {
         for position in itemIDs.indices {
             try ModelError.check(id: itemIDs[position], what: "item")
             guard itemTable.insert(position, of: itemIDs) == nil else {
-                throw ModelError(.duplicateID, "item id \(itemIDs[position].debugDescription) appears twice")
+                throw ModelError(.duplicateID, "item id \(itemIDs[position].quotedAsJSON) appears twice")
             }
         }
     }

@@ -56,7 +56,7 @@ extension Editor {
             for item in items {
                 paths.append(try store.resolve(.id(item.id)))
                 guard seen.insert(ExactString(item.id)).inserted else {
-                    throw ModelError(.duplicateReference, "item \(item.id.debugDescription) is named twice")
+                    throw ModelError(.duplicateReference, "item \(item.id.quotedAsJSON) is named twice")
                 }
             }
             for (path, item) in zip(paths, items) { setItemData(item.data, at: path) }

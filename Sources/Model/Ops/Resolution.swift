@@ -11,7 +11,7 @@ extension Store {
         case .id(let id):
             try ModelError.check(id: id, what: "section")
             guard let index = sectionIndex(of: id) else {
-                throw ModelError(.sectionNotFound, "no section with id \(id.debugDescription)")
+                throw ModelError(.sectionNotFound, "no section with id \(id.quotedAsJSON)")
             }
             return index
         }
@@ -23,7 +23,7 @@ extension Store {
         case .id(let id):
             try ModelError.check(id: id, what: "item")
             guard let path = location(ofItem: id) else {
-                throw ModelError(.itemNotFound, "no item with id \(id.debugDescription)")
+                throw ModelError(.itemNotFound, "no item with id \(id.quotedAsJSON)")
             }
             return path
         case .path(let sectionRef, let index):
@@ -60,7 +60,7 @@ extension Store {
                 first = id
             }
             guard !isRepeated, location(ofItem: id) == nil else {
-                throw ModelError(.duplicateID, "item id \(id.debugDescription) already exists")
+                throw ModelError(.duplicateID, "item id \(id.quotedAsJSON) already exists")
             }
         }
     }
@@ -71,7 +71,7 @@ extension Store {
         for section in sections {
             try ModelError.check(id: section.id, what: "section")
             guard sectionIndex(of: section.id) == nil, seen.insert(ExactString(section.id)).inserted else {
-                throw ModelError(.duplicateID, "section id \(section.id.debugDescription) already exists")
+                throw ModelError(.duplicateID, "section id \(section.id.quotedAsJSON) already exists")
             }
         }
         try checkNew(itemIDs: sections.lazy.flatMap { $0.items.lazy.map(\.id) })

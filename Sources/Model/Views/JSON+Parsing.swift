@@ -87,7 +87,7 @@ private struct JSONParser {
             guard current == UInt8(ascii: ":") else { throw failure("':' expected") }
             offset += 1
             guard members.updateValue(try value(depth: depth), forKey: ExactString(key)) == nil else {
-                throw failure("member \(key.debugDescription) appears twice")
+                throw failure("member \(key.quotedAsJSON) appears twice")
             }
             skipSpace()
             switch current {

@@ -84,7 +84,7 @@ private enum Wire {
             throw ViewDefinitionError(part: part, reason: "must be an object")
         }
         if let unknown = members.keys.map(\.string).filter({ !allowed.contains($0) }).min() {
-            throw ViewDefinitionError(part: part, reason: "unknown field \(unknown.debugDescription)")
+            throw ViewDefinitionError(part: part, reason: "unknown field \(unknown.quotedAsJSON)")
         }
         return members
     }
@@ -93,7 +93,7 @@ private enum Wire {
         guard let value else { throw ViewDefinitionError(part: part, reason: "missing") }
         guard case .string(let text) = value else { throw ViewDefinitionError(part: part, reason: "must be a string") }
         guard let pointer = JSONPointer(text) else {
-            throw ViewDefinitionError(part: part, reason: "bad pointer \(text.debugDescription)")
+            throw ViewDefinitionError(part: part, reason: "bad pointer \(text.quotedAsJSON)")
         }
         return pointer
     }
@@ -126,7 +126,7 @@ private enum Wire {
         if members["field"] != nil { return try leaf(members, part: part) }
         let keys = members.keys.map(\.string).sorted()
         if let unknown = keys.first(where: { !combinators.contains($0) && !ops.contains($0) }) {
-            throw ViewDefinitionError(part: part, reason: "unknown op \(unknown.debugDescription)")
+            throw ViewDefinitionError(part: part, reason: "unknown op \(unknown.quotedAsJSON)")
         }
         guard keys.count == 1, let key = keys.first, combinators.contains(key), let operand = members[ExactString(key)]
         else {
@@ -152,7 +152,7 @@ private enum Wire {
         let field = try pointer(members["field"], part: "\(part).field")
         let names = members.keys.map(\.string).filter { $0 != "field" }.sorted()
         if let unknown = names.first(where: { !ops.contains($0) }) {
-            throw ViewDefinitionError(part: part, reason: "unknown op \(unknown.debugDescription)")
+            throw ViewDefinitionError(part: part, reason: "unknown op \(unknown.quotedAsJSON)")
         }
         guard names.count == 1, let name = names.first, let operand = members[ExactString(name)] else {
             let count = names.count == 2 ? "two" : "\(names.count)"

@@ -52,7 +52,7 @@ public struct ViewDefinition: Sendable, Equatable {
         limit: Int? = nil
     ) throws(ViewDefinitionError) {
         guard ViewDefinition.isValidName(source) else {
-            throw ViewDefinitionError(part: "source", reason: "not a collection name: \(source.debugDescription)")
+            throw ViewDefinitionError(part: "source", reason: "not a collection name: \(source.quotedAsJSON)")
         }
         if let filter {
             try filter.checkShape(part: "filter", depth: 1)
