@@ -265,6 +265,13 @@ final class App: Sendable {
     }
 
     private func checkContentType(_ request: Request) throws(HTTPError) {
+        // A body is never decoded: one sent compressed would be read as JSON and refused `bad_json`, which names
+        // the wrong cause (RFC 9110 §8.4: `415` for a content coding the server does not take).
+        if let coding = request.header("Content-Encoding"),
+            coding.split(separator: ",").contains(where: { String($0).trimmingSpaces().lowercased() != "identity" })
+        {
+            throw .unsupportedContentEncoding(coding)
+        }
         // The usual value is accepted without splitting or lowercasing it.
         guard let contentType = request.header("Content-Type"), contentType != "application/json" else { return }
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {

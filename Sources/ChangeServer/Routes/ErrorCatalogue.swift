@@ -39,6 +39,12 @@ extension HTTPError {
                 + (isForm ? " (curl -d sends that: use curl --json)." : "."))
     }
 
+    static func unsupportedContentEncoding(_ coding: String) -> HTTPError {
+        HTTPError(
+            .unsupportedMediaType,
+            "Bodies are not decoded: send them without Content-Encoding (or with identity), not \(coding).")
+    }
+
     static func payloadTooLarge(limit: Int) -> HTTPError {
         HTTPError(.payloadTooLarge, "The body is larger than the limit of \(limit) bytes (--max-body-bytes).")
     }

@@ -83,6 +83,14 @@ import Testing
             "PUT", "/v1/collections/x", body: "a=1", headers: [("Content-Type", "application/x-www-form-urlencoded")])
         #expect(form.status == 415)
         #expect(form.errorCode == "unsupported_media_type")
+        // A compressed body is refused for its coding, not read as JSON that is not; `identity` is no coding.
+        let gzip = server.send(
+            "PUT", "/v1/collections/x", body: #"{"sections": []}"#, headers: [("Content-Encoding", "gzip")])
+        #expect(gzip.status == 415 && gzip.errorCode == "unsupported_media_type" && gzip.text.contains("gzip"))
+        #expect(server.send("GET", "/v1/collections/x").status == 404)
+        let identity = server.send(
+            "PUT", "/v1/collections/x", body: #"{"sections": []}"#, headers: [("Content-Encoding", "Identity")])
+        #expect(identity.status == 201)
         let unknownOp = server.send(
             "POST", "/v1/collections/inbox/mutations", body: #"{"ops": [{"op": "frobnicate"}]}"#)
         #expect(unknownOp.status == 400)
