@@ -72,6 +72,35 @@ import Testing
         }
     }
 
+    /// A view definition recorded before 2026-12-05 (kind 5) kept the view's version when only the definition
+    /// changed; one recorded since (kind 7) commits a version. Each is replayed as it was applied, so that a
+    /// journal written by the build before gives the same view versions its clients hold cursors for.
+    @Test func aDefinitionRecordedBeforeKeepsTheVersionItWasAppliedAt() throws {
+        func define(_ json: String, versioned: Bool) -> JournalRecord {
+            .defineView(
+                view: "v", epoch: "ve", definition: JSONData(canonical: json), conditions: .none,
+                versionsEveryDefinition: versioned)
+        }
+        let old = define(#"{"source":"c","sortBy":[{"field":"/n","order":"asc"}]}"#, versioned: false)
+        let new = define(#"{"source":"c","sortBy":[{"field":"/n","order":"desc"}]}"#, versioned: true)
+        #expect(RecordCodec.encode(old).first == 5 && RecordCodec.encode(new).first == 7)
+        for record in [old, new] { #expect(try RecordCodec.decode(RecordCodec.encode(record)) == record) }
+        #expect(RecordCodec.isViewRecord(RecordCodec.encode(new)))
+        #expect(RecordCodec.sequenceKey(of: RecordCodec.encode(new)) { _ in nil } == "c")
+
+        let executor = Executor(registry: Registry(), limits: HistoryLimits())
+        _ = executor.execute(Self.records[0])
+        _ = executor.execute(define(#"{"source":"c"}"#, versioned: true))
+        func version() -> String? { executor.views.entry("v")?.live.withLock { $0.version.description } }
+        #expect(version() == "ve.1")
+        _ = executor.execute(old)
+        #expect(version() == "ve.1", "a definition recorded before kept the version")
+        _ = executor.execute(new)
+        #expect(version() == "ve.2", "a definition recorded now commits one")
+        _ = executor.execute(new)
+        #expect(version() == "ve.2", "the same definition again commits nothing")
+    }
+
     @Test func wholeJournalReplays() throws {
         let (registry, position, _) = try Self.recover(Self.journal(Self.records).bytes)
         #expect(Self.items(registry) == ["z", "a", "b"])

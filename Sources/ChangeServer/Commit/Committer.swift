@@ -122,7 +122,7 @@ final class Committer: Sendable {
     /// Tells the router what became of a view's record on its lanes: the view's source now.
     private func settle(_ record: JournalRecord) {
         switch record {
-        case .defineView(let view, _, _, _), .deleteView(let view, _):
+        case .defineView(let view, _, _, _, _), .deleteView(let view, _):
             router.settle(view: view, source: executor.views.entry(view)?.live.withLock { $0.definition.source })
         case .put, .ops, .upsert, .delete:
             break

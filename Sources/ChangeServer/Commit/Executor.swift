@@ -73,11 +73,11 @@ struct Executor: Sendable {
                 }
                 _ = registry.remove(entry)
                 return .deleted(entry, views: changes)
-            case .defineView(let name, let epoch, let definition, let conditions):
+            case .defineView(let name, let epoch, let definition, let conditions, let versionsEveryDefinition):
                 // On the view's lane and every lane its source may be on (`LaneRouter`): its version holds here.
                 let version = views.entry(name).map { entry in entry.live.withLock { $0.version } }
                 try conditions.check(version, of: .view)
-                return try define(name, epoch, definition)
+                return try define(name, epoch, definition, versionsEveryDefinition: versionsEveryDefinition)
             case .deleteView(let name, let conditions):
                 guard let entry = views.entry(name) else { throw .viewNotFound(name) }
                 try conditions.check(entry.live.withLock { $0.version }, of: .view)
@@ -315,7 +315,9 @@ struct Executor: Sendable {
         return changes
     }
 
-    private func define(_ name: String, _ epoch: String, _ json: JSONData) throws(Rejection) -> Outcome {
+    private func define(_ name: String, _ epoch: String, _ json: JSONData, versionsEveryDefinition: Bool)
+        throws(Rejection) -> Outcome
+    {
         let definition: ViewDefinition
         do throws(ViewDefinitionError) {
             definition = try ViewDefinition(json: json.bytes)
@@ -330,13 +332,15 @@ struct Executor: Sendable {
             // nothing else changes it meanwhile, and its readers need not wait. The old one is freed after the lock.
             var live = entry.live.withLock { $0 }
             let old = live.definition.source
-            let changeset = live.redefine(definition, source: source)
+            let changeset = live.redefine(
+                definition, source: source, committingAnotherDefinition: versionsEveryDefinition)
             Self.preparedObserver?(.redefinition(entry))
             // Swapped, so that `live` holds the old view, freed after the lock.
             entry.live.withLock { swap(&$0, &live) }
             views.reattach(name, from: old, to: definition.source)
             entry.encodedSnapshot.invalidate()
-            // Another definition always commits a version, also with the same content (`LiveView.redefine`).
+            // Another definition commits a version, also with the same content (`LiveView.redefine`), but for a
+            // record written before that was so (`JournalRecord.defineView`).
             if changeset.from == changeset.to { return .viewUnchanged(entry, changeset) }
             return .viewCommitted(entry, changeset, created: false)
         }

@@ -41,7 +41,7 @@ final class LaneRouter: Sendable {
         switch record {
         case .put, .ops, .upsert, .delete:
             return [record.name]
-        case .defineView(let view, _, let definition, _):
+        case .defineView(let view, _, let definition, _, _):
             let source = (try? ViewDefinition(json: definition.bytes))?.source
             let sources = views.withLock { views in
                 var tracked = views[view] ?? Tracked(sources: [])

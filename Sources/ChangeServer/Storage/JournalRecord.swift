@@ -14,8 +14,12 @@ enum JournalRecord: Sendable, Equatable {
     /// `DELETE /v1/collections/{name}`.
     case delete(collection: String, conditions: Conditions)
     /// `PUT /v1/views/{name}`: define the view (with `epoch` when it does not exist) or replace its definition,
-    /// given as its canonical JSON.
-    case defineView(view: String, epoch: String, definition: JSONData, conditions: Conditions)
+    /// given as its canonical JSON. `versionsEveryDefinition`: another definition commits a view version even
+    /// with the same content (`LiveView.redefine`), as every record written since 2026-12-05 asks
+    /// (`RecordCodec.Kind.defineViewVersioned`); records written before (`Kind.defineView`) kept the version, and
+    /// are replayed as they were applied, so that the versions clients hold go on naming the same content.
+    case defineView(
+        view: String, epoch: String, definition: JSONData, conditions: Conditions, versionsEveryDefinition: Bool = true)
     /// `DELETE /v1/views/{name}`.
     case deleteView(view: String, conditions: Conditions)
 
@@ -33,7 +37,7 @@ enum JournalRecord: Sendable, Equatable {
         case .put(let collection, _, _, _), .ops(let collection, _, _), .upsert(let collection, _, _, _, _, _),
             .delete(let collection, _):
             collection
-        case .defineView(let view, _, _, _), .deleteView(let view, _):
+        case .defineView(let view, _, _, _, _), .deleteView(let view, _):
             view
         }
     }
@@ -46,8 +50,16 @@ enum RecordCodec {
         case ops = 2
         case upsert = 3
         case delete = 4
+        /// A definition that keeps the view's version when the content stays (written before 2026-12-05).
         case defineView = 5
         case deleteView = 6
+        /// A definition that commits a version whenever the definition changes.
+        case defineViewVersioned = 7
+
+        /// Whether an encoded record of this first byte defines a view.
+        static func definesView(_ byte: UInt8?) -> Bool {
+            byte == defineView.rawValue || byte == defineViewVersioned.rawValue
+        }
     }
 
     private enum OpKind: UInt8 {
@@ -86,8 +98,8 @@ enum RecordCodec {
         case .delete(let collection, let conditions):
             writer.byte(Kind.delete.rawValue)
             header(&writer, collection, conditions)
-        case .defineView(let view, let epoch, let definition, let conditions):
-            writer.byte(Kind.defineView.rawValue)
+        case .defineView(let view, let epoch, let definition, let conditions, let versionsEveryDefinition):
+            writer.byte(versionsEveryDefinition ? Kind.defineViewVersioned.rawValue : Kind.defineView.rawValue)
             header(&writer, view, conditions)
             writer.string(epoch)
             writer.blob(definition.bytes)
@@ -124,10 +136,10 @@ enum RecordCodec {
                 collection: collection, id: id, data: data, section: section, index: index, conditions: conditions)
         case .delete:
             record = .delete(collection: collection, conditions: conditions)
-        case .defineView:
+        case .defineView, .defineViewVersioned:
             record = .defineView(
                 view: collection, epoch: try reader.string(), definition: JSONData(canonical: try reader.blob()),
-                conditions: conditions)
+                conditions: conditions, versionsEveryDefinition: kind == .defineViewVersioned)
         case .deleteView:
             record = .deleteView(view: collection, conditions: conditions)
         }

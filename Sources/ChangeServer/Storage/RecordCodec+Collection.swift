@@ -12,17 +12,14 @@ extension RecordCodec {
         do throws(BinaryReader.Malformed) {
             let kind = try reader.byte()
             let name = try reader.string()
-            switch kind {
-            case Kind.defineView.rawValue:
-                guard case .defineView(_, _, let json, _) = try decode(record),
+            if Kind.definesView(kind) {
+                guard case .defineView(_, _, let json, _, _) = try decode(record),
                     let definition = try? ViewDefinition(json: json.bytes)
                 else { return nil }
                 return definition.source
-            case Kind.deleteView.rawValue:
-                return viewSource(name) ?? LaneRouter.lane(ofView: name)
-            default:
-                return name
             }
+            if kind == Kind.deleteView.rawValue { return viewSource(name) ?? LaneRouter.lane(ofView: name) }
+            return name
         } catch {
             return nil
         }
@@ -37,6 +34,6 @@ extension RecordCodec {
     /// Whether the encoded record defines or deletes a view (whose records are stored under its sources' names).
     /// - Complexity: O(1).
     static func isViewRecord(_ record: [UInt8]) -> Bool {
-        record.first == Kind.defineView.rawValue || record.first == Kind.deleteView.rawValue
+        Kind.definesView(record.first) || record.first == Kind.deleteView.rawValue
     }
 }

@@ -112,10 +112,15 @@ public struct LiveView: Sendable {
     /// definition that gives the same content still commits a version, with an empty changeset: the view's
     /// snapshot shows its definition, so a cache or a client holding the old one must see another version (and
     /// `If-Match` on the old version must fail, or a redefinition made meanwhile is lost).
-    /// - Returns: the changeset, with `from == to` (and empty) when neither the definition nor the content changed.
+    /// - Parameter committingAnotherDefinition: false to keep the version when only the definition changes, as
+    ///   views did before: for a definition recorded then, replayed as it was applied.
+    /// - Returns: the changeset, with `from == to` (and empty) when nothing that commits a version changed.
     /// - Complexity: O(n log n) for n source items.
-    public mutating func redefine(_ definition: ViewDefinition, source: VersionedCollection?) -> Changeset {
-        let isAnother = definition.canonicalJSON.bytes != self.definition.canonicalJSON.bytes
+    public mutating func redefine(
+        _ definition: ViewDefinition, source: VersionedCollection?, committingAnotherDefinition: Bool = true
+    ) -> Changeset {
+        let isAnother =
+            committingAnotherDefinition && definition.canonicalJSON.bytes != self.definition.canonicalJSON.bytes
         self.definition = definition
         rules = ViewRules(definition)
         var changeset = Changeset(from: version, to: version)

@@ -65,7 +65,7 @@ import Testing
             let isDurable = durable[index]
             let finish: @Sendable () -> Void = {
                 switch record {
-                case .defineView(let view, _, _, _), .deleteView(let view, _):
+                case .defineView(let view, _, _, _, _), .deleteView(let view, _):
                     router.settle(
                         view: view, source: parallel.views.entry(view)?.live.withLock { $0.definition.source })
                 default:

@@ -98,7 +98,7 @@ enum PostgresRecovery {
                     }
                     executor.replay(record)
                     switch record {
-                    case .defineView(let view, _, _, _), .deleteView(let view, _): viewTouched[view] = lastID
+                    case .defineView(let view, _, _, _, _), .deleteView(let view, _): viewTouched[view] = lastID
                     case .put, .ops, .upsert, .delete: break
                     }
                     if executor.registry.entry(key.collection) == nil {

@@ -17,7 +17,7 @@ extension RecordCodec {
         var reader = BinaryReader(record)
         do throws(BinaryReader.Malformed) {
             let kind = try reader.byte()
-            guard kind == Kind.defineView.rawValue || kind == Kind.deleteView.rawValue else { return nil }
+            guard Kind.definesView(kind) || kind == Kind.deleteView.rawValue else { return nil }
             let view = try reader.string()
             let ifMatch = try reader.optionalString()
             let ifNoneMatch = try reader.optionalString()
