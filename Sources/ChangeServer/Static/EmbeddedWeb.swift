@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"a69ca0235f23accd\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"f949d07517e31a97\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d2e61d282bb29833\"", text: file3),
@@ -490,13 +490,17 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
      * Follows the collection over Server-Sent Events until `signal` aborts (resolves true). Resolves false when no
      * stream can be had: no EventSource, a token to send (EventSource sends no headers), or a stream the browser
      * gave up on (an HTTP error such as 404 or 429, which EventSource does not retry); the caller then long-polls
-     * from where the client is. A dropped stream is reopened by EventSource itself, with Last-Event-ID.
+     * from where the client is. A dropped stream is reopened by EventSource itself, with Last-Event-ID. A stream
+     * that delivers no event for `silenceSeconds` is reopened here from the client's version: EventSource has no
+     * read timeout and does not show the server's heartbeats (comments), so a stream that a proxy or a network
+     * stopped forwarding without closing it would otherwise be taken for live, and show stale data, for good.
      */
     function stream(setStatus) {
         const EventSourceClass = options.EventSource ?? globalThis.EventSource;
         if (!EventSourceClass || options.token || signal.aborted) return Promise.resolve(signal.aborted);
         return new Promise((resolve) => {
             let source = null;
+            let silence = null;
             const parse = (event) => {
                 try {
                     return JSON.parse(event.data);
@@ -505,16 +509,30 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 }
             };
             const finish = (result) => {
+                clearTimeout(silence);
                 source?.close();
                 signal.removeEventListener("abort", onAbort);
                 resolve(result);
             };
             let reopening = null;
+            /**
+             * (Re)starts the wait for the stream's next event; past it, the stream is reopened from the client's
+             * version, with no status of its own: an idle collection's stream is reopened so every `silenceSeconds`
+             * (a request each time, as a poll's), and one that cannot be reopened reports "retrying" as any other.
+             */
+            const watch = () => {
+                clearTimeout(silence);
+                silence = setTimeout(() => {
+                    source.close();
+                    open();
+                }, silenceSeconds * 1000);
+            };
             const onAbort = () => {
                 clearTimeout(reopening);
                 finish(true);
             };
             const startOver = (reason) => {
+                clearTimeout(silence);
                 source.close();
                 state.version = null;
                 setStatus("reset", { reason });
@@ -526,7 +544,9 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             const open = () => {
                 const query = state.version === null ? "" : `?since=${encodeURIComponent(state.version)}`;
                 source = new EventSourceClass(`${collectionURL}/changes${query}`);
+                watch();
                 source.addEventListener("reset", (event) => {
+                    watch();
                     const body = parse(event);
                     if (typeof body?.to !== "string" || !Array.isArray(body?.snapshot?.sections)) {
                         call("onError", new FeedError(200, body, "the reset event has no snapshot"));
@@ -538,6 +558,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     setStatus("live");
                 });
                 source.addEventListener("changes", (event) => {
+                    watch();
                     const body = parse(event);
                     const since = state.version;
                     if (body?.from !== since || typeof body?.to !== "string") {
@@ -560,6 +581,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 });
                 source.addEventListener("gone", (event) => startOver(parse(event)?.error?.code ?? "gone"));
                 source.addEventListener("open", () => {
+                    watch();
                     if (state.version !== null) setStatus("live");
                 });
                 source.addEventListener("error", () => {

@@ -208,6 +208,57 @@ describe("backoff", () => {
         assert.deepEqual(statuses, ["connecting", "live", "reset:mismatch", "stopped"]);
     });
 
+    test("transport sse: a stream with no event for silenceSeconds is reopened from the client's version", async () => {
+        // EventSource has no read timeout and shows no heartbeat (a comment): a stream a proxy stopped forwarding
+        // without closing it stayed "live" with stale data for good.
+        class SilentEventSource {
+            static CLOSED = 2;
+            static instances = [];
+            constructor(url) {
+                this.url = url;
+                this.readyState = 0;
+                this.listeners = {};
+                SilentEventSource.instances.push(this);
+            }
+            addEventListener(type, listener) {
+                (this.listeners[type] ??= []).push(listener);
+            }
+            emit(type, data) {
+                if (type === "open") this.readyState = 1;
+                for (const listener of this.listeners[type] ?? []) listener({ data: JSON.stringify(data) });
+            }
+            close() {
+                this.readyState = 2;
+            }
+        }
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onStatus: (status, detail) => statuses.push(detail?.reason ? `${status}:${detail.reason}` : status),
+        }, { transport: "sse", EventSource: SilentEventSource, silenceSeconds: 0.2 });
+        const [first] = SilentEventSource.instances;
+        first.emit("open");
+        first.emit("reset", { collection: "c", reset: true, to: "e.4", snapshot: { collection: "c", version: "e.4", sections: [S("a", "x")] } });
+        const waitFor = async (count) => {
+            const deadline = Date.now() + 3000;
+            while (SilentEventSource.instances.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        };
+        await waitFor(2);
+        assert.equal(first.readyState, 2, "the silent stream is closed");
+        const second = SilentEventSource.instances[1];
+        assert.equal(second.url, "http://test/v1/collections/c/changes?since=e.4");
+        // An event restarts the wait: a stream that delivers is left alone for silenceSeconds after each one.
+        second.emit("open");
+        second.emit("changes", { collection: "c", from: "e.4", to: "e.5", changes: changeset({ items: { inserted: [{ at: [0, 1], id: "y", data: null }] } }) });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        assert.equal(SilentEventSource.instances.length, 2);
+        await waitFor(3);
+        assert.equal(SilentEventSource.instances[2].url, "http://test/v1/collections/c/changes?since=e.5");
+        await subscription.unsubscribe();
+        assert.equal(SilentEventSource.instances.at(-1).readyState, 2);
+        assert.equal(ids(subscription.sections), "a:x,y");
+        assert.deepEqual(statuses, ["connecting", "live", "stopped"]);
+    });
+
     test("transport sse with a token long-polls (EventSource sends no Authorization)", async () => {
         const requests = [];
         const fakeFetch = (url, init) => {
