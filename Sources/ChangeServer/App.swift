@@ -152,10 +152,20 @@ final class App: Sendable {
                 }
                 return (template, .respond(response))
             }
-            return (template, try dispatch(request, route, connection))
+            return (template, Self.markedForCaches(try dispatch(request, route, connection), request))
         } catch {
-            return (template, .respond(errorResponse(error, request)))
+            return (template, Self.markedForCaches(.respond(errorResponse(error, request)), request))
         }
+    }
+
+    /// A read's answer that says nothing of caching is marked `no-store` (`Response.notStored`): a cache or CDN
+    /// would otherwise keep it for a lifetime of its own choosing.
+    private static func markedForCaches(_ result: RouteResult, _ request: Request) -> RouteResult {
+        guard case .respond(var response) = result, request.method == "GET" || request.method == "HEAD",
+            !response.headers.contains(where: { $0.name == "Cache-Control" })
+        else { return result }
+        response.headers.append(("Cache-Control", Response.notStored))
+        return .respond(response)
     }
 
     /// What can be decided from a request's headers alone, before its body is read: the route, the method, the

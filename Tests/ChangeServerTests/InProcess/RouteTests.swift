@@ -15,6 +15,30 @@ import Testing
         return (server, try #require(created.json["version"] as? String))
     }
 
+    /// Every read says how caches may keep it: a snapshot (and its `304`) is revalidated before every use, feed
+    /// answers carry their own lifetimes, everything else is never stored. Without a word, a CDN kept snapshots for
+    /// a lifetime of its own and served old versions.
+    @Test func readsSayHowCachesMayKeepThem() throws {
+        let (server, version) = try serverWithInbox()
+        let snapshot = server.send("GET", "/v1/collections/inbox")
+        #expect(snapshot.header("Cache-Control") == "no-cache")
+        let notModified = server.send("GET", "/v1/collections/inbox", headers: [("If-None-Match", "\"\(version)\"")])
+        #expect(notModified.status == 304 && notModified.header("Cache-Control") == "no-cache")
+        #expect(server.send("PUT", "/v1/views/v", body: #"{"source": "inbox"}"#).status == 201)
+        #expect(server.send("GET", "/v1/views/v").header("Cache-Control") == "no-cache")
+        for path in [
+            "/v1/collections", "/v1/views", "/v1/collections/inbox/items/a", "/healthz", "/metrics",
+            "/v1/collections/nope", "/v1/collections/inbox/items/nope", "/v1/views/nope", "/v1/nothing",
+        ] {
+            #expect(server.send("GET", path).header("Cache-Control") == "no-store", "\(path)")
+            #expect(server.send("HEAD", path).header("Cache-Control") == "no-store", "HEAD \(path)")
+        }
+        #expect(server.send("GET", "/v1/collections/inbox/changes").header("Cache-Control") == "public, max-age=2")
+        // A write's answer is not marked: caches do not store answers to PUT, POST or DELETE.
+        #expect(
+            server.send("PUT", "/v1/collections/inbox/items/z", body: #"{"data": 1}"#).header("Cache-Control") == nil)
+    }
+
     @Test func serviceRoutes() throws {
         let server = try InProcessServer()
         #expect(server.send("GET", "/healthz").text == #"{"status":"ok"}"#)
