@@ -113,20 +113,8 @@ final class PostgresCluster: @unchecked Sendable {
         return text
     }
 
-    /// A port nothing listens on now: bound to port 0 and closed.
+    /// A port nothing listens on now.
     private static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-            }
-        }
-        guard bound else { throw ClientError.malformed("cannot find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        try ClosingListener.freePort()
     }
 }

@@ -1,0 +1,67 @@
+import Foundation
+import ProcessSupport
+import Testing
+
+/// `deploy/nginx.conf`, the front of `deploy/compose.yaml`, with real nginx in front of a real server and of an
+/// upstream that takes each request and closes without an answer, as a server killed in the middle of one does.
+@Suite(.tags(.liveServer)) struct LiveDeployTests {
+    /// A write sent to a server that then died may have been committed: passed on to another server, it was
+    /// answered for what it found (`404` for a deletion, `200` with nothing changed for an item it created, `412`
+    /// for a condition), a definite answer that contradicts what happened. nginx passes `PUT` and `DELETE` on
+    /// (they are idempotent to it, unlike `POST`), so writes are now never passed on: such a client gets `502`,
+    /// which says the outcome is unknown. Reads are still passed on.
+    @Test func theComposeFrontNeverPassesAWriteOnOnceSent() throws {
+        let server = try ServerProcess()
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        let dying = try ClosingListener()
+        defer { dying.stop() }
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let port = try ClosingListener.freePort()
+        let shipped = try String(
+            contentsOf: Repository.root.appendingPathComponent("deploy/nginx.conf"), encoding: .utf8)
+        let config =
+            shipped
+            .replacingOccurrences(of: "server-1:8080", with: "127.0.0.1:\(dying.port)")
+            .replacingOccurrences(of: "server-2:8080", with: "127.0.0.1:\(server.port)")
+            .replacingOccurrences(of: "server-3:8080", with: "127.0.0.1:\(server.port)")
+            .replacingOccurrences(of: "listen 8080;", with: "listen 127.0.0.1:\(port);")
+            .replacingOccurrences(
+                of: "worker_processes auto;",
+                with: "worker_processes 1;\npid \(directory)/nginx.pid;\nerror_log \(directory)/error.log;"
+            )
+            .replacingOccurrences(
+                of: "http {",
+                with: "http {\n    access_log off;\n"
+                    + ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map {
+                        "    \($0)_temp_path \(directory)/\($0);\n"
+                    }.joined())
+        #expect(config.contains("127.0.0.1:\(dying.port)") && config.contains("listen 127.0.0.1:\(port);"))
+        try config.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
+        let nginx = Process()
+        nginx.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
+        nginx.arguments = ["-p", directory, "-c", directory + "/nginx.conf", "-g", "daemon off;"]
+        try Spawning.run(nginx)
+        defer {
+            nginx.terminate()
+            nginx.waitUntilExit()
+        }
+        let front = Client(port: port)
+        // Ready once it accepts connections: a request would already meet the dying upstream, and nginx would send
+        // it fewer requests after that failure.
+        #expect(waitUntil(timeout: 10) { (try? HTTPConnection(port: port)) != nil })
+        // Round robin sends one of the first three requests to each upstream entry: one of these writes reaches the
+        // dying one.
+        var statuses: [Int] = []
+        for index in 0..<3 {
+            let response = try front.put("/v1/collections/c/items/w\(index)", ["data": index])
+            statuses.append(response.status)
+            let kept = try server.client.get("/v1/collections/c/items/w\(index)").status
+            #expect(kept == (response.status == 201 ? 200 : 404), "w\(index): \(response.status), then \(kept)")
+        }
+        #expect(
+            Set(statuses).isSubset(of: [201, 502]) && statuses.contains(502), "\(statuses), \(dying.accepted) accepted")
+        for _ in 0..<3 { #expect(try front.get("/v1/collections/c").status == 200) }
+        #expect(dying.accepted >= 1)
+    }
+}
