@@ -39,6 +39,28 @@ import Testing
         #expect(health.text == #"{"status":"ok","store":{"backend":"postgres","state":"up"}}"#)
     }
 
+    /// A database whose schema is newer than this server's is refused before anything is written to it: the
+    /// refused start added its own version next to the newer one, and any column it thought missing.
+    @Test func aNewerSchemaIsRefusedWithoutAWrite() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("newer")
+        do {
+            let server = try ServerProcess(["--postgres", url])
+            #expect(try server.client.get("/healthz").status == 200)
+        }
+        _ = try cluster.sql("UPDATE changeserver_schema SET version = 3", database: "newer")
+        let data = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let run = try ProgramRun.run(
+            [
+                ServerProcess.binary.path, "--postgres", url, "--host", "127.0.0.1", "--port",
+                String(try ClosingListener.freePort()), "--data-dir", data,
+            ], in: Repository.root, timeout: 60)
+        #expect(run.status == 1, "\(run.output)")
+        #expect(run.output.contains("the database's schema is version 3; this server knows version 2 only"))
+        #expect(try cluster.sql("SELECT version FROM changeserver_schema ORDER BY version", database: "newer") == "3\n")
+    }
+
     /// One server under 8 concurrent writers is killed with SIGKILL at a different moment each round; after a
     /// restart every acknowledged item is there and the version counts exactly the records committed (none lost,
     /// none applied twice).

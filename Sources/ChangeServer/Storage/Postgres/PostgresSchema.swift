@@ -35,56 +35,69 @@ enum PostgresSchema {
     private static let setupLock: Int64 = 0x4353_5347_0001
 
     /// Creates the tables when they are missing, in one transaction under an advisory lock, so that servers
-    /// starting at the same moment do it once; refuses a schema newer than this server's.
+    /// starting at the same moment do it once; refuses a schema newer than this server's before it changes
+    /// anything (it added its own version, and any column it missed, to a database it would not serve).
     static func prepare(_ connection: PGConnection) throws(StartupError) {
-        let current: Int64
+        var current: Int64 = 0
         do throws(StorageError) {
             try connection.execute("BEGIN")
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [.int64(setupLock)])
             try connection.execute("CREATE TABLE IF NOT EXISTS changeserver_schema (version bigint PRIMARY KEY)")
-            try connection.execute(
-                "CREATE TABLE IF NOT EXISTS changeserver_collections (name text PRIMARY KEY, last_seq bigint NOT NULL)")
-            try connection.execute(
-                """
-                CREATE TABLE IF NOT EXISTS changeserver_records (collection text NOT NULL, seq bigint NOT NULL, \
-                record bytea NOT NULL, PRIMARY KEY (collection, seq))
-                """)
-            try connection.execute(
-                """
-                CREATE TABLE IF NOT EXISTS changeserver_snapshots (collection text PRIMARY KEY, \
-                seq bigint NOT NULL, content bytea)
-                """)
-            try connection.execute(
-                """
-                CREATE TABLE IF NOT EXISTS changeserver_views (name text PRIMARY KEY, last_id bigint NOT NULL, \
-                deleted boolean NOT NULL)
-                """)
-            // Altered only when a column is missing: an `ALTER TABLE` takes the table's exclusive lock, which
-            // waits behind a starting server's reads and holds up every view record meanwhile.
-            if try connection.execute(hasViewSources).int64(0, 0) < 3 {
+            current = try connection.execute("SELECT coalesce(max(version), 0) FROM changeserver_schema").int64(0, 0)
+            if current > version {
+                try connection.execute("ROLLBACK")
+            } else {
+                try createTables(connection)
                 try connection.execute(
-                    "ALTER TABLE changeserver_views ADD COLUMN IF NOT EXISTS source text, "
-                        + "ADD COLUMN IF NOT EXISTS source_id bigint, ADD COLUMN IF NOT EXISTS source_since bigint")
+                    "INSERT INTO changeserver_schema (version) VALUES ($1) ON CONFLICT DO NOTHING", [.int64(version)])
+                let found = try connection.execute("SELECT max(version) FROM changeserver_schema")
+                try connection.execute("COMMIT")
+                current = found.int64(0, 0)
             }
-            if try connection.execute(hasLeftMarks).int64(0, 0) < 2 {
-                try connection.execute(
-                    "ALTER TABLE changeserver_collections ADD COLUMN IF NOT EXISTS left_collection text, "
-                        + "ADD COLUMN IF NOT EXISTS left_seq bigint")
-            }
-            if try connection.execute(hasRecordIDs).int64(0, 0) == 0 {
-                for statement in addRecordIDs { try connection.execute(statement) }
-            }
-            try connection.execute(
-                "INSERT INTO changeserver_schema (version) VALUES ($1) ON CONFLICT DO NOTHING", [.int64(version)])
-            let found = try connection.execute("SELECT max(version) FROM changeserver_schema")
-            try connection.execute("COMMIT")
-            current = found.int64(0, 0)
         } catch {
             throw StartupError("cannot set up the schema in PostgreSQL: \(error)")
         }
-        guard current == version else {
-            throw StartupError("the database's schema is version \(current); this server knows version \(version) only")
+        guard current == version else { throw newer(current) }
+    }
+
+    /// Creates the tables and columns that are missing (within `prepare`'s transaction).
+    private static func createTables(_ connection: PGConnection) throws(StorageError) {
+        try connection.execute(
+            "CREATE TABLE IF NOT EXISTS changeserver_collections (name text PRIMARY KEY, last_seq bigint NOT NULL)")
+        try connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS changeserver_records (collection text NOT NULL, seq bigint NOT NULL, \
+            record bytea NOT NULL, PRIMARY KEY (collection, seq))
+            """)
+        try connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS changeserver_snapshots (collection text PRIMARY KEY, \
+            seq bigint NOT NULL, content bytea)
+            """)
+        try connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS changeserver_views (name text PRIMARY KEY, last_id bigint NOT NULL, \
+            deleted boolean NOT NULL)
+            """)
+        // Altered only when a column is missing: an `ALTER TABLE` takes the table's exclusive lock, which
+        // waits behind a starting server's reads and holds up every view record meanwhile.
+        if try connection.execute(hasViewSources).int64(0, 0) < 3 {
+            try connection.execute(
+                "ALTER TABLE changeserver_views ADD COLUMN IF NOT EXISTS source text, "
+                    + "ADD COLUMN IF NOT EXISTS source_id bigint, ADD COLUMN IF NOT EXISTS source_since bigint")
         }
+        if try connection.execute(hasLeftMarks).int64(0, 0) < 2 {
+            try connection.execute(
+                "ALTER TABLE changeserver_collections ADD COLUMN IF NOT EXISTS left_collection text, "
+                    + "ADD COLUMN IF NOT EXISTS left_seq bigint")
+        }
+        if try connection.execute(hasRecordIDs).int64(0, 0) == 0 {
+            for statement in addRecordIDs { try connection.execute(statement) }
+        }
+    }
+
+    private static func newer(_ current: Int64) -> StartupError {
+        StartupError("the database's schema is version \(current); this server knows version \(version) only")
     }
 
     /// Whether the records have their `id` (1) or not (0: a new database, or one that servers wrote before ids).
