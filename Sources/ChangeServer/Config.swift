@@ -204,7 +204,17 @@ struct Config: Sendable {
         case "host": host = try nonEmpty()
         case "port": port = try integer(0...65535)
         case "data-dir": dataDirectory = try nonEmpty()
-        case "postgres": postgres = try nonEmpty()
+        case "postgres":
+            // libpq reads a string with no `=` as a database name, so a URL of another scheme (or a typo in the
+            // scheme) was tried as one, and failed only after the start's patience with a message about a socket.
+            let url = try nonEmpty()
+            if let scheme = url.range(of: "://").map({ url[..<$0.lowerBound].lowercased() }), !url.contains("="),
+                scheme != "postgresql", scheme != "postgres"
+            {
+                throw UsageError(
+                    description: "\(source) must be a postgresql:// or postgres:// URL or a key=value string")
+            }
+            postgres = url
         case "postgres-timeout": postgresTimeout = try integer(1...3600)
         case "fsync":
             guard let policy = FsyncPolicy(rawValue: value) else {

@@ -41,6 +41,22 @@ import Testing
             try Config.parse(arguments: ["--header-timeout", "1"], environment: environment)?.headerTimeout == 1)
     }
 
+    /// libpq reads a string with no `=` as a database name: a URL of another scheme was tried as one, and failed
+    /// only after the start's 30 s of patience, with a message about a Unix socket.
+    @Test func aPostgresURLOfAnotherSchemeIsRefused() throws {
+        for url in [
+            "postgresql://u@h/db", "postgres://h/db", "POSTGRESQL://h/db", "host=h dbname=d", "dbname=d",
+            "postgresql:///changeserver?host=/var/run/postgresql", "host=h options=-ctext://x",
+        ] {
+            #expect(try Config.parse(arguments: ["--postgres", url], environment: [:])?.postgres == url, "\(url)")
+        }
+        for url in ["notaurl://foo", "mysql://h/db", "postgresq://h/db"] {
+            #expect(throws: Config.UsageError.self, "\(url)") {
+                try Config.parse(arguments: ["--postgres", url], environment: [:])
+            }
+        }
+    }
+
     @Test func flagsWinOverEnvironment() throws {
         let environment = [
             "CHANGESERVER_PORT": "9000", "CHANGESERVER_HISTORY": "5", "CHANGESERVER_CORS_ORIGIN": "https://a,https://b",
