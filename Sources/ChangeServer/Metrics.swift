@@ -95,7 +95,9 @@ final class Metrics: Sendable {
                 "changeserver_requests_total{method=\"\(key.method)\",route=\"\(key.route)\",status=\"\(key.status)\"} \(count)"
             )
         }
-        metric("changeserver_mutations_total", "counter", "Mutations committed (that changed something).")
+        metric(
+            "changeserver_mutations_total", "counter",
+            "Mutations committed (that changed something); with --postgres, every server's, which each applies.")
         lines.append("changeserver_mutations_total \(snapshot.mutations)")
         metric("changeserver_held_polls", "gauge", "Long polls held right now.")
         lines.append("changeserver_held_polls \(snapshot.heldPolls)")
