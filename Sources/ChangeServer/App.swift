@@ -152,20 +152,23 @@ final class App: Sendable {
                 }
                 return (template, .respond(response))
             }
-            return (template, Self.markedForCaches(try dispatch(request, route, connection), request))
+            let result = try dispatch(request, route, connection)
+            guard case .respond(let response) = result else { return (template, result) }
+            return (template, .respond(Self.markedForCaches(response, request)))
         } catch {
-            return (template, Self.markedForCaches(.respond(errorResponse(error, request)), request))
+            return (template, .respond(errorResponse(error, request)))
         }
     }
 
     /// A read's answer that says nothing of caching is marked `no-store` (`Response.notStored`): a cache or CDN
     /// would otherwise keep it for a lifetime of its own choosing.
-    private static func markedForCaches(_ result: RouteResult, _ request: Request) -> RouteResult {
-        guard case .respond(var response) = result, request.method == "GET" || request.method == "HEAD",
+    private static func markedForCaches(_ response: Response, _ request: Request) -> Response {
+        guard request.method == "GET" || request.method == "HEAD",
             !response.headers.contains(where: { $0.name == "Cache-Control" })
-        else { return result }
-        response.headers.append(("Cache-Control", Response.notStored))
-        return .respond(response)
+        else { return response }
+        var marked = response
+        marked.headers.append(("Cache-Control", Response.notStored))
+        return marked
     }
 
     /// What can be decided from a request's headers alone, before its body is read: the route, the method, the
@@ -197,13 +200,14 @@ final class App: Sendable {
         return route
     }
 
-    /// An error's response; on the feed, `410`s may be shared briefly by caches (`FeedCaching`), nothing else.
+    /// An error's response, whether found when the headers arrived (`screen`) or later; on the feed, `410`s may
+    /// be shared briefly by caches (`FeedCaching`), nothing else.
     private func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
         var response = Response.error(error)
         if Route.isFeedPath(request.path) {
             response.headers.append(("Cache-Control", feedCaching.cacheControl(.init(error: error.status))))
         }
-        return response
+        return Self.markedForCaches(response, request)
     }
 
     private func dispatch(_ request: Request, _ route: Route, _ connection: () -> Connection) throws(HTTPError)

@@ -37,6 +37,24 @@ import Testing
         #expect(try server.client.get("/healthz").status == 200)
     }
 
+    /// Answers to reads refused from their headers alone (before their route runs: an unknown path, a method the
+    /// path does not take, a missing token) say `no-store` too, as every read's answer outside the feed does, and a
+    /// snapshot the server serves says `no-cache`.
+    @Test func readsRefusedFromTheirHeadersAreNotStored() throws {
+        let server = try ServerProcess(
+            [], environment: ["CHANGESERVER_READ_TOKEN": "r", "CHANGESERVER_WRITE_TOKEN": "w"])
+        let token = ["Authorization": "Bearer w"]
+        #expect(try server.client.put("/v1/collections/c", ["sections": []], headers: token).status == 201)
+        let refused = [
+            try server.client.get("/v1/collections/c"), try server.client.get("/v1/nothing", headers: token),
+            try server.client.get("/v1/collections/c/mutations", headers: token),
+            try server.client.request("HEAD", "/v1/collections/c"),
+        ]
+        #expect(refused.map(\.status) == [401, 404, 405, 401])
+        for answer in refused { #expect(answer.header("Cache-Control") == "no-store", "\(answer.status)") }
+        #expect(try server.client.get("/v1/collections/c", headers: token).header("Cache-Control") == "no-cache")
+    }
+
     @Test func corsAllowsListedOriginsOnly() throws {
         let server = try ServerProcess(["--cors-origin", "https://app.example", "--cors-origin", "https://b.example"])
         _ = try server.client.put("/v1/collections/c", ["sections": []])
