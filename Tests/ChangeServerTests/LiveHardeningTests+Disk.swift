@@ -89,4 +89,43 @@ extension LiveHardeningTests {
         #expect(waitUntil(timeout: 10) { server.log.contains("less than the \(1 << 50) kept for snapshots") })
         #expect(try server.client.put("/v1/collections/c", ["sections": []]).errorCode == "insufficient_storage")
     }
+
+    /// A snapshot that could not be written (the disk held the journal but not a second copy of the data) is tried
+    /// again a second later once a record comes, not after the journal grew by `--snapshot-bytes` again: the
+    /// journal had moved on to a new segment, whose count started over, so a quiet collection kept its journal
+    /// (and a disk under its reserve, where writes are refused, stayed so until a restart).
+    @Test func aSnapshotThatCouldNotBeWrittenIsTriedAgainOnceThereIsRoom() throws {
+        let mountPoint = try Self.mountTmpfs(size: "4m")
+        defer { Self.unmount(mountPoint) }
+        let data = mountPoint + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
+        let server = try ServerProcess(
+            ["--disk-reserve-bytes", "0", "--snapshot-bytes", "100000", "--history", "2", "--fsync", "interval"],
+            dataDirectory: data)
+        let big = String(repeating: "b", count: 1000)
+        let content = ["sections": [["id": "s", "items": (0..<1200).map { ["id": "i\($0)", "data": big] }]]]
+        #expect(try server.client.put("/v1/collections/c", content).status == 201)
+        func snapshots() -> Int { server.log.components(separatedBy: "snapshot of 1 collections").count - 1 }
+        #expect(waitUntil(timeout: 20) { snapshots() == 1 })
+        // A filler leaves room for the journal's records but not for another snapshot of 1.2 MB.
+        var stats = statvfs()
+        #expect(statvfs(mountPoint, &stats) == 0)
+        let filler = mountPoint + "/filler"
+        let room = Int(stats.f_bavail) * Int(stats.f_frsize) - (600 << 10)
+        #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: max(0, room))))
+        let small = String(repeating: "s", count: 100)
+        for round in 0..<2000 where !server.log.contains("snapshot failed") {
+            _ = try server.client.put("/v1/collections/c/items/i\(round % 1200)", ["data": "\(round)-\(small)"])
+        }
+        #expect(server.log.contains("snapshot failed"), "\(server.log.suffix(2000))")
+        try FileManager.default.removeItem(atPath: filler)
+        // A record every 200 ms for up to 10 s: at most 50, about 7 KB, far fewer than --snapshot-bytes.
+        var taken = false
+        for round in 0..<50 where !taken {
+            _ = try server.client.put("/v1/collections/c/items/i0", ["data": "after \(round)"])
+            usleep(200_000)
+            taken = snapshots() == 2
+        }
+        #expect(taken, "\(server.log.split(separator: "\n").filter { !$0.contains(" info PUT") }.suffix(10))")
+    }
 }

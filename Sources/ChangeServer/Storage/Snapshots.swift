@@ -22,6 +22,10 @@ final class Snapshots: Sendable {
     static let forSpaceMilliseconds: Int64 = 10_000
     /// When (monotonic milliseconds) a snapshot may start again after one failed.
     private let retryAt = Atomic<Int64>(Int64.min / 2)
+    /// Whether the last snapshot failed after the journal moved on to a new segment: the journal's count of bytes
+    /// since a snapshot started over then, and would have to grow by `threshold` again (it never does while
+    /// writes are refused for the disk's reserve) before the next try.
+    private let isOwed = Atomic<Bool>(false)
     /// A snapshot that failed (a full disk, no thread) is tried again this long after, by the next record applied:
     /// not by every record applied meanwhile, each of which logged the failure again (hundreds of lines a second).
     static let retryMilliseconds: Int64 = 1_000
@@ -41,7 +45,8 @@ final class Snapshots: Sendable {
 
     /// A record was applied (called on its lane): starts a snapshot when the journal has grown enough.
     func committed() {
-        guard journal.bytesSinceSnapshot >= threshold, MonotonicClock.now() >= retryAt.load(ordering: .relaxed),
+        guard journal.bytesSinceSnapshot >= threshold || isOwed.load(ordering: .relaxed),
+            MonotonicClock.now() >= retryAt.load(ordering: .relaxed),
             snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         rotateAndSnapshot()
@@ -54,7 +59,7 @@ final class Snapshots: Sendable {
     func compactForSpace() {
         let now = MonotonicClock.now()
         guard now - lastForSpace.load(ordering: .relaxed) >= Self.forSpaceMilliseconds,
-            !snapshotting.load(ordering: .relaxed), journal.bytesSinceSnapshot > 0,
+            !snapshotting.load(ordering: .relaxed), journal.bytesSinceSnapshot > 0 || isOwed.load(ordering: .relaxed),
             snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         lastForSpace.store(now, ordering: .relaxed)
@@ -79,6 +84,8 @@ final class Snapshots: Sendable {
     private func rotateAndSnapshot() {
         journal.rotate { [self] next in
             guard let next else { return failed() }
+            // Owed until it is written: should it fail, the next try need not wait for the journal to grow again.
+            isOwed.store(true, ordering: .relaxed)
             takeSnapshot(coveringBefore: next)
         }
     }
@@ -122,6 +129,7 @@ final class Snapshots: Sendable {
             logger.error("snapshot failed (\(failure)); the journal is kept and it will be tried again")
             return failed()
         }
+        isOwed.store(false, ordering: .relaxed)
         for segment in directory.segments() where segment < next { unlink(directory.segmentPath(segment)) }
         directory.syncDirectory()
         logger.info(
