@@ -11,10 +11,8 @@ extension LiveHardeningTests {
     /// writes stayed refused for good, restarts included. The zeros of the segment closed are now cut when the
     /// journal moves on, and writes come back.
     @Test func theZerosWrittenAheadDoNotKeepASmallDiskFull() throws {
-        let mountPoint = try Self.mountTmpfs(size: "4m")
+        let (mountPoint, data) = try Self.smallDisk()
         defer { Self.unmount(mountPoint) }
-        let data = mountPoint + "/data"
-        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
         let server = try ServerProcess(
             ["--disk-reserve-bytes", "500000", "--history", "20", "--fsync", "always"], dataDirectory: data)
         #expect(try server.client.put("/v1/collections/o", ["sections": [["id": "s"]]]).status == 201)
@@ -95,10 +93,8 @@ extension LiveHardeningTests {
     /// journal had moved on to a new segment, whose count started over, so a quiet collection kept its journal
     /// (and a disk under its reserve, where writes are refused, stayed so until a restart).
     @Test func aSnapshotThatCouldNotBeWrittenIsTriedAgainOnceThereIsRoom() throws {
-        let mountPoint = try Self.mountTmpfs(size: "4m")
+        let (mountPoint, data) = try Self.smallDisk()
         defer { Self.unmount(mountPoint) }
-        let data = mountPoint + "/data"
-        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
         let server = try ServerProcess(
             ["--disk-reserve-bytes", "0", "--snapshot-bytes", "100000", "--history", "2", "--fsync", "interval"],
             dataDirectory: data)
@@ -127,5 +123,18 @@ extension LiveHardeningTests {
             taken = snapshots() == 2
         }
         #expect(taken, "\(server.log.split(separator: "\n").filter { !$0.contains(" info PUT") }.suffix(10))")
+    }
+
+    /// A 4 MiB tmpfs with an empty folder `data` on it, for a server's `--data-dir`; `unmount` it when done.
+    private static func smallDisk() throws -> (mountPoint: String, data: String) {
+        let mountPoint = try mountTmpfs(size: "4m")
+        let data = mountPoint + "/data"
+        do {
+            try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
+        } catch {
+            unmount(mountPoint)
+            throw error
+        }
+        return (mountPoint, data)
     }
 }
