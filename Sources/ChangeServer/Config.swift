@@ -47,6 +47,20 @@ struct Config: Sendable {
     var threads: Int?
     var logLevel = LogLevel.info
 
+    /// Whether `url` begins with a URI scheme libpq does not take: it takes `postgresql://` and `postgres://`, in
+    /// these letters exactly, and reads any other string as `key=value` pairs or, with no `=`, as a database name,
+    /// so a typo in the scheme (`POSTGRESQL://`, `postgresq://h/db?sslmode=require`) or another scheme was tried as
+    /// one, and failed only after the start's 30 s of patience, with a message about a socket.
+    static func isForeignURL(_ url: String) -> Bool {
+        guard let separator = url.range(of: "://") else { return false }
+        let scheme = Substring(url[..<separator.lowerBound])
+        // RFC 3986 §3.1: a letter, then letters, digits, `+`, `-` and `.`.
+        let isScheme =
+            scheme.first.map { $0.isASCII && $0.isLetter } == true
+            && scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }
+        return isScheme && scheme != "postgresql" && scheme != "postgres"
+    }
+
     /// Why the command line could not be read: printed with a hint, exit status 2.
     struct UsageError: Error, CustomStringConvertible {
         var description: String
@@ -205,12 +219,8 @@ struct Config: Sendable {
         case "port": port = try integer(0...65535)
         case "data-dir": dataDirectory = try nonEmpty()
         case "postgres":
-            // libpq reads a string with no `=` as a database name, so a URL of another scheme (or a typo in the
-            // scheme) was tried as one, and failed only after the start's patience with a message about a socket.
             let url = try nonEmpty()
-            if let scheme = url.range(of: "://").map({ url[..<$0.lowerBound].lowercased() }), !url.contains("="),
-                scheme != "postgresql", scheme != "postgres"
-            {
+            guard !Self.isForeignURL(url) else {
                 throw UsageError(
                     description: "\(source) must be a postgresql:// or postgres:// URL or a key=value string")
             }

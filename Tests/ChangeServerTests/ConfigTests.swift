@@ -45,12 +45,14 @@ import Testing
     /// only after the start's 30 s of patience, with a message about a Unix socket.
     @Test func aPostgresURLOfAnotherSchemeIsRefused() throws {
         for url in [
-            "postgresql://u@h/db", "postgres://h/db", "POSTGRESQL://h/db", "host=h dbname=d", "dbname=d",
+            "postgresql://u@h/db", "postgres://h/db", "host=h dbname=d", "dbname=d", "changeserver",
             "postgresql:///changeserver?host=/var/run/postgresql", "host=h options=-ctext://x",
         ] {
             #expect(try Config.parse(arguments: ["--postgres", url], environment: [:])?.postgres == url, "\(url)")
         }
-        for url in ["notaurl://foo", "mysql://h/db", "postgresq://h/db"] {
+        for url in [
+            "notaurl://foo", "mysql://h/db", "postgresq://h/db", "POSTGRESQL://h/db", "postgresq://h/db?sslmode=x",
+        ] {
             #expect(throws: Config.UsageError.self, "\(url)") {
                 try Config.parse(arguments: ["--postgres", url], environment: [:])
             }
