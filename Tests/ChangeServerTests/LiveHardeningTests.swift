@@ -432,6 +432,31 @@ import Testing
         #expect(try server.client.get("/healthz").status == 200)
     }
 
+    /// The same for a chunked body's trailers, which libmicrohttpd keeps in the connection's memory too, after the
+    /// headers were checked: a write whose trailers took the room of its answer was committed, then closed without
+    /// a word (libmicrohttpd drops an answer that does not fit). Every trailer size of the window is swept; each
+    /// write is either answered `2xx` and applied, or refused (or closed) and not applied.
+    @Test func aWriteWhoseTrailersLeaveNoRoomForItsAnswerIsRefusedBeforeItIsApplied() throws {
+        let server = try ServerProcess(["--connection-memory", "2560"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        var statuses: [Int: Int] = [:]
+        let body = Array(#"{"data": 1}"#.utf8)
+        for size in stride(from: 1700, through: 2300, by: 4) {
+            let connection = try HTTPConnection(port: server.port)
+            connection.send(
+                Array(
+                    ("PUT /v1/collections/c/items/t\(size) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        + String(body.count, radix: 16) + "\r\n").utf8) + body
+                    + Array(("\r\n0\r\nX-Trailer: \(String(repeating: "p", count: size))\r\n\r\n").utf8))
+            let status = (try? connection.readResponse(method: "PUT").status) ?? 0
+            statuses[status, default: 0] += 1
+            let applied = try server.client.get("/v1/collections/c/items/t\(size)").status == 200
+            #expect(applied == (200..<300).contains(status), "\(size) bytes of trailer: \(status), applied \(applied)")
+        }
+        #expect(statuses[201, default: 0] > 0 && statuses[431, default: 0] > 0, "\(statuses)")
+    }
+
     /// Headers just short of filling the connection's memory leave no room even for a bare answer through
     /// libmicrohttpd (which answers `431` itself only to headers that do not fit at all): the `431` is then written
     /// on the socket, and the connection closed. No size gets a `500` or a connection closed without an answer;

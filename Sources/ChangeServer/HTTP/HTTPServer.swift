@@ -529,6 +529,9 @@ final class HTTPServer: @unchecked Sendable {
         if exchange.awaitsBody { endUpload(exchange) }
         if exchange.droppedBodyBytes > 0 { return respond(exchange, tooLarge(handler)) }
         if let refusal = exchange.refusal { return respond(exchange, refusal) }
+        if !leavesRoomForCommittedAnswerAfterTrailers(exchange) {
+            return respond(exchange, handler.response(to: .headersTooLarge(limit: options.connectionMemory)))
+        }
         switch handler.handle(exchange) {
         case .respond(let response):
             return respond(exchange, response)
@@ -668,6 +671,27 @@ final class HTTPServer: @unchecked Sendable {
         guard exchange.committedAnswerHeaderBytes > 0 else { return true }
         let headerBytes = exchange.committedAnswerHeaderBytes + SharedResponse.headerBytes(of: exchange.extraHeaders)
         return fits(headerBytes: headerBytes, status: .created, on: exchange)
+    }
+
+    /// `leavesRoomForCommittedAnswer` again once a chunked body's trailers are in: libmicrohttpd keeps them in the
+    /// connection's memory too, so a write whose trailers took the room of its answer was committed and then
+    /// closed without a word. Their bytes count toward the request's from now on, also when it is answered.
+    private func leavesRoomForCommittedAnswerAfterTrailers(_ exchange: Exchange) -> Bool {
+        guard exchange.committedAnswerHeaderBytes > 0 else { return true }
+        var trailers = 0
+        withUnsafeMutablePointer(to: &trailers) { total in
+            _ = MHD_get_connection_values(
+                exchange.connection, .FOOTER_KIND,
+                { context, _, key, value in
+                    guard let total = context?.assumingMemoryBound(to: Int.self) else { return .NO }
+                    let line = (key.map { strlen($0) } ?? 0) + (value.map { strlen($0) } ?? 0) + 4
+                    total.pointee += line + HTTPServer.poolBytesPerValue
+                    return .YES
+                }, total)
+        }
+        guard trailers > 0 else { return true }
+        exchange.requestPoolBytes = requestPoolBytes(of: exchange) + trailers
+        return leavesRoomForCommittedAnswer(exchange)
     }
 
     /// The `Content-Length` the request announces (nil inside when none), or nil when it announces two different
