@@ -29,6 +29,33 @@ const changeset = (patch) => {
 const S = (id, ...items) => ({ id, data: null, items: items.map((item) => ({ id: item, data: null })) });
 const ids = (sections) => sections.map((s) => `${s.id}:${s.items.map((i) => i.id).join(",")}`).join(" ");
 
+/**
+ * A stand-in for EventSource, a new class each call (its `instances` are that test's): the streams the client
+ * opened, in order; a test makes one deliver an event with `emit`.
+ */
+function fakeEventSourceClass() {
+    return class FakeEventSource {
+        static CLOSED = 2;
+        static instances = [];
+        constructor(url) {
+            this.url = url;
+            this.readyState = 0;
+            this.listeners = {};
+            FakeEventSource.instances.push(this);
+        }
+        addEventListener(type, listener) {
+            (this.listeners[type] ??= []).push(listener);
+        }
+        emit(type, data) {
+            if (type === "open") this.readyState = 1;
+            for (const listener of this.listeners[type] ?? []) listener({ data: JSON.stringify(data) });
+        }
+        close() {
+            this.readyState = 2;
+        }
+    };
+}
+
 describe("applyChangeset", () => {
     test("applies a batch like docs/changesets.md#coordinates with UIKit's coordinates", () => {
         const before = [S("a", "m1", "m9"), S("b", "m2"), S("old"), S("later")];
@@ -156,26 +183,7 @@ describe("backoff", () => {
     });
 
     test("transport sse: follows reset, changes and gone events, and falls back to polling when no stream opens", async () => {
-        class FakeEventSource {
-            static CLOSED = 2;
-            static instances = [];
-            constructor(url) {
-                this.url = url;
-                this.readyState = 0;
-                this.listeners = {};
-                FakeEventSource.instances.push(this);
-            }
-            addEventListener(type, listener) {
-                (this.listeners[type] ??= []).push(listener);
-            }
-            emit(type, data) {
-                if (type === "open") this.readyState = 1;
-                for (const listener of this.listeners[type] ?? []) listener({ data: JSON.stringify(data) });
-            }
-            close() {
-                this.readyState = 2;
-            }
-        }
+        const FakeEventSource = fakeEventSourceClass();
         const requests = [];
         const fakeFetch = (url, init) => {
             requests.push(url);
@@ -211,26 +219,7 @@ describe("backoff", () => {
     test("transport sse: a stream with no event for silenceSeconds is reopened from the client's version", async () => {
         // EventSource has no read timeout and shows no heartbeat (a comment): a stream a proxy stopped forwarding
         // without closing it stayed "live" with stale data for good.
-        class SilentEventSource {
-            static CLOSED = 2;
-            static instances = [];
-            constructor(url) {
-                this.url = url;
-                this.readyState = 0;
-                this.listeners = {};
-                SilentEventSource.instances.push(this);
-            }
-            addEventListener(type, listener) {
-                (this.listeners[type] ??= []).push(listener);
-            }
-            emit(type, data) {
-                if (type === "open") this.readyState = 1;
-                for (const listener of this.listeners[type] ?? []) listener({ data: JSON.stringify(data) });
-            }
-            close() {
-                this.readyState = 2;
-            }
-        }
+        const SilentEventSource = fakeEventSourceClass();
         const statuses = [];
         const subscription = subscribe("http://test", "c", {
             onStatus: (status, detail) => statuses.push(detail?.reason ? `${status}:${detail.reason}` : status),
