@@ -44,7 +44,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         let (passed, template, refusal) = app.screen(request)
         exchange.route = template
         exchange.screenedRoute = passed
-        if passed != nil, ["PUT", "POST", "DELETE"].contains(request.method) {
+        if passed != nil, request.method == "PUT" || request.method == "POST" || request.method == "DELETE" {
             exchange.committedAnswerHeaderBytes = App.committedAnswerHeaderBytes
         }
         return refusal
