@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A live view's cost on the whole mutation, through the real server (the README's "Live views"): a source of
+# A live view's cost on the whole mutation, through the real server (`docs/benchmarks.md`, "Live views"): a source of
 # 1,000,000 items in 1,000 sections like `Bench view`'s (a view keeps about half, sectioned by a field with 50 values,
 # sorted by two fields), then COUNT single-item updates that change an item's sort key, sent one at a time over one
 # keep-alive connection, first with no view on the source, then with the view defined (without a limit, then with

@@ -2,7 +2,8 @@ import Glibc
 
 /// The snapshot read of an unchanged collection or view, answered from the request line and a header or two, before
 /// a `Request` is built: the server's most frequent request then costs about what serving a static body costs
-/// (README, "Quick snapshot reads": 9,100 instructions a read with the request log where the usual way took 16,800).
+/// (`docs/benchmarks.md`, "Quick snapshot reads, measured": 9,100 instructions a read with the request log where
+/// the usual way took 16,800).
 ///
 /// It gives the same answer `handle` gives, byte for byte (the shared `200` or `304` of `EncodedSnapshot`), and only
 /// where nothing else could change that answer; every other request, and every case it is unsure of, returns nil and
