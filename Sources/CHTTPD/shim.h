@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <string.h>
+#include <strings.h>
 #include <netinet/in.h>
 #include <microhttpd.h>
 
@@ -101,6 +102,28 @@ static inline long long chttpd_bytes_received(int fd) {
 static inline long long chttpd_unread_bytes(int fd) {
     int count = 0;
     return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
+}
+
+/* The lines of a request header of that name, compared without case as HTTP names are: a list header may come
+   as several lines (RFC 9110 §5.3), and Host must come as one (RFC 9112 §3.2). */
+struct chttpd_header_count {
+    const char *name;
+    unsigned int lines;
+};
+
+static inline enum MHD_Result chttpd_count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                                  const char *value) {
+    (void)kind;
+    (void)value;
+    struct chttpd_header_count *count = cls;
+    if (key != NULL && strcasecmp(key, count->name) == 0) count->lines++;
+    return MHD_YES;
+}
+
+static inline unsigned int chttpd_header_lines(struct MHD_Connection *connection, const char *name) {
+    struct chttpd_header_count count = {name, 0};
+    MHD_get_connection_values(connection, MHD_HEADER_KIND, chttpd_count_header, &count);
+    return count.lines;
 }
 
 #endif

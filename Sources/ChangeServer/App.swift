@@ -205,7 +205,7 @@ final class App: Sendable {
     private func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
         var response = Response.error(error)
         if Route.isFeedPath(request.path) {
-            response.headers.append(("Cache-Control", feedCaching.cacheControl(.init(error: error.status))))
+            response.headers += feedCaching.headers(.init(error: error.status))
         }
         return Self.markedForCaches(response, request)
     }
@@ -247,7 +247,7 @@ final class App: Sendable {
         if allowedOrigin(of: request) != nil {
             headers += [
                 ("Access-Control-Allow-Methods", (route.methods + ["OPTIONS"]).joined(separator: ", ")),
-                ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match"),
+                ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match, Last-Event-ID"),
                 ("Access-Control-Max-Age", "600"),
             ]
         }
@@ -281,7 +281,7 @@ final class App: Sendable {
     private func checkContentType(_ request: Request) throws(HTTPError) {
         // A body is never decoded: one sent compressed would be read as JSON and refused `bad_json`, which names
         // the wrong cause (RFC 9110 §8.4: `415` for a content coding the server does not take).
-        if let coding = request.header("Content-Encoding"),
+        if let coding = request.listHeader("Content-Encoding"),
             coding.split(separator: ",").contains(where: { String($0).trimmingSpaces().lowercased() != "identity" })
         {
             throw .unsupportedContentEncoding(coding)

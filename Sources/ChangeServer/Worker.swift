@@ -104,6 +104,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .bodyTooLarge(let limit): .error(.payloadTooLarge(limit: limit))
         case .stopped: .error(.stoppedBeforeCompletion)
         case .conflictingContentLength: .error(.conflictingContentLength)
+        case .lengthAndTransferCoding: .error(.lengthAndTransferCoding)
+        case .hostMissingOrRepeated(let lines): .error(.hostMissingOrRepeated(lines: lines))
         case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
         case .headersTooLarge(let limit): .error(.headersTooLarge(limit: limit))
         case .unsupportedTransferEncoding(let coding): .error(.unsupportedTransferEncoding(coding))

@@ -66,7 +66,7 @@ import Testing
         // A cache must not give an answer stored for a request without an allowed `Origin` to a browser.
         #expect(other.header("Vary") == "Origin")
         let without = try server.client.get("/v1/collections/c/changes")
-        #expect(without.header("Vary") == "Origin")
+        #expect(without.header("Vary") == "Accept, Origin")
         #expect(without.header("Access-Control-Allow-Origin") == nil)
         let preflight = try server.client.request(
             "OPTIONS", "/v1/collections/c/mutations",
@@ -75,6 +75,18 @@ import Testing
         #expect(preflight.header("Access-Control-Allow-Origin") == "https://b.example")
         #expect(preflight.header("Access-Control-Allow-Methods")?.contains("POST") == true)
         #expect(preflight.header("Access-Control-Allow-Headers")?.contains("Authorization") == true)
+        // A stream read with `fetch` resumes from `Last-Event-ID`, as `EventSource` does.
+        let streamPreflight = try server.client.request(
+            "OPTIONS", "/v1/collections/c/changes",
+            headers: [
+                "Origin": "https://b.example", "Access-Control-Request-Method": "GET",
+                "Access-Control-Request-Headers": "last-event-id",
+            ])
+        #expect(streamPreflight.status == 204)
+        let allowedHeaders = try #require(streamPreflight.header("Access-Control-Allow-Headers"))
+        #expect(
+            allowedHeaders.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .contains("last-event-id"))
     }
 
     @Test func anAbsoluteFormTargetIsServed() throws {
@@ -98,9 +110,20 @@ import Testing
         without.sendRequest("GET", "/v1/collections/c/changes?since=\(version)")
         try waitForHeldPolls(server, 2)
         _ = try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]])
-        #expect(try withOrigin.readResponse().header("Access-Control-Allow-Origin") == "https://a.example")
+        let allowed = try withOrigin.readResponse()
+        #expect(allowed.header("Access-Control-Allow-Origin") == "https://a.example")
         let plain = try without.readResponse()
         #expect(plain.header("Access-Control-Allow-Origin") == nil)
-        #expect(plain.header("Vary") == "Origin")
+        // A feed answer varies with `Accept` and, under CORS, with `Origin`: on one line, for caches that read one.
+        for answer in [allowed, plain] {
+            #expect(answer.header("Vary") == "Accept, Origin")
+            #expect(answer.headerLineCounts["vary"] == 1)
+        }
+        let answeredAtOnce = try server.client.get(
+            "/v1/collections/c/changes?since=\(version)&timeout=0", headers: ["Origin": "https://a.example"])
+        #expect(answeredAtOnce.header("Vary") == "Accept, Origin" && answeredAtOnce.headerLineCounts["vary"] == 1)
+        let stream = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes", headers: ["Origin": "https://a.example"])
+        #expect(stream.status == 200 && stream.headers["vary"] == "Accept, Origin")
     }
 }

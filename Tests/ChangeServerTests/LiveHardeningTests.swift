@@ -331,6 +331,48 @@ import Testing
         #expect(try server.client.get("/v1/collections/c").status == 404)
     }
 
+    /// A body announced both by its length and as chunked is where request smuggling starts (a front that frames
+    /// it by `Content-Length` and a server that reads it chunked disagree on where the next request begins): it is
+    /// refused `400` at once, nothing after it on the connection is read, and the connection closes (RFC 9112 §6.1).
+    @Test func aBodyWithBothLengthAndTransferCodingIs400AndTheConnectionCloses() throws {
+        let server = try ServerProcess()
+        let connection = try HTTPConnection(port: server.port, receiveTimeout: 10)
+        connection.send(
+            Array(
+                ("PUT /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nf\r\n{\"sections\":[]}\r\n0\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").utf8))
+        let response = try connection.readResponse()
+        #expect(response.status == 400 && response.errorCode == "bad_request")
+        #expect(response.text.contains("Content-Length and Transfer-Encoding"))
+        #expect(connection.isClosed(within: 5), "the pipelined request after it is never answered")
+        #expect(try server.client.get("/v1/collections/c").status == 404)
+    }
+
+    /// An HTTP/1.1 request must name its host once (RFC 9112 §3.2): none, or several, is `400`, also for a read
+    /// that would be answered quickly. An HTTP/1.0 request may leave it out.
+    @Test func aRequestWithoutOneHostIs400() throws {
+        let server = try ServerProcess()
+        #expect(try server.client.put("/v1/collections/c", ["sections": []]).status == 201)
+        // Read twice first: the snapshot is encoded, so the next read of it would take the quick way.
+        for _ in 0..<2 { #expect(try server.client.get("/v1/collections/c").status == 200) }
+        for (hosts, version) in [
+            ("", "HTTP/1.1"), ("Host: a\r\nHost: b\r\n", "HTTP/1.1"), ("Host: a\r\nHost: a\r\n", "HTTP/1.0"),
+        ] {
+            for path in ["/v1/collections/c", "/healthz"] {
+                let connection = try HTTPConnection(port: server.port)
+                connection.send(Array("GET \(path) \(version)\r\n\(hosts)\r\n".utf8))
+                let response = try connection.readResponse()
+                #expect(response.status == 400, "\(version) \(hosts.debugDescription) \(path)")
+                #expect(response.text.contains("Host"), "\(version) \(hosts.debugDescription) \(path)")
+            }
+        }
+        let withoutHost = try HTTPConnection(port: server.port)
+        withoutHost.send(Array("GET /v1/collections/c HTTP/1.0\r\n\r\n".utf8))
+        #expect(try withoutHost.readResponse().status == 200)
+        #expect(try server.client.put("/v1/collections/c/items/a", ["data": 1]).status == 201)
+    }
+
     /// libmicrohttpd reads only `chunked` (matched whole, in any case) and would wait for the end of any other
     /// body until the client gives up: such requests are refused from their headers, and the connection closed.
     @Test func transferCodingsOtherThanChunkedAre501() throws {

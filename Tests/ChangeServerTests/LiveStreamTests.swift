@@ -262,8 +262,19 @@ import Testing
         let explicit = try EventStreamReader(
             port: server.port, path: "/v1/collections/c/changes?since=\(fourth)", headers: ["Last-Event-ID": start])
         let fifth = try Self.insert(server, "d")
-        #expect(try explicit.nextEvent()?.object["from"] as? String == fourth, "since wins over Last-Event-ID")
+        #expect(try explicit.nextEvent()?.object["from"] as? String == fourth, "since wins over an older Last-Event-ID")
         #expect(try resumed.nextEvent()?.id == fifth)
+        // An EventSource opened with `since` reconnects to that same URL, adding the id of the last event it got:
+        // the stream goes on from there, not from the URL's `since` (whose changes the client has applied).
+        let reconnected = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes?since=\(start)", headers: ["Last-Event-ID": fourth])
+        let fromLastEvent = try #require(try reconnected.nextEvent())
+        #expect(fromLastEvent.object["from"] as? String == fourth && fromLastEvent.id == fifth)
+        // One of another epoch (a collection deleted and created again since) does not: `since` answers.
+        let otherEpoch = "zzzzzzzzzzzz." + (fourth.split(separator: ".").last.map(String.init) ?? "4")
+        let stale = try EventStreamReader(
+            port: server.port, path: "/v1/collections/c/changes?since=\(start)", headers: ["Last-Event-ID": otherEpoch])
+        #expect(try stale.nextEvent()?.object["from"] as? String == start)
     }
 
     @Test func goneOnExpiryAndOnDeletionThenTheStreamEnds() throws {

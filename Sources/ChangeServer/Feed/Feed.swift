@@ -208,22 +208,20 @@ final class Feed {
                 let cursor = changeset.isEmpty ? waiters.first.map { nextCursor(for: $0, now: now) } : nil
                 body = Response.json(
                     .ok,
-                    headers: [
-                        ("Cache-Control", caching.cacheControl(changeset.isEmpty ? .empty : .changes)),
-                        ("ETag", FeedCaching.entityTag(from: changeset.from, to: changeset.to, cursor: cursor)),
+                    headers: caching.headers(changeset.isEmpty ? .empty : .changes) + [
+                        ("ETag", FeedCaching.entityTag(from: changeset.from, to: changeset.to, cursor: cursor))
                     ]
                 ) { $0.feedChanges(kind, name: name, changeset: changeset, next: next) }
             case .encoded(let changes):
                 body = Response.json(
                     .ok,
-                    headers: [
-                        ("Cache-Control", caching.cacheControl(.changes)),
-                        ("ETag", FeedCaching.entityTag(from: changes.changeset.from, to: changes.changeset.to)),
+                    headers: caching.headers(.changes) + [
+                        ("ETag", FeedCaching.entityTag(from: changes.changeset.from, to: changes.changeset.to))
                     ]
                 ) { $0.feedChanges(kind, name: name, changes: changes, next: next) }
             case .error(let error):
                 body = Response.error(error)
-                body.headers.append(("Cache-Control", caching.cacheControl(.init(error: error.status))))
+                body.headers += caching.headers(.init(error: error.status))
             }
             send(body, to: waiters)
         }
@@ -275,7 +273,7 @@ final class Feed {
             let key = extra.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
             if withCORS[key] == nil {
                 var withHeaders = body
-                withHeaders.headers += extra
+                withHeaders.addHeaders(extra)
                 withCORS[key] = (SharedResponse(withHeaders), [])
             }
             withCORS[key]?.exchanges.append(waiter.exchange)

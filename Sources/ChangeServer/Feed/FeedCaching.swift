@@ -41,6 +41,13 @@ struct FeedCaching: Sendable {
     /// Whether answers may be stored by shared caches: only when reads need no token.
     let isShared: Bool
 
+    /// The caching headers of a feed answer of that kind: its `Cache-Control`, and `Vary: Accept`, since the same
+    /// URL answers `Accept: text/event-stream` with a stream: a cache must not hand a stored JSON answer to an
+    /// `EventSource`, which fails for good on the wrong media type.
+    func headers(_ kind: Kind) -> [(name: String, value: String)] {
+        [("Cache-Control", cacheControl(kind)), ("Vary", "Accept")]
+    }
+
     /// The `Cache-Control` value of a feed answer of that kind.
     func cacheControl(_ kind: Kind) -> String {
         guard isShared else { return "private, no-store" }

@@ -63,7 +63,9 @@ extension FeedSubject {
     func read(_ request: Request) -> Response {
         let version = version
         let cached = cachedSnapshot(at: version)
-        if let ifNoneMatch = request.header("If-None-Match"), EntityTags(ifNoneMatch).matches(version, weakly: true) {
+        if let ifNoneMatch = request.listHeader("If-None-Match"),
+            EntityTags(ifNoneMatch).matches(version, weakly: true)
+        {
             return cached?.notModified ?? .notModified(at: version)
         }
         return (cached ?? snapshotJSON()).read

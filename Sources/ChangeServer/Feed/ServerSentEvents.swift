@@ -3,12 +3,12 @@ import Model
 /// The change feed as Server-Sent Events (API.md, "Stream"): how events are written, and what a stream starts
 /// with. The data of each event is the JSON a poll would be answered with.
 enum ServerSentEvents {
-    /// The response headers of a stream, never stored (`FeedCaching.Kind.notStored`). `X-Accel-Buffering: no`
-    /// tells nginx not to buffer it, whatever its configuration says.
+    /// The response headers of a stream, never stored (`FeedCaching.Kind.notStored`), and varying with `Accept` as
+    /// every answer of its URL does. `X-Accel-Buffering: no` tells nginx not to buffer it, whatever its
+    /// configuration says.
     static func headers(_ caching: FeedCaching) -> [(name: String, value: String)] {
-        [
-            ("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", caching.cacheControl(.notStored)),
-            ("X-Accel-Buffering", "no"),
+        [("Content-Type", "text/event-stream; charset=utf-8")] + caching.headers(.notStored) + [
+            ("X-Accel-Buffering", "no")
         ]
     }
 

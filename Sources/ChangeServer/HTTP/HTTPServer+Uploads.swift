@@ -77,7 +77,7 @@ extension HTTPServer {
         releaseBody(of: exchange)
         exchange.leavesLibrary = true
         var response = exchange.refusal ?? handler.response(to: .bodyTimedOut(seconds: options.bodyTimeout))
-        response.headers += exchange.extraHeaders
+        response.addHeaders(exchange.extraHeaders)
         _ = sendClosing(response, on: exchange.connection, includingBody: exchange.method != "HEAD")
         let socket = chttpd_connection_fd(exchange.connection)
         if socket >= 0 { shutdown(socket, Int32(SHUT_WR)) }

@@ -20,6 +20,10 @@ enum Refusal {
     case stopped
     /// The request announces its body length twice, differently: the body's end cannot be known.
     case conflictingContentLength
+    /// The request has both `Content-Length` and `Transfer-Encoding`.
+    case lengthAndTransferCoding
+    /// An HTTP/1.1 request without `Host`, or any request with several (RFC 9112 §3.2).
+    case hostMissingOrRepeated(lines: Int)
     /// The bodies in flight on all connections already fill `--max-body-memory`.
     case bodyMemoryFull
     /// The request's headers leave no room for the answer's in the connection's memory (`--connection-memory`).
@@ -545,7 +549,7 @@ final class HTTPServer: @unchecked Sendable {
             }
             return .YES
         case .stream(let stream, var headers):
-            headers += exchange.extraHeaders
+            headers = Response.headers(headers, adding: exchange.extraHeaders)
             // MHD adds its own `Transfer-Encoding` to a stream of HTTP/1.1, but for a `HEAD` (`queueResponse`).
             let headOnly = exchange.method == "HEAD"
             let chunked: [(name: String, value: String)] =
@@ -603,6 +607,8 @@ final class HTTPServer: @unchecked Sendable {
             && MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") == nil
             && MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") == nil
             && MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect") == nil
+            // Refused or read as a list the usual way (`headersArrived`, `Request.listHeader`).
+            && chttpd_header_lines(connection, "Host") == 1 && chttpd_header_lines(connection, "If-None-Match") <= 1
     }
 
     /// Answers a request `mayAnswerQuickly` let through when the handler has a shared answer for it
@@ -638,6 +644,16 @@ final class HTTPServer: @unchecked Sendable {
         var refusal = handler.screen(exchange)
         guard let announced = announcedLength(of: exchange.request.headers) else {
             return respond(exchange, handler.response(to: .conflictingContentLength))
+        }
+        // Answered at once, which makes MHD close the connection: with both, a front that framed the body by its
+        // length and this server, which reads it chunked, would disagree on where the next request starts
+        // (request smuggling; RFC 9112 §6.1 asks to close the connection after such a request).
+        if announced != nil, exchange.request.header("Transfer-Encoding") != nil {
+            return respond(exchange, handler.response(to: .lengthAndTransferCoding))
+        }
+        let hosts = exchange.request.headerLines("Host")
+        if hosts > 1 || (hosts == 0 && exchange.isHTTP11) {
+            return respond(exchange, handler.response(to: .hostMissingOrRepeated(lines: hosts)))
         }
         if let coding = unsupportedTransferCoding(of: exchange.request.headers) {
             return respond(exchange, handler.response(to: .unsupportedTransferEncoding(coding)))
@@ -762,7 +778,7 @@ final class HTTPServer: @unchecked Sendable {
     private func shared(_ response: Response, for exchange: Exchange) -> SharedResponse {
         if exchange.extraHeaders.isEmpty, let share = response.share { return share.shared(response) }
         var response = response
-        response.headers += exchange.extraHeaders
+        response.addHeaders(exchange.extraHeaders)
         return SharedResponse(response)
     }
 

@@ -37,14 +37,34 @@ struct Request: Sendable {
         return String(target[slash...])
     }
 
-    /// The first header of that name (case-insensitive).
+    /// The first header of that name (case-insensitive): for a header that comes once (`Content-Type`, `Origin`).
     func header(_ name: String) -> String? {
         headers.first { Self.equalsLowercased($0.name, name) }?.value
     }
 
-    /// A raw (still percent-encoded) query argument.
+    /// A list header (`If-Match`, `If-None-Match`, `Accept`): its lines joined with ", ", since a client or a proxy
+    /// may split one list over several lines and they mean what the joined line means (RFC 9110 §5.3). Reading
+    /// the first line alone let a write through that a later line's `If-None-Match` refused.
+    func listHeader(_ name: String) -> String? {
+        var joined: String?
+        for header in headers where Self.equalsLowercased(header.name, name) {
+            joined = joined.map { $0 + ", " + header.value } ?? header.value
+        }
+        return joined
+    }
+
+    /// The lines of a header of that name (case-insensitive).
+    func headerLines(_ name: String) -> Int {
+        headers.reduce(0) { $0 + (Self.equalsLowercased($1.name, name) ? 1 : 0) }
+    }
+
+    /// A query argument as it came (still percent-encoded), the first of a repeated name. A name is matched once
+    /// decoded (`%73ince` is `since`), as its value is read decoded.
     func rawQuery(_ name: String) -> String? {
-        query.first { $0.name == name }?.value
+        query.first { argument in
+            argument.name == name
+                || (argument.name.utf8.contains(UInt8(ascii: "%")) && percentDecoded(Substring(argument.name)) == name)
+        }?.value
     }
 
     private static func hasUppercase(_ name: String) -> Bool {

@@ -15,6 +15,28 @@ struct Response: Sendable {
 
     static let jsonContentType = "application/json; charset=utf-8"
 
+    /// The response's headers with the exchange's own (`Exchange.extraHeaders`, CORS) added: a `Vary` in both
+    /// becomes one line naming both, so that a cache that reads one `Vary` line sees every header the answer
+    /// depends on (a feed answer's `Accept` and a CORS answer's `Origin`).
+    mutating func addHeaders(_ extra: [(name: String, value: String)]) {
+        guard !extra.isEmpty else { return }
+        headers = Self.headers(headers, adding: extra)
+    }
+
+    static func headers(_ headers: [(name: String, value: String)], adding extra: [(name: String, value: String)])
+        -> [(name: String, value: String)]
+    {
+        var merged = headers
+        for header in extra {
+            if header.name == "Vary", let index = merged.firstIndex(where: { $0.name == "Vary" }) {
+                merged[index].value += ", " + header.value
+            } else {
+                merged.append(header)
+            }
+        }
+        return merged
+    }
+
     /// A JSON response; `write` writes the body.
     static func json(
         _ status: HTTPStatus, headers: [(name: String, value: String)] = [], _ write: (inout JSONWriter) -> Void

@@ -7,7 +7,7 @@ import Model
 extension App {
     /// Whether `Accept` lists `text/event-stream` with a weight above 0 (a weight of 0 means "not this one").
     static func acceptsEventStream(_ request: Request) -> Bool {
-        guard let accept = request.header("Accept") else { return false }
+        guard let accept = request.listHeader("Accept") else { return false }
         return accept.split(separator: ",").contains { range in
             let parts = range.split(separator: ";").map { String($0).trimmingSpaces().lowercased() }
             guard parts.first == "text/event-stream" else { return false }
@@ -16,15 +16,27 @@ extension App {
         }
     }
 
+    /// Whether a stream resumes from `Last-Event-ID` rather than from the URL's `since` (decoded; nil when absent).
+    static func lastEventID(_ lastEventID: String, supersedes since: String?) -> Bool {
+        guard let since else { return true }
+        guard let resumed = Version(lastEventID), let opened = Version(since) else { return false }
+        return resumed.epoch == opened.epoch && resumed.seq > opened.seq
+    }
+
     func stream(_ request: Request, _ subject: FeedSubject) throws(HTTPError) -> RouteResult {
         _ = try pollTimeout(request)
-        // `Last-Event-ID` (what a browser's EventSource sends when it reconnects) stands for an absent `since`.
         var raw = request.rawQuery("since")
         var text = try raw.map { (raw) throws(HTTPError) -> String in
             guard let text = percentDecoded(Substring(raw)) else { throw Self.badSince(raw) }
             return text
         }
-        if raw == nil, let lastEventID = request.header("Last-Event-ID")?.trimmingSpaces(), !lastEventID.isEmpty {
+        // A browser's EventSource reconnects to the URL it was opened with, `since` and all, and sends the id of
+        // the last event it received as `Last-Event-ID`: that is where the client is. It stands for an absent
+        // `since` (API.md), and for one it is a later version of (the same epoch), which the client has moved past:
+        // answering from the URL's `since` would send it changes it has already applied.
+        if let lastEventID = request.header("Last-Event-ID")?.trimmingSpaces(), !lastEventID.isEmpty,
+            Self.lastEventID(lastEventID, supersedes: text)
+        {
             raw = lastEventID
             text = lastEventID
         }

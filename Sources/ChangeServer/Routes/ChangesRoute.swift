@@ -29,12 +29,12 @@ extension App {
         let subject = try subject()
         if sinceIsBeyondAnyVersion { throw .cursorExpired(request.rawQuery("since") ?? "", current: subject.version) }
         let caching = feedCaching
-        let ifNoneMatch = request.header("If-None-Match")
+        let ifNoneMatch = request.listHeader("If-None-Match")
         guard let since else {
             let snapshot = subject.snapshotJSON()
             let version = snapshot.version
             let tag = FeedCaching.resetEntityTag(version)
-            let headers = [("Cache-Control", caching.cacheControl(.reset)), ("ETag", tag)]
+            let headers = caching.headers(.reset) + [("ETag", tag)]
             if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {
                 return .respond(Response(.notModified, headers: headers))
             }
@@ -65,7 +65,7 @@ extension App {
         // answer is the empty changeset from `since` to the current version, at once, as for a held poll.
         if !changeset.isEmpty || current != since {
             let tag = FeedCaching.entityTag(from: since, to: current)
-            let headers = [("Cache-Control", caching.cacheControl(.changes)), ("ETag", tag)]
+            let headers = caching.headers(.changes) + [("ETag", tag)]
             if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {
                 return .respond(Response(.notModified, headers: headers))
             }
@@ -88,10 +88,8 @@ extension App {
         _ subject: FeedSubject, _ since: Version, _ timeout: Int, _ cursor: Int64?, _ caching: FeedCaching
     ) -> Response {
         let nextCursor = FeedCaching.nextCursor(after: cursor, timeout: timeout)
-        let headers = [
-            ("Cache-Control", caching.cacheControl(.empty)),
-            ("ETag", FeedCaching.entityTag(from: since, to: since, cursor: nextCursor)),
-        ]
+        let headers =
+            caching.headers(.empty) + [("ETag", FeedCaching.entityTag(from: since, to: since, cursor: nextCursor))]
         let next = FeedCaching.next(at: since, timeout: timeout, cursor: nextCursor)
         let empty = Changeset(from: since, to: since)
         return .json(.ok, headers: headers) {
@@ -116,18 +114,21 @@ extension App {
 
     func pollTimeout(_ request: Request) throws(HTTPError) -> Int {
         guard let raw = request.rawQuery("timeout") else { return Self.defaultPollTimeout }
-        guard !raw.isEmpty, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+        guard let text = percentDecoded(Substring(raw)), !text.isEmpty,
+            text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        else {
             throw .badRequest(
                 "timeout must be a non-negative integer of seconds, not '\(raw)'.")
         }
-        return Int(raw).map { min($0, Self.maximumPollTimeout) } ?? Self.maximumPollTimeout
+        return Int(text).map { min($0, Self.maximumPollTimeout) } ?? Self.maximumPollTimeout
     }
 
     /// The optional `cursor` of a `next` query string: a non-negative integer up to `FeedCaching.maximumCursor`.
     private func pollCursor(_ request: Request) throws(HTTPError) -> Int64? {
         guard let raw = request.rawQuery("cursor") else { return nil }
-        guard !raw.isEmpty, raw.utf8.count <= 16, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-            let value = Int64(raw), value <= FeedCaching.maximumCursor
+        guard let text = percentDecoded(Substring(raw)), !text.isEmpty, text.utf8.count <= 16,
+            text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int64(text),
+            value <= FeedCaching.maximumCursor
         else {
             throw .badRequest("cursor must be an integer from 0 to \(FeedCaching.maximumCursor), not '\(raw)'.")
         }

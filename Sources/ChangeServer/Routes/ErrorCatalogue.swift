@@ -58,6 +58,17 @@ extension HTTPError {
     static let conflictingContentLength = HTTPError(
         .badRequest, "The request has two different Content-Length headers: where its body ends is unknown.")
 
+    static let lengthAndTransferCoding = HTTPError(
+        .badRequest,
+        "The request has both Content-Length and Transfer-Encoding: send one of them; the connection is closed.")
+
+    static func hostMissingOrRepeated(lines: Int) -> HTTPError {
+        HTTPError(
+            .badRequest,
+            lines == 0
+                ? "An HTTP/1.1 request needs a Host header." : "The request has \(lines) Host headers; it takes one.")
+    }
+
     static func unsupportedTransferEncoding(_ coding: String) -> HTTPError {
         HTTPError(
             .unsupportedTransferEncoding,

@@ -11,7 +11,9 @@ extension App {
     ) {
         var limit = defaultListLimit
         if let raw = request.rawQuery("limit") {
-            guard let number = Int(raw), (1...maximumListLimit).contains(number) else { throw .badLimit(raw) }
+            guard let number = percentDecoded(Substring(raw)).flatMap({ Int($0) }),
+                (1...maximumListLimit).contains(number)
+            else { throw .badLimit(raw) }
             limit = number
         }
         var after: String?

@@ -17,7 +17,7 @@ extension App {
             return .error(.routeNotFound(path))
         }
         let headers = [("Cache-Control", "no-cache"), ("ETag", file.etag)]
-        if let tags = request.header("If-None-Match"),
+        if let tags = request.listHeader("If-None-Match"),
             tags.split(separator: ",").contains(where: { String($0).trimmingSpaces() == file.etag || $0 == "*" })
         {
             return Response(.notModified, headers: headers)

@@ -70,7 +70,7 @@ extension App {
     static func conditions(_ request: Request) throws(HTTPError) -> JournalRecord.Conditions {
         guard
             let conditions = JournalRecord.Conditions.from(
-                ifMatch: request.header("If-Match"), ifNoneMatch: request.header("If-None-Match"))
+                ifMatch: request.listHeader("If-Match"), ifNoneMatch: request.listHeader("If-None-Match"))
         else { throw .weakIfMatch }
         return conditions
     }

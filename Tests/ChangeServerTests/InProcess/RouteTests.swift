@@ -34,6 +34,21 @@ import Testing
             #expect(server.send("HEAD", path).header("Cache-Control") == "no-store", "HEAD \(path)")
         }
         #expect(server.send("GET", "/v1/collections/inbox/changes").header("Cache-Control") == "public, max-age=2")
+        // The feed's URL answers a stream to `Accept: text/event-stream`: every answer of it varies with `Accept`.
+        let changes = server.send("GET", "/v1/collections/inbox/changes?since=\(version)&timeout=0")
+        let expired = server.send("GET", "/v1/collections/inbox/changes?since=\(version.split(separator: ".")[0]).99")
+        let missing = server.send("GET", "/v1/collections/nope/changes")
+        #expect(expired.status == 410 && missing.status == 404)
+        for answer in [changes, expired, missing, server.send("GET", "/v1/views/v/changes")] {
+            #expect(answer.header("Vary") == "Accept", "\(answer.status)")
+        }
+        #expect(server.send("PUT", "/v1/collections/inbox/items/y", body: #"{"data": 1}"#).status == 201)
+        let moved = server.send("GET", "/v1/collections/inbox/changes?since=\(version)")
+        let tag = try #require(moved.header("ETag"))
+        let feedNotModified = server.send(
+            "GET", "/v1/collections/inbox/changes?since=\(version)", headers: [("If-None-Match", tag)])
+        #expect(feedNotModified.status == 304 && feedNotModified.header("Vary") == "Accept")
+        #expect(ServerSentEvents.headers(server.app.feedCaching).contains { $0 == ("Vary", "Accept") })
         // A write's answer is not marked: caches do not store answers to PUT, POST or DELETE.
         #expect(
             server.send("PUT", "/v1/collections/inbox/items/z", body: #"{"data": 1}"#).header("Cache-Control") == nil)
@@ -162,6 +177,51 @@ import Testing
         #expect(
             server.send("PUT", "/v1/collections/fresh", body: #"{"sections": []}"#, headers: [("If-None-Match", "*")])
                 .status == 201)
+    }
+
+    /// A list header may come as several lines, which mean what their joined line means (RFC 9110 §5.3): a
+    /// later line's tag counts as much as the first's.
+    @Test func everyLineOfAListHeaderCounts() throws {
+        let (server, version) = try serverWithInbox()
+        let body = #"{"ops": [{"op": "updateItems", "items": [{"id": "a", "data": 2}]}]}"#
+        let refused = server.send(
+            "POST", "/v1/collections/inbox/mutations", body: body,
+            headers: [("If-None-Match", "\"zz.1\""), ("If-None-Match", "\"\(version)\"")])
+        #expect(refused.status == 412)
+        #expect(server.send("GET", "/v1/collections/inbox").json["version"] as? String == version)
+        let notModified = server.send(
+            "GET", "/v1/collections/inbox",
+            headers: [("If-None-Match", "\"zz.1\""), ("if-none-match", "\"\(version)\"")])
+        #expect(notModified.status == 304)
+        let taken = server.send(
+            "POST", "/v1/collections/inbox/mutations", body: body,
+            headers: [("If-Match", "\"zz.1\""), ("If-Match", "\"\(version)\"")])
+        #expect(taken.status == 200)
+        let feed = server.send(
+            "GET", "/v1/collections/inbox/changes?since=\(version)&timeout=0",
+            headers: [("If-None-Match", "\"zz\""), ("If-None-Match", try #require(taken.header("ETag")))])
+        #expect(feed.status == 200)
+        let accept = Request(
+            method: "GET", path: "/v1/collections/inbox/changes",
+            headers: [("Accept", "application/json"), ("Accept", "text/event-stream")])
+        #expect(App.acceptsEventStream(accept))
+        let coded = server.send(
+            "PUT", "/v1/collections/x", body: #"{"sections": []}"#,
+            headers: [("Content-Encoding", "identity"), ("Content-Encoding", "gzip")])
+        #expect(coded.status == 415)
+    }
+
+    /// Query names and values are read percent-decoded, every one of them: `%73ince` is `since`, `%31` is `1`.
+    @Test func queryArgumentsAreReadDecoded() throws {
+        let (server, version) = try serverWithInbox()
+        #expect(server.send("PUT", "/v1/collections/second", body: #"{"sections": []}"#).status == 201)
+        let page = server.send("GET", "/v1/collections?limit=%31")
+        #expect(page.status == 200)
+        #expect((page.json["collections"] as? [Any])?.count == 1)
+        let changes = server.send("GET", "/v1/collections/inbox/changes?%73ince=\(version)&timeout=%30&cursor=%37")
+        #expect(changes.status == 200)
+        #expect(changes.json["reset"] == nil && changes.json["from"] as? String == version)
+        #expect(server.send("GET", "/v1/collections/inbox/changes?since=\(version)&timeout=%3").status == 400)
     }
 
     @Test func items() throws {

@@ -4,8 +4,11 @@ import ProcessSupport
 /// An HTTP response as the tests see it.
 struct HTTPResponse {
     var status: Int
+    /// Lines of one name joined with ", ", as HTTP reads them.
     var headers: [String: String]
     var body: [UInt8]
+    /// How many lines each header name (lowercased) came on.
+    var headerLineCounts: [String: Int] = [:]
 
     func header(_ name: String) -> String? { headers[name.lowercased()] }
 
@@ -113,11 +116,13 @@ final class HTTPConnection {
         let statusLine = lines.removeFirst().split(separator: " ")
         guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw ClientError.malformed(head) }
         var headers: [String: String] = [:]
+        var lineCounts: [String: Int] = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { continue }
             let name = line[..<colon].lowercased()
             let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             headers[name] = headers[name].map { $0 + ", " + value } ?? value
+            lineCounts[name, default: 0] += 1
         }
         var body: [UInt8] = []
         if method == "HEAD" || status == 204 || status == 304 {
@@ -132,7 +137,7 @@ final class HTTPConnection {
             body = buffer
             buffer = []
         }
-        return HTTPResponse(status: status, headers: headers, body: body)
+        return HTTPResponse(status: status, headers: headers, body: body, headerLineCounts: lineCounts)
     }
 
     private func readChunked() throws -> [UInt8] {
