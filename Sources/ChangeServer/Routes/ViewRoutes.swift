@@ -40,6 +40,10 @@ extension App {
         let conditions = try Self.conditions(request)
         // Checked when the request arrives, as `--max-collections` is.
         if views.entry(name) == nil, views.count >= config.maxViews { throw .tooManyViews(limit: config.maxViews) }
+        // Drawn here, as a collection's is: ThreadSanitizer's build crashed on a generator made inside the closure
+        // (the compiler gives a zero-sized value no real address, and the instrumentation touches it).
+        var generator = SystemRandomNumberGenerator()
+        let epoch = Version.randomEpoch(using: &generator)
         return try submit(request, LaneRouter.lane(ofView: name), connection) { request throws(HTTPError) in
             let canonical = try RequestDecoding.canonicalBody(request.body)
             let definition: ViewDefinition
@@ -49,10 +53,8 @@ extension App {
             } catch {
                 throw .invalidView(error)
             }
-            var generator = SystemRandomNumberGenerator()
             return .defineView(
-                view: name, epoch: Version.randomEpoch(using: &generator), definition: definition.canonicalJSON,
-                conditions: conditions)
+                view: name, epoch: epoch, definition: definition.canonicalJSON, conditions: conditions)
         }
     }
 

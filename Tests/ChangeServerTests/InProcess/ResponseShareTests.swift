@@ -1,0 +1,27 @@
+import Model
+import Testing
+
+@testable import ChangeServer
+
+/// A shared response (a snapshot read, or its `304`) is freed once nothing uses it: the mark that shares it holds
+/// the response built for it, which kept the mark in turn, and every snapshot read leaked its body twice over.
+@Suite struct InProcessResponseShareTests {
+    @Test(arguments: [false, true]) func aSharedResponseIsFreedWithItsMark(notModified: Bool) {
+        weak var mark: ResponseShare?
+        weak var built: SharedResponse?
+        do {
+            let version = Version(epoch: "e", seq: 1)
+            let response =
+                notModified ? Response.notModified(at: version) : Response.snapshot(Array("{}".utf8), at: version)
+            let share = response.share
+            #expect(share != nil)
+            let shared = share?.shared(response)
+            #expect(shared?.isComplete == true && shared === share?.shared(response))
+            _ = shared?.wire
+            mark = share
+            built = shared
+        }
+        #expect(mark == nil, "the mark outlived every use of it")
+        #expect(built == nil, "the response built for the mark outlived it")
+    }
+}
