@@ -99,6 +99,29 @@ import Testing
         #expect(answer.object["collection"] as? String == "c")
     }
 
+    /// `*` allows every origin with one answer: no `Vary: Origin`, so that a cache keeps one feed answer for every
+    /// origin (echoing each `Origin` split the feed's collapsing by origin).
+    @Test func anyOriginIsAllowedWithOneAnswer() throws {
+        let server = try ServerProcess(["--cors-origin", "*"])
+        let version = try #require(
+            try server.client.put("/v1/collections/c", ["sections": []]).object["version"] as? String)
+        for origin in ["https://a.example", "https://b.example", nil] {
+            let headers = origin.map { ["Origin": $0] } ?? [:]
+            let snapshot = try server.client.get("/v1/collections/c", headers: headers)
+            #expect(snapshot.header("Access-Control-Allow-Origin") == "*", "\(origin ?? "no origin")")
+            #expect(snapshot.header("Access-Control-Expose-Headers") == "ETag, Retry-After")
+            #expect(snapshot.header("Vary") == nil, "\(origin ?? "no origin")")
+            let feed = try server.client.get(
+                "/v1/collections/c/changes?since=\(version)&timeout=0", headers: headers)
+            #expect(feed.header("Vary") == "Accept" && feed.header("Access-Control-Allow-Origin") == "*")
+        }
+        let preflight = try server.client.request(
+            "OPTIONS", "/v1/collections/c/mutations",
+            headers: ["Origin": "https://c.example", "Access-Control-Request-Method": "POST"])
+        #expect(preflight.status == 204 && preflight.header("Access-Control-Allow-Origin") == "*")
+        #expect(preflight.header("Access-Control-Allow-Methods")?.contains("POST") == true)
+    }
+
     @Test func heldPollsKeepTheirOriginsHeaders() throws {
         let server = try ServerProcess(["--cors-origin", "https://a.example"])
         let version = try #require(
