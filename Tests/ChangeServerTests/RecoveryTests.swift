@@ -154,6 +154,38 @@ import Testing
         #expect(position.size == lastFrame)
     }
 
+    /// Files of a newer format, left by a later build an operator rolled back from, are refused as that, not as
+    /// corrupt: a snapshot called corrupt invites its deletion, and the journal before it is gone.
+    @Test func filesOfANewerFormatAreRefusedAsSuch() throws {
+        var (bytes, _) = Self.journal(Self.records)
+        bytes[8] = UInt8(JournalFormat.versions.upperBound + 1)
+        let journalError = #expect(throws: StartupError.self) { _ = try Self.recover(bytes) }
+        #expect(journalError?.description.contains("written by a newer ChangeServer (journal format 3") == true)
+
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        var snapshot = SnapshotFile.encode(nextSegment: 1, collections: [], views: [])
+        snapshot[8] = UInt8(SnapshotFile.version + 1)
+        snapshot.removeLast(4)
+        var checksum = CRC32C.checksum(snapshot)
+        snapshot += withUnsafeBytes(of: &checksum) { Array($0) }
+        try #require(FileManager.default.createFile(atPath: directory.snapshotPath, contents: Data(snapshot)))
+        let run = {
+            _ = try Recovery.run(
+                directory, executor: Executor(registry: Registry(), limits: HistoryLimits()),
+                logger: Logger(level: .critical))
+        }
+        let newer = #expect(throws: StartupError.self) { try run() }
+        #expect(newer?.description.contains("written by a newer ChangeServer (snapshot format 3") == true)
+        #expect(newer?.description.contains("keep the file") == true)
+        // The same bytes with a bad checksum are corrupt, whatever their format says.
+        snapshot[snapshot.count - 1] ^= 0xFF
+        try #require(FileManager.default.createFile(atPath: directory.snapshotPath, contents: Data(snapshot)))
+        let corrupt = #expect(throws: StartupError.self) { try run() }
+        #expect(corrupt?.description.contains("is corrupt") == true)
+    }
+
     @Test func foreignFileStopsRecovery() throws {
         var (bytes, _) = Self.journal(Self.records)
         bytes[0] = UInt8(ascii: "X")

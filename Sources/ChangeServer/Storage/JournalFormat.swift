@@ -46,6 +46,14 @@ enum JournalFormat {
         versions.first { Array(bytes.prefix(headerSize)) == header(version: $0) }
     }
 
+    /// The format version of a segment whose header is a journal's of a newer version than this build reads.
+    static func newerVersion(ofHeader bytes: ArraySlice<UInt8>) -> UInt32? {
+        guard bytes.count >= headerSize, bytes.prefix(magic.count).elementsEqual(magic) else { return nil }
+        var reader = BinaryReader(Array(bytes.prefix(headerSize)), offset: magic.count)
+        guard let version = try? reader.uint32(), version > versions.upperBound else { return nil }
+        return version
+    }
+
     /// Whether `bytes` are at most a header, cut short or whole, of a version this build reads.
     static func isHeaderPrefix(_ bytes: [UInt8]) -> Bool {
         bytes.count <= headerSize && versions.contains { header(version: $0).starts(with: bytes) }

@@ -41,6 +41,12 @@ enum Recovery {
             do throws(BinaryReader.Malformed) {
                 snapshot = try SnapshotFile.decode(bytes, limits: executor.limits)
             } catch {
+                if let format = SnapshotFile.newerFormat(of: bytes) {
+                    throw StartupError(
+                        "the snapshot \(directory.snapshotPath) was written by a newer ChangeServer (snapshot format "
+                            + "\(format); this build reads 1 to \(SnapshotFile.version)): run that build or a later one, "
+                            + "and keep the file (the journal before it is gone)")
+                }
                 throw StartupError("the snapshot \(directory.snapshotPath) is corrupt; refusing to start on wrong data")
             }
             try restore(snapshot, into: executor)
@@ -121,6 +127,12 @@ enum Recovery {
             return (0, 0, JournalFormat.version)
         }
         guard let version = JournalFormat.version(ofHeader: bytes[...]) else {
+            if let newer = JournalFormat.newerVersion(ofHeader: bytes[...]) {
+                throw StartupError(
+                    "the journal \(path) was written by a newer ChangeServer (journal format \(newer); this build reads "
+                        + "\(JournalFormat.versions.lowerBound) to \(JournalFormat.versions.upperBound)): run that build or a "
+                        + "later one")
+            }
             throw StartupError(
                 "the journal \(path) is not a ChangeServer journal of format "
                     + JournalFormat.versions.map(String.init).joined(separator: " or "))

@@ -81,6 +81,20 @@ enum SnapshotFile {
         return Contents(nextSegment: nextSegment, collections: collections, views: views)
     }
 
+    /// The format of a whole, intact snapshot (its checksum holds) of a format this build does not read because it
+    /// is newer: written by a later build, which an operator rolled back from. Nil for any other file.
+    static func newerFormat(of bytes: [UInt8]) -> UInt32? {
+        guard bytes.count >= 28, Array(bytes[..<8]) == magic else { return nil }
+        var trailer = BinaryReader(bytes, offset: bytes.count - 4)
+        let valid = bytes.withUnsafeBytes {
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<(bytes.count - 4)]))
+        }
+        guard let checksum = try? trailer.uint32(), checksum == valid else { return nil }
+        var reader = BinaryReader(bytes, offset: 8)
+        guard let format = try? reader.uint32(), format > version else { return nil }
+        return format
+    }
+
     /// Writes the snapshot to a temporary file, syncs it, renames it into place and syncs the directory, so that
     /// a crash leaves either the old snapshot or the new one, whole.
     static func write(_ bytes: [UInt8], in directory: DataDirectory) -> String? {
