@@ -131,10 +131,13 @@ enum Lifecycle {
         sigemptyset(&set)
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
+        // A hang-up (the terminal closed, or an operator's `kill -HUP` meant as a reload) drains as the others do:
+        // by default it killed the process at once, held polls unanswered and the last log lines lost.
+        sigaddset(&set, SIGHUP)
         return set
     }
 
-    /// SIGTERM and SIGINT are blocked in every thread and taken by `sigwait` on one thread of their own.
+    /// SIGTERM, SIGINT and SIGHUP are blocked in every thread and taken by `sigwait` on one thread of their own.
     private static func blockTerminationSignals() {
         var set = terminationSignals
         pthread_sigmask(SIG_BLOCK, &set, nil)
@@ -146,8 +149,10 @@ enum Lifecycle {
             var received: Int32 = 0
             sigwait(&set, &received)
             onSignal()
-            // A second signal stops at once.
+            // A second signal stops at once, saying so in one write (the log's writer may be what is stuck).
             sigwait(&set, &received)
+            let line = Array("ChangeServer: a second signal (\(received)): exiting at once, with status 1\n".utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             _exit(1)
         }
     }

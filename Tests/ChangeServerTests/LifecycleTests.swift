@@ -22,6 +22,33 @@ import Testing
         #expect(server.log.contains("stopped"))
     }
 
+    /// A hang-up drains as `SIGTERM` does (by default it killed the process at once: held polls unanswered, the
+    /// last log lines lost), and a second signal meanwhile exits at once with status 1, saying so.
+    @Test func sighupDrainsAndASecondSignalExitsAtOnce() throws {
+        let (server, version) = try LiveMutationTests.seeded()
+        let poll = try HTTPConnection(port: server.port)
+        poll.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=60")
+        try waitForHeldPolls(server, 1)
+        kill(server.process.processIdentifier, SIGHUP)
+        let answer = try poll.readResponse()
+        #expect(answer.status == 503 && answer.errorCode == "shutting_down")
+        #expect(server.waitForExit(timeout: 6) == 0)
+        #expect(server.log.contains("shutting down") && server.log.contains("stopped"))
+
+        let (stuck, _) = try LiveMutationTests.seeded()
+        // A body still to come keeps the stop waiting for its grace period; a second signal cuts that short.
+        let upload = try HTTPConnection(port: stuck.port)
+        upload.send(
+            Array(
+                ("PUT /v1/collections/c/items/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 100\r\n\r\n{").utf8))
+        kill(stuck.process.processIdentifier, SIGTERM)
+        #expect(waitUntil(timeout: 10) { stuck.log.contains("shutting down") })
+        kill(stuck.process.processIdentifier, SIGINT)
+        #expect(stuck.waitForExit(timeout: 6) == 1)
+        #expect(waitUntil(timeout: 5) { stuck.log.contains("a second signal (2): exiting at once, with status 1") })
+    }
+
     /// A signal while the server starts (here it waits for a database that refuses connections) ends it at once,
     /// not after its 30 s of retrying: Ctrl-C and `docker stop` work during a start too.
     @Test func aSignalWhileStartingEndsTheServerAtOnce() throws {

@@ -83,9 +83,15 @@ extension LiveHardeningTests {
     /// while `/healthz` reads ok.
     @Test func aStartBelowTheReserveIsLogged() throws {
         let server = try ServerProcess(["--disk-reserve-bytes", String(1 << 50)])
-        #expect(try server.client.get("/healthz").status == 200)
+        // Still `200`: reads and feeds go on. The body says why writes get `503` (a probe that passed while every
+        // write failed told an operator nothing).
+        let health = try server.client.get("/healthz")
+        #expect(health.status == 200)
+        #expect(health.text == #"{"status":"ok","store":{"backend":"file","state":"full"}}"#)
         #expect(waitUntil(timeout: 10) { server.log.contains("less than the \(1 << 50) kept for snapshots") })
         #expect(try server.client.put("/v1/collections/c", ["sections": []]).errorCode == "insufficient_storage")
+        let roomy = try ServerProcess(["--disk-reserve-bytes", "0"])
+        #expect(try roomy.client.get("/healthz").text == #"{"status":"ok"}"#)
     }
 
     /// A snapshot that could not be written (the disk held the journal but not a second copy of the data) is tried
