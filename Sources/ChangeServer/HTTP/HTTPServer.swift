@@ -251,6 +251,9 @@ final class HTTPServer: @unchecked Sendable {
         runLibrary(daemon)
         MHD_stop_daemon(daemon)
         self.daemon = nil
+        // The requests the stop ended (an upload still arriving: `444`) were logged inside `MHD_stop_daemon`, after
+        // the loop's last turn: their lines go out now, or they never would.
+        handler.loopDidRun()
     }
 
     /// `MHD_run`, marked as such: MHD calls the handlers from inside it.
