@@ -169,9 +169,14 @@ struct Config: Sendable {
             config.maxBodyMemory = max(config.maxBodyMemory, config.maxBodyBytes)
         }
         guard config.maxBodyMemory >= config.maxBodyBytes else {
+            /// Named as the operator gave them: a flag, or its variable.
+            func given(_ name: String) -> String {
+                let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
+                return !onCommandLine.contains(name) && environment[variable] != nil ? variable : "--\(name)"
+            }
             throw UsageError(
                 description:
-                    "--max-body-memory (\(config.maxBodyMemory)) must be at least --max-body-bytes "
+                    "\(given("max-body-memory")) (\(config.maxBodyMemory)) must be at least \(given("max-body-bytes")) "
                     + "(\(config.maxBodyBytes)): a body that large could never be taken")
         }
         return config
@@ -227,7 +232,7 @@ struct Config: Sendable {
             postgres = url
         case "postgres-timeout": postgresTimeout = try integer(1...3600)
         case "fsync":
-            guard let policy = FsyncPolicy(rawValue: value) else {
+            guard let policy = FsyncPolicy(rawValue: value.lowercased()) else {
                 throw UsageError(description: "\(source) must be always, interval or never, not '\(value)'")
             }
             fsync = policy

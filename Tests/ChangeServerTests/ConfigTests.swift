@@ -59,6 +59,20 @@ import Testing
         }
     }
 
+    /// Words are taken in any case, as `--log-level` always took them; a value found wrong is named as it was
+    /// given, flag or variable.
+    @Test func wordsInAnyCaseAndErrorsNamedAsGiven() throws {
+        #expect(try Config.parse(arguments: ["--fsync", "ALWAYS"], environment: [:])?.fsync == .always)
+        #expect(try Config.parse(arguments: ["--fsync", "Interval"], environment: [:])?.fsync == .interval)
+        let environment = ["CHANGESERVER_MAX_BODY_MEMORY": "1000"]
+        let error = #expect(throws: Config.UsageError.self) {
+            _ = try Config.parse(arguments: ["--max-body-bytes", "2000"], environment: environment)
+        }
+        #expect(
+            error?.description.hasPrefix("CHANGESERVER_MAX_BODY_MEMORY (1000) must be at least --max-body-bytes")
+                == true)
+    }
+
     @Test func flagsWinOverEnvironment() throws {
         let environment = [
             "CHANGESERVER_PORT": "9000", "CHANGESERVER_HISTORY": "5", "CHANGESERVER_CORS_ORIGIN": "https://a,https://b",

@@ -316,7 +316,7 @@ final class PostgresJournal: Journal {
                     if lost { metrics.reconnected() }
                     lost = false
                     if metrics.setUp(true) {
-                        logger.warning("PostgreSQL is reachable again: mutations are accepted")
+                        logger.log(.notice, "PostgreSQL is reachable again: mutations are accepted")
                     }
                 } catch {
                     failPending()
