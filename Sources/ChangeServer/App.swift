@@ -73,7 +73,7 @@ final class App: Sendable {
     func shutDown() {
         guard state.compareExchange(expected: .serving, desired: .draining, ordering: .acquiringAndReleasing).exchanged
         else { return }
-        logger.info("shutting down: answering \(metrics.heldPolls) held polls with 503")
+        logger.log(.notice, "shutting down: answering \(metrics.heldPolls) held polls with 503")
         for worker in workers {
             worker.post {
                 worker.feed.shutDown()

@@ -72,7 +72,9 @@ enum Lifecycle {
             }
             // A signal came while the server started: the signal's thread ends the process.
             while !serves { sleep(60) }
-            logger.info("listening on \(config.host):\(port) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))")
+            logger.log(
+                .notice, "listening on \(config.host):\(port) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))"
+            )
             if let disk = app.diskSpace, !disk.allowsWrites {
                 logger.warning(
                     "--data-dir has \(disk.freeBytes ?? 0) bytes free, less than the \(disk.reserve) kept for snapshots "
@@ -84,7 +86,7 @@ enum Lifecycle {
             if let first = app.workers.first { first.server.run(handler: first) }
             for thread in threads { thread.join() }
             app.finish()
-            logger.info("stopped")
+            logger.log(.notice, "stopped")
             return app.exitStatus
         } catch {
             phase.withLock { $0 = .ending }
