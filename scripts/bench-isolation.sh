@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Collections that never stall each other (the README's "Benchmarks"): for each server binary given, alternating,
+# Collections that never stall each other (README, "Benchmarks"; every run in docs/benchmarks.md): for each server
+# binary given, alternating,
 # ROUNDS times: 4 clients upserting into a small collection B alone and while a collection A of ITEMS items is
 # replaced back to back, and reads of the list and of an item of A, A idle and replaced (`Load isolation`), then
 # 64 clients on one collection and spread over 64 (`Load writes`), all with `--fsync always` on a fresh data
 # directory; then, once per round, the same spread writes against the floor (`BareHTTPD writes`: libmicrohttpd,
-# group commit and fdatasync, and nothing else). Prints every run; the README takes the medians.
+# group commit and fdatasync, and nothing else). Prints every run; the medians go to docs/benchmarks.md.
 # Usage: scripts/bench-isolation.sh [BASELINE_BINARY] (default: this checkout's release build only)
 #        ROUNDS=3 ITEMS=300000 SECONDS_EACH=5 scripts/bench-isolation.sh /tmp/old/ChangeServer
 set -euo pipefail

@@ -104,26 +104,31 @@ static inline long long chttpd_unread_bytes(int fd) {
     return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
 }
 
-/* The lines of a request header of that name, compared without case as HTTP names are: a list header may come
-   as several lines (RFC 9110 §5.3), and Host must come as one (RFC 9112 §3.2). */
-struct chttpd_header_count {
-    const char *name;
-    unsigned int lines;
+/* The lines of two request headers, counted in one walk (names compared without case, as HTTP names are): a
+   list header may come as several lines (RFC 9110 §5.3), and Host must come as one (RFC 9112 §3.2). */
+struct chttpd_header_counts {
+    const char *first;
+    const char *second;
+    unsigned int lines[2];
 };
 
-static inline enum MHD_Result chttpd_count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                                  const char *value) {
+static inline enum MHD_Result chttpd_count_headers_of(void *cls, enum MHD_ValueKind kind, const char *key,
+                                                      const char *value) {
     (void)kind;
     (void)value;
-    struct chttpd_header_count *count = cls;
-    if (key != NULL && strcasecmp(key, count->name) == 0) count->lines++;
+    struct chttpd_header_counts *counts = cls;
+    if (key == NULL) return MHD_YES;
+    if (strcasecmp(key, counts->first) == 0) counts->lines[0]++;
+    else if (strcasecmp(key, counts->second) == 0) counts->lines[1]++;
     return MHD_YES;
 }
 
-static inline unsigned int chttpd_header_lines(struct MHD_Connection *connection, const char *name) {
-    struct chttpd_header_count count = {name, 0};
-    MHD_get_connection_values(connection, MHD_HEADER_KIND, chttpd_count_header, &count);
-    return count.lines;
+static inline void chttpd_count_headers(struct MHD_Connection *connection, const char *first, const char *second,
+                                        unsigned int *first_lines, unsigned int *second_lines) {
+    struct chttpd_header_counts counts = {first, second, {0, 0}};
+    MHD_get_connection_values(connection, MHD_HEADER_KIND, chttpd_count_headers_of, &counts);
+    *first_lines = counts.lines[0];
+    *second_lines = counts.lines[1];
 }
 
 #endif

@@ -170,14 +170,15 @@ struct Config: Sendable {
         }
         guard config.maxBodyMemory >= config.maxBodyBytes else {
             /// Named as the operator gave them: a flag, or its variable.
-            func given(_ name: String) -> String {
+            func source(of name: String) -> String {
                 let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
                 return !onCommandLine.contains(name) && environment[variable] != nil ? variable : "--\(name)"
             }
             throw UsageError(
                 description:
-                    "\(given("max-body-memory")) (\(config.maxBodyMemory)) must be at least \(given("max-body-bytes")) "
-                    + "(\(config.maxBodyBytes)): a body that large could never be taken")
+                    "\(source(of: "max-body-memory")) (\(config.maxBodyMemory)) must be at least "
+                    + "\(source(of: "max-body-bytes")) (\(config.maxBodyBytes)): a body that large could never be "
+                    + "taken")
         }
         return config
     }

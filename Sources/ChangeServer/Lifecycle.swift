@@ -134,10 +134,20 @@ enum Lifecycle {
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
         // A hang-up (the terminal closed, or an operator's `kill -HUP` meant as a reload) drains as the others do:
-        // by default it killed the process at once, held polls unanswered and the last log lines lost.
-        sigaddset(&set, SIGHUP)
+        // by default it killed the process at once, held polls unanswered and the last log lines lost. Unless the
+        // server was started with it ignored (`nohup`): a blocked signal is kept even when ignored, and `sigwait`
+        // would take it, stopping a server that was meant to outlive its terminal.
+        if !hangUpIgnoredAtStart { sigaddset(&set, SIGHUP) }
         return set
     }
+
+    /// Whether the process was started with SIGHUP ignored, read before anything blocks it.
+    private static let hangUpIgnoredAtStart: Bool = {
+        var current = sigaction()
+        guard sigaction(SIGHUP, nil, &current) == 0 else { return false }
+        return unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self)
+            == unsafeBitCast(SIG_IGN, to: Int.self)
+    }()
 
     /// SIGTERM, SIGINT and SIGHUP are blocked in every thread and taken by `sigwait` on one thread of their own.
     private static func blockTerminationSignals() {

@@ -50,6 +50,43 @@ import Testing
         #expect(waitUntil(timeout: 5) { stuck.log.contains("a second signal (2): exiting at once, with status 1") })
     }
 
+    /// A server started with hang-ups ignored (`nohup`) keeps them ignored: it was meant to outlive its terminal,
+    /// and a blocked signal is kept even when ignored, so taking SIGHUP would have stopped it.
+    @Test func aServerStartedUnderNohupIgnoresHangUps() throws {
+        let folder = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let logPath = folder + "/stderr.log"
+        try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = [
+            "-c", #"trap "" HUP; exec "$0" "$@""#, ServerProcess.binary.path, "--host", "127.0.0.1", "--port", "0",
+            "--data-dir", folder + "/data",
+        ]
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        do {
+            defer { try? log.close() }
+            try Spawning.run(process)
+        }
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        func text() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+        #expect(waitUntil(timeout: 20) { text().contains("listening on") }, "\(text())")
+        let port = try #require(
+            text().range(of: #"listening on [^ ]+:(\d+)"#, options: .regularExpression).flatMap {
+                Int(text()[$0].split(separator: ":").last ?? "")
+            })
+        kill(process.processIdentifier, SIGHUP)
+        usleep(300_000)
+        #expect(process.isRunning, "\(text())")
+        #expect(try Client(port: port).get("/healthz").status == 200)
+        kill(process.processIdentifier, SIGTERM)
+        #expect(waitForExit(of: process, timeout: 10))
+        #expect(process.terminationStatus == 0)
+    }
+
     /// An upload a stop cuts off is logged `444` (its line, written inside libmicrohttpd's stop after the loop's last
     /// turn, was never handed to the log).
     @Test func anUploadAStopCutsOffIsLogged444() throws {

@@ -33,7 +33,7 @@ extension HTTPServer {
         let request = exchange.request
         guard request.method == "GET", let version, strcmp(version, "HTTP/1.1") == 0, request.body.isEmpty,
             request.header("Content-Length") == nil, request.header("Transfer-Encoding") == nil,
-            request.header("Connection")?.lowercased().contains("close") != true
+            request.listHeader("Connection")?.lowercased().contains("close") != true
         else { return false }
         let descriptor = chttpd_connection_fd(exchange.connection)
         let headerSize = chttpd_request_header_size(exchange.connection)

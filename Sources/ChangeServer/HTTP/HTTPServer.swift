@@ -606,12 +606,18 @@ final class HTTPServer: @unchecked Sendable {
     /// while the server is not stopping. Its answer is asked for in MHD's second call, as every answer is: MHD
     /// closes the connection after a response queued in the first.
     private func mayAnswerQuickly(_ connection: OpaquePointer, _ method: UnsafePointer<CChar>) -> Bool {
-        (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) && stopDeadline == nil
-            && MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") == nil
-            && MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") == nil
-            && MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect") == nil
-            // Refused or read as a list the usual way (`headersArrived`, `Request.listHeader`).
-            && chttpd_header_lines(connection, "Host") == 1 && chttpd_header_lines(connection, "If-None-Match") <= 1
+        guard
+            (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) && stopDeadline == nil
+                && MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") == nil
+                && MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") == nil
+                && MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect") == nil
+        else { return false }
+        // A missing `Host` or several are refused, and several `If-None-Match` lines read as one list, the usual way
+        // (`headersArrived`, `Request.listHeader`); the quick way reads one line.
+        var hosts: UInt32 = 0
+        var tags: UInt32 = 0
+        chttpd_count_headers(connection, "Host", "If-None-Match", &hosts, &tags)
+        return hosts == 1 && tags <= 1
     }
 
     /// Answers a request `mayAnswerQuickly` let through when the handler has a shared answer for it
@@ -640,8 +646,9 @@ final class HTTPServer: @unchecked Sendable {
     private static let quickAnswerMark: UInt = 1
 
     /// The first call for a request carries only its headers. Everything that can be refused from them is decided
-    /// here, before a byte of the body is read: a body announced too large, or announced twice with different
-    /// lengths, is answered at once (which makes MHD close the connection: nothing after it can be trusted);
+    /// here, before a byte of the body is read: a body announced too large, announced twice with different
+    /// lengths or both by its length and as chunked, and a request without exactly one `Host`, are answered at once
+    /// (which makes MHD close the connection: nothing after it can be trusted);
     /// other refusals are answered once the body has been read and discarded, so the connection stays usable.
     private func headersArrived(_ exchange: Exchange, _ handler: HTTPHandler) -> MHD_Result {
         var refusal = handler.screen(exchange)
@@ -654,6 +661,7 @@ final class HTTPServer: @unchecked Sendable {
         if announced != nil, exchange.request.header("Transfer-Encoding") != nil {
             return respond(exchange, handler.response(to: .lengthAndTransferCoding))
         }
+        // RFC 9112 §3.2; libmicrohttpd 0.9.75 checks neither (its own check of a missing one is for its pedantic mode).
         let hosts = exchange.request.headerLines("Host")
         if hosts > 1 || (hosts == 0 && exchange.isHTTP11) {
             return respond(exchange, handler.response(to: .hostMissingOrRepeated(lines: hosts)))

@@ -18,7 +18,9 @@ extension App {
         }
         let headers = [("Cache-Control", "no-cache"), ("ETag", file.etag)]
         if let tags = request.listHeader("If-None-Match"),
-            tags.split(separator: ",").contains(where: { String($0).trimmingSpaces() == file.etag || $0 == "*" })
+            tags.split(separator: ",").map({ String($0).trimmingSpaces() }).contains(where: {
+                $0 == file.etag || $0 == "*"
+            })
         {
             return Response(.notModified, headers: headers)
         }

@@ -43,9 +43,9 @@ enum Recovery {
             } catch {
                 if let format = SnapshotFile.newerFormat(of: bytes) {
                     throw StartupError(
-                        "the snapshot \(directory.snapshotPath) was written by a newer ChangeServer (snapshot format "
-                            + "\(format); this build reads 1 to \(SnapshotFile.version)): run that build or a later one, "
-                            + "and keep the file (the journal before it is gone)")
+                        "the snapshot \(directory.snapshotPath) was written by a newer ChangeServer (snapshot "
+                            + "format \(format); this build reads 1 to \(SnapshotFile.version)): run that build or a "
+                            + "later one, and keep the file (the journal before it is gone)")
                 }
                 throw StartupError("the snapshot \(directory.snapshotPath) is corrupt; refusing to start on wrong data")
             }
@@ -129,9 +129,9 @@ enum Recovery {
         guard let version = JournalFormat.version(ofHeader: bytes[...]) else {
             if let newer = JournalFormat.newerVersion(ofHeader: bytes[...]) {
                 throw StartupError(
-                    "the journal \(path) was written by a newer ChangeServer (journal format \(newer); this build reads "
-                        + "\(JournalFormat.versions.lowerBound) to \(JournalFormat.versions.upperBound)): run that build or a "
-                        + "later one")
+                    "the journal \(path) was written by a newer ChangeServer (journal format \(newer); this "
+                        + "build reads \(JournalFormat.versions.lowerBound) to \(JournalFormat.versions.upperBound)): "
+                        + "run that build or a later one")
             }
             throw StartupError(
                 "the journal \(path) is not a ChangeServer journal of format "

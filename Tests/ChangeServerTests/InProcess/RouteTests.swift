@@ -205,6 +205,13 @@ import Testing
             method: "GET", path: "/v1/collections/inbox/changes",
             headers: [("Accept", "application/json"), ("Accept", "text/event-stream")])
         #expect(App.acceptsEventStream(accept))
+        let script = server.send("GET", "/v1/client/changefeed.js")
+        let scriptTag = try #require(script.header("ETag"))
+        for lines in [[#""x""#, "*"], [#""x""#, scriptTag]] {
+            let revalidated = server.send(
+                "GET", "/v1/client/changefeed.js", headers: lines.map { ("If-None-Match", $0) })
+            #expect(revalidated.status == 304, "\(lines)")
+        }
         let coded = server.send(
             "PUT", "/v1/collections/x", body: #"{"sections": []}"#,
             headers: [("Content-Encoding", "identity"), ("Content-Encoding", "gzip")])
