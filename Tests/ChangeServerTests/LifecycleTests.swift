@@ -3,6 +3,28 @@ import ProcessSupport
 import Testing
 
 @Suite(.tags(.liveServer)) struct LiveLifecycleTests {
+    /// Starts `executable` with `arguments` and the environment's own `CHANGESERVER_` variables left out, its stderr
+    /// in `folder`: for the starts `ServerProcess` does not make (one that never listens, one through a shell).
+    /// Returns the process and a reader of its log.
+    private func startLogged(_ executable: URL, _ arguments: [String], in folder: String) throws -> (
+        Process, () -> String
+    ) {
+        let logPath = folder + "/stderr.log"
+        try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        do {
+            defer { try? log.close() }
+            try Spawning.run(process)
+        }
+        return (process, { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" })
+    }
+
     @Test func sigtermAnswersHeldPolls503AndExitsZero() throws {
         let (server, version) = try LiveMutationTests.seeded()
         let polls = try (0..<20).map { _ in try HTTPConnection(port: server.port) }
@@ -55,24 +77,13 @@ import Testing
     @Test func aServerStartedUnderNohupIgnoresHangUps() throws {
         let folder = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let logPath = folder + "/stderr.log"
-        try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [
-            "-c", #"trap "" HUP; exec "$0" "$@""#, ServerProcess.binary.path, "--host", "127.0.0.1", "--port", "0",
-            "--data-dir", folder + "/data",
-        ]
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardError = log
-        process.standardOutput = FileHandle.nullDevice
-        do {
-            defer { try? log.close() }
-            try Spawning.run(process)
-        }
+        let (process, text) = try startLogged(
+            URL(fileURLWithPath: "/bin/sh"),
+            [
+                "-c", #"trap "" HUP; exec "$0" "$@""#, ServerProcess.binary.path, "--host", "127.0.0.1", "--port", "0",
+                "--data-dir", folder + "/data",
+            ], in: folder)
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-        func text() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
         #expect(waitUntil(timeout: 20) { text().contains("listening on") }, "\(text())")
         let port = try #require(
             text().range(of: #"listening on [^ ]+:(\d+)"#, options: .regularExpression).flatMap {
@@ -112,23 +123,12 @@ import Testing
     @Test func aSignalWhileStartingEndsTheServerAtOnce() throws {
         let folder = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let logPath = folder + "/stderr.log"
-        try #require(FileManager.default.createFile(atPath: logPath, contents: nil))
-        let process = Process()
-        process.executableURL = ServerProcess.binary
-        process.arguments = [
-            "--host", "127.0.0.1", "--port", "0", "--postgres", "postgresql://changeserver@127.0.0.1:1/none",
-            "--log-level", "info",
-        ]
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CHANGESERVER_") }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardError = log
-        process.standardOutput = FileHandle.nullDevice
-        do {
-            defer { try? log.close() }
-            try Spawning.run(process)
-        }
-        func text() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+        let (process, text) = try startLogged(
+            ServerProcess.binary,
+            [
+                "--host", "127.0.0.1", "--port", "0", "--postgres", "postgresql://changeserver@127.0.0.1:1/none",
+                "--log-level", "info",
+            ], in: folder)
         let retrying = waitUntil(timeout: 20) { text().contains("cannot connect to PostgreSQL yet") }
         #expect(retrying, "\(text())")
         let signalled = Date()
