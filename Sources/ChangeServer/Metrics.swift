@@ -20,6 +20,7 @@ final class Metrics: Sendable {
         var responseFailures = 0
         var quickReads = 0
         var writesRefusedForDisk = 0
+        var connectionLimitReached = 0
         /// Cumulative fsync latency histogram: counts per upper bound (seconds), plus sum and count.
         var fsyncBuckets = [Int](repeating: 0, count: Metrics.fsyncBounds.count)
         var fsyncSum = 0.0
@@ -60,6 +61,7 @@ final class Metrics: Sendable {
     func responseFailed() { state.withLock { $0.responseFailures += 1 } }
     func quickReadsAnswered(_ count: Int) { state.withLock { $0.quickReads += count } }
     func writeRefusedForDisk() { state.withLock { $0.writesRefusedForDisk += 1 } }
+    func connectionLimitReached() { state.withLock { $0.connectionLimitReached += 1 } }
 
     func fsyncTook(seconds: Double) {
         state.withLock { state in
@@ -77,6 +79,7 @@ final class Metrics: Sendable {
         var logLinesDropped: Int
         var bodyBytesInFlight: Int
         var diskFreeBytes: Int?
+        var connectionsOpen = 0
     }
 
     /// The exposition text, with the gauges read at the moment of the scrape.
@@ -135,6 +138,12 @@ final class Metrics: Sendable {
             "changeserver_log_lines_dropped_total", "counter",
             "Request log lines dropped because stderr did not keep up.")
         lines.append("changeserver_log_lines_dropped_total \(gauges.logLinesDropped)")
+        metric("changeserver_connections_open", "gauge", "Client connections open now, on every event loop.")
+        lines.append("changeserver_connections_open \(gauges.connectionsOpen)")
+        metric(
+            "changeserver_connection_limit_reached_total", "counter",
+            "Connections that took an event loop to its share of --max-connections (new ones then wait).")
+        lines.append("changeserver_connection_limit_reached_total \(snapshot.connectionLimitReached)")
         metric("changeserver_body_bytes_in_flight", "gauge", "Bytes of request bodies held in memory now.")
         lines.append("changeserver_body_bytes_in_flight \(gauges.bodyBytesInFlight)")
         metric(

@@ -20,6 +20,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     private var pendingRequests = (method: "", route: "", status: 0, count: 0)
     /// Quick answers of this loop turn (`didAnswerQuickly`), counted into `Metrics` at its end.
     private var quickReads = 0
+    /// When `connectionLimitReached` last logged (monotonic milliseconds).
+    private var lastLimitWarning: Int64?
 
     init(app: App, server: HTTPServer) {
         self.app = app
@@ -66,6 +68,18 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         let outcome = fallback.map { "answered \($0.rawValue) instead" } ?? "connection closed"
         let line = "\(Logger.timestamp()) error \(failure); \(outcome)\n"
         LogWriter.standardError.submit(Array(line.utf8), lines: 1, urgent: true)
+    }
+
+    /// Counted every time; logged at most once a minute per loop, so that a server kept at its limit says so
+    /// without a line per connection.
+    func connectionLimitReached(limit: Int) {
+        app.metrics.connectionLimitReached()
+        let now = MonotonicClock.now()
+        if let last = lastLimitWarning, now - last < 60_000 { return }
+        lastLimitWarning = now
+        app.logger.warning(
+            "an event loop holds its share of --max-connections open (\(limit)): new connections wait in the listen "
+                + "backlog until one closes")
     }
 
     func stoppedWaiting(forSubmitted count: Int) {

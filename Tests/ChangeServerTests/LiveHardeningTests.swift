@@ -697,6 +697,27 @@ import Testing
         #expect(waitUntil(timeout: 10) { server.log.contains(" 499 ") })
     }
 
+    /// A loop at its share of `--max-connections` accepts no more: new clients wait in the backlog, and nothing
+    /// said so (a connection that hangs, a `/healthz` that times out). The open connections are a gauge, reaching
+    /// the limit is counted, and logged once a minute.
+    @Test func reachingTheConnectionLimitIsCountedAndLogged() throws {
+        let server = try ServerProcess(["--max-connections", "5", "--threads", "1"])
+        func value(_ name: String) throws -> Int? {
+            let text = try server.client.get("/metrics").text
+            let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+            return line.flatMap { Int($0.split(separator: " ").last ?? "") }
+        }
+        #expect(try value("changeserver_connections_open") == 1, "the scrape's own")
+        #expect(try value("changeserver_connection_limit_reached_total") == 0)
+        var idle = try (0..<4).map { _ in try HTTPConnection(port: server.port) }
+        #expect(waitUntil(timeout: 10) { (try? value("changeserver_connections_open")) == 5 })
+        #expect(try value("changeserver_connection_limit_reached_total") ?? 0 >= 1)
+        #expect(waitUntil(timeout: 10) { server.log.contains("holds its share of --max-connections open (5)") })
+        for connection in idle { connection.close() }
+        idle.removeAll()
+        #expect(waitUntil(timeout: 10) { (try? value("changeserver_connections_open")) == 1 })
+    }
+
     @Test func connectionsPerAddressAreLimited() throws {
         let server = try ServerProcess(["--threads", "1", "--max-connections-per-address", "3"])
         let kept = try (0..<3).map { _ in try HTTPConnection(port: server.port) }

@@ -47,6 +47,10 @@ extension HTTPServer {
         record.index = connectionRecords.count
         connectionRecords.append(record)
         context.pointee = Unmanaged.passRetained(record).toOpaque()
+        openConnections.store(connectionRecords.count, ordering: .relaxed)
+        if connectionRecords.count >= options.connectionLimit {
+            handler?.connectionLimitReached(limit: options.connectionLimit)
+        }
     }
 
     /// MHD closed a connection: its record is let go.
@@ -59,6 +63,7 @@ extension HTTPServer {
             last.index = record.index
             connectionRecords[record.index] = last
         }
+        openConnections.store(connectionRecords.count, ordering: .relaxed)
     }
 
     /// The record of a connection MHD knows, if it has one.

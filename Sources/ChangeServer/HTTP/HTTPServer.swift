@@ -58,6 +58,9 @@ protocol HTTPHandler: AnyObject {
     func response(to refusal: Refusal) -> Response
     /// A response was queued: one log line and the request metrics.
     func didRespond(_ exchange: Exchange, status: HTTPStatus)
+    /// The loop holds its share of `--max-connections` (`limit`) open: libmicrohttpd accepts no more until one
+    /// closes, and new clients wait in the listen backlog (a client then only sees a connection that hangs).
+    func connectionLimitReached(limit: Int)
     /// A connection was answered `408` and closed because its request's headers did not all arrive in
     /// `--header-timeout` (`milliseconds` after it was seen begun): its log line and the request metrics.
     func headersTimedOut(milliseconds: Int)
@@ -160,6 +163,8 @@ final class HTTPServer: @unchecked Sendable {
     // Requests whose headers trickle in (HTTPServer+SlowHeaders.swift).
     /// The connections MHD holds on this loop, in no order.
     var connectionRecords: [ConnectionRecord] = []
+    /// `connectionRecords.count`, for `/metrics` on another thread.
+    let openConnections = Atomic<Int>(0)
     /// When the last loop turn looked at connections (monotonic milliseconds), the looks owed since, in
     /// thousandths, and the place in `connectionRecords` of the next one to look at.
     var lastHeaderLook: Int64 = 0

@@ -15,7 +15,8 @@ extension App {
         let shared = metrics.render(
             .init(
                 collections: registry.count, logLinesDropped: LogWriter.standardError.droppedLines,
-                bodyBytesInFlight: bodyBudget.inUse, diskFreeBytes: diskSpace?.freeBytes))
+                bodyBytesInFlight: bodyBudget.inUse, diskFreeBytes: diskSpace?.freeBytes,
+                connectionsOpen: workers.reduce(0) { $0 + $1.server.openConnections.load(ordering: .relaxed) }))
         let text = shared + committer.storeMetricsText()
         return Response(
             .ok, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: Array(text.utf8))
