@@ -123,6 +123,13 @@ final class App: Sendable {
         ]
     }
 
+    /// The CORS headers every request gets, whatever it sends: none without `--cors-origin`, `*`'s with it; nil
+    /// when they depend on the request's `Origin` (origins named one by one).
+    var sameCORSHeadersForAll: [(name: String, value: String)]? {
+        if config.corsOrigins.isEmpty { return [] }
+        return config.corsOrigins.contains("*") ? Self.anyOriginHeaders : nil
+    }
+
     private static let anyOriginHeaders: [(name: String, value: String)] = [
         ("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "ETag, Retry-After"),
     ]

@@ -154,10 +154,10 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     func quickAnswer(path: UnsafeBufferPointer<UInt8>, header: (String) -> String?)
         -> (route: String, response: SharedResponse)?
     {
-        guard let (route, response) = app.quickRead(path: path, header: header), let share = response.share else {
-            return nil
-        }
-        return (route, share.shared(response))
+        guard let (route, response) = app.quickRead(path: path, header: header), let share = response.share,
+            let extra = app.sameCORSHeadersForAll
+        else { return nil }
+        return (route, share.shared(response, adding: extra))
     }
 
     /// A quick answer is queued as soon as the request's headers are read: it took no time worth a millisecond.

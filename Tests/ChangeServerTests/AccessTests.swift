@@ -115,11 +115,28 @@ import Testing
                 "/v1/collections/c/changes?since=\(version)&timeout=0", headers: headers)
             #expect(feed.header("Vary") == "Accept" && feed.header("Access-Control-Allow-Origin") == "*")
         }
+        // Snapshot reads are answered quickly (their CORS headers are the same for all), the same bytes either way.
+        let quickBefore = try quickReads(server)
+        let reads = try (0..<3).map { index in
+            try server.client.get("/v1/collections/c", headers: index == 0 ? [:] : ["Origin": "https://a.example"])
+        }
+        #expect(try quickReads(server) > quickBefore)
+        for read in reads {
+            #expect(
+                read.status == 200 && read.header("Access-Control-Allow-Origin") == "*" && read.header("Vary") == nil)
+            #expect(read.body == reads[0].body)
+        }
         let preflight = try server.client.request(
             "OPTIONS", "/v1/collections/c/mutations",
             headers: ["Origin": "https://c.example", "Access-Control-Request-Method": "POST"])
         #expect(preflight.status == 204 && preflight.header("Access-Control-Allow-Origin") == "*")
         #expect(preflight.header("Access-Control-Allow-Methods")?.contains("POST") == true)
+    }
+
+    private func quickReads(_ server: ServerProcess) throws -> Int {
+        let text = try server.client.get("/metrics").text
+        let line = text.split(separator: "\n").first { $0.hasPrefix("changeserver_quick_reads_total ") }
+        return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
     }
 
     @Test func heldPollsKeepTheirOriginsHeaders() throws {

@@ -790,9 +790,9 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     /// The libmicrohttpd response for `response` with the exchange's own headers: the shared one when the response
-    /// is shared (`ResponseShare`) and the exchange adds nothing to it.
+    /// is shared (`ResponseShare`), with those headers added once for all the reads that add the same.
     private func shared(_ response: Response, for exchange: Exchange) -> SharedResponse {
-        if exchange.extraHeaders.isEmpty, let share = response.share { return share.shared(response) }
+        if let share = response.share { return share.shared(response, adding: exchange.extraHeaders) }
         var response = response
         response.addHeaders(exchange.extraHeaders)
         return SharedResponse(response)

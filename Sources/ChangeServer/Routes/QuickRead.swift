@@ -7,16 +7,16 @@ import Glibc
 ///
 /// It gives the same answer `handle` gives, byte for byte (the shared `200` or `304` of `EncodedSnapshot`), and only
 /// where nothing else could change that answer; every other request, and every case it is unsure of, returns nil and
-/// takes the usual way: a token or CORS origins (every answer then carries CORS headers), a server that is not
-/// serving, a path that is not
-/// exactly `/v1/collections/{name}` or `/v1/views/{name}` with a plain valid name, a subject not there, or a
+/// takes the usual way: a token or CORS origins named one by one (every answer then carries CORS headers of its
+/// request's own; with `*` they are the same for all and shared too), a server that is not serving, a path that is
+/// not exactly `/v1/collections/{name}` or `/v1/views/{name}` with a plain valid name, a subject not there, or a
 /// snapshot not encoded yet at its current version (the usual way encodes it, and the next read is quick).
 extension App {
     /// The route template and the shared answer of a body-less `GET` or `HEAD` of `path` (raw, without its query);
     /// `header` looks up a request header by name (case-insensitive).
     func quickRead(path: UnsafeBufferPointer<UInt8>, header: (String) -> String?) -> (route: String, Response)? {
-        // With CORS origins, every answer adds CORS headers (`Vary: Origin`, or `*`'s), so none is the shared one.
-        guard config.readToken == nil, config.writeToken == nil, config.corsOrigins.isEmpty, currentState == .serving,
+        // With origins named one by one, every answer adds CORS headers of its own request, so none is shared.
+        guard config.readToken == nil, config.writeToken == nil, sameCORSHeadersForAll != nil, currentState == .serving,
             let (kind, name) = Route.snapshotSubject(path)
         else { return nil }
         let subject: (any FeedSubject)? =

@@ -108,6 +108,11 @@ import Testing
         _ = cors.send("GET", "/v1/collections/inbox")
         #expect(quick(cors, "/v1/collections/inbox", headers: [("Origin", "https://app.example")]) == nil)
         #expect(quick(cors, "/v1/collections/inbox") == nil)
+        // `*` gives every request the same CORS headers: reads are answered quickly, with them added once.
+        let (anyOrigin, _) = try serverWithInbox(["--cors-origin", "*"])
+        _ = anyOrigin.send("GET", "/v1/collections/inbox")
+        #expect(quick(anyOrigin, "/v1/collections/inbox", headers: [("Origin", "https://app.example")]) != nil)
+        #expect(anyOrigin.app.sameCORSHeadersForAll?.contains { $0 == ("Access-Control-Allow-Origin", "*") } == true)
     }
 
     @Test func aServerThatStoppedServingAnswersNothingQuickly() throws {
