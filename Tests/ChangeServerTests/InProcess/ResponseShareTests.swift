@@ -9,6 +9,7 @@ import Testing
     @Test(arguments: [false, true]) func aSharedResponseIsFreedWithItsMark(notModified: Bool) {
         weak var mark: ResponseShare?
         weak var built: SharedResponse?
+        weak var builtWithExtra: SharedResponse?
         do {
             let version = Version(epoch: "e", seq: 1)
             let response =
@@ -18,10 +19,17 @@ import Testing
             let shared = share?.shared(response)
             #expect(shared?.isComplete == true && shared === share?.shared(response))
             _ = shared?.wire
+            // With the same extra headers every time (`--cors-origin '*'`), one response is built with them.
+            let extra = [(name: "Access-Control-Allow-Origin", value: "*")]
+            let withExtra = share?.shared(response, adding: extra)
+            #expect(withExtra === share?.shared(response, adding: extra) && withExtra !== shared)
+            #expect(share?.shared(response, adding: [(name: "Vary", value: "Origin")]) !== withExtra)
             mark = share
             built = shared
+            builtWithExtra = withExtra
         }
         #expect(mark == nil, "the mark outlived every use of it")
         #expect(built == nil, "the response built for the mark outlived it")
+        #expect(builtWithExtra == nil, "the response built with extra headers outlived the mark")
     }
 }
