@@ -114,8 +114,8 @@ final class App: Sendable {
     /// requests per mutation through nginx with 10 origins). Browsers take `*` for any request without
     /// credentials, which is every request here (the server never allows credentials).
     func corsHeaders(for request: Request) -> [(name: String, value: String)] {
-        guard !config.corsOrigins.isEmpty else { return [] }
-        if config.corsOrigins.contains("*") { return Self.anyOriginHeaders }
+        // The same for every request (also what quick reads add): none, or `*`'s.
+        if let same = sameCORSHeadersForAll { return same }
         guard let origin = allowedOrigin(of: request) else { return [("Vary", "Origin")] }
         return [
             ("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),

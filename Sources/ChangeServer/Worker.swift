@@ -43,6 +43,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     func screen(_ exchange: Exchange) -> Response? {
         let request = exchange.request
         exchange.extraHeaders = app.corsHeaders(for: request)
+        exchange.extraHeadersAreTheSameForAll = app.sameCORSHeadersForAll != nil
         let (passed, template, refusal) = app.screen(request)
         exchange.route = template
         exchange.screenedRoute = passed

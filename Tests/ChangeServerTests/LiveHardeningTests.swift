@@ -713,6 +713,9 @@ import Testing
         #expect(waitUntil(timeout: 10) { (try? value("changeserver_connections_open")) == 5 })
         #expect(try value("changeserver_connection_limit_reached_total") ?? 0 >= 1)
         #expect(waitUntil(timeout: 10) { server.log.contains("holds its share of --max-connections open (5)") })
+        // Every scrape at four idle connections reaches the limit again: counted each time, logged once a minute.
+        #expect(try value("changeserver_connection_limit_reached_total") ?? 0 >= 2)
+        #expect(server.log.components(separatedBy: "holds its share of --max-connections").count == 2)
         for connection in idle { connection.close() }
         idle.removeAll()
         #expect(waitUntil(timeout: 10) { (try? value("changeserver_connections_open")) == 1 })

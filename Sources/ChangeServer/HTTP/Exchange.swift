@@ -54,6 +54,9 @@ final class Exchange {
     var requestPoolBytes: Int?
     /// Headers added to every response of this exchange (CORS), fixed when the request arrives.
     var extraHeaders: [(name: String, value: String)] = []
+    /// Whether `extraHeaders` are the same for every request of this server (none, or `--cors-origin '*'`'s), so
+    /// that a shared response may be kept with them added (`ResponseShare.shared(_:adding:)`).
+    var extraHeadersAreTheSameForAll = true
     /// Bytes of the header lines of the longest answer the request gets once its write is committed (besides
     /// `extraHeaders`), 0 for a request that writes nothing: `HTTPServer` refuses it `431` before it is
     /// submitted when these would not fit next to its headers, since a committed write's answer cannot be replaced.

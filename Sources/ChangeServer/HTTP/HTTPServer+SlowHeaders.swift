@@ -48,7 +48,8 @@ extension HTTPServer {
         connectionRecords.append(record)
         context.pointee = Unmanaged.passRetained(record).toOpaque()
         openConnections.store(connectionRecords.count, ordering: .relaxed)
-        if connectionRecords.count >= options.connectionLimit {
+        // A connection handed back after a direct answer is no new client (`HTTPServer+DirectAnswers.swift`).
+        if handedBackBase == nil, connectionRecords.count >= options.connectionLimit {
             handler?.connectionLimitReached(limit: options.connectionLimit)
         }
     }

@@ -790,9 +790,12 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     /// The libmicrohttpd response for `response` with the exchange's own headers: the shared one when the response
-    /// is shared (`ResponseShare`), with those headers added once for all the reads that add the same.
+    /// is shared (`ResponseShare`) and those headers are the same for every request (none, or `*`'s CORS headers,
+    /// added once); else one of its own.
     private func shared(_ response: Response, for exchange: Exchange) -> SharedResponse {
-        if let share = response.share { return share.shared(response, adding: exchange.extraHeaders) }
+        if let share = response.share, exchange.extraHeadersAreTheSameForAll {
+            return share.shared(response, adding: exchange.extraHeaders)
+        }
         var response = response
         response.addHeaders(exchange.extraHeaders)
         return SharedResponse(response)

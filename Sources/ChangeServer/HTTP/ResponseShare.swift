@@ -6,9 +6,8 @@ import Synchronization
 /// an unchanged collection then costs what serving a static body costs.
 final class ResponseShare: Sendable {
     private let built = Mutex<SharedResponse?>(nil)
-    /// The response with the first set of extra headers asked for, and those headers: with `--cors-origin '*'`
-    /// every request carries the same ones, so that reads share one response there too. Other sets (an origin
-    /// echoed among several named ones) are built for their request alone.
+    /// The response with the extra headers every request of the server carries (`--cors-origin '*'`'s), and those
+    /// headers: kept, as `built` is, for the reads of this version.
     private let builtWithExtra = Mutex<(headers: [(name: String, value: String)], response: SharedResponse)?>(nil)
 
     /// The libmicrohttpd response for `response`, built on first use. `response` must be the one this share marks.
@@ -21,20 +20,22 @@ final class ResponseShare: Sendable {
         }
     }
 
-    /// The libmicrohttpd response for `response` with `extra` headers added (`Response.addHeaders`).
+    /// The libmicrohttpd response for `response` with `extra` headers added (`Response.addHeaders`), built on first
+    /// use. `extra` must be the same for every request (`Exchange.extraHeadersAreTheSameForAll`); other headers get
+    /// a response of their own, never kept. The response is built outside the lock: it copies the body.
     func shared(_ response: Response, adding extra: [(name: String, value: String)]) -> SharedResponse {
         guard !extra.isEmpty else { return shared(response) }
-        func withExtra() -> SharedResponse {
-            var response = response
-            response.addHeaders(extra)
-            return SharedResponse(response)
+        func kept(_ built: (headers: [(name: String, value: String)], response: SharedResponse)?) -> SharedResponse? {
+            guard let built, built.headers.elementsEqual(extra, by: { $0 == $1 }) else { return nil }
+            return built.response
         }
+        if let found = builtWithExtra.withLock({ kept($0) }) { return found }
+        var withExtra = response
+        withExtra.addHeaders(extra)
+        let made = SharedResponse(withExtra)
         return builtWithExtra.withLock { built in
-            if let built {
-                return built.headers.elementsEqual(extra, by: { $0 == $1 }) ? built.response : withExtra()
-            }
-            let made = withExtra()
-            built = (extra, made)
+            if let found = kept(built) { return found }
+            if built == nil { built = (extra, made) }
             return made
         }
     }

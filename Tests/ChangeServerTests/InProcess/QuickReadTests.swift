@@ -115,6 +115,20 @@ import Testing
         #expect(anyOrigin.app.sameCORSHeadersForAll?.contains { $0 == ("Access-Control-Allow-Origin", "*") } == true)
     }
 
+    /// What a quick read adds to the shared answer is what the usual way adds for every request: nothing, or
+    /// `*`'s CORS headers; with origins named one by one (and no `*`) there is no such set, and no quick read.
+    @Test(arguments: [[], ["*"], ["*", "https://app.example"], ["https://app.example"]])
+    func theQuickWayAddsWhatTheUsualWayAdds(origins: [String]) throws {
+        let server = try InProcessServer(origins.flatMap { ["--cors-origin", $0] })
+        let same = server.app.sameCORSHeadersForAll
+        #expect((same == nil) == (origins == ["https://app.example"]))
+        for headers in [[], [("Origin", "https://app.example")], [("Origin", "https://other.example")]] {
+            let request = Request(method: "GET", path: "/v1/collections/inbox", headers: headers)
+            let usual = server.app.corsHeaders(for: request)
+            if let same { #expect(usual.elementsEqual(same, by: { $0 == $1 }), "\(origins) \(headers)") }
+        }
+    }
+
     @Test func aServerThatStoppedServingAnswersNothingQuickly() throws {
         let (server, _) = try serverWithInbox()
         _ = server.send("GET", "/v1/collections/inbox")
