@@ -666,7 +666,8 @@ final class HTTPServer: @unchecked Sendable {
         if announced != nil, exchange.request.header("Transfer-Encoding") != nil {
             return respond(exchange, handler.response(to: .lengthAndTransferCoding))
         }
-        // RFC 9112 §3.2; libmicrohttpd 0.9.75 checks neither (its own check of a missing one is for its pedantic mode).
+        // RFC 9112 §3.2. libmicrohttpd 0.9.75, as this server runs it, lets both through (probed: an HTTP/1.1 request
+        // without `Host` reached the handler).
         let hosts = exchange.request.headerLines("Host")
         if hosts > 1 || (hosts == 0 && exchange.isHTTP11) {
             return respond(exchange, handler.response(to: .hostMissingOrRepeated(lines: hosts)))
