@@ -1,3 +1,5 @@
+import Model
+
 /// A recursive-descent reader of RFC 8259 JSON that writes the tape of `JSONDocument`: no value is allocated, and
 /// the tape is sized once from a first pass over the text, so that parsing never holds two copies of it while it
 /// grows. It refuses what jansson refused here before it: invalid UTF-8, `\u0000`, lone surrogates, duplicate keys,
@@ -212,7 +214,7 @@ struct JSONParser {
         guard offset + 4 <= bytes.count else { throw failure("invalid escape") }
         var code: UInt32 = 0
         for byte in bytes[offset..<offset + 4] {
-            guard let digit = Self.hexDigit(byte) else { throw failure("invalid escape") }
+            guard let digit = byte.hexDigitValue else { throw failure("invalid escape") }
             code = code << 4 | UInt32(digit)
         }
         offset += 4
@@ -249,22 +251,13 @@ struct JSONParser {
         offset += length
     }
 
-    private static func hexDigit(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
-
     /// The UTF-8 bytes of a string's text, escapes resolved; the text was validated by the parser.
     static func unescape(_ text: ArraySlice<UInt8>) -> [UInt8] {
         var result: [UInt8] = []
         result.reserveCapacity(text.count)
         var index = text.startIndex
         func quad(_ at: Int) -> UInt32 {
-            text[at..<at + 4].reduce(0) { $0 << 4 | UInt32(hexDigit($1) ?? 0) }
+            text[at..<at + 4].reduce(0) { $0 << 4 | UInt32($1.hexDigitValue ?? 0) }
         }
         while index < text.endIndex {
             let byte = text[index]

@@ -227,16 +227,7 @@ struct CanonicalScanner {
 
     private func hex4(_ at: Int) -> UInt32 {
         var value: UInt32 = 0
-        for k in 0..<4 { value = value << 4 | UInt32(CanonicalScanner.hexValue(byte(at + k)) ?? 0) }
+        for k in 0..<4 { value = value << 4 | UInt32(byte(at + k).hexDigitValue ?? 0) }
         return value
-    }
-
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

@@ -202,7 +202,7 @@ private struct JSONParser {
     private mutating func hex4() throws(JSON.ParseError) -> UInt32 {
         var value: UInt32 = 0
         for _ in 0..<4 {
-            guard let byte = current, let digit = CanonicalScanner.hexValue(byte) else {
+            guard let byte = current, let digit = byte.hexDigitValue else {
                 throw failure("four hex digits expected")
             }
             value = value << 4 | UInt32(digit)
