@@ -48,13 +48,7 @@ enum SnapshotFile {
     }
 
     static func decode(_ bytes: [UInt8], limits: HistoryLimits) throws(BinaryReader.Malformed) -> Contents {
-        guard bytes.count >= 28, Array(bytes[..<8]) == magic else { throw BinaryReader.Malformed() }
-        var trailer = BinaryReader(bytes, offset: bytes.count - 4)
-        let checksum = try trailer.uint32()
-        let valid = bytes.withUnsafeBytes {
-            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<(bytes.count - 4)]))
-        }
-        guard valid == checksum else { throw BinaryReader.Malformed() }
+        guard isWhole(bytes) else { throw BinaryReader.Malformed() }
         var reader = BinaryReader(Array(bytes[..<(bytes.count - 4)]), offset: 8)
         let format = try reader.uint32()
         guard format == 1 || format == version else { throw BinaryReader.Malformed() }
@@ -81,15 +75,20 @@ enum SnapshotFile {
         return Contents(nextSegment: nextSegment, collections: collections, views: views)
     }
 
-    /// The format of a whole, intact snapshot (its checksum holds) of a format this build does not read because it
-    /// is newer: written by a later build, which an operator rolled back from. Nil for any other file.
-    static func newerFormat(of bytes: [UInt8]) -> UInt32? {
-        guard bytes.count >= 28, Array(bytes[..<8]) == magic else { return nil }
+    /// Whether `bytes` start with the magic and end with the CRC-32C of everything before it.
+    private static func isWhole(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= 28, Array(bytes[..<8]) == magic else { return false }
         var trailer = BinaryReader(bytes, offset: bytes.count - 4)
         let valid = bytes.withUnsafeBytes {
             CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<(bytes.count - 4)]))
         }
-        guard let checksum = try? trailer.uint32(), checksum == valid else { return nil }
+        return (try? trailer.uint32()) == valid
+    }
+
+    /// The format of a whole, intact snapshot (its checksum holds) of a format this build does not read because it
+    /// is newer: written by a later build, which an operator rolled back from. Nil for any other file.
+    static func newerFormat(of bytes: [UInt8]) -> UInt32? {
+        guard isWhole(bytes) else { return nil }
         var reader = BinaryReader(bytes, offset: 8)
         guard let format = try? reader.uint32(), format > version else { return nil }
         return format
