@@ -52,6 +52,8 @@ final class App: Sendable {
         // With --postgres nothing is written to --data-dir: its free space decides nothing.
         diskSpace =
             config.postgres == nil ? DiskSpace(path: config.dataDirectory, reserve: config.diskReserveBytes) : nil
+        sameCORSHeadersForAll =
+            config.corsOrigins.isEmpty ? [] : config.corsOrigins.contains("*") ? Self.anyOriginHeaders : nil
     }
 
     var workers: [Worker] { workerList.withLock { $0 } }
@@ -124,11 +126,8 @@ final class App: Sendable {
     }
 
     /// The CORS headers every request gets, whatever it sends: none without `--cors-origin`, `*`'s with it; nil
-    /// when they depend on the request's `Origin` (origins named one by one).
-    var sameCORSHeadersForAll: [(name: String, value: String)]? {
-        if config.corsOrigins.isEmpty { return [] }
-        return config.corsOrigins.contains("*") ? Self.anyOriginHeaders : nil
-    }
+    /// when they depend on the request's `Origin` (origins named one by one). Decided once: every request asks.
+    let sameCORSHeadersForAll: [(name: String, value: String)]?
 
     private static let anyOriginHeaders: [(name: String, value: String)] = [
         ("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "ETag, Retry-After"),

@@ -663,7 +663,8 @@ final class HTTPServer: @unchecked Sendable {
         // Answered at once, which makes MHD close the connection: with both, a front that framed the body by its
         // length and this server, which reads it chunked, would disagree on where the next request starts
         // (request smuggling; RFC 9112 §6.1 asks to close the connection after such a request).
-        if announced != nil, exchange.request.header("Transfer-Encoding") != nil {
+        let transferCoding = exchange.request.header("Transfer-Encoding")
+        if announced != nil, transferCoding != nil {
             return respond(exchange, handler.response(to: .lengthAndTransferCoding))
         }
         // RFC 9112 §3.2. libmicrohttpd 0.9.75, as this server runs it, lets both through (probed: an HTTP/1.1 request
@@ -694,7 +695,7 @@ final class HTTPServer: @unchecked Sendable {
             exchange.refusal = refusal
         }
         // Any `Transfer-Encoding` left is chunked: a body is to come.
-        if length > 0 || exchange.request.header("Transfer-Encoding") != nil { beginUpload(exchange) }
+        if length > 0 || transferCoding != nil { beginUpload(exchange) }
         return .YES
     }
 
