@@ -59,16 +59,10 @@ import Testing
         return versions
     }
 
-    private static func metric(_ server: ServerProcess, _ name: String) throws -> Int? {
-        let text = try server.client.get("/metrics").text
-        let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
-        return line.flatMap { Int($0.split(separator: " ").last ?? "") }
-    }
-
     private static func waitForMetric(_ server: ServerProcess, _ name: String, _ value: Int) throws {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if try metric(server, name) == value { return }
+            if try server.metric(name) == value { return }
             usleep(10_000)
         }
         Issue.record("\(name) never became \(value)")
@@ -120,7 +114,7 @@ import Testing
             events += 1
         }
         #expect(events >= 1 && events <= 1000)
-        #expect(try Self.metric(server, "changeserver_streams_open") == 1)
+        #expect(try server.metric("changeserver_streams_open") == 1)
         let snapshot = try server.client.get("/v1/collections/c").object
         let items = ((snapshot["sections"] as? [[String: Any]])?.first?["items"] as? [[String: Any]])?.count
         #expect(items == ids.count)
@@ -180,8 +174,8 @@ import Testing
         try Self.waitForMetric(server, "changeserver_streams_open", 1)
         stream.connection.close()
         let deadline = Date().addingTimeInterval(10)
-        while try Self.metric(server, "changeserver_streams_open") != 0 && Date() < deadline { usleep(10_000) }
-        #expect(try Self.metric(server, "changeserver_streams_open") == 0)
+        while try server.metric("changeserver_streams_open") != 0 && Date() < deadline { usleep(10_000) }
+        #expect(try server.metric("changeserver_streams_open") == 0)
     }
 
     /// The connection a test leaves idle on the server's loop before its streams open.
@@ -364,7 +358,7 @@ import Testing
         var last = first
         for index in 0..<64 {
             last = try Self.insert(server, "big\(index)", data: big)
-            if try Self.metric(server, "changeserver_streams_cut_total") == 1 { break }
+            if try server.metric("changeserver_streams_cut_total") == 1 { break }
         }
         try Self.waitForMetric(server, "changeserver_streams_cut_total", 1)
         try Self.waitForMetric(server, "changeserver_streams_open", 0)
@@ -399,7 +393,7 @@ import Testing
         }
         #expect(received == versions)
         #expect(try lagging.nextEvent() == nil && lagging.ended)
-        #expect(try Self.metric(server, "changeserver_streams_cut_total") == 0)
+        #expect(try server.metric("changeserver_streams_cut_total") == 0)
     }
 
     /// A stream whose client stopped reading holds bytes in the server past libmicrohttpd; stopping the server cuts

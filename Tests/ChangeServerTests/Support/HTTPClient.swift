@@ -239,4 +239,10 @@ struct Client {
 extension ServerProcess {
     /// A connection's worth of requests to this server.
     var client: Client { Client(port: port) }
+
+    /// The value of the unlabelled metric `name` in this server's `/metrics`, or nil when it has none.
+    func metric(_ name: String) throws -> Int? {
+        let line = try client.get("/metrics").text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { Int($0.split(separator: " ").last ?? "") }
+    }
 }
