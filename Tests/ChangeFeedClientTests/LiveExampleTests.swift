@@ -18,11 +18,12 @@ struct LiveExampleTests {
             follower.standardOutput = pipe
             return pipe
         }
+        // Its poll held, so it has its reset: each write is then one changeset to it, however late it polls again.
+        #expect(await waitUntil(timeout: 60) { await server.heldPolls() == 1 })
         for id in ["b", "c"] {
-            try await Task.sleep(for: .milliseconds(300))
             try await http.mutate("PUT", "/v1/collections/inbox/items/\(id)", #"{"data":1}"#)
         }
-        #expect(waitForExit(of: follower, timeout: 20))
+        #expect(try await onOwnThread { waitForExit(of: follower, timeout: 60) })
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(follower.terminationStatus == 0, "\(text)")
         #expect(text.contains("reset to "))

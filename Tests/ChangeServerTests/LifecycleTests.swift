@@ -156,7 +156,8 @@ import Testing
         #expect(try idle.readResponse().status == 200)
         let started = Date()
         #expect(server.stop(timeout: 5) == 0)
-        #expect(Date().timeIntervalSince(started) < 1.5)
+        // Short of the 2.5 s a stop gives unfinished requests, with room for a loaded machine.
+        #expect(Date().timeIntervalSince(started) < 2.4)
     }
 
     @Test func logsOneLinePerRequestWithoutBodies() throws {

@@ -65,11 +65,13 @@ extension LivePostgresTests {
         kill(backend, SIGSTOP)
         defer { kill(backend, SIGCONT) }
         #expect(try mover.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
+        // Watched on a connection of its own: the wait for the move's read lasts at most 2 s from the commit, and
+        // a psql started for every look could take longer than that on a loaded machine.
+        let watcher = try PGConnection(url)
         let redefined = redefineOnZeta(through: behind)
         // The redefinition is committed (its note names `zeta`) and waits for the read of the move.
         _ = try eventually {
-            try cluster.sql("SELECT source FROM changeserver_views WHERE name = 'v'", database: "unreadmove")
-                == "zeta\n"
+            try watcher.execute("SELECT source FROM changeserver_views WHERE name = 'v'").string(0, 0) == "zeta"
         }
         kill(backend, SIGCONT)
         #expect(redefined() == 200)

@@ -95,19 +95,19 @@ extension LivePostgresTests {
         usleep(1_500_000)
         let started = Date()
         let port = server.port
+        let reached = try Self.commitsAndBodiesHeld(server)
         let written = Mutex<(status: Int, at: Date)?>(nil)
         let writer = Thread {
-            usleep(300_000)
+            guard reached(1, 18) else { return }
             let response = try? Client(port: port).put("/v1/collections/zeta/items/after", ["data": 1])
             written.withLock { $0 = (response?.status ?? 0, Date()) }
         }
         // A write elsewhere, in a group commit of its own, does not wait for the move.
-        let elsewhere = Mutex<(status: Int, took: Double)?>(nil)
+        let elsewhere = Mutex<(status: Int, at: Date)?>(nil)
         let other = Thread {
-            usleep(700_000)
-            let sent = Date()
+            guard reached(2, 28) else { return }
             let response = try? Client(port: port).put("/v1/collections/other", ["sections": [["id": "s"]]])
-            elsewhere.withLock { $0 = (response?.status ?? 0, Date().timeIntervalSince(sent)) }
+            elsewhere.withLock { $0 = (response?.status ?? 0, Date()) }
         }
         writer.start()
         other.start()
@@ -118,7 +118,7 @@ extension LivePostgresTests {
         kill(backend, SIGCONT)
         while !writer.isFinished || !other.isFinished { usleep(10_000) }
         #expect(elsewhere.withLock { $0?.status } == 201)
-        #expect((elsewhere.withLock { $0?.took } ?? 99) < 1, "a write elsewhere waited for the move")
+        #expect((elsewhere.withLock { $0?.at } ?? .distantFuture) < moved, "a write elsewhere waited for the move")
         #expect(written.withLock { $0?.status } == 201)
         let writeWaited = written.withLock { $0.map { $0.at.timeIntervalSince(started) } } ?? 0
         #expect(writeWaited > 1.5, "the write waited behind the move: answered after \(writeWaited) s")
@@ -140,24 +140,40 @@ extension LivePostgresTests {
         let statuses = Mutex<[String: Int]>([:])
         kill(backend, SIGSTOP)
         defer { kill(backend, SIGCONT) }
+        let reached = try Self.commitsAndBodiesHeld(server)
         let move = Thread {
             let response = try? Client(port: port).put("/v1/views/v", ["source": "alpha"])
             statuses.withLock { $0["move"] = response?.status ?? 0 }
         }
         let write = Thread {
-            usleep(300_000)
+            guard reached(1, 18) else { return }
             let response = try? Client(port: port).put("/v1/collections/zeta/items/after", ["data": 1])
             statuses.withLock { $0["write"] = response?.status ?? 0 }
         }
         move.start()
         write.start()
-        usleep(1_000_000)
+        #expect(reached(2, 28), "the move and the write committed, their answers waiting")
         kill(backend, SIGCONT)
         while !move.isFinished || !write.isFinished { usleep(10_000) }
         #expect(statuses.withLock { $0 } == ["move": 200, "write": 201])
         let shown = try server.client.get("/v1/views/v").text
         let fresh = try ServerProcess(["--postgres", url])
         #expect(try fresh.client.get("/v1/views/v").text == shown, "the view on a server started afterwards")
+    }
+
+    /// A wait (up to 20 s) for `server` to have made `commits` more group commits than now, with `bytes` of bodies
+    /// held (a request's body is held until it is answered): the order in which these tests' requests meet the
+    /// database, which fixed sleeps left to a loaded machine. Their bodies: `{"source":"alpha"}` is 18 bytes,
+    /// `{"data":1}` 10.
+    static func commitsAndBodiesHeld(_ server: ServerProcess) throws -> @Sendable (_ commits: Int, _ bytes: Int) -> Bool
+    {
+        let before = try #require(try server.metric("changeserver_store_commit_seconds_count"))
+        return { commits, bytes in
+            waitUntil(timeout: 20) {
+                (try? server.metric("changeserver_store_commit_seconds_count")) ?? 0 >= before + commits
+                    && (try? server.metric("changeserver_body_bytes_in_flight")) == bytes
+            }
+        }
     }
 
     /// The PID of the server's follower's backend (named so in `pg_stat_activity`).

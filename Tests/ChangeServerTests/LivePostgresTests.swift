@@ -182,8 +182,9 @@ import Testing
         let final = try run.converge(to: replayed)
         let failures = run.stopSubscribers(at: final.version)
         #expect(failures.isEmpty, "\(failures.prefix(5))")
+        // After the restart, reconnecting waits up to 2 s between tries, and a loaded machine adds its delays.
         let late = run.unavailableTimes.filter {
-            $0 < restartStarted.addingTimeInterval(-0.5) || $0 > restartEnded.addingTimeInterval(5)
+            $0 < restartStarted.addingTimeInterval(-0.5) || $0 > restartEnded.addingTimeInterval(10)
         }
         #expect(late.isEmpty, "503 while the database was up: \(late.count) times; \(before) before the restart")
         #expect(run.unavailable > before, "no mutation met the database down")
@@ -287,13 +288,17 @@ import Testing
         #expect(snapshots == 64, "every collection snapshotted")
         #expect(most <= 3, "at most writer, follower and housekeeper")
         #expect(!server.log.contains("failed"), "no snapshot refused a connection")
-        let metrics = try server.client.get("/metrics").text
-        for line in [
+        // The server counts a snapshot once its commit has returned, a moment after the database shows it.
+        let lines = [
             "changeserver_store_snapshots_total 64", "changeserver_store_snapshot_failures_total 0",
             "changeserver_store_housekeeping_jobs 0",
-        ] {
-            #expect(metrics.contains(line + "\n"), "\(line)")
+        ]
+        var metrics = ""
+        _ = try eventually {
+            metrics = try server.client.get("/metrics").text
+            return lines.allSatisfy { metrics.contains($0 + "\n") }
         }
+        for line in lines { #expect(metrics.contains(line + "\n"), "\(line)") }
         #expect(
             try eventually {
                 try cluster.sql(connections).trimmingCharacters(in: .whitespacesAndNewlines) == "2"
@@ -624,7 +629,8 @@ import Testing
         let server = try ServerProcess(["--postgres", url])
         let (frozen, write) = try Self.freezeUnderAWrite(cluster, server)
         defer { for pid in frozen { kill(pid, SIGCONT) } }
-        usleep(300_000)
+        // The write waits for its commit, its body (`{"data":1}`) held until it is answered.
+        #expect(waitUntil(timeout: 20) { (try? server.metric("changeserver_body_bytes_in_flight")) == 10 })
         let stopped = Date()
         #expect(server.stop(timeout: 40) == 0, "\(server.log.suffix(2000))")
         let took = Date().timeIntervalSince(stopped)
