@@ -18,10 +18,12 @@ struct LiveExampleTests {
             follower.standardOutput = pipe
             return pipe
         }
-        // Its poll held, so it has its reset: each write is then one changeset to it, however late it polls again.
+        // Its poll held, so it has its reset; each write goes once the one before was delivered alone (a held poll
+        // answered late would take both as one changeset).
         #expect(await waitUntil(timeout: 60) { await server.heldPolls() == 1 })
-        for id in ["b", "c"] {
+        for (index, id) in ["b", "c"].enumerated() {
             try await http.mutate("PUT", "/v1/collections/inbox/items/\(id)", #"{"data":1}"#)
+            #expect(await waitUntil(timeout: 60) { await server.delivered() == index + 1 })
         }
         #expect(try await onOwnThread { waitForExit(of: follower, timeout: 60) })
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -212,10 +212,15 @@ extension ServerProcess {
     }
 
     /// The server's held polls now, from `/metrics` (-1 when it cannot be read).
-    func heldPolls() async -> Int {
+    func heldPolls() async -> Int { await metric("changeserver_held_polls") }
+
+    /// The changesets the server has delivered to polls and streams, from `/metrics` (-1 when it cannot be read).
+    func delivered() async -> Int { await metric("changeserver_changesets_delivered_total") }
+
+    private func metric(_ name: String) async -> Int {
         guard let answer = try? await TestHTTP(baseURL: baseURL).send("GET", "/metrics") else { return -1 }
         let text = String(decoding: answer.body, as: UTF8.self)
-        let line = text.split(separator: "\n").first { $0.hasPrefix("changeserver_held_polls ") }
+        let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
         return line.flatMap { $0.split(separator: " ").last }.flatMap { Int($0) } ?? -1
     }
 }

@@ -70,9 +70,10 @@ extension LivePostgresTests {
         let watcher = try PGConnection(url)
         let redefined = redefineOnZeta(through: behind)
         // The redefinition is committed (its note names `zeta`) and waits for the read of the move.
-        _ = try eventually {
-            try watcher.execute("SELECT source FROM changeserver_views WHERE name = 'v'").string(0, 0) == "zeta"
-        }
+        #expect(
+            try eventually {
+                try watcher.execute("SELECT source FROM changeserver_views WHERE name = 'v'").string(0, 0) == "zeta"
+            }, "the redefinition never committed")
         kill(backend, SIGCONT)
         #expect(redefined() == 200)
         try expectRedefinedOnZeta(behind, mover)
