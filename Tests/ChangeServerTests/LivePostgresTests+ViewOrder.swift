@@ -143,10 +143,10 @@ extension LivePostgresTests {
         #expect(try fresh.client.get("/v1/views/v").text == shown.text, "the view on a server started afterwards")
     }
 
-    /// While a move waits for the follower's read of `zeta` (its backend stalled until the write is committed), a write to `zeta`
-    /// committed after the move, which that read meets, is still handed on after the move: the follower once handed
-    /// this server's own rows on as it read them, ahead of the move waiting in the queue, and the view took the
-    /// write here and not on a server started afterwards (found in review with this probe).
+    /// While a move waits for the follower's read of `zeta` (its backend stalled until the write is committed), a
+    /// write to `zeta` committed after the move, which that read meets, is still handed on after the move: the
+    /// follower once handed this server's own rows on as it read them, ahead of the move waiting in the queue, and
+    /// the view took the write here and not on a server started afterwards (found in review with this probe).
     @Test func aWriteReadByTheFollowerWaitsBehindAMoveOfThisServer() throws {
         let (cluster, url, server) = try Self.startWithViewOnZeta(database: "readwrite")
         let backend = try followerBackend(cluster, database: "readwrite")
