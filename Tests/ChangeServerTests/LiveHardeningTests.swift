@@ -778,17 +778,18 @@ import Testing
     /// snapshots leaked once per version read, and their `304`s too.
     @Test func snapshotReadsKeepNoMemory() throws {
         let server = try ServerProcess()
+        let client = Client(port: server.port, receiveTimeout: 120)
         let items = (0..<40_000).map { ["id": "item-\($0)", "data": ["text": String(repeating: "x", count: 60)]] }
-        let created = try server.client.put("/v1/collections/big", ["sections": [["id": "s", "items": items]]])
+        let created = try client.put("/v1/collections/big", ["sections": [["id": "s", "items": items]]])
         #expect(created.status == 201)
         let version = try #require(created.object["version"] as? String)
-        let first = try server.client.get("/v1/collections/big")
+        let first = try client.get("/v1/collections/big")
         #expect(first.status == 200 && first.body.count > 3_000_000, "\(first.body.count) bytes")
-        for _ in 0..<4 { _ = try server.client.get("/v1/collections/big") }
+        for _ in 0..<4 { _ = try client.get("/v1/collections/big") }
         let before = memory(server, "VmRSS")
         for _ in 0..<40 {
-            #expect(try server.client.get("/v1/collections/big").status == 200)
-            let notModified = try server.client.get("/v1/collections/big", headers: ["If-None-Match": "\"\(version)\""])
+            #expect(try client.get("/v1/collections/big").status == 200)
+            let notModified = try client.get("/v1/collections/big", headers: ["If-None-Match": "\"\(version)\""])
             #expect(notModified.status == 304)
         }
         let grown = memory(server, "VmRSS") - before

@@ -203,11 +203,14 @@ final class HTTPConnection {
 struct Client {
     let port: Int
     var headers: [String: String] = [:]
+    /// How long one read of an answer may wait: longer for bodies of megabytes, which a debug build on a loaded
+    /// machine can take longer than the usual 15 s to make.
+    var receiveTimeout: Double = 15
 
     func request(
         _ method: String, _ path: String, headers: [String: String] = [:], body: [UInt8]? = nil
     ) throws -> HTTPResponse {
-        let connection = try HTTPConnection(port: port)
+        let connection = try HTTPConnection(port: port, receiveTimeout: receiveTimeout)
         connection.sendRequest(method, path, headers: self.headers.merging(headers) { $1 }, body: body, close: true)
         return try connection.readResponse(method: method)
     }
