@@ -55,7 +55,7 @@ extension LiveHardeningTests {
             round += 1
         }
         // Writes until the journal first fails to move on (past --snapshot-bytes: some 330 records, however slowly
-        // a loaded machine takes them), then for three seconds more, each of which once logged the failure again.
+        // a loaded machine takes them), then for three seconds more: every write there once logged the failure.
         let moving = Date()
         while failures() == 0 && round < 20_000 && Date().timeIntervalSince(moving) < 60 { try write() }
         #expect(failures() >= 1, "the journal never tried to move on\n\(server.log.suffix(2000))")
