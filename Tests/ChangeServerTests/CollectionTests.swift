@@ -116,9 +116,9 @@ import Testing
         for count in counts { #expect(metrics.contains(count), "\(count)") }
         #expect(
             waitUntil(timeout: 10) {
-                server.log.components(separatedBy: " info GET /v1/collections/c 200 ").count - 1 == 22
-                    && server.log.components(separatedBy: " info HEAD /v1/collections/c 200 ").count - 1 == 20
-                    && server.log.components(separatedBy: " info GET /v1/collections/c 304 ").count - 1 == 20
+                server.logCount(of: " info GET /v1/collections/c 200 ") == 22
+                    && server.logCount(of: " info HEAD /v1/collections/c 200 ") == 20
+                    && server.logCount(of: " info GET /v1/collections/c 304 ") == 20
             })
     }
 

@@ -23,7 +23,7 @@ import Testing
         let pid = server.process.processIdentifier
         let baseline = OpenDescriptors(of: pid)
         var ownPorts: Set<Int> = []
-        let letGo = { server.log.components(separatedBy: "GET /v1/collections/c/changes 499 ").count - 1 }
+        let letGo = { server.logCount(of: "GET /v1/collections/c/changes 499 ") }
         for round in 0..<3 {
             var kept: [HTTPConnection] = []
             var vanishing: [HTTPConnection] = []

@@ -180,7 +180,7 @@ import Testing
 /// Waits (at most 10 s) until `/metrics` reports `count` held polls.
 func waitForHeldPolls(_ server: ServerProcess, _ count: Int) throws {
     let held = try waitUntil(timeout: 10) {
-        try server.client.get("/metrics").text.contains("changeserver_held_polls \(count)\n")
+        try server.metric("changeserver_held_polls") == count
     }
     if !held { Issue.record("the server never held \(count) polls") }
 }

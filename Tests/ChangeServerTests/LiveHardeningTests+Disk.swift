@@ -46,7 +46,7 @@ extension LiveHardeningTests {
         let blocker = data + "/journal-00000000000000000002.log"
         try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
         let padding = String(repeating: "p", count: 200)
-        let failures = { server.log.components(separatedBy: "cannot start a new journal segment").count - 1 }
+        let failures = { server.logCount(of: "cannot start a new journal segment") }
         var round = 0
         func write() throws {
             let response = try server.client.put(
@@ -114,7 +114,7 @@ extension LiveHardeningTests {
         let big = String(repeating: "b", count: 1000)
         let content = ["sections": [["id": "s", "items": (0..<1200).map { ["id": "i\($0)", "data": big] }]]]
         #expect(try server.client.put("/v1/collections/c", content).status == 201)
-        func snapshots() -> Int { server.log.components(separatedBy: "snapshot of 1 collections").count - 1 }
+        func snapshots() -> Int { server.logCount(of: "snapshot of 1 collections") }
         #expect(waitUntil(timeout: 20) { snapshots() == 1 })
         // A filler leaves room for the journal's records but not for another snapshot of 1.2 MB.
         var stats = statvfs()

@@ -312,7 +312,7 @@ import Testing
             poll.shutdownWriting()
             return poll
         }
-        let polls = { server.log.components(separatedBy: "GET /v1/collections/c/changes 499 ").count - 1 }
+        let polls = { server.logCount(of: "GET /v1/collections/c/changes 499 ") }
         #expect(waitUntil(timeout: 10) { polls() == count }, "\(polls()) of \(count) polls logged")
         #expect(try server.metric("changeserver_held_polls") == 0)
         #expect(clients.allSatisfy { $0.isClosed(within: 5) }, "closed without an answer")

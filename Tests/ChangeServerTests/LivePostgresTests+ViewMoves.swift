@@ -125,7 +125,7 @@ extension LivePostgresTests {
         for name in ["d1", "d2", "d3"] {
             #expect(try server.client.request("DELETE", "/v1/collections/\(name)").status == 204)
         }
-        let failures = { server.log.components(separatedBy: "failed (").count - 1 }
+        let failures = { server.logCount(of: "failed (") }
         #expect(try eventually { failures() >= 3 })
         let first = failures()
         usleep(8_000_000)

@@ -243,6 +243,9 @@ extension ServerProcess {
     /// A connection's worth of requests to this server.
     var client: Client { Client(port: port) }
 
+    /// How many times `text` stands in this server's log so far.
+    func logCount(of text: String) -> Int { log.components(separatedBy: text).count - 1 }
+
     /// The value of the unlabelled metric `name` in this server's `/metrics`, or nil when it has none.
     func metric(_ name: String) throws -> Int? {
         let line = try client.get("/metrics").text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
