@@ -117,6 +117,8 @@ final class HTTPServer: @unchecked Sendable {
     let loopEpoll: Int32
     private let wakeDescriptor: Int32
     private let tasks = Mutex<[@Sendable () -> Void]>([])
+    /// The tasks the loop is running, taken from `tasks` (loop thread only).
+    private var runningTasks: [@Sendable () -> Void] = []
     /// Set by `run` for the length of the loop: MHD calls back only from inside `MHD_run`, which only `run` calls.
     private(set) var handler: HTTPHandler?
     var runAgain = false
@@ -269,10 +271,11 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     private func runTasks() {
-        for task in tasks.withLock({ queued in
-            defer { queued.removeAll() }
-            return queued
-        }) { task() }
+        // Swapped, not copied out: the queue gets back the last turn's array, empty with its room, so that posting
+        // a group commit's answers does not grow a new array from nothing on every turn.
+        tasks.withLock { swap(&$0, &runningTasks) }
+        for task in runningTasks { task() }
+        runningTasks.removeAll(keepingCapacity: true)
     }
 
     private func waitTimeout(now: Int64) -> Int32 {

@@ -330,13 +330,27 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     // MARK: Syncing
 
+    /// What the syncer keeps from pass to pass, so that a pass in the steady state takes nothing from malloc: a
+    /// batch's arrays (some kB each) taken anew on every pass made malloc consolidate its free lists each time.
+    private struct SyncerBuffers {
+        /// The pass's records, swapped with `State.buffer` (which gets this array back, empty).
+        var records: [[UInt8]] = []
+        /// The bytes the pass writes: a sync mark, then the records' frames.
+        var frames: [UInt8] = []
+        /// The callbacks of the records the pass synced.
+        var ready: [(ticket: UInt64, done: @Sendable (Bool) -> Void)] = []
+        /// The most bytes of frames kept between passes: a buffer grown past it by a large record is let go.
+        static let keptFrameBytes = 1 << 20
+    }
+
     /// One pass of the syncer (`--fsync always`): syncs what is buffered, then performs a requested rotation.
-    private func syncPass() {
-        let (segment, target, records, offset) = state.withLock { state in
-            defer { state.buffer = [] }
-            return (state.segment, state.written, state.buffer, state.segment.size)
+    private func syncPass(_ buffers: inout SyncerBuffers) {
+        let (segment, target, offset) = state.withLock { state in
+            swap(&buffers.records, &state.buffer)
+            return (state.segment, state.written, state.segment.size)
         }
-        if !records.isEmpty { sync(records, upTo: target, in: segment, at: offset) }
+        if !buffers.records.isEmpty { sync(upTo: target, in: segment, at: offset, &buffers) }
+        buffers.records.removeAll(keepingCapacity: true)
         if let rotation = state.withLock({ state in
             defer { state.rotation = nil }
             return state.rotation
@@ -345,27 +359,30 @@ final class FileJournal: Journal, @unchecked Sendable {
         }
     }
 
-    /// Writes `records` (the tickets up to `target`) at `offset` after a sync mark, syncs, and runs their callbacks
-    /// in order (all failed when the write or the sync failed).
-    private func sync(_ records: [[UInt8]], upTo target: UInt64, in segment: Segment, at offset: Int) {
+    /// Writes `buffers.records` (the tickets up to `target`) at `offset` after a sync mark, syncs, and runs their
+    /// callbacks in order (all failed when the write or the sync failed).
+    private func sync(upTo target: UInt64, in segment: Segment, at offset: Int, _ buffers: inout SyncerBuffers) {
         // Framed here, where each record's offset in the file is known, after a mark: everything before this pass
         // is on disk (the last pass's sync succeeded, or a failed one cut the segment back to what was).
-        let recordBytes = records.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(JournalFormat.markFrameSize + recordBytes)
-        JournalFormat.appendFrame(JournalFormat.mark(synced: offset), at: offset, to: &buffer)
-        for record in records { JournalFormat.appendFrame(record, at: offset + buffer.count, to: &buffer) }
+        let recordBytes = buffers.records.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
+        buffers.frames.removeAll(keepingCapacity: buffers.frames.capacity <= SyncerBuffers.keptFrameBytes)
+        buffers.frames.reserveCapacity(JournalFormat.markFrameSize + recordBytes)
+        JournalFormat.appendFrame(JournalFormat.mark(synced: offset), at: offset, to: &buffers.frames)
+        for record in buffers.records {
+            JournalFormat.appendFrame(record, at: offset + buffers.frames.count, to: &buffers.frames)
+        }
+        let written = buffers.frames.count
         let started = MonotonicClock.nanoseconds()
-        var succeeded = Self.writeAll(segment.descriptor, buffer, at: offset)
+        var succeeded = Self.writeAll(segment.descriptor, buffers.frames, at: offset)
         if succeeded {
-            Self.zeroAhead(segment, from: offset + buffer.count)
+            Self.zeroAhead(segment, from: offset + written)
             succeeded = fdatasync(segment.descriptor) == 0
         }
         let reason = succeeded ? "" : String(cString: strerror(errno))
         metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
-        let ready = state.withLock { state -> [(ticket: UInt64, done: @Sendable (Bool) -> Void)] in
+        state.withLock { state in
             if succeeded {
-                segment.size = offset + buffer.count
+                segment.size = offset + written
                 state.syncedSize = segment.size
                 state.bytesSinceSnapshot += JournalFormat.markFrameSize
             } else {
@@ -379,19 +396,23 @@ final class FileJournal: Journal, @unchecked Sendable {
                 state.bytesSinceSnapshot = max(0, state.bytesSinceSnapshot - recordBytes)
             }
             state.synced = target
+            // Copied out rather than sliced: an array made of a slice of the whole buffer shares it, and the
+            // removal then copies what is left into a new one.
             let split = state.pending.partitioningIndex { $0.ticket > target }
-            defer { state.pending.removeFirst(split) }
-            return Array(state.pending[..<split])
+            buffers.ready.append(contentsOf: state.pending[..<split])
+            state.pending.removeFirst(split)
         }
         if !succeeded {
-            logger.error("journal write or fsync failed: \(reason); \(ready.count) mutations answered 503")
+            logger.error("journal write or fsync failed: \(reason); \(buffers.ready.count) mutations answered 503")
         }
-        for entry in ready { entry.done(succeeded) }
+        for entry in buffers.ready { entry.done(succeeded) }
+        buffers.ready.removeAll(keepingCapacity: true)
     }
 
     private func syncLoop() {
         // Allocated once: a buffer this size taken from malloc on every wake made it consolidate its free lists.
         var drained = [UInt8](repeating: 0, count: 4096)
+        var buffers = SyncerBuffers()
         while true {
             _ = read(wake.read, &drained, drained.count)
             while state.withLock({ state in
@@ -399,7 +420,7 @@ final class FileJournal: Journal, @unchecked Sendable {
                 state.syncerIsIdle = true
                 return false
             }) {
-                syncPass()
+                syncPass(&buffers)
             }
             let (waiters, isClosing) = state.withLock { state in
                 defer { state.flushWaiters = [] }
