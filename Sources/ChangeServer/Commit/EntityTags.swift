@@ -18,8 +18,7 @@ struct EntityTags: Sendable, Equatable {
             }
             let isWeak = tag.hasPrefix("W/")
             if isWeak { tag = tag.dropFirst(2) }
-            if tag.hasPrefix("\""), tag.hasSuffix("\""), tag.count >= 2 { tag = tag.dropFirst().dropLast() }
-            tags.append((tag, isWeak))
+            tags.append((Self.unquoted(tag), isWeak))
         }
     }
 
@@ -33,6 +32,18 @@ struct EntityTags: Sendable, Equatable {
         if isWildcard { return true }
         let wanted = version.description
         return tags.contains { $0.value == wanted && (weakly || !$0.isWeak) }
+    }
+
+    /// Whether the header names the entity tag `quoted` (as an `ETag` header carries it) or is `*`, compared weakly
+    /// as `If-None-Match` is: for the tags that are not a version (the feed's answers, the web client's files).
+    func matchesWeakly(_ quoted: String) -> Bool {
+        if isWildcard { return true }
+        let wanted = Self.unquoted(Substring(quoted))
+        return tags.contains { $0.value == wanted }
+    }
+
+    private static func unquoted(_ tag: Substring) -> Substring {
+        tag.count >= 2 && tag.hasPrefix("\"") && tag.hasSuffix("\"") ? tag.dropFirst().dropLast() : tag
     }
 
     /// The header with its weak tags left out, for strong comparison; nil when nothing is left.

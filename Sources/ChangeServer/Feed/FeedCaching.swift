@@ -99,14 +99,3 @@ struct FeedCaching: Sendable {
         "\"reset-\(version)\""
     }
 }
-
-extension FeedCaching {
-    /// Whether an `If-None-Match` header names `tag` (compared weakly, as RFC 9110 §13.1.2 says).
-    static func matches(ifNoneMatch header: String?, _ tag: String) -> Bool {
-        guard let header else { return false }
-        return header.split(separator: ",").contains { raw in
-            let candidate = String(raw).trimmingSpaces()
-            return candidate == "*" || candidate == tag || candidate == "W/" + tag
-        }
-    }
-}

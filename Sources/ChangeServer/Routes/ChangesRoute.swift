@@ -29,13 +29,13 @@ extension App {
         let subject = try subject()
         if sinceIsBeyondAnyVersion { throw .cursorExpired(request.rawQuery("since") ?? "", current: subject.version) }
         let caching = feedCaching
-        let ifNoneMatch = request.listHeader("If-None-Match")
+        let ifNoneMatch = request.listHeader("If-None-Match").map(EntityTags.init)
         guard let since else {
             let snapshot = subject.snapshotJSON()
             let version = snapshot.version
             let tag = FeedCaching.resetEntityTag(version)
             let headers = caching.headers(.reset) + [("ETag", tag)]
-            if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {
+            if ifNoneMatch?.matchesWeakly(tag) == true {
                 return .respond(Response(.notModified, headers: headers))
             }
             return .respond(
@@ -66,7 +66,7 @@ extension App {
         if !changeset.isEmpty || current != since {
             let tag = FeedCaching.entityTag(from: since, to: current)
             let headers = caching.headers(.changes) + [("ETag", tag)]
-            if FeedCaching.matches(ifNoneMatch: ifNoneMatch, tag) {
+            if ifNoneMatch?.matchesWeakly(tag) == true {
                 return .respond(Response(.notModified, headers: headers))
             }
             metrics.changesetsDelivered(1)

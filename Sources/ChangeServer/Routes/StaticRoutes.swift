@@ -17,11 +17,7 @@ extension App {
             return .error(.routeNotFound(path))
         }
         let headers = [("Cache-Control", "no-cache"), ("ETag", file.etag)]
-        if let tags = request.listHeader("If-None-Match"),
-            tags.split(separator: ",").map({ String($0).trimmingSpaces() }).contains(where: {
-                $0 == file.etag || $0 == "*"
-            })
-        {
+        if let tags = request.listHeader("If-None-Match"), EntityTags(tags).matchesWeakly(file.etag) {
             return Response(.notModified, headers: headers)
         }
         return Response(.ok, headers: [("Content-Type", file.contentType)] + headers, body: Array(file.text.utf8))

@@ -207,11 +207,14 @@ import Testing
         #expect(App.acceptsEventStream(accept))
         let script = server.send("GET", "/v1/client/changefeed.js")
         let scriptTag = try #require(script.header("ETag"))
-        for lines in [[#""x""#, "*"], [#""x""#, scriptTag]] {
+        // `If-None-Match` compares weakly (RFC 9110 §13.1.2): `W/` before the file's tag names it too.
+        for lines in [[#""x""#, "*"], [#""x""#, scriptTag], ["W/" + scriptTag]] {
             let revalidated = server.send(
                 "GET", "/v1/client/changefeed.js", headers: lines.map { ("If-None-Match", $0) })
             #expect(revalidated.status == 304, "\(lines)")
         }
+        let otherTag = server.send("GET", "/v1/client/changefeed.js", headers: [("If-None-Match", #"W/"x""#)])
+        #expect(otherTag.status == 200 && !otherTag.body.isEmpty)
         let coded = server.send(
             "PUT", "/v1/collections/x", body: #"{"sections": []}"#,
             headers: [("Content-Encoding", "identity"), ("Content-Encoding", "gzip")])
