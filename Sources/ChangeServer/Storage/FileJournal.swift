@@ -339,7 +339,8 @@ final class FileJournal: Journal, @unchecked Sendable {
         var frames: [UInt8] = []
         /// The callbacks of the records the pass synced.
         var ready: [(ticket: UInt64, done: @Sendable (Bool) -> Void)] = []
-        /// The most bytes of frames kept between passes: a buffer grown past it by a large record is let go.
+        /// The most bytes of frames kept between passes: a buffer grown past it by large records is let go once
+        /// written, not kept for the next write (which may never come).
         static let keptFrameBytes = 1 << 20
     }
 
@@ -365,7 +366,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         // Framed here, where each record's offset in the file is known, after a mark: everything before this pass
         // is on disk (the last pass's sync succeeded, or a failed one cut the segment back to what was).
         let recordBytes = buffers.records.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
-        buffers.frames.removeAll(keepingCapacity: buffers.frames.capacity <= SyncerBuffers.keptFrameBytes)
+        buffers.frames.removeAll(keepingCapacity: true)
         buffers.frames.reserveCapacity(JournalFormat.markFrameSize + recordBytes)
         JournalFormat.appendFrame(JournalFormat.mark(synced: offset), at: offset, to: &buffers.frames)
         for record in buffers.records {
@@ -374,6 +375,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         let written = buffers.frames.count
         let started = MonotonicClock.nanoseconds()
         var succeeded = Self.writeAll(segment.descriptor, buffers.frames, at: offset)
+        if buffers.frames.capacity > SyncerBuffers.keptFrameBytes { buffers.frames = [] }
         if succeeded {
             Self.zeroAhead(segment, from: offset + written)
             succeeded = fdatasync(segment.descriptor) == 0
