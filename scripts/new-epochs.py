@@ -7,8 +7,8 @@ unchanged, before any client reaches it (README, "Durability", *Backups and rest
       reserve), renews everything, and stops it. PATH: the ChangeServer binary (default: this checkout's release
       build, else `ChangeServer` on PATH). The directory must not be in use by another server.
   scripts/new-epochs.py URL [--token TOKEN] [--max-body-bytes N]
-      renews through a server you started on the restored directory and keep away from clients (a Docker
-      container published on 127.0.0.1 only, say). TOKEN: the write token (or the read token of a server with only
+      renews through a server you started on the restored directory (or database, with --postgres) and keep away
+      from clients (a Docker container published on 127.0.0.1 only, say). TOKEN: the write token (or the read token of a server with only
       that); N: the server's --max-body-bytes (default 16777216).
 
 A restored server is back at the versions of its backup, under the same epochs. A client that had seen later

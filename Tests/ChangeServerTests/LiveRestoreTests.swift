@@ -147,6 +147,60 @@ import Testing
         #expect(try Self.epoch(version()) != Self.epoch(original))
     }
 
+    /// Through a `--postgres` server's URL: every collection and view takes a new epoch with its content, old
+    /// cursors are `410` on that server and on one started afterwards, and the new content survives the deleted
+    /// collections' purge (`--purge-delay-seconds 0`: the old records leave the database at once).
+    @Test func newEpochsThroughAServerOnPostgreSQL() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("restored")
+        let workingDirectory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: workingDirectory) }
+        let server = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "0"])
+        let sections = [["id": "s", "items": [["id": "a", "data": 1], ["id": "b", "data": ["x": "é"]]]]]
+        #expect(try server.client.put("/v1/collections/inbox", ["sections": sections]).status == 201)
+        #expect(try server.client.put("/v1/collections/inbox/items/c", ["data": 3]).status == 201)
+        #expect(try server.client.put("/v1/views/all", ["source": "inbox"]).status == 201)
+        let before = (
+            inbox: try server.client.get("/v1/collections/inbox").object,
+            view: try server.client.get("/v1/views/all").object
+        )
+        let lastOldRecord = try cluster.sql(
+            "SELECT last_seq FROM changeserver_collections WHERE name = 'inbox'", database: "restored"
+        ).trimmingCharacters(in: .whitespacesAndNewlines)
+        let run = try ProgramRun.run(
+            [
+                TestPython.executable, Repository.root.path + "/scripts/new-epochs.py",
+                "http://127.0.0.1:\(server.port)",
+            ], in: URL(fileURLWithPath: workingDirectory), timeout: 60)
+        #expect(run.status == 0, "\(run.output)")
+        let other = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "0"])
+        for each in [server, other] {
+            let inbox = try each.client.get("/v1/collections/inbox").object
+            let view = try each.client.get("/v1/views/all").object
+            #expect(Self.epoch(inbox["version"]) != Self.epoch(before.inbox["version"]))
+            #expect(Self.epoch(view["version"]) != Self.epoch(before.view["version"]))
+            #expect(Self.same(inbox["sections"], before.inbox["sections"]))
+            #expect(Self.same(view["sections"], before.view["sections"]))
+            for path in ["/v1/collections/inbox", "/v1/views/all"] {
+                let cursor = try #require((path.contains("views") ? before.view : before.inbox)["version"] as? String)
+                #expect(try each.client.get("\(path)/changes?since=\(cursor)&timeout=0").status == 410)
+            }
+        }
+        #expect(other.stop(timeout: 10) == 0)
+        // The deleted collection's records leave the database; the new one's stay, and a start reads them.
+        let oldRecords =
+            "SELECT count(*) FROM changeserver_records WHERE collection = 'inbox' AND seq <= \(lastOldRecord)"
+        #expect(Int(lastOldRecord) ?? 0 > 0)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try cluster.sql(oldRecords, database: "restored") != "0\n", ContinuousClock.now < deadline {
+            usleep(50_000)
+        }
+        #expect(try cluster.sql(oldRecords, database: "restored") == "0\n")
+        let restarted = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "0"])
+        #expect(
+            Self.same(try restarted.client.get("/v1/collections/inbox").object["sections"], before.inbox["sections"]))
+    }
+
     private static func epoch(_ version: Any?) -> Substring? {
         (version as? String)?.split(separator: ".").first
     }
