@@ -375,12 +375,12 @@ final class FileJournal: Journal, @unchecked Sendable {
         let written = buffers.frames.count
         let started = MonotonicClock.nanoseconds()
         var succeeded = Self.writeAll(segment.descriptor, buffers.frames, at: offset)
-        if buffers.frames.capacity > SyncerBuffers.keptFrameBytes { buffers.frames = [] }
         if succeeded {
             Self.zeroAhead(segment, from: offset + written)
             succeeded = fdatasync(segment.descriptor) == 0
         }
         let reason = succeeded ? "" : String(cString: strerror(errno))
+        if buffers.frames.capacity > SyncerBuffers.keptFrameBytes { buffers.frames = [] }
         metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
         state.withLock { state in
             if succeeded {
