@@ -53,7 +53,7 @@ def request(base, method, path, token, body=None):
             return json.loads(text) if text else None
     except urllib.error.HTTPError as error:
         raise Failure(f"{method} {path}: {error.code} {error.read().decode(errors='replace')}")
-    except (urllib.error.URLError, OSError) as error:
+    except OSError as error:  # URLError too, which is one
         raise Failure(f"{method} {base}{path}: {getattr(error, 'reason', error)}")
 
 
