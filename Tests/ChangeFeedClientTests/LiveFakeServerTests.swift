@@ -18,9 +18,11 @@ struct LiveFakeServerTests {
     }
 
     static func client(_ server: FakeServer) -> FeedClient {
-        FeedClient(
+        var client = FeedClient(
             baseURL: server.baseURL, name: "c", pollTimeout: .seconds(5),
             backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100)))
+        client.missingRetry = .milliseconds(20)
+        return client
     }
 
     /// The error the second event of a feed whose first answer is a reset and whose second is `second` gives.
@@ -238,6 +240,63 @@ struct LiveFakeServerTests {
         guard case .missing = try await events.next() else { throw TestFailure("no missing event") }
         guard case .reset = try await events.next() else { throw TestFailure("no reset") }
         #expect(server.received.count == 4)
+    }
+
+    /// A missing collection is asked for every `missingRetry`, not with the failures' backoff, which grew to 30 s
+    /// (and went on from the failures of a server still starting): a collection made meanwhile was seen that late.
+    @Test func aMissingCollectionIsAskedForAtASteadyPace() async throws {
+        let server = try FakeServer { index, _ in
+            switch index {
+            case 0...2: FakeServer.Answer(status: 503, body: #"{"error":{"code":"shutting_down","message":""}}"#)
+            case 3...9:
+                FakeServer.Answer(status: 404, body: #"{"error":{"code":"collection_not_found","message":""}}"#)
+            default: FakeServer.Answer(status: 200, body: Self.reset)
+            }
+        }
+        defer { server.stop() }
+        var client = FeedClient(
+            baseURL: server.baseURL, name: "c", pollTimeout: .seconds(5),
+            backoff: Backoff(initial: .milliseconds(200), maximum: .seconds(30)))
+        client.missingRetry = .milliseconds(100)
+        var events = client.events().makeAsyncIterator()
+        guard case .missing = try await events.next() else { throw TestFailure("no missing event") }
+        let missingSince = ContinuousClock.now
+        guard case .reset = try await events.next() else { throw TestFailure("no reset") }
+        let waited = ContinuousClock.now - missingSince
+        // Six waits of 50 to 100 ms; with the backoff they would be 0.8, 1.6, 3.2, ... seconds (each at least half).
+        #expect(waited < .seconds(3), "the collection was seen \(waited) after the first 404")
+        #expect(server.received.count == 11)
+    }
+
+    /// A `404` that is not the collection's (no such route: a base URL with a wrong path, or a front's own page) is
+    /// thrown: waiting for it would wait for good, showing an empty list as if the collection were not made yet.
+    @Test func aWrongRouteIsThrownNotWaitedFor() async throws {
+        let answers = [
+            #"{"error":{"code":"route_not_found","message":"No route."}}"#, "<html>Not Found</html>",
+        ]
+        for body in answers {
+            let server = try FakeServer { _, _ in FakeServer.Answer(status: 404, body: body) }
+            defer { server.stop() }
+            var events = Self.client(server).events().makeAsyncIterator()
+            do {
+                _ = try await events.next()
+                Issue.record("no error for \(body)")
+            } catch FeedError.refused(let status, let code, _) {
+                #expect(status == 404)
+                #expect(code == (body.hasPrefix("{") ? "route_not_found" : "unknown"))
+            }
+            #expect(server.received.count == 1)
+        }
+        // A name with a `/` is one path segment (`%2F`), which the server refuses, not another route.
+        let server = try FakeServer { _, _ in
+            FakeServer.Answer(status: 400, body: #"{"error":{"code":"invalid_name","message":""}}"#)
+        }
+        defer { server.stop() }
+        var events = FeedClient(baseURL: server.baseURL, name: "a/b").events().makeAsyncIterator()
+        await #expect(throws: FeedError.refused(status: 400, code: "invalid_name", message: "")) {
+            _ = try await events.next()
+        }
+        #expect(server.received.map(\.target) == ["/v1/collections/a%2Fb/changes?timeout=25"])
     }
 
     /// A mirror saved before its collection was deleted: polls from its version meet `404`s; after three, a reset asks

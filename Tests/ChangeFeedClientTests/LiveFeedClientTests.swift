@@ -69,6 +69,38 @@ struct LiveFeedClientTests {
         await server.stopped()
     }
 
+    /// Over HTTP/1.1 each feed holds a connection while its poll is held. With a session's default of 6 per host, a
+    /// seventh feed's poll queued behind the others', and its changes came up to a whole poll timeout late.
+    @Test func tenFeedsOfOneServerAreAllLive() async throws {
+        let server = try await ServerProcess.started()
+        let http = TestHTTP(baseURL: server.baseURL)
+        let names = (0..<10).map { "feed\($0)" }
+        for name in names { try await http.mutate("PUT", "/v1/collections/\(name)", Self.items) }
+        // Each follower ends with the moment its first changeset came.
+        let followers = names.map { name in
+            let client = Self.client(server, name)
+            return Task { () throws -> ContinuousClock.Instant? in
+                for try await event in client.events() {
+                    if case .changes = event { return ContinuousClock.now }
+                }
+                return nil
+            }
+        }
+        #expect(await waitUntil(timeout: 120) { await server.heldPolls() == names.count })
+        let started = ContinuousClock.now
+        for name in names.suffix(3) {
+            try await http.mutate("PUT", "/v1/collections/\(name)/items/new", #"{"section":"s","data":1}"#)
+        }
+        // The polls are held 30 s: changes that came within 20 s came to held polls, not to the next ones.
+        for follower in followers.suffix(3) {
+            let came = try await follower.value
+            #expect(came.map { $0 - started < .seconds(20) } == true, "came \(String(describing: came)) vs \(started)")
+        }
+        for follower in followers.prefix(7) { follower.cancel() }
+        for follower in followers.prefix(7) { _ = try? await follower.value }
+        await server.stopped()
+    }
+
     @Test func aRestartMidStreamResumesWithoutAReset() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

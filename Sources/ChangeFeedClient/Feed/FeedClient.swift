@@ -9,10 +9,11 @@ import Model
 ///
 /// `events()` runs the client loop of the contract: a reset (the snapshot) first, or a poll from a saved cursor;
 /// then each poll with the answer's `next` query (or `since=<to>` where the server sent none); a `410` starts
-/// over from a reset; network errors, `5xx`, `408`, `429` and `404` (the collection may be deleted and made again)
-/// wait and retry with jittered exponential backoff, at least as long as `Retry-After` says (at most an hour); a
-/// deleted collection, or none found by a reset, is reported once as `.missing`. Nothing loops without waiting:
-/// the loop waits on the network, or sleeps.
+/// over from a reset; network errors, `5xx`, `408`, `429` and a `404` to a poll with `since` (the collection may be
+/// deleted and made again) wait and retry with jittered exponential backoff, at least as long as `Retry-After` says
+/// (at most an hour); a deleted collection, or none found by a reset, is reported once as `.missing` and asked for
+/// again every `missingRetry`; a `404` that is not the collection's or view's (a wrong route) is thrown. Nothing
+/// loops without waiting: the loop waits on the network, or sleeps.
 public struct FeedClient: Sendable {
     /// What is followed: a collection, or a view (a live query the server keeps).
     public enum Kind: String, Hashable, Sendable, Codable {
@@ -22,6 +23,12 @@ public struct FeedClient: Sendable {
         var pathSegment: String { self == .collection ? "collections" : "views" }
         /// The member naming the collection or view in answers.
         var bodyKey: String { rawValue }
+
+        /// Whether a `404`'s body says that the collection (or view) does not exist, rather than that there is no
+        /// such route: the answer to a base URL with a wrong path, or a front's own page.
+        func isNotFound(_ body: Data) -> Bool {
+            WireDecoding.error(Array(body)).code == (self == .collection ? "collection_not_found" : "view_not_found")
+        }
     }
 
     /// The server, for example `http://127.0.0.1:8080`.
@@ -36,6 +43,9 @@ public struct FeedClient: Sendable {
     public var pollTimeout: Duration
     /// The wait before retrying after a failure.
     public var backoff: Backoff
+    /// How often a collection or view reported `.missing` is asked for again (each wait a random 50% to 100% of
+    /// it, so that clients that saw it go do not come back together), so that it is followed soon after it is made.
+    public var missingRetry: Duration = .seconds(2)
     let transport: Transport
 
     /// A client of `name` on the server at `baseURL` (for example `http://127.0.0.1:8080`).
@@ -67,16 +77,28 @@ public struct FeedClient: Sendable {
         FeedEvents(client: self, cursor: cursor)
     }
 
-    /// The session used unless one is given: `URLSession.shared`'s configuration without a `URLCache`. A feed
-    /// answer is never to be read from a local cache, and on Linux a request cancelled while FoundationNetworking
-    /// looks in its cache traps the process (FoundationNetworking's task registry loses the task), which a follower stopped
-    /// at the wrong moment would do.
+    /// The session used unless one is given: `URLSession.shared`'s configuration without a `URLCache`, and with
+    /// room for `maximumFeedsPerHost` connections to a host. A feed answer is never to be read from a local cache,
+    /// and on Linux a request cancelled while FoundationNetworking looks in its cache traps the process
+    /// (FoundationNetworking's task registry loses the task), which a follower stopped at the wrong moment would do.
     public static let defaultSession: URLSession = {
         let configuration = URLSessionConfiguration.default
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpMaximumConnectionsPerHost = maximumFeedsPerHost
         return URLSession(configuration: configuration)
     }()
+
+    /// Feeds of one server that `defaultSession` follows at once without delay. Over HTTP/1.1 each feed holds a
+    /// connection while its poll is held; a session's default allows 6 per host (4 on iOS), and a seventh feed's
+    /// poll would queue behind the others' for up to their whole timeout, its changes that late.
+    public static let maximumFeedsPerHost = 64
+
+    /// The wait before asking again for a collection or view that is missing: `missingRetry`, jittered, at least
+    /// `Retry-After`.
+    func missingRetryDelay(atLeast floor: Duration?) -> Duration {
+        max(missingRetry * Double.random(in: 0.5...1.0), floor ?? .zero)
+    }
 
     /// The longest a server holds a poll (API.md: a `timeout` above it is clamped).
     static let maximumPollTimeout = Duration.seconds(300)
@@ -98,12 +120,16 @@ public struct FeedClient: Sendable {
         min(max(pollTimeout.components.seconds, 1), Self.maximumPollTimeout.components.seconds)
     }
 
+    /// What a name keeps unescaped in the path: a `/` is escaped too, so that a name is one path segment (the
+    /// server refuses it as a name, rather than serving another route).
+    static let nameAllowed = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))
+
     /// The feed URL for a poll: `next` as given by the last answer, else `since` (none asks for a reset).
     func feedURL(next: String?, since: Version?) throws(FeedError) -> URL {
         let seconds = pollSeconds
         let query = next ?? since.map { "since=\($0)&timeout=\(seconds)" } ?? "timeout=\(seconds)"
         guard
-            let escapedName = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed),
+            let escapedName = name.addingPercentEncoding(withAllowedCharacters: Self.nameAllowed),
             let url = URL(
                 string: baseURL.absoluteString.trimmingSuffix("/")
                     + "/v1/\(kind.pathSegment)/\(escapedName)/changes?\(query)")

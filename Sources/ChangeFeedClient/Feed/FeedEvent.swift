@@ -10,8 +10,8 @@ public enum FeedEvent: Hashable, Sendable {
     /// `LiveCollection.apply` checks those again for an event made otherwise.
     case changes(Changeset)
     /// The collection or view does not exist now: it was deleted (`410 collection_deleted`), or a reset found
-    /// none (`404`: not created yet, or a name that is wrong). Show nothing. The feed goes on, waiting with its
-    /// backoff, and its next event is a reset once the collection or view exists (again).
+    /// none (`404`: not created yet, or a name that is wrong). Show nothing. The feed goes on, asking again every
+    /// `FeedClient.missingRetry`, and its next event is a reset once the collection or view exists (again).
     case missing
 }
 

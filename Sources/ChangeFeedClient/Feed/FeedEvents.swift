@@ -20,7 +20,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var since: Version?
         /// The query the last answer said to poll with.
         var next: String?
-        /// Failures in a row (network, `5xx`, `408`, `429`, `404`), for the backoff.
+        /// Failures in a row (network, `5xx`, `408`, `429`, `404` to a poll with `since`), for the backoff.
         var failures = 0
         /// Empty answers in a row held less than half the poll's timeout. The first is polled again at once, the
         /// others wait like failures, so that a misbehaving server or cache cannot make the loop spin
@@ -99,12 +99,21 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 isMissing = true
                 deletedEpoch = polledSince?.epoch
                 return .missing
+            case 404 where !client.kind.isNotFound(answer.body):
+                // Not the collection or view missing: the route (a base URL with a wrong path, a name with a `/`),
+                // or a front's own page. Waiting would not make it exist.
+                let error = WireDecoding.error(Array(answer.body))
+                throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
             case 404 where polledSince == nil && !isMissing:
-                // A reset found nothing.
-                failures += 1
+                // A reset found nothing: the server answers, so the failures before (a server still starting) end.
+                failures = 0
                 isMissing = true
                 return .missing
-            case 404 where polledSince != nil:
+            case 404 where polledSince == nil:
+                // Still missing: asked again at a steady pace, so that it is seen soon after it is made.
+                try await Task.sleep(for: client.missingRetryDelay(atLeast: answer.retryAfter))
+                return nil
+            case 404:
                 // With several servers, one may not have applied a creation the others did yet (milliseconds): a
                 // poll with `since` that meets a `404` waits and asks again. After three in a row the collection is
                 // gone (deleted while the app was away, say): a reset asks whether it exists.
@@ -116,7 +125,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 }
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
                 return nil
-            case 404, 408, 429, 500...599:
+            case 408, 429, 500...599:
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
                 return nil
             default:

@@ -11,10 +11,10 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"f949d07517e31a97\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"e5ced4b1a5063a0a\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
-        "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d2e61d282bb29833\"", text: file3),
+        "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"06abc141d30ba6ee\"", text: file3),
     ]
 }
 
@@ -24,9 +24,10 @@ private let file0 = #"""
 //
 //   import { subscribe, applyChangeset, mapIndexPath, renderList } from "/v1/client/changefeed.js";
 //
-// - subscribe(baseURL, name, handlers, options) runs the client loop: snapshot, long-poll with the server's `next`
-//   (or, with {transport: "sse"}, one Server-Sent Events stream, falling back to long-poll),
-//   apply, poll again; 410 starts over; network errors, 429 and 5xx back off (full jitter, capped, Retry-After).
+// - subscribe(baseURL, name, handlers, options) follows a collection (with {kind: "view"}, a view) by the client
+//   loop: snapshot, long-poll with the server's `next` (with {transport: "sse"}, one Server-Sent Events stream,
+//   falling back to long-poll), apply, poll again; 410 starts over; network errors, 429 and 5xx back off (full
+//   jitter, capped, Retry-After).
 // - applyChangeset(sections, changeset) is a pure function with UIKit's batch semantics.
 // - mapIndexPath(changeset, [s, i]) tells where the item that was at [s, i] went (or null).
 // - renderList(container, options) renders sections into the DOM keyed by id, animates every changeset and
@@ -408,16 +409,17 @@ export function nextQuery(body, timeout) {
 }
 
 /**
- * Follows a collection: `handlers.onSnapshot({sections, version, collection})` whenever the client (re)starts
- * from a snapshot, `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty
- * changeset applied, `handlers.onStatus(status, detail)` with "connecting", "live", "retrying", "reset" (a 410),
- * "missing" (404: the collection does not exist, the client waits for it) or "stopped", and
- * `handlers.onError(error)` for errors it retries after.
+ * Follows a collection, or a view with `options.kind` "view": `handlers.onSnapshot({sections, version, collection,
+ * kind})` (`collection`: the name followed, a view's too) whenever the client (re)starts from a snapshot,
+ * `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty changeset applied,
+ * `handlers.onStatus(status, detail)` with "connecting", "live", "retrying", "reset" (a 410), "missing" (a 404
+ * saying the collection or view does not exist: the client waits for it) or "stopped", and `handlers.onError(error)`
+ * for errors it retries after (a 404 of no such route among them: a wrong base URL).
  *
- * options: `token` (bearer), `timeout` (seconds a poll is held, default 25), `silenceSeconds` (how long past a
- * poll's hold an answer may take to begin, and a body may pause, before the connection is given up as vanished and
- * polled again, default 30), `baseMs`/`capMs` (backoff),
- * `missingRetryMs` (how often a missing collection is looked for again, default 2000), `fetch`, `signal`,
+ * options: `kind` ("collection", the default, or "view"), `token` (bearer), `timeout` (seconds a poll is held,
+ * default 25), `silenceSeconds` (how long past a poll's hold an answer may take to begin, and a body may pause,
+ * before the connection is given up as vanished and polled again, default 30), `baseMs`/`capMs` (backoff),
+ * `missingRetryMs` (how often a missing collection or view is looked for again, default 2000), `fetch`, `signal`,
  * `transport` ("poll", the default, or "sse": Server-Sent Events, falling back to long-polling when no stream
  * can be opened, e.g. with a `token`, which EventSource cannot send) and `EventSource` (the class to use).
  *
@@ -437,8 +439,14 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     /** Start overs in a row (`startOverWait`), in either transport. */
     let startOvers = 0;
     const silenceSeconds = options.silenceSeconds ?? 30;
+    const kind = options.kind ?? "collection";
+    if (kind !== "collection" && kind !== "view") {
+        throw new TypeError(`options.kind is "collection" or "view", not ${JSON.stringify(kind)}`);
+    }
     const base = String(baseURL ?? "").replace(/\/+$/, "");
-    const collectionURL = `${base}/v1/collections/${encodeURIComponent(name)}`;
+    const feedURL = `${base}/v1/${kind === "view" ? "views" : "collections"}/${encodeURIComponent(name)}`;
+    /** The code of a `404` that says the collection (or view) does not exist, rather than that no route matched. */
+    const missingCode = kind === "view" ? "view_not_found" : "collection_not_found";
     const state = { version: null, sections: null, next: null };
     const call = (handler, ...args) => {
         try {
@@ -543,7 +551,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             };
             const open = () => {
                 const query = state.version === null ? "" : `?since=${encodeURIComponent(state.version)}`;
-                source = new EventSourceClass(`${collectionURL}/changes${query}`);
+                source = new EventSourceClass(`${feedURL}/changes${query}`);
                 watch();
                 source.addEventListener("reset", (event) => {
                     watch();
@@ -554,7 +562,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     }
                     state.version = body.to;
                     state.sections = body.snapshot.sections;
-                    call("onSnapshot", { sections: state.sections, version: state.version, collection: name });
+                    call("onSnapshot", { sections: state.sections, version: state.version, collection: name, kind });
                     setStatus("live");
                 });
                 source.addEventListener("changes", (event) => {
@@ -626,8 +634,8 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             try {
                 const url =
                     since === null
-                        ? `${collectionURL}/changes?timeout=${pollTimeout}`
-                        : `${collectionURL}/changes?${state.next ?? pollQuery(since, pollTimeout)}`;
+                        ? `${feedURL}/changes?timeout=${pollTimeout}`
+                        : `${feedURL}/changes?${state.next ?? pollQuery(since, pollTimeout)}`;
                 asked = Date.now();
                 answer = await request(url, since === null ? 0 : pollTimeout);
             } catch (error) {
@@ -649,7 +657,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 state.version = body.to;
                 state.next = nextQuery(body, pollTimeout);
                 state.sections = snapshot.sections;
-                call("onSnapshot", { sections: state.sections, version: state.version, collection: name });
+                call("onSnapshot", { sections: state.sections, version: state.version, collection: name, kind });
                 setStatus("live");
             } else if (code === 200) {
                 if (body?.from !== since || typeof body?.to !== "string") {
@@ -692,7 +700,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 state.version = null;
                 setStatus("reset", { reason: body?.error?.code ?? "gone" });
                 await startOverPause();
-            } else if (code === 404) {
+            } else if (code === 404 && body?.error?.code === missingCode) {
                 state.version = null;
                 state.sections = null;
                 setStatus("missing");
@@ -701,7 +709,8 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 call("onError", new FeedError(code, body));
                 await backOff(retryAfterSeconds(answer.headers.get("Retry-After")), `HTTP ${code}`);
             } else {
-                // 400, 401, 403 ...: retrying at once would only repeat it; report and retry slowly.
+                // 400, 401, 403, a 404 of no such route (a base URL with a wrong path, a front's own page) ...:
+                // retrying at once would only repeat it; report and retry slowly.
                 call("onError", new FeedError(code, body));
                 failures = Math.max(failures, 5);
                 await backOff(null, `HTTP ${code}`);
@@ -1407,13 +1416,6 @@ async function api(method, path, body) {
 const collectionPath = () => `/v1/collections/${encodeURIComponent(current.name)}`;
 const viewPath = (name) => `/v1/views/${encodeURIComponent(name)}`;
 
-/** changefeed.js follows collections; for a view, its requests go to the view's feed instead. */
-function viewFetch(name) {
-    const collectionFeed = `/v1/collections/${encodeURIComponent(name)}/`;
-    const viewFeed = `/v1/views/${encodeURIComponent(name)}/`;
-    return (url, init) => fetch(String(url).replace(collectionFeed, viewFeed), init);
-}
-
 async function mutate(ops) {
     showError(null);
     try {
@@ -1490,7 +1492,7 @@ function open(name, kind = "collection") {
             baseMs: 250,
             capMs: 5000,
             missingRetryMs: 1000,
-            fetch: kind === "view" ? viewFetch(name) : undefined,
+            kind,
         }
     );
     window.demo.subscription = subscription;

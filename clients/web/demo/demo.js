@@ -144,13 +144,6 @@ async function api(method, path, body) {
 const collectionPath = () => `/v1/collections/${encodeURIComponent(current.name)}`;
 const viewPath = (name) => `/v1/views/${encodeURIComponent(name)}`;
 
-/** changefeed.js follows collections; for a view, its requests go to the view's feed instead. */
-function viewFetch(name) {
-    const collectionFeed = `/v1/collections/${encodeURIComponent(name)}/`;
-    const viewFeed = `/v1/views/${encodeURIComponent(name)}/`;
-    return (url, init) => fetch(String(url).replace(collectionFeed, viewFeed), init);
-}
-
 async function mutate(ops) {
     showError(null);
     try {
@@ -227,7 +220,7 @@ function open(name, kind = "collection") {
             baseMs: 250,
             capMs: 5000,
             missingRetryMs: 1000,
-            fetch: kind === "view" ? viewFetch(name) : undefined,
+            kind,
         }
     );
     window.demo.subscription = subscription;

@@ -267,6 +267,63 @@ describe("backoff", () => {
         assert.deepEqual(requests, [["http://test/v1/collections/c/changes?timeout=25", "Bearer t"]]);
     });
 
+    test("a 404 saying the collection is not there is missing; a 404 of no such route is an error", async () => {
+        const answers = [
+            [404, { error: { code: "route_not_found", message: "No route." } }],
+            [404, { error: { code: "collection_not_found", message: "none" } }],
+        ];
+        const fakeFetch = (url, init) => {
+            const answer = answers.shift();
+            if (answer) return Promise.resolve(new Response(JSON.stringify(answer[1]), { status: answer[0] }));
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const statuses = [];
+        const errors = [];
+        const subscription = subscribe("http://test", "c", {
+            onStatus: (status) => statuses.push(status),
+            onError: (error) => errors.push(error),
+        }, { fetch: fakeFetch, baseMs: 1, capMs: 5, missingRetryMs: 10 });
+        const deadline = Date.now() + 2000;
+        while (!statuses.includes("missing") && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+        await subscription.unsubscribe();
+        assert.deepEqual(statuses, ["connecting", "retrying", "missing", "stopped"]);
+        assert.equal(errors.length, 1);
+        assert.equal(errors[0].status, 404);
+    });
+
+    test("kind view follows /v1/views/NAME, polling and streaming; another kind is refused at once", async () => {
+        const view = { view: "top scores", reset: true, to: "v.3", snapshot: { view: "top scores", version: "v.3", sections: [S("a", "x")] } };
+        const requests = [];
+        const fakeFetch = (url, init) => {
+            requests.push(url);
+            if (requests.length === 1) return Promise.resolve(new Response(JSON.stringify(view), { status: 200 }));
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const snapshots = [];
+        const polled = subscribe("http://test", "top scores", { onSnapshot: (s) => snapshots.push(s) }, { kind: "view", fetch: fakeFetch });
+        const deadline = Date.now() + 2000;
+        while (requests.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        await polled.unsubscribe();
+        assert.deepEqual(requests, [
+            "http://test/v1/views/top%20scores/changes?timeout=25",
+            "http://test/v1/views/top%20scores/changes?since=v.3&timeout=25",
+        ]);
+        assert.deepEqual(snapshots.map(({ version, collection, kind }) => [version, collection, kind]), [["v.3", "top scores", "view"]]);
+
+        const FakeEventSource = fakeEventSourceClass();
+        const streamed = subscribe("http://test", "top scores", {}, { kind: "view", transport: "sse", EventSource: FakeEventSource });
+        const [first] = FakeEventSource.instances;
+        assert.equal(first.url, "http://test/v1/views/top%20scores/changes");
+        first.emit("open");
+        first.emit("reset", view);
+        first.emit("gone", { error: { code: "collection_deleted" } });
+        assert.equal(FakeEventSource.instances.length, 2);
+        assert.equal(FakeEventSource.instances[1].url, "http://test/v1/views/top%20scores/changes");
+        await streamed.unsubscribe();
+
+        assert.throws(() => subscribe("http://test", "c", {}, { kind: "views" }), TypeError);
+    });
+
     test("the loop polls with the server's next: its cursor after an empty answer, its since after changes", async () => {
         const snapshot = { collection: "c", reset: true, to: "e.1", next: "since=e.1&timeout=7", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } };
         const inserted = changeset({ items: { inserted: [{ at: [0, 1], id: "y", data: null }] } });
@@ -626,5 +683,53 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
         const started = Date.now();
         await subscription.unsubscribe();
         assert.ok(Date.now() - started < 1000, "unsubscribe ends the held poll at once");
+    });
+    test("subscribe with kind view follows a view as its source changes, and starts over when it is defined anew", async () => {
+        const runSeed = seed();
+        const rng = random(runSeed + 2);
+        const source = `scores-${runSeed}`;
+        const view = `leaders-${runSeed}`;
+        const definition = { source, sectionBy: { field: "/team" }, sortBy: [{ field: "/points", order: "desc" }] };
+        const player = (k) => ({ id: `p${k}`, data: { team: rng.chance(0.5) ? "red" : "blue", points: rng.int(100) } });
+        await call(server.url, "PUT", `/v1/collections/${source}`, { sections: [{ id: "all", items: [0, 1, 2, 3].map(player) }] });
+        assert.equal((await call(server.url, "PUT", `/v1/views/${view}`, definition)).status, 201);
+        let latest = null;
+        let snapshots = 0;
+        let changesets = 0;
+        const errors = [];
+        const subscription = subscribe(server.url, view, {
+            onSnapshot: ({ sections, version, kind }) => {
+                assert.equal(kind, "view");
+                latest = { sections, version };
+                snapshots += 1;
+            },
+            onChangeset: ({ sections, to }) => {
+                latest = { sections, version: to };
+                changesets += 1;
+            },
+            onError: (error) => errors.push(String(error)),
+        }, { kind: "view", timeout: 5, baseMs: 50, capMs: 500, missingRetryMs: 100 });
+        const caughtUp = async () => {
+            const snapshot = (await call(server.url, "GET", `/v1/views/${view}`)).body;
+            const deadline = Date.now() + 10000;
+            while (latest?.version !== snapshot.version && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+            assert.equal(latest?.version, snapshot.version, `seed ${runSeed}: the client did not reach the view's ${snapshot.version}`);
+            assert.equal(normalized(latest.sections), normalized(snapshot.sections), `seed ${runSeed}`);
+        };
+        await caughtUp();
+        for (let step = 0; step < 20; step += 1) {
+            const changed = player(rng.int(6));
+            await call(server.url, "PUT", `/v1/collections/${source}/items/${changed.id}`, { section: "all", data: changed.data });
+            if (rng.chance(0.3)) await caughtUp();
+        }
+        await caughtUp();
+        assert.ok(changesets >= 5, `only ${changesets} changesets applied (seed ${runSeed})`);
+        // Deleted and defined again: a new epoch, so the client's cursor is gone and it starts from a snapshot.
+        assert.equal((await call(server.url, "DELETE", `/v1/views/${view}`)).status, 204);
+        assert.equal((await call(server.url, "PUT", `/v1/views/${view}`, { ...definition, sortBy: [{ field: "/points" }] })).status, 201);
+        await caughtUp();
+        assert.ok(snapshots >= 2, `${snapshots} snapshots`);
+        assert.deepEqual(errors, [], `seed ${runSeed}: errors while following`);
+        await subscription.unsubscribe();
     });
 });
