@@ -104,31 +104,52 @@ static inline long long chttpd_unread_bytes(int fd) {
     return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
 }
 
+/* Whether a request header came folded onto the next line (obs-fold, RFC 9112 §5.2: a line that starts with a
+   space or a tab). libmicrohttpd 0.9.75 appends such a line to the header's name, not to its value: `If-Match:
+   "a"` folded before `, "b"` reaches the handler as a header named `If-Match, "b"`, so the condition would be lost,
+   and a folded `Content-Length` would let the body be read as the next request. It copies that name elsewhere in
+   the connection's memory to make it longer. An unfolded header lies as libmicrohttpd parsed it in its read
+   buffer: the name, the NUL it wrote over the colon, then only the spaces and tabs it skipped before the value. */
+static inline int chttpd_header_is_folded(const char *key, const char *value) {
+    if (key == NULL || value == NULL) return 0;
+    const char *after_name = key + strlen(key) + 1;
+    if (value < after_name) return 1;
+    /* Both lie in the connection's memory (one block), so every byte between them is there to read. */
+    for (const char *byte = after_name; byte < value; byte++) {
+        if (*byte != ' ' && *byte != '\t') return 1;
+    }
+    return 0;
+}
+
 /* The lines of two request headers, counted in one walk (names compared without case, as HTTP names are): a
-   list header may come as several lines (RFC 9110 §5.3), and Host must come as one (RFC 9112 §3.2). */
+   list header may come as several lines (RFC 9110 §5.3), and Host must come as one (RFC 9112 §3.2); and the
+   header lines that came folded (`chttpd_header_is_folded`). */
 struct chttpd_header_counts {
     const char *first;
     const char *second;
     unsigned int lines[2];
+    unsigned int folded;
 };
 
 static inline enum MHD_Result chttpd_count_headers_of(void *cls, enum MHD_ValueKind kind, const char *key,
                                                       const char *value) {
     (void)kind;
-    (void)value;
     struct chttpd_header_counts *counts = cls;
     if (key == NULL) return MHD_YES;
     if (strcasecmp(key, counts->first) == 0) counts->lines[0]++;
     else if (strcasecmp(key, counts->second) == 0) counts->lines[1]++;
+    if (chttpd_header_is_folded(key, value)) counts->folded++;
     return MHD_YES;
 }
 
 static inline void chttpd_count_headers(struct MHD_Connection *connection, const char *first, const char *second,
-                                        unsigned int *first_lines, unsigned int *second_lines) {
-    struct chttpd_header_counts counts = {first, second, {0, 0}};
+                                        unsigned int *first_lines, unsigned int *second_lines,
+                                        unsigned int *folded_lines) {
+    struct chttpd_header_counts counts = {first, second, {0, 0}, 0};
     MHD_get_connection_values(connection, MHD_HEADER_KIND, chttpd_count_headers_of, &counts);
     *first_lines = counts.lines[0];
     *second_lines = counts.lines[1];
+    *folded_lines = counts.folded;
 }
 
 #endif

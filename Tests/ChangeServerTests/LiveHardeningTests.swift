@@ -376,6 +376,42 @@ import Testing
         #expect(try oldClient.readResponse().status == 200)
     }
 
+    /// A header folded onto the next line (obs-fold) is `400`, and the connection closes (RFC 9112 §5.2 lets a
+    /// server refuse it). libmicrohttpd 0.9.75 joins the continuation to the header's name: a folded `If-None-Match:
+    /// *` was lost, so a create-only `PUT` replaced a collection; a folded `If-Match` let a stale write through; a
+    /// folded `Content-Length` left the body to be read as the next request, which deleted a collection.
+    @Test func aFoldedHeaderIs400AndChangesNothing() throws {
+        let server = try ServerProcess()
+        let created = try server.client.put("/v1/collections/c", ["sections": [["id": "s", "items": [["id": "a"]]]]])
+        let version = try #require(created.object["version"] as? String)
+        // Read twice first: the snapshot is encoded, so a read of it may take the quick way.
+        for _ in 0..<2 { #expect(try server.client.get("/v1/collections/c").status == 200) }
+        let body = #"{"sections":[]}"#
+        let put = "PUT /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        let deletion = "DELETE /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        let requests = [
+            put + "If-None-Match:\r\n *\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body,
+            put + "If-Match: \"zz.1\"\r\n\t, \"zz.2\"\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body,
+            "POST /v1/collections/c/mutations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                + "Content-Length:\r\n \(deletion.utf8.count)\r\n\r\n" + deletion,
+            "GET /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Note: one\r\n  two\r\n\r\n",
+        ]
+        for request in requests {
+            let connection = try HTTPConnection(port: server.port, receiveTimeout: 10)
+            connection.send(Array(request.utf8))
+            let response = try connection.readResponse()
+            #expect(response.status == 400 && response.errorCode == "bad_request", "\(request.debugDescription)")
+            #expect(response.text.contains("folded"), "\(response.text)")
+            #expect(connection.isClosed(within: 5), "nothing after it is read: \(request.debugDescription)")
+        }
+        let after = try server.client.get("/v1/collections/c")
+        #expect(after.status == 200 && after.object["version"] as? String == version)
+        // Spaces and tabs around a value, and an empty value, are not folds.
+        let connection = try HTTPConnection(port: server.port)
+        connection.send(Array("GET /v1/collections/c HTTP/1.1\r\nHost:127.0.0.1\r\nX-A: \t a \r\nX-B:\r\n\r\n".utf8))
+        #expect(try connection.readResponse().status == 200)
+    }
+
     /// The quick way to a snapshot reads one `If-None-Match` line: a request with several takes the usual way,
     /// which reads them as one list (a later line naming the version is a `304`, as on the first).
     @Test func severalIfNoneMatchLinesAreReadWholeOnTheQuickWay() throws {

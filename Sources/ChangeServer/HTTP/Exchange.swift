@@ -67,6 +67,9 @@ final class Exchange {
 
     /// Whether the request came as HTTP/1.1 (libmicrohttpd then sends a body of unknown length chunked).
     let isHTTP11: Bool
+    /// Header lines that came folded onto the next line (obs-fold), which libmicrohttpd misreads
+    /// (`chttpd_header_is_folded`): such a request is refused.
+    let foldedHeaderLines: Int
 
     var method: String { request.method }
     var path: String { request.path }
@@ -75,9 +78,11 @@ final class Exchange {
     init(connection: OpaquePointer, method: String, path: String, isHTTP11: Bool) {
         self.connection = connection
         self.isHTTP11 = isHTTP11
+        let headers = Self.values(connection, .HEADER_KIND)
+        foldedHeaderLines = headers.folded
         request = Request(
-            method: method, path: Request.originPath(path), query: Self.values(connection, .GET_ARGUMENT_KIND),
-            headers: Self.values(connection, .HEADER_KIND, lowercasingNames: true))
+            method: method, path: Request.originPath(path), query: Self.values(connection, .GET_ARGUMENT_KIND).pairs,
+            headers: headers.pairs)
     }
 
     /// An exchange for a request read already, on a connection that is never touched: what tests of the feed
@@ -85,21 +90,24 @@ final class Exchange {
     init(unconnected request: Request) {
         connection = OpaquePointer(bitPattern: 1)!
         isHTTP11 = true
+        foldedHeaderLines = 0
         self.request = request
     }
 
-    /// The values of one kind, in order; header names lowercased here (ASCII, RFC 9110 §5.1), as `Request` keeps
-    /// them, so that it need not copy them again.
-    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercasingNames: Bool = false)
-        -> [(name: String, value: String)]
+    /// The values of one kind, in order, and how many of them came folded (`chttpd_header_is_folded`: headers
+    /// only); header names lowercased here (ASCII, RFC 9110 §5.1), as `Request` keeps them, so that it need not
+    /// copy them again.
+    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind)
+        -> (pairs: [(name: String, value: String)], folded: Int)
     {
         struct Collector {
             var pairs: [(name: String, value: String)] = []
-            let lowercasing: Bool
+            var folded = 0
+            let isHeaders: Bool
         }
         let count = MHD_get_connection_values(connection, kind, nil, nil)
-        guard count > 0 else { return [] }
-        var collector = Collector(lowercasing: lowercasingNames)
+        guard count > 0 else { return ([], 0) }
+        var collector = Collector(isHeaders: kind == .HEADER_KIND)
         collector.pairs.reserveCapacity(Int(count))
         withUnsafeMutablePointer(to: &collector) { collector in
             _ = MHD_get_connection_values(
@@ -107,12 +115,14 @@ final class Exchange {
                 { context, _, key, value in
                     guard let context, let key else { return .YES }
                     let collector = context.assumingMemoryBound(to: Collector.self)
-                    let name = collector.pointee.lowercasing ? lowercasedASCII(key) : String(cString: key)
+                    let isHeaders = collector.pointee.isHeaders
+                    if isHeaders, chttpd_header_is_folded(key, value) != 0 { collector.pointee.folded += 1 }
+                    let name = isHeaders ? lowercasedASCII(key) : String(cString: key)
                     collector.pointee.pairs.append((name, value.map { String(cString: $0) } ?? ""))
                     return .YES
                 }, collector)
         }
-        return collector.pairs
+        return (collector.pairs, collector.folded)
     }
 }
 

@@ -24,6 +24,8 @@ enum Refusal {
     case lengthAndTransferCoding
     /// An HTTP/1.1 request without `Host`, or any request with several (RFC 9112 §3.2).
     case hostMissingOrRepeated(lines: Int)
+    /// A header line folded onto the next (obs-fold, RFC 9112 §5.2), which libmicrohttpd misreads.
+    case foldedHeader
     /// The bodies in flight on all connections already fill `--max-body-memory`.
     case bodyMemoryFull
     /// The request's headers leave no room for the answer's in the connection's memory (`--connection-memory`).
@@ -622,10 +624,12 @@ final class HTTPServer: @unchecked Sendable {
         else { return false }
         // A missing `Host` or several are refused, and several `If-None-Match` lines read as one list, the usual way
         // (`headersArrived`, `Request.listHeader`); the quick way reads one line.
+        // A folded header line is refused (`headersArrived`).
         var hosts: UInt32 = 0
         var tags: UInt32 = 0
-        chttpd_count_headers(connection, "Host", "If-None-Match", &hosts, &tags)
-        return hosts == 1 && tags <= 1
+        var folded: UInt32 = 0
+        chttpd_count_headers(connection, "Host", "If-None-Match", &hosts, &tags, &folded)
+        return hosts == 1 && tags <= 1 && folded == 0
     }
 
     /// Answers a request `mayAnswerQuickly` let through when the handler has a shared answer for it
@@ -659,6 +663,10 @@ final class HTTPServer: @unchecked Sendable {
     /// (which makes MHD close the connection: nothing after it can be trusted);
     /// other refusals are answered once the body has been read and discarded, so the connection stays usable.
     private func headersArrived(_ exchange: Exchange, _ handler: HTTPHandler) -> MHD_Result {
+        // RFC 9112 §5.2 lets a server refuse a folded line with 400. libmicrohttpd misreads one (its continuation
+        // joins the header's name), so a folded `If-Match` would be lost and a folded `Content-Length` would let
+        // the body be read as the next request: answered at once, the connection then closed.
+        if exchange.foldedHeaderLines > 0 { return respond(exchange, handler.response(to: .foldedHeader)) }
         var refusal = handler.screen(exchange)
         guard let announced = announcedLength(of: exchange.request.headers) else {
             return respond(exchange, handler.response(to: .conflictingContentLength))
