@@ -251,12 +251,13 @@ import Testing
     }
 
     /// A file-size limit stands in for a full disk: writes past it fail (EFBIG), the mutation is answered 503
-    /// and not applied, reads go on, and once the limit is lifted writes succeed again.
+    /// and not applied, reads go on, `/healthz` and `/metrics` say the store is down, the failures are logged at
+    /// most once a second, and once the limit is lifted writes succeed again (and the log says so).
     @Test func fullDiskAnswers503AndRecovers() throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try ServerProcess(
-            ["--fsync", "always"], dataDirectory: directory, launcher: ["/usr/bin/prlimit", "--fsize=3000"])
+            ["--fsync", "always"], dataDirectory: directory, launcher: ["/usr/bin/prlimit", "--fsize=3000:unlimited"])
         let version = try #require(
             try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).object["version"] as? String)
         var failure: HTTPResponse?
@@ -271,6 +272,19 @@ import Testing
         let refused = try #require(failure)
         #expect(refused.status == 503)
         #expect(refused.errorCode == "storage_unavailable")
+        // Failing on: one log line a second at most (there was one per failed write), and the journal reads as down.
+        let failingSince = Date()
+        var failures = 1
+        for index in 0..<40 {
+            let response = try server.client.put(
+                "/v1/collections/c/items/j\(index)", ["data": String(repeating: "x", count: 200)])
+            if response.status == 503 { failures += 1 }
+        }
+        let lines = server.logCount(of: "journal write or fsync failed")
+        #expect(failures == 41)
+        #expect(lines >= 1 && lines <= Int(Date().timeIntervalSince(failingSince)) + 2, "\(lines) lines")
+        #expect(try server.client.get("/healthz").text == #"{"status":"ok","store":{"backend":"file","state":"down"}}"#)
+        #expect(try server.metric("changeserver_store_up") == 0)
         let snapshot = try server.client.get("/v1/collections/c")
         #expect(snapshot.status == 200)
         let count = ((snapshot.object["sections"] as? [[String: Any]])?.first?["items"] as? [Any])?.count ?? -1
@@ -282,7 +296,14 @@ import Testing
         lift.arguments = ["--pid", String(server.process.processIdentifier), "--fsize=unlimited"]
         try Spawning.run(lift)
         lift.waitUntilExit()
-        #expect(try server.client.put("/v1/collections/c/items/after", ["data": 1]).status == 201)
+        // As large as the writes that failed: it succeeds only once the limit is lifted. (Only the soft limit was
+        // set: raising a hard limit takes CAP_SYS_RESOURCE, which a container's root may lack.)
+        #expect(lift.terminationStatus == 0)
+        let after = try server.client.put("/v1/collections/c/items/after", ["data": String(repeating: "x", count: 200)])
+        #expect(after.status == 201)
+        #expect(try server.client.get("/healthz").text == #"{"status":"ok"}"#)
+        #expect(try server.metric("changeserver_store_up") == 1)
+        #expect(server.logCount(of: "journal writes succeed again, after 41 failures that answered 41 mutations") == 1)
         #expect(server.stop() == 0)
         let restarted = try ServerProcess(dataDirectory: directory)
         let items =

@@ -1,13 +1,13 @@
 /// `GET /healthz` and `GET /metrics`.
 extension App {
     /// `200` while the server serves, also when its store takes no writes (reads and feeds go on): the body says
-    /// so, for a probe or a person to see why writes get `503`.
+    /// so, for a probe or a person to see why writes get `503`: a file journal below its disk reserve (`full`) or
+    /// whose writes fail (`down`), or PostgreSQL `up` or `down`.
     func health() -> Response {
-        if let disk = diskSpace, !disk.allowsWrites {
-            return .json(.ok) { $0.raw(Array(#"{"status":"ok","store":{"backend":"file","state":"full"}}"#.utf8)) }
-        }
-        guard let store = committer.storeState else { return .json(.ok) { $0.raw("{\"status\":\"ok\"}") } }
-        let body = #"{"status":"ok","store":{"backend":"postgres","state":""# + store.rawValue + #""}}"#
+        let backend = config.postgres == nil ? "file" : "postgres"
+        let state = diskSpace.map { $0.allowsWrites } == false ? "full" : committer.storeState?.rawValue
+        guard let state else { return .json(.ok) { $0.raw("{\"status\":\"ok\"}") } }
+        let body = #"{"status":"ok","store":{"backend":""# + backend + #"","state":""# + state + #""}}"#
         return .json(.ok) { $0.raw(Array(body.utf8)) }
     }
 

@@ -65,6 +65,8 @@ final class FileJournal: Journal, @unchecked Sendable {
     private let recordLimit: Int
     private let metrics: Metrics
     private let logger: Logger
+    /// Failed writes and syncs: logged at most once a second, and shown by `/healthz` and `/metrics`.
+    private let failures: WriteFailures
     private let state: Mutex<State>
     /// Keeps write-and-callback atomic when the journal calls back at once (`--fsync interval` and `never`).
     private let ordering = Mutex(())
@@ -86,6 +88,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         self.recordLimit = min(recordLimit, JournalFormat.maximumPayload)
         self.metrics = metrics
         self.logger = logger
+        failures = WriteFailures(logger: logger)
         let segment = try Self.openSegment(directory, number, size: size)
         // `openSegment` synced what is there: the first record written will say so (the syncer's first pass does).
         state = Mutex(
@@ -139,6 +142,15 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     // MARK: Journal
 
+    /// Down while writes fail (from a failed write or sync until one succeeds); nil while they succeed, as for
+    /// any local journal.
+    var storeState: StoreState? { failures.isFailing ? .down : nil }
+
+    func metricsText() -> String {
+        "# HELP changeserver_store_up 1 while the journal's writes succeed, 0 from a failed write or fsync until one "
+            + "succeeds.\n# TYPE changeserver_store_up gauge\nchangeserver_store_up \(failures.isFailing ? 0 : 1)\n"
+    }
+
     func append(_ record: [UInt8], then done: @escaping @Sendable (Bool) -> Void) throws(StorageError) {
         guard record.count <= recordLimit else { throw .recordTooLarge(bytes: record.count, limit: recordLimit) }
         let frameSize = record.count + JournalFormat.frameHeaderSize
@@ -156,9 +168,10 @@ final class FileJournal: Journal, @unchecked Sendable {
                     guard Self.writeAll(segment.descriptor, frame, at: segment.size) else {
                         let reason = String(cString: strerror(errno))
                         _ = ftruncate(segment.descriptor, off_t(segment.size))
-                        logger.error("journal write failed: \(reason); the mutation was not applied")
+                        failures.failed(reason, mutations: 1)
                         throw .unavailable(reason: reason)
                     }
+                    failures.succeeded()
                     segment.size += frame.count
                     state.unmarkedSync = nil
                     state.bytesSinceSnapshot += frame.count
@@ -404,8 +417,10 @@ final class FileJournal: Journal, @unchecked Sendable {
             buffers.ready.append(contentsOf: state.pending[..<split])
             state.pending.removeFirst(split)
         }
-        if !succeeded {
-            logger.error("journal write or fsync failed: \(reason); \(buffers.ready.count) mutations answered 503")
+        if succeeded {
+            failures.succeeded()
+        } else {
+            failures.failed(reason, mutations: buffers.ready.count)
         }
         for entry in buffers.ready { entry.done(succeeded) }
         buffers.ready.removeAll(keepingCapacity: true)
@@ -443,8 +458,10 @@ final class FileJournal: Journal, @unchecked Sendable {
             if fdatasync(segment.descriptor) == 0 {
                 state.withLock { $0.synced = max($0.synced, written) }
                 markSynced(segment, size)
+                failures.succeeded()
             } else {
-                logger.error("journal fsync failed: \(String(cString: strerror(errno)))")
+                // The mutations were answered already (`--fsync interval`): none is answered 503 for it.
+                failures.failed(String(cString: strerror(errno)), mutations: 0)
                 state.withLock { state in if state.segment === segment { state.isUnmarkable = true } }
             }
             metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)

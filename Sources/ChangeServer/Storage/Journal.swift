@@ -13,20 +13,21 @@ protocol Journal: AnyObject, Sendable {
     /// Whether `done` runs on a thread of the journal's own, outside its locks, one callback at a time in the order
     /// of the records: a light record may then be applied right there (`LaneRouter.hand`), not handed to a lane.
     var callsBackOnItsOwnThread: Bool { get }
-    /// Whether a journal on another machine can take records now; nil for a local one (see the extension).
+    /// Whether the journal can take records now: up or down for a journal on another machine; for a local one,
+    /// down while its writes fail, else nil (see the extension).
     var storeState: StoreState? { get }
     /// The journal's own lines of `/metrics`, beyond the shared ones.
     func metricsText() -> String
 }
 
-/// Whether a journal shared over the network can take records now (`/healthz` shows it).
+/// Whether the journal can take records now (`/healthz` shows it).
 enum StoreState: String, Sendable {
     case up
     case down
 }
 
 extension Journal {
-    /// The state of a journal on another machine; nil for a local one, which is up while the process is.
+    /// The state of a journal on another machine; nil for a local one whose writes succeed.
     var storeState: StoreState? { nil }
 
     var callsBackOnItsOwnThread: Bool { false }
