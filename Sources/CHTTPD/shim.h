@@ -104,31 +104,61 @@ static inline long long chttpd_unread_bytes(int fd) {
     return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
 }
 
-/* Whether a request header came folded onto the next line (obs-fold, RFC 9112 §5.2: a line that starts with a
-   space or a tab). libmicrohttpd 0.9.75 appends such a line to the header's name, not to its value: `If-Match:
-   "a"` folded before `, "b"` reaches the handler as a header named `If-Match, "b"`, so the condition would be lost,
-   and a folded `Content-Length` would let the body be read as the next request. It copies that name elsewhere in
-   the connection's memory to make it longer. An unfolded header lies as libmicrohttpd parsed it in its read
-   buffer: the name, the NUL it wrote over the colon, then only the spaces and tabs it skipped before the value. */
-static inline int chttpd_header_is_folded(const char *key, const char *value) {
+/* Whether a request header line is one libmicrohttpd 0.9.75 misreads, which the server refuses (`400`):
+   - a name with a character that no name has (RFC 9110 §5.1: a token), such as a space before the colon
+     (`If-Match : "a"`, which RFC 9112 §5.1 says must be refused) or at the start of the first header line: this
+     libmicrohttpd keeps the space in the name (its check is on only at a strictness it is never run with), so the
+     header would go unread;
+   - a line folded onto the next (obs-fold, RFC 9112 §5.2: a line that starts with a space or a tab), whose
+     continuation libmicrohttpd appends to the header's name, not to its value: a folded `If-Match` or
+     `If-None-Match` would be lost, and a folded `Content-Length` would let the body be read as the next request.
+   libmicrohttpd parses a line in place in its read buffer: the name, the NUL it wrote over the colon, the spaces
+   and tabs it skipped, the value, one NUL for each of the line's CR and LF; then the next line, of which a
+   continuation starts with a space or a tab. To append a continuation it copies the name to a block of its own
+   (then the value no longer follows the name), or, when the name ends right at the end of its memory's used part,
+   grows it in place over the colon, the spaces and as much of the value as the continuation needs (then the value
+   starts before the name's new end, or, when the continuation fits where the colon and spaces were, the
+   continuation line still follows the value). `end` is where the request's header lines end (their last NUL);
+   every pointer compared lies in the connection's memory, one block, so every byte between them is there. */
+static inline int chttpd_header_is_misread(const char *key, const char *value, const char *end) {
     if (key == NULL || value == NULL) return 0;
-    const char *after_name = key + strlen(key) + 1;
+    size_t length = strlen(key);
+    if (length == 0) return 1;
+    for (size_t index = 0; index < length; index++) {
+        unsigned char byte = (unsigned char)key[index];
+        int token = (byte >= '0' && byte <= '9') || (byte >= 'A' && byte <= 'Z') || (byte >= 'a' && byte <= 'z')
+                    || (byte != 0 && strchr("!#$%&'*+-.^_`|~", byte) != NULL);
+        if (!token) return 1;
+    }
+    const char *after_name = key + length + 1;
     if (value < after_name) return 1;
-    /* Both lie in the connection's memory (one block), so every byte between them is there to read. */
     for (const char *byte = after_name; byte < value; byte++) {
         if (*byte != ' ' && *byte != '\t') return 1;
     }
-    return 0;
+    if (end == NULL) return 0;
+    const char *after_value = value + strlen(value);
+    for (int terminators = 0; terminators < 2 && after_value < end && *after_value == '\0'; terminators++) {
+        after_value++;
+    }
+    return after_value < end && (*after_value == ' ' || *after_value == '\t');
+}
+
+/* Where the header lines of a request end: `method` (libmicrohttpd's pointer to the request line, the start of
+   its read buffer) plus the bytes of the request line and header lines libmicrohttpd counted; NULL if unknown. */
+static inline const char *chttpd_header_end(struct MHD_Connection *connection, const char *method) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info == NULL ? NULL : method + info->header_size;
 }
 
 /* The lines of two request headers, counted in one walk (names compared without case, as HTTP names are): a
    list header may come as several lines (RFC 9110 §5.3), and Host must come as one (RFC 9112 §3.2); and the
-   header lines that came folded (`chttpd_header_is_folded`). */
+   header lines libmicrohttpd misread (`chttpd_header_is_misread`). */
 struct chttpd_header_counts {
     const char *first;
     const char *second;
+    const char *end;
     unsigned int lines[2];
-    unsigned int folded;
+    unsigned int misread;
 };
 
 static inline enum MHD_Result chttpd_count_headers_of(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -138,18 +168,20 @@ static inline enum MHD_Result chttpd_count_headers_of(void *cls, enum MHD_ValueK
     if (key == NULL) return MHD_YES;
     if (strcasecmp(key, counts->first) == 0) counts->lines[0]++;
     else if (strcasecmp(key, counts->second) == 0) counts->lines[1]++;
-    if (chttpd_header_is_folded(key, value)) counts->folded++;
+    if (chttpd_header_is_misread(key, value, counts->end)) counts->misread++;
     return MHD_YES;
 }
 
-static inline void chttpd_count_headers(struct MHD_Connection *connection, const char *first, const char *second,
-                                        unsigned int *first_lines, unsigned int *second_lines,
-                                        unsigned int *folded_lines) {
-    struct chttpd_header_counts counts = {first, second, {0, 0}, 0};
+/* Counts the lines of `first` and `second`, and the misread ones, of the request whose request line `method`
+   points to. */
+static inline void chttpd_count_headers(struct MHD_Connection *connection, const char *method, const char *first,
+                                        const char *second, unsigned int *first_lines, unsigned int *second_lines,
+                                        unsigned int *misread_lines) {
+    struct chttpd_header_counts counts = {first, second, chttpd_header_end(connection, method), {0, 0}, 0};
     MHD_get_connection_values(connection, MHD_HEADER_KIND, chttpd_count_headers_of, &counts);
     *first_lines = counts.lines[0];
     *second_lines = counts.lines[1];
-    *folded_lines = counts.folded;
+    *misread_lines = counts.misread;
 }
 
 #endif

@@ -121,7 +121,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .conflictingContentLength: .error(.conflictingContentLength)
         case .lengthAndTransferCoding: .error(.lengthAndTransferCoding)
         case .hostMissingOrRepeated(let lines): .error(.hostMissingOrRepeated(lines: lines))
-        case .foldedHeader: .error(.foldedHeader)
+        case .malformedHeader: .error(.malformedHeader)
         case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
         case .headersTooLarge(let limit): .error(.headersTooLarge(limit: limit))
         case .unsupportedTransferEncoding(let coding): .error(.unsupportedTransferEncoding(coding))

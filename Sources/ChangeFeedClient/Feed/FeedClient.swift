@@ -12,8 +12,8 @@ import Model
 /// over from a reset; network errors, `5xx`, `408`, `429` and a `404` to a poll with `since` (the collection may be
 /// deleted and made again) wait and retry with jittered exponential backoff, at least as long as `Retry-After` says
 /// (at most an hour); a deleted collection, or none found by a reset, is reported once as `.missing` and asked for
-/// again every `missingRetry`; a `404` that is not the collection's or view's (a wrong route) is thrown. Nothing
-/// loops without waiting: the loop waits on the network, or sleeps.
+/// again every `missingRetry`; a `404 route_not_found` (a wrong base URL) is thrown, another `404` (a front's own
+/// page) retried as a failure. Nothing loops without waiting: the loop waits on the network, or sleeps.
 public struct FeedClient: Sendable {
     /// What is followed: a collection, or a view (a live query the server keeps).
     public enum Kind: String, Hashable, Sendable, Codable {
@@ -25,7 +25,7 @@ public struct FeedClient: Sendable {
         var bodyKey: String { rawValue }
 
         /// Whether a `404`'s body says that the collection (or view) does not exist, rather than that there is no
-        /// such route: the answer to a base URL with a wrong path, or a front's own page.
+        /// such route (a base URL with a wrong path), or being a front's own page.
         func isNotFound(_ body: Data) -> Bool {
             WireDecoding.error(Array(body)).code == (self == .collection ? "collection_not_found" : "view_not_found")
         }

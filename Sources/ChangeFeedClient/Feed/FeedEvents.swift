@@ -99,11 +99,15 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 isMissing = true
                 deletedEpoch = polledSince?.epoch
                 return .missing
-            case 404 where !client.kind.isNotFound(answer.body):
-                // Not the collection or view missing: the route (a base URL with a wrong path, a name with a `/`),
-                // or a front's own page. Waiting would not make it exist.
+            case 404 where WireDecoding.error(Array(answer.body)).code == "route_not_found":
+                // The server has no such route: a base URL with a wrong path. Waiting would not make it exist.
                 let error = WireDecoding.error(Array(answer.body))
                 throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
+            case 404 where !client.kind.isNotFound(answer.body):
+                // Not the server's word that the collection or view is missing: a front's own page (a proxy being
+                // deployed, say). Retried as a failure.
+                try await wait(after: .failure, retryAfter: answer.retryAfter)
+                return nil
             case 404 where polledSince == nil && !isMissing:
                 // A reset found nothing: the server answers, so the failures before (a server still starting) end.
                 failures = 0

@@ -95,6 +95,8 @@ final class Committer: Sendable {
 
     /// The journal's state and metrics, for `/healthz` and `/metrics`.
     var storeState: StoreState? { journal.storeState }
+    /// Whether other servers write to the same journal (`Journal.isShared`).
+    var isShared: Bool { journal.isShared }
     func storeMetricsText() -> String { journal.metricsText() }
 
     /// Runs `work` on the lane of `name`, off the event loops (a large body is decoded there, as `bulk` work):

@@ -67,19 +67,22 @@ final class Exchange {
 
     /// Whether the request came as HTTP/1.1 (libmicrohttpd then sends a body of unknown length chunked).
     let isHTTP11: Bool
-    /// Header lines that came folded onto the next line (obs-fold), which libmicrohttpd misreads
-    /// (`chttpd_header_is_folded`): such a request is refused.
-    let foldedHeaderLines: Int
+    /// Header lines libmicrohttpd misread (`chttpd_header_is_misread`: folded onto the next line, or a name with
+    /// a space): such a request is refused.
+    let misreadHeaderLines: Int
 
     var method: String { request.method }
     var path: String { request.path }
 
-    /// Reads the request line's parts, headers and query arguments from MHD (in its first call for the request).
-    init(connection: OpaquePointer, method: String, path: String, isHTTP11: Bool) {
+    /// Reads the request line's parts, headers and query arguments from MHD (in its first call for the request);
+    /// `headerEnd`: where its header lines end in MHD's memory (`chttpd_header_end`).
+    init(
+        connection: OpaquePointer, method: String, path: String, isHTTP11: Bool, headerEnd: UnsafePointer<CChar>?
+    ) {
         self.connection = connection
         self.isHTTP11 = isHTTP11
-        let headers = Self.values(connection, .HEADER_KIND)
-        foldedHeaderLines = headers.folded
+        let headers = Self.values(connection, .HEADER_KIND, headerEnd: headerEnd)
+        misreadHeaderLines = headers.misread
         request = Request(
             method: method, path: Request.originPath(path), query: Self.values(connection, .GET_ARGUMENT_KIND).pairs,
             headers: headers.pairs)
@@ -90,24 +93,25 @@ final class Exchange {
     init(unconnected request: Request) {
         connection = OpaquePointer(bitPattern: 1)!
         isHTTP11 = true
-        foldedHeaderLines = 0
+        misreadHeaderLines = 0
         self.request = request
     }
 
-    /// The values of one kind, in order, and how many of them came folded (`chttpd_header_is_folded`: headers
-    /// only); header names lowercased here (ASCII, RFC 9110 §5.1), as `Request` keeps them, so that it need not
-    /// copy them again.
-    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind)
-        -> (pairs: [(name: String, value: String)], folded: Int)
-    {
+    /// The values of one kind, in order, and how many of them libmicrohttpd misread (`chttpd_header_is_misread`:
+    /// headers only); header names lowercased here (ASCII, RFC 9110 §5.1), as `Request` keeps them, so that it
+    /// need not copy them again.
+    private static func values(
+        _ connection: OpaquePointer, _ kind: MHD_ValueKind, headerEnd: UnsafePointer<CChar>? = nil
+    ) -> (pairs: [(name: String, value: String)], misread: Int) {
         struct Collector {
             var pairs: [(name: String, value: String)] = []
-            var folded = 0
+            var misread = 0
             let isHeaders: Bool
+            let headerEnd: UnsafePointer<CChar>?
         }
         let count = MHD_get_connection_values(connection, kind, nil, nil)
         guard count > 0 else { return ([], 0) }
-        var collector = Collector(isHeaders: kind == .HEADER_KIND)
+        var collector = Collector(isHeaders: kind == .HEADER_KIND, headerEnd: headerEnd)
         collector.pairs.reserveCapacity(Int(count))
         withUnsafeMutablePointer(to: &collector) { collector in
             _ = MHD_get_connection_values(
@@ -116,13 +120,15 @@ final class Exchange {
                     guard let context, let key else { return .YES }
                     let collector = context.assumingMemoryBound(to: Collector.self)
                     let isHeaders = collector.pointee.isHeaders
-                    if isHeaders, chttpd_header_is_folded(key, value) != 0 { collector.pointee.folded += 1 }
+                    if isHeaders, chttpd_header_is_misread(key, value, collector.pointee.headerEnd) != 0 {
+                        collector.pointee.misread += 1
+                    }
                     let name = isHeaders ? lowercasedASCII(key) : String(cString: key)
                     collector.pointee.pairs.append((name, value.map { String(cString: $0) } ?? ""))
                     return .YES
                 }, collector)
         }
-        return (collector.pairs, collector.folded)
+        return (collector.pairs, collector.misread)
     }
 }
 

@@ -24,8 +24,9 @@ enum Refusal {
     case lengthAndTransferCoding
     /// An HTTP/1.1 request without `Host`, or any request with several (RFC 9112 §3.2).
     case hostMissingOrRepeated(lines: Int)
-    /// A header line folded onto the next (obs-fold, RFC 9112 §5.2), which libmicrohttpd misreads.
-    case foldedHeader
+    /// A header line folded onto the next (obs-fold, RFC 9112 §5.2), or whose name has a space or another
+    /// character no name has (§5.1), which libmicrohttpd misreads.
+    case malformedHeader
     /// The bodies in flight on all connections already fill `--max-body-memory`.
     case bodyMemoryFull
     /// The request's headers leave no room for the answer's in the connection's memory (`--connection-memory`).
@@ -589,7 +590,8 @@ final class HTTPServer: @unchecked Sendable {
         let exchange = Exchange(
             connection: connection, method: String(cString: method),
             path: String(validatingCString: url) ?? Self.escapingNonASCII(url),
-            isHTTP11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false)
+            isHTTP11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false,
+            headerEnd: chttpd_header_end(connection, method))
         context.pointee = Unmanaged.passRetained(exchange).toOpaque()
         return exchange
     }
@@ -624,12 +626,12 @@ final class HTTPServer: @unchecked Sendable {
         else { return false }
         // A missing `Host` or several are refused, and several `If-None-Match` lines read as one list, the usual way
         // (`headersArrived`, `Request.listHeader`); the quick way reads one line.
-        // A folded header line is refused (`headersArrived`).
+        // A header line libmicrohttpd misread is refused (`headersArrived`).
         var hosts: UInt32 = 0
         var tags: UInt32 = 0
-        var folded: UInt32 = 0
-        chttpd_count_headers(connection, "Host", "If-None-Match", &hosts, &tags, &folded)
-        return hosts == 1 && tags <= 1 && folded == 0
+        var misread: UInt32 = 0
+        chttpd_count_headers(connection, method, "Host", "If-None-Match", &hosts, &tags, &misread)
+        return hosts == 1 && tags <= 1 && misread == 0
     }
 
     /// Answers a request `mayAnswerQuickly` let through when the handler has a shared answer for it
@@ -663,10 +665,10 @@ final class HTTPServer: @unchecked Sendable {
     /// (which makes MHD close the connection: nothing after it can be trusted);
     /// other refusals are answered once the body has been read and discarded, so the connection stays usable.
     private func headersArrived(_ exchange: Exchange, _ handler: HTTPHandler) -> MHD_Result {
-        // RFC 9112 §5.2 lets a server refuse a folded line with 400. libmicrohttpd misreads one (its continuation
-        // joins the header's name), so a folded `If-Match` would be lost and a folded `Content-Length` would let
-        // the body be read as the next request: answered at once, the connection then closed.
-        if exchange.foldedHeaderLines > 0 { return respond(exchange, handler.response(to: .foldedHeader)) }
+        // RFC 9112 §5.1 and §5.2: a space before a colon must be, and a folded line may be, refused with 400.
+        // libmicrohttpd misreads both, so a conditional header would be lost and a `Content-Length` would let the
+        // body be read as the next request: answered at once, the connection then closed.
+        if exchange.misreadHeaderLines > 0 { return respond(exchange, handler.response(to: .malformedHeader)) }
         var refusal = handler.screen(exchange)
         guard let announced = announcedLength(of: exchange.request.headers) else {
             return respond(exchange, handler.response(to: .conflictingContentLength))

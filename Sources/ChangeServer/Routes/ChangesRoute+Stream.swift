@@ -72,7 +72,7 @@ extension App {
         guard let since, let changeset else {
             // As a held poll: with a shared database, a cursor from a server that applied more than this one yet is
             // followed from there once this server catches up (`StreamHub`), never `gone`.
-            if let since, committer.storeState != nil, since.epoch == current.epoch, since.seq > current.seq {
+            if let since, committer.isShared, since.epoch == current.epoch, since.seq > current.seq {
                 return .stream(StreamStart(subject: subject, version: since, initial: opening, ends: false))
             }
             let gone = ServerSentEvents.gone(.cursorExpired(raw ?? "", current: current))

@@ -53,7 +53,7 @@ extension App {
         guard let changeset else {
             // With a shared database, a cursor can come from a server that applied more than this one yet: it is
             // held until this server catches up (at its timeout it gets the empty changeset), never 410.
-            guard committer.storeState != nil, since.epoch == current.epoch, since.seq > current.seq else {
+            guard committer.isShared, since.epoch == current.epoch, since.seq > current.seq else {
                 throw .cursorExpired(since.description, current: current)
             }
             guard timeout > 0 else { return .respond(emptyAnswer(subject, since, timeout, cursor, caching)) }

@@ -69,10 +69,11 @@ extension HTTPError {
                 ? "An HTTP/1.1 request needs a Host header." : "The request has \(lines) Host headers; it takes one.")
     }
 
-    static let foldedHeader = HTTPError(
+    static let malformedHeader = HTTPError(
         .badRequest,
-        "A header line is folded onto the next (a line that starts with a space or a tab): send each header on one "
-            + "line; the connection is closed.")
+        "A header line is malformed: folded onto the next (a line that starts with a space or a tab), or a name "
+            + "with a space or another character names cannot have; send each header as 'Name: value' on one line. "
+            + "The connection is closed.")
 
     static func unsupportedTransferEncoding(_ coding: String) -> HTTPError {
         HTTPError(

@@ -28,7 +28,7 @@ extension App {
         let entry = try existing(name)
         // With a shared database the item may have been written through another server and not be applied here
         // yet: the record is journaled all the same, and applying it in order tells whether the item is there.
-        guard committer.storeState != nil || entry.content.withLock({ $0.item(id: id) }) != nil else {
+        guard committer.isShared || entry.content.withLock({ $0.item(id: id) }) != nil else {
             throw .itemNotFound(id, in: name)
         }
         return try submit(request, name, connection) { _ in

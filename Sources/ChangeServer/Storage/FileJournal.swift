@@ -65,8 +65,11 @@ final class FileJournal: Journal, @unchecked Sendable {
     private let recordLimit: Int
     private let metrics: Metrics
     private let logger: Logger
-    /// Failed writes and syncs: logged at most once a second, and shown by `/healthz` and `/metrics`.
+    /// Failed writes (and, with `--fsync always`, the syncer's syncs), and with `--fsync interval` failed syncs:
+    /// logged at most once a second, and shown by `/healthz` and `/metrics`. Kept apart so that a write that
+    /// succeeds does not hide a sync that keeps failing.
     private let failures: WriteFailures
+    private let syncFailures: WriteFailures
     private let state: Mutex<State>
     /// Keeps write-and-callback atomic when the journal calls back at once (`--fsync interval` and `never`).
     private let ordering = Mutex(())
@@ -88,7 +91,9 @@ final class FileJournal: Journal, @unchecked Sendable {
         self.recordLimit = min(recordLimit, JournalFormat.maximumPayload)
         self.metrics = metrics
         self.logger = logger
-        failures = WriteFailures(logger: logger)
+        let log: @Sendable (LogLevel, String) -> Void = { logger.log($0, $1) }
+        failures = WriteFailures(policy == .always ? "journal write or fsync" : "journal write", log: log)
+        syncFailures = WriteFailures("journal fsync", log: log)
         let segment = try Self.openSegment(directory, number, size: size)
         // `openSegment` synced what is there: the first record written will say so (the syncer's first pass does).
         state = Mutex(
@@ -142,13 +147,15 @@ final class FileJournal: Journal, @unchecked Sendable {
 
     // MARK: Journal
 
-    /// Down while writes fail (from a failed write or sync until one succeeds); nil while they succeed, as for
-    /// any local journal.
-    var storeState: StoreState? { failures.isFailing ? .down : nil }
+    /// Down while writes or syncs fail (from a failure until one of its kind succeeds); nil while they succeed, as
+    /// for any local journal.
+    var storeState: StoreState? { isFailing ? .down : nil }
+
+    private var isFailing: Bool { failures.isFailing || syncFailures.isFailing }
 
     func metricsText() -> String {
         "# HELP changeserver_store_up 1 while the journal's writes succeed, 0 from a failed write or fsync until one "
-            + "succeeds.\n# TYPE changeserver_store_up gauge\nchangeserver_store_up \(failures.isFailing ? 0 : 1)\n"
+            + "succeeds.\n# TYPE changeserver_store_up gauge\nchangeserver_store_up \(isFailing ? 0 : 1)\n"
     }
 
     func append(_ record: [UInt8], then done: @escaping @Sendable (Bool) -> Void) throws(StorageError) {
@@ -458,10 +465,10 @@ final class FileJournal: Journal, @unchecked Sendable {
             if fdatasync(segment.descriptor) == 0 {
                 state.withLock { $0.synced = max($0.synced, written) }
                 markSynced(segment, size)
-                failures.succeeded()
+                syncFailures.succeeded()
             } else {
                 // The mutations were answered already (`--fsync interval`): none is answered 503 for it.
-                failures.failed(String(cString: strerror(errno)), mutations: 0)
+                syncFailures.failed(String(cString: strerror(errno)), mutations: 0)
                 state.withLock { state in if state.segment === segment { state.isUnmarkable = true } }
             }
             metrics.fsyncTook(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)

@@ -16,6 +16,9 @@ protocol Journal: AnyObject, Sendable {
     /// Whether the journal can take records now: up or down for a journal on another machine; for a local one,
     /// down while its writes fail, else nil (see the extension).
     var storeState: StoreState? { get }
+    /// Whether other servers write to the same journal (PostgreSQL): a cursor or an item may then come from a
+    /// server that applied more than this one yet.
+    var isShared: Bool { get }
     /// The journal's own lines of `/metrics`, beyond the shared ones.
     func metricsText() -> String
 }
@@ -31,6 +34,8 @@ extension Journal {
     var storeState: StoreState? { nil }
 
     var callsBackOnItsOwnThread: Bool { false }
+
+    var isShared: Bool { false }
 
     /// The journal's own lines of `/metrics` (Prometheus text), if it has any beyond the shared ones.
     func metricsText() -> String { "" }

@@ -1,68 +1,74 @@
 import Synchronization
 
-/// The file journal's failed writes and syncs, for its log, `/healthz` and `/metrics`. A disk that fails every
-/// write (full, gone, read-only) logged a line per failed batch, thousands a second, on a disk that may be the
-/// log's too, and `/healthz` said nothing of it. Now a failure is logged at most once a second, the next line
-/// counting those in between, and the first write that succeeds after failures says so; meanwhile the journal
-/// reads as down.
+/// One kind of the file journal's failures (its writes and syncs, or with `--fsync interval` its syncs alone), for
+/// its log, `/healthz` and `/metrics`. A disk that fails every write (full, gone, read-only) logged a line per
+/// failed batch, thousands a second, on a disk that may be the log's too, and `/healthz` said nothing of it. Now
+/// failures are logged at most once a second, each line counting those since the last, and so is the word that
+/// they succeed again (a disk that fails every other write logs two lines a second, not two per write); meanwhile
+/// the journal reads as down.
 final class WriteFailures: Sendable {
     private struct State {
-        /// When the last failure was logged (monotonic milliseconds).
-        var loggedAt: Int64?
-        /// Failures since that line, and the mutations they answered `503`.
+        /// When a failure, and when a recovery, was last logged (monotonic milliseconds).
+        var failureLoggedAt: Int64?
+        var recoveryLoggedAt: Int64?
+        /// Failures not logged since the last failure line, and the mutations they answered `503`.
         var unlogged = 0
         var unloggedMutations = 0
-        /// Failures, and mutations answered `503`, since the last write that succeeded.
+        /// Failures, and mutations answered `503`, since the last recovery line.
         var failures = 0
         var refusedMutations = 0
     }
 
+    /// What fails, for the log: "journal write or fsync", say.
+    private let what: String
+    /// Writes a line of the log (the server's logger; a test's list).
+    private let log: @Sendable (LogLevel, String) -> Void
     private let state = Mutex(State())
-    /// Whether the last write or sync failed: read by every `/healthz`, and cleared by every pass that succeeds,
-    /// without taking the lock.
+    /// Whether the last try failed: read without the lock (by every `/healthz`, and by every success, which has
+    /// nothing to do while it is false); set and cleared under it.
     private let failing = Atomic<Bool>(false)
-    private let logger: Logger
 
-    init(logger: Logger) {
-        self.logger = logger
+    init(_ what: String, log: @escaping @Sendable (LogLevel, String) -> Void) {
+        self.what = what
+        self.log = log
     }
 
-    /// Whether the last write or sync failed (and none succeeded since).
+    /// Whether the last try failed (and none succeeded since).
     var isFailing: Bool { failing.load(ordering: .relaxed) }
 
-    /// A write or sync failed (`reason`: strerror's text); `mutations` were answered `503` for it.
+    /// A try failed (`reason`: strerror's text); `mutations` were answered `503` for it.
     func failed(_ reason: String, mutations: Int) {
-        failing.store(true, ordering: .relaxed)
         let now = MonotonicClock.now()
         let line: String? = state.withLock { state in
+            failing.store(true, ordering: .relaxed)
             state.failures += 1
             state.refusedMutations += mutations
-            if let loggedAt = state.loggedAt, now - loggedAt < 1000 {
+            if let loggedAt = state.failureLoggedAt, now - loggedAt < 1000 {
                 state.unlogged += 1
                 state.unloggedMutations += mutations
                 return nil
             }
-            defer { (state.loggedAt, state.unlogged, state.unloggedMutations) = (now, 0, 0) }
+            defer { (state.failureLoggedAt, state.unlogged, state.unloggedMutations) = (now, 0, 0) }
             let between =
                 state.unlogged == 0
-                ? ""
-                : " (\(state.unlogged) more failures, \(state.unloggedMutations) mutations, since the last line)"
-            return "journal write or fsync failed: \(reason); \(mutations) mutations answered 503" + between
+                ? "" : " (\(state.unlogged) more failures, \(state.unloggedMutations) mutations, since the last line)"
+            return "\(what) failed: \(reason); \(mutations) mutations answered 503" + between
         }
-        if let line { logger.error(line) }
+        if let line { log(.error, line) }
     }
 
-    /// A write and its sync succeeded.
+    /// A try succeeded.
     func succeeded() {
         guard failing.load(ordering: .relaxed) else { return }
-        failing.store(false, ordering: .relaxed)
-        let (failures, mutations) = state.withLock { state in
-            defer { (state.loggedAt, state.unlogged, state.unloggedMutations) = (nil, 0, 0) }
-            defer { (state.failures, state.refusedMutations) = (0, 0) }
-            return (state.failures, state.refusedMutations)
+        let now = MonotonicClock.now()
+        let line: String? = state.withLock { state in
+            guard failing.load(ordering: .relaxed) else { return nil }
+            failing.store(false, ordering: .relaxed)
+            if let loggedAt = state.recoveryLoggedAt, now - loggedAt < 1000 { return nil }
+            defer { (state.recoveryLoggedAt, state.failures, state.refusedMutations) = (now, 0, 0) }
+            return "\(what) succeeds again, after \(state.failures) failures that answered \(state.refusedMutations) "
+                + "mutations 503"
         }
-        logger.log(
-            .notice, "journal writes succeed again, after \(failures) failures that answered \(mutations) mutations 503"
-        )
+        if let line { log(.notice, line) }
     }
 }

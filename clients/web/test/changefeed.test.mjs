@@ -289,6 +289,15 @@ describe("backoff", () => {
         assert.deepEqual(statuses, ["connecting", "retrying", "missing", "stopped"]);
         assert.equal(errors.length, 1);
         assert.equal(errors[0].status, 404);
+
+        // A view's 404 says view_not_found.
+        const viewStatuses = [];
+        const missingView = () => Promise.resolve(new Response(JSON.stringify({ error: { code: "view_not_found" } }), { status: 404 }));
+        const view = subscribe("http://test", "v", { onStatus: (status) => viewStatuses.push(status) }, { kind: "view", fetch: missingView, missingRetryMs: 10 });
+        const viewDeadline = Date.now() + 2000;
+        while (!viewStatuses.includes("missing") && Date.now() < viewDeadline) await new Promise((resolve) => setTimeout(resolve, 5));
+        await view.unsubscribe();
+        assert.deepEqual(viewStatuses, ["connecting", "missing", "stopped"]);
     });
 
     test("kind view follows /v1/views/NAME, polling and streaming; another kind is refused at once", async () => {

@@ -245,6 +245,7 @@ final class PostgresJournal: Journal {
     }
 
     var storeState: StoreState? { metrics.isUp ? .up : .down }
+    var isShared: Bool { true }
 
     func metricsText() -> String { metrics.render(housekeepingJobs: housekeeper.backlog) }
 
