@@ -280,6 +280,8 @@ import Testing
                 "/v1/collections/c/items/j\(index)", ["data": String(repeating: "x", count: 200)])
             if response.status == 503 { failures += 1 }
         }
+        // The log is read from the server's pipe as it comes: waited for, not read at once.
+        #expect(waitUntil(timeout: 10) { server.logCount(of: "journal write or fsync failed") >= 1 })
         let lines = server.logCount(of: "journal write or fsync failed")
         #expect(failures == 41)
         #expect(lines >= 1 && lines <= Int(Date().timeIntervalSince(failingSince)) + 2, "\(lines) lines")
@@ -307,8 +309,10 @@ import Testing
         #expect(try server.client.get("/healthz").text == #"{"status":"ok"}"#)
         #expect(try server.metric("changeserver_store_up") == 1)
         #expect(
-            server.logCount(of: "journal write or fsync succeeds again, after 41 failures that answered 41 mutations")
-                == 1)
+            waitUntil(timeout: 10) {
+                server.logCount(
+                    of: "journal write or fsync succeeds again, after 41 failures that answered 41 mutations") == 1
+            })
         #expect(server.stop() == 0)
         let restarted = try ServerProcess(dataDirectory: directory)
         let items =

@@ -695,6 +695,14 @@ final class HTTPServer: @unchecked Sendable {
             exchange.droppedBodyBytes = length
             return respond(exchange, tooLarge(handler))
         }
+        // libmicrohttpd reads a body into the connection's memory left after the headers; with none left it waits
+        // for good, and the client with it (0.9.75, probed: headers that left one byte by `requestPoolBytes`, at
+        // every `--connection-memory`). Answered at once: a refusal kept for after the body would never be sent.
+        if length > 0 || transferCoding != nil,
+            requestPoolBytes(of: exchange) + Self.bodyReadRoom > options.connectionMemory
+        {
+            return respond(exchange, handler.response(to: .headersTooLarge(limit: options.connectionMemory)))
+        }
         if refusal == nil, !leavesRoomForCommittedAnswer(exchange) {
             refusal = handler.response(to: .headersTooLarge(limit: options.connectionMemory))
         }
@@ -916,6 +924,9 @@ final class HTTPServer: @unchecked Sendable {
 
     /// Pool bytes MHD spends on each request header or query argument besides its text.
     static let poolBytesPerValue = 64
+    /// Pool bytes a request with a body leaves at least, for libmicrohttpd to read the body into: with one it read
+    /// (a byte at a time), with none it hung; the margin covers the pool's alignment, which the estimate leaves out.
+    static let bodyReadRoom = 64
     /// Pool bytes MHD adds to a response's headers: the status line (with the status's reason phrase, up to 31
     /// bytes for `431`), `Date`, `Content-Length` and the blank line, with a margin for its alignment and for the
     /// `Connection` header it adds on a connection that closes (HTTP/1.0, `Connection: close`).

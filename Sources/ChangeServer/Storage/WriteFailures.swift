@@ -3,14 +3,16 @@ import Synchronization
 /// One kind of the file journal's failures (its writes and syncs, or with `--fsync interval` its syncs alone), for
 /// its log, `/healthz` and `/metrics`. A disk that fails every write (full, gone, read-only) logged a line per
 /// failed batch, thousands a second, on a disk that may be the log's too, and `/healthz` said nothing of it. Now
-/// failures are logged at most once a second, each line counting those since the last, and so is the word that
-/// they succeed again (a disk that fails every other write logs two lines a second, not two per write); meanwhile
-/// the journal reads as down.
+/// failures are logged at most once a second, each line counting those since the last, and the word that they
+/// succeed again follows each failure line (a disk that fails every other write logs two lines a second, not two
+/// per write, and the log never ends on a failure while writes succeed); meanwhile the journal reads as down.
 final class WriteFailures: Sendable {
     private struct State {
         /// When a failure, and when a recovery, was last logged (monotonic milliseconds).
         var failureLoggedAt: Int64?
         var recoveryLoggedAt: Int64?
+        /// Whether a failure line came after the last recovery line.
+        var failureLoggedSinceRecovery = false
         /// Failures not logged since the last failure line, and the mutations they answered `503`.
         var unlogged = 0
         var unloggedMutations = 0
@@ -49,6 +51,7 @@ final class WriteFailures: Sendable {
                 return nil
             }
             defer { (state.failureLoggedAt, state.unlogged, state.unloggedMutations) = (now, 0, 0) }
+            state.failureLoggedSinceRecovery = true
             let between =
                 state.unlogged == 0
                 ? "" : " (\(state.unlogged) more failures, \(state.unloggedMutations) mutations, since the last line)"
@@ -64,8 +67,13 @@ final class WriteFailures: Sendable {
         let line: String? = state.withLock { state in
             guard failing.load(ordering: .relaxed) else { return nil }
             failing.store(false, ordering: .relaxed)
-            if let loggedAt = state.recoveryLoggedAt, now - loggedAt < 1000 { return nil }
+            // Held back only when no failure was logged since the last recovery line: the log never ends on a
+            // failure while the journal is well.
+            if let loggedAt = state.recoveryLoggedAt, now - loggedAt < 1000, !state.failureLoggedSinceRecovery {
+                return nil
+            }
             defer { (state.recoveryLoggedAt, state.failures, state.refusedMutations) = (now, 0, 0) }
+            state.failureLoggedSinceRecovery = false
             return "\(what) succeeds again, after \(state.failures) failures that answered \(state.refusedMutations) "
                 + "mutations 503"
         }

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import Testing
 
@@ -28,6 +29,23 @@ import Testing
         #expect(
             logged.dropFirst().first
                 == "notice journal write succeeds again, after 1 failures that answered 2 mutations 503")
+    }
+
+    /// A recovery held back (within a second of the last one) is logged all the same when a failure was logged
+    /// since: else the log could end on that failure while the journal is well.
+    @Test func aRecoveryAfterALoggedFailureIsLogged() throws {
+        let lines = Mutex<[String]>([])
+        let failures = WriteFailures("journal write") { _, line in lines.withLock { $0.append(line) } }
+        failures.failed("No space left on device", mutations: 1)
+        failures.succeeded()
+        // Past the failures' second, within the recoveries' (measured: the loop may be slow).
+        let started = MonotonicClock.now()
+        while MonotonicClock.now() - started < 1050 { usleep(10_000) }
+        failures.failed("No space left on device", mutations: 1)
+        failures.succeeded()
+        let logged = lines.withLock { $0 }
+        #expect(logged.count == 4, "\(logged)")
+        #expect(logged.last?.hasPrefix("journal write succeeds again, after 1 failures") == true, "\(logged)")
     }
 
     @Test func aRecoveryCountsTheFailuresSinceTheLastOne() {
