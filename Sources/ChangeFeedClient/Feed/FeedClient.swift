@@ -24,11 +24,9 @@ public struct FeedClient: Sendable {
         /// The member naming the collection or view in answers.
         var bodyKey: String { rawValue }
 
-        /// Whether a `404`'s body says that the collection (or view) does not exist, rather than that there is no
-        /// such route (a base URL with a wrong path), or being a front's own page.
-        func isNotFound(_ body: Data) -> Bool {
-            WireDecoding.error(Array(body)).code == (self == .collection ? "collection_not_found" : "view_not_found")
-        }
+        /// The code of a `404` saying that the collection (or view) does not exist, rather than that there is no
+        /// such route (a base URL with a wrong path).
+        var notFoundCode: ServerErrorCode { self == .collection ? .collectionNotFound : .viewNotFound }
     }
 
     /// The server, for example `http://127.0.0.1:8080`.

@@ -99,25 +99,43 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 isMissing = true
                 deletedEpoch = polledSince?.epoch
                 return .missing
-            case 404 where WireDecoding.error(Array(answer.body)).code == "route_not_found":
-                // The server has no such route: a base URL with a wrong path. Waiting would not make it exist.
+            case 404:
+                return try await notFound(answer, polledSince: polledSince)
+            case 408, 429, 500...599:
+                try await wait(after: .failure, retryAfter: answer.retryAfter)
+                return nil
+            default:
                 let error = WireDecoding.error(Array(answer.body))
                 throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
-            case 404 where !client.kind.isNotFound(answer.body):
+            }
+        }
+
+        /// A `404`: the collection or view missing, no such route, or a front's own page.
+        private mutating func notFound(_ answer: HTTPAnswer, polledSince: Version?) async throws -> FeedEvent? {
+            let error = WireDecoding.error(Array(answer.body))
+            switch ServerErrorCode(rawValue: error.code) {
+            case .routeNotFound:
+                // The server has no such route: a base URL with a wrong path. Waiting would not make it exist.
+                throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
+            case client.kind.notFoundCode:
+                break
+            default:
                 // Not the server's word that the collection or view is missing: a front's own page (a proxy being
                 // deployed, say). Retried as a failure.
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
                 return nil
-            case 404 where polledSince == nil && !isMissing:
+            }
+            switch polledSince {
+            case nil where !isMissing:
                 // A reset found nothing: the server answers, so the failures before (a server still starting) end.
                 failures = 0
                 isMissing = true
                 return .missing
-            case 404 where polledSince == nil:
+            case nil:
                 // Still missing: asked again at a steady pace, so that it is seen soon after it is made.
                 try await Task.sleep(for: client.missingRetryDelay(atLeast: answer.retryAfter))
                 return nil
-            case 404:
+            case .some:
                 // With several servers, one may not have applied a creation the others did yet (milliseconds): a
                 // poll with `since` that meets a `404` waits and asks again. After three in a row the collection is
                 // gone (deleted while the app was away, say): a reset asks whether it exists.
@@ -129,12 +147,6 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 }
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
                 return nil
-            case 408, 429, 500...599:
-                try await wait(after: .failure, retryAfter: answer.retryAfter)
-                return nil
-            default:
-                let error = WireDecoding.error(Array(answer.body))
-                throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
             }
         }
 

@@ -120,4 +120,9 @@ enum WireDecoding {
 enum ServerErrorCode: String {
     /// A poll held on a collection or view that was deleted (`410`).
     case collectionDeleted = "collection_deleted"
+    /// No collection, or view, of that name (`404`).
+    case collectionNotFound = "collection_not_found"
+    case viewNotFound = "view_not_found"
+    /// No route for the request's path (`404`): a base URL with a wrong path.
+    case routeNotFound = "route_not_found"
 }
