@@ -122,6 +122,45 @@ import Testing
             })
     }
 
+    /// A `304` says the length of the body it stands for (RFC 9110 §8.6 allows no other `Content-Length`; a cache
+    /// that took `0` for the stored body's length would truncate it): snapshots read the quick way and the usual way
+    /// (a token), one too large to be kept encoded, the feed's reset and changes, and the web client's files; each
+    /// on one keep-alive connection that goes on reading the next answer right after it.
+    @Test(arguments: [false, true]) func aNotModifiedAnswerHasTheLengthOfTheFullOne(withToken: Bool) throws {
+        let server = try ServerProcess(withToken ? ["--read-token", "r", "--write-token", "w"] : [])
+        let auth = withToken ? ["Authorization": "Bearer w"] : [:]
+        let client = Client(port: server.port, receiveTimeout: 60)
+        #expect(try client.put("/v1/collections/c", Self.inbox, headers: auth).status == 201)
+        let items = (0..<20_000).map { ["id": "item-\($0)", "data": ["text": String(repeating: "x", count: 60)]] }
+        #expect(
+            try client.put("/v1/collections/big", ["sections": [["id": "s", "items": items]]], headers: auth).status
+                == 201)
+        let first = try #require(try client.get("/v1/collections/c", headers: auth).header("ETag"))
+        #expect(try client.put("/v1/collections/c/items/m9", ["data": 9], headers: auth).status == 201)
+        let paths = [
+            "/v1/collections/c", "/v1/collections/big", "/v1/collections/c/changes",
+            "/v1/collections/c/changes?since=\(first.dropFirst().dropLast())", "/v1/client/changefeed.js",
+        ]
+        let connection = try HTTPConnection(port: server.port, receiveTimeout: 60)
+        for path in paths {
+            connection.sendRequest("GET", path, headers: auth)
+            let full = try connection.readResponse()
+            let tag = try #require(full.header("ETag"), "\(path)")
+            #expect(full.status == 200 && Int(full.header("Content-Length") ?? "") == full.body.count, "\(path)")
+            connection.sendRequest("GET", path, headers: auth.merging(["If-None-Match": tag]) { $1 })
+            let notModified = try connection.readResponse()
+            #expect(notModified.status == 304 && notModified.header("ETag") == tag, "\(path)")
+            #expect(notModified.header("Content-Length") == full.header("Content-Length"), "\(path)")
+            #expect(notModified.headerLineCounts["content-length"] == 1 && notModified.header("Content-Type") == nil)
+            #expect(notModified.header("Cache-Control") == full.header("Cache-Control"), "\(path)")
+            #expect(notModified.header("Vary") == full.header("Vary"), "\(path)")
+            connection.sendRequest("GET", path, headers: auth)
+            let again = try connection.readResponse()
+            #expect(again.status == 200 && again.body == full.body, "the next answer on the connection: \(path)")
+        }
+        #expect(try client.get("/v1/collections/big", headers: auth).body.count > 1 << 20, "not kept encoded")
+    }
+
     @Test func replaceDiffsAndNoOpKeepsVersion() throws {
         let server = try ServerProcess()
         let version1 = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)

@@ -32,7 +32,7 @@ final class EncodedSnapshot: Sendable {
         self.version = version
         self.json = json
         read = .snapshot(json, at: version)
-        notModified = .notModified(at: version)
+        notModified = .snapshotNotModified(answering: read)
     }
 
     /// Snapshots up to this size are kept encoded, one per collection or view (at most this much memory each);
@@ -59,16 +59,16 @@ extension FeedSubject {
         encodedSnapshot.snapshot(at: version)
     }
 
-    /// A read of the subject: `304` when `If-None-Match` names its version, else the snapshot.
+    /// A read of the subject: `304` when `If-None-Match` names its version, else the snapshot. A snapshot too large
+    /// to be kept encoded is encoded for a `304` too, whose `Content-Length` is its length.
     func read(_ request: Request) -> Response {
-        let version = version
-        let cached = cachedSnapshot(at: version)
+        let snapshot = snapshotJSON()
         if let ifNoneMatch = request.listHeader("If-None-Match"),
-            EntityTags(ifNoneMatch).matches(version, weakly: true)
+            EntityTags(ifNoneMatch).matches(snapshot.version, weakly: true)
         {
-            return cached?.notModified ?? .notModified(at: version)
+            return snapshot.notModified
         }
-        return (cached ?? snapshotJSON()).read
+        return snapshot.read
     }
 }
 

@@ -6,6 +6,10 @@ struct Response: Sendable {
     /// Set on a response that answers many requests byte for byte (`ResponseShare`); a copy that is changed
     /// afterwards is its own response again.
     var share: ResponseShare?
+    /// The `Content-Length` of a `304`: the length of the body its `200` would have had, the only value RFC 9110
+    /// §8.6 allows there (libmicrohttpd would write `0`, which a cache could take for the stored body's length).
+    /// Nil for every other response, whose `Content-Length` is its body's.
+    private(set) var notModifiedLength: Int? { didSet { share = nil } }
 
     init(_ status: HTTPStatus, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -36,6 +40,18 @@ struct Response: Sendable {
         }
         return merged
     }
+
+    /// The answer to a conditional read whose `If-None-Match` names `ok`'s tag: `304` with the headers of `ok`
+    /// that RFC 9110 §15.4.5 has it repeat (all but `Content-Type`: `ETag`, `Cache-Control`, `Vary` and the like),
+    /// and the length of `ok`'s body as its `Content-Length`.
+    static func notModified(answering ok: Response) -> Response {
+        var response = Response(.notModified, headers: ok.headers.filter { $0.name != "Content-Type" })
+        response.notModifiedLength = ok.body.count
+        return response
+    }
+
+    /// The `Content-Length` this response is sent with.
+    var contentLength: Int { notModifiedLength ?? body.count }
 
     /// A JSON response; `write` writes the body.
     static func json(

@@ -38,10 +38,17 @@ final class SharedResponse: Sendable {
         var source = response
         source.share = nil
         self.source = source
-        let created: OpaquePointer? = response.body.withUnsafeBytes { body in
-            MHD_create_response_from_buffer(
-                body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
-        }
+        let created: OpaquePointer? =
+            if let length = response.notModifiedLength {
+                // A body of that size that is never read: libmicrohttpd sends no body with a `304`, but writes the
+                // size it is given as the `Content-Length`.
+                MHD_create_response_from_callback(UInt64(length), 1024, Self.neverRead, nil, nil)
+            } else {
+                response.body.withUnsafeBytes { body in
+                    MHD_create_response_from_buffer(
+                        body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
+                }
+            }
         pointer = created
         var complete = created != nil
         if let created {
@@ -57,6 +64,9 @@ final class SharedResponse: Sendable {
         isComplete = complete
         headerBytes = Self.headerBytes(of: response.headers)
     }
+
+    /// The body of a `304`, never asked for; were it asked, the connection would be closed.
+    private static let neverRead: MHD_ContentReaderCallback = { _, _, _, _ in -2 }
 
     /// Bytes header lines take in a connection's memory pool, as `name: value\r\n`.
     static func headerBytes(of headers: [(name: String, value: String)]) -> Int {
@@ -95,7 +105,7 @@ final class SharedResponse: Sendable {
             bytes += "\r\n".utf8
         }
         bytes += "Content-Length: ".utf8
-        bytes.appendDecimal(response.body.count)
+        bytes.appendDecimal(response.contentLength)
         bytes += "\r\n\r\n".utf8
         if includingBody { bytes += response.body }
         return bytes

@@ -35,19 +35,16 @@ extension App {
             let version = snapshot.version
             let tag = FeedCaching.resetEntityTag(version)
             let headers = caching.headers(.reset) + [("ETag", tag)]
-            if ifNoneMatch?.matchesWeakly(tag) == true {
-                return .respond(Response(.notModified, headers: headers))
+            let ok = Response.json(.ok, headers: headers) { writer in
+                writer.object { writer in
+                    writer.field(subject.kind.key, subject.name)
+                    writer.field("reset") { $0.raw("true") }
+                    writer.field("to", version.description)
+                    writer.field("next", FeedCaching.next(to: version, timeout: timeout))
+                    writer.field("snapshot") { $0.raw(snapshot.json) }
+                }
             }
-            return .respond(
-                .json(.ok, headers: headers) { writer in
-                    writer.object { writer in
-                        writer.field(subject.kind.key, subject.name)
-                        writer.field("reset") { $0.raw("true") }
-                        writer.field("to", version.description)
-                        writer.field("next", FeedCaching.next(to: version, timeout: timeout))
-                        writer.field("snapshot") { $0.raw(snapshot.json) }
-                    }
-                })
+            return .respond(ifNoneMatch?.matchesWeakly(tag) == true ? .notModified(answering: ok) : ok)
         }
         let (current, changeset) = subject.changes(since: since)
         guard let changeset else {
@@ -66,15 +63,13 @@ extension App {
         if !changeset.isEmpty || current != since {
             let tag = FeedCaching.entityTag(from: since, to: current)
             let headers = caching.headers(.changes) + [("ETag", tag)]
-            if ifNoneMatch?.matchesWeakly(tag) == true {
-                return .respond(Response(.notModified, headers: headers))
-            }
-            metrics.changesetsDelivered(1)
             let next = FeedCaching.next(to: current, timeout: timeout)
-            return .respond(
-                .json(.ok, headers: headers) {
-                    $0.feedChanges(subject.kind, name: subject.name, changeset: changeset, next: next)
-                })
+            let ok = Response.json(.ok, headers: headers) {
+                $0.feedChanges(subject.kind, name: subject.name, changeset: changeset, next: next)
+            }
+            if ifNoneMatch?.matchesWeakly(tag) == true { return .respond(.notModified(answering: ok)) }
+            metrics.changesetsDelivered(1)
+            return .respond(ok)
         }
         if timeout == 0 { return .respond(emptyAnswer(subject, since, timeout, cursor, caching)) }
         guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }

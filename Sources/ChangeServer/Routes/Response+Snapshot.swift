@@ -14,10 +14,9 @@ extension Response {
         return response
     }
 
-    /// The answer to a read whose `If-None-Match` names the current version.
-    static func notModified(at version: Version) -> Response {
-        var response = Response(
-            .notModified, headers: [("ETag", EntityTags.quoted(version)), ("Cache-Control", snapshotCacheControl)])
+    /// The answer to a read whose `If-None-Match` names the version of `read`, a `snapshot`: shared as it is.
+    static func snapshotNotModified(answering read: Response) -> Response {
+        var response = Response.notModified(answering: read)
         response.share = ResponseShare()
         return response
     }

@@ -16,10 +16,11 @@ extension App {
         guard let name = Self.assetPaths[path], let file = EmbeddedWeb.files[name] else {
             return .error(.routeNotFound(path))
         }
-        let headers = [("Cache-Control", "no-cache"), ("ETag", file.etag)]
+        let headers = [("Content-Type", file.contentType), ("Cache-Control", "no-cache"), ("ETag", file.etag)]
+        let ok = Response(.ok, headers: headers, body: Array(file.text.utf8))
         if let tags = request.listHeader("If-None-Match"), EntityTags(tags).matchesWeakly(file.etag) {
-            return Response(.notModified, headers: headers)
+            return .notModified(answering: ok)
         }
-        return Response(.ok, headers: [("Content-Type", file.contentType)] + headers, body: Array(file.text.utf8))
+        return ok
     }
 }

@@ -12,8 +12,8 @@ import Testing
         weak var builtWithExtra: SharedResponse?
         do {
             let version = Version(epoch: "e", seq: 1)
-            let response =
-                notModified ? Response.notModified(at: version) : Response.snapshot(Array("{}".utf8), at: version)
+            let read = Response.snapshot(Array("{}".utf8), at: version)
+            let response = notModified ? Response.snapshotNotModified(answering: read) : read
             let share = response.share
             #expect(share != nil)
             let shared = share?.shared(response)
