@@ -3,7 +3,7 @@ import ProcessSupport
 import Testing
 
 /// Issue 14 against a real server process: what a hostile client or a bad day could do, and now cannot.
-@Suite struct LiveHardeningTests {
+@Suite(.tags(.liveServer)) struct LiveHardeningTests {
     /// Kilobytes of a `/proc/<pid>/status` field (`VmRSS`, `VmHWM`).
     private func memory(_ server: ServerProcess, _ field: String) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(server.process.processIdentifier)/status", encoding: .utf8))

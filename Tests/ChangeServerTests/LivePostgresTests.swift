@@ -6,7 +6,7 @@ import Testing
 @testable import ChangeServer
 
 /// Several real servers on one real PostgreSQL (`--postgres`), started by the tests on free loopback ports.
-@Suite(.serialized) struct LivePostgresTests {
+@Suite(.serialized, .tags(.liveServer)) struct LivePostgresTests {
     /// Two servers started at the same moment on an empty database both set up the schema (once, under the
     /// advisory lock) and serve; what one writes, the other serves. `--data-dir` is unused with `--postgres`: a disk
     /// reserve larger than any disk refuses nothing.

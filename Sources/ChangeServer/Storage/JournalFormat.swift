@@ -26,7 +26,8 @@ enum JournalFormat {
     /// append must also write the file's new size; after a write over bytes already there it writes the data alone,
     /// which took about two thirds of the time on this project's machines.
     static let preallocation = 1 << 20
-    /// A sync mark's payload starts with these bytes. A record's payload starts with its kind (1 to 6), never 0.
+    /// A sync mark's payload starts with these bytes. A record's payload starts with its kind (1 to 7,
+    /// `JournalRecord.Kind`), never 0.
     static let markTag: [UInt8] = [0] + Array("SYNCED!".utf8)
     static let markPayloadSize = markTag.count + 8
     static let markFrameSize = frameHeaderSize + markPayloadSize

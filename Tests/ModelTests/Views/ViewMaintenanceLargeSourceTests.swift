@@ -5,7 +5,7 @@ import Testing
 /// A source large enough to be filtered in parts on several threads (`LiveView.filter`), with free item slots
 /// and items whose slots are not in the content's order, and a view large enough to be rebuilt on two threads
 /// (`LiveView.derive`, `VersionedCollection.replace`): the view is what the naive evaluation gives.
-@Suite struct LiveViewLargeSourceTests {
+@Suite struct ViewMaintenanceLargeSourceTests {
     static func item(_ number: Int) -> Item {
         Item(
             id: "i\(number)",

@@ -5,7 +5,7 @@ import Testing
 /// Random sources under random op batches, `PUT` replacements, deletion and re-creation, seen through random
 /// view definitions (and redefinitions): after every step the view equals the naive evaluation, and every
 /// changeset, single or coalesced from any kept version, passes the UIKit model with minimal moves.
-@Suite struct LiveViewPropertyTests {
+@Suite struct ViewMaintenancePropertyTests {
     /// What a run did, to assert that the loops really tested something.
     struct Counts {
         var batches = 0
@@ -117,7 +117,7 @@ import Testing
 
 /// Large source changes take the other path (the content rebuilt from the index and diffed in full): the same
 /// properties hold there.
-@Suite struct LiveViewBulkTests {
+@Suite struct ViewMaintenanceBulkTests {
     @Test func largeReplacementsRebuildTheContent() throws {
         var checked = 0
         for seed in UInt64(1)...20 {

@@ -3,7 +3,7 @@ import Testing
 @testable import Model
 
 /// The example of API.md's Views section, changeset by changeset, and the life of a view whose source goes.
-@Suite struct LiveViewExampleTests {
+@Suite struct ViewMaintenanceExampleTests {
     static func task(_ id: String, _ status: String, _ priority: Int) -> Item {
         Item(id: id, data: json("{\"priority\":\(priority),\"status\":\"\(status)\"}"))
     }
