@@ -79,6 +79,7 @@ final class Committer: Sendable {
             return true
         }
         guard let (result, publications) = apply(record, waiting: waiting) else { return false }
+        if case .rejected(.collectionNotFound(let name)) = result { journal.noteMissingCollection(name) }
         report(result)
         publications.forEach(publish)
         return true

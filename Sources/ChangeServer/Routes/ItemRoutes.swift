@@ -12,7 +12,7 @@ extension App {
         -> RouteResult
     {
         let conditions = try Self.conditions(request)
-        _ = try existing(name)
+        try expectWritable(name)
         return try submit(request, name, connection) { request throws(HTTPError) in
             let upsert = try RequestDecoding.upsert(request.body)
             return .upsert(
@@ -25,10 +25,10 @@ extension App {
         -> RouteResult
     {
         let conditions = try Self.conditions(request)
-        let entry = try existing(name)
-        // With a shared database the item may have been written through another server and not be applied here
-        // yet: the record is journaled all the same, and applying it in order tells whether the item is there.
-        guard committer.isShared || entry.content.withLock({ $0.item(id: id) }) != nil else {
+        // With a shared database the item (and its collection) may have been written through another server and
+        // not be applied here yet: the record is journaled all the same, and applying it in order tells whether
+        // the item is there (`expectWritable`).
+        if !committer.isShared, try existing(name).content.withLock({ $0.item(id: id) }) == nil {
             throw .itemNotFound(id, in: name)
         }
         return try submit(request, name, connection) { _ in

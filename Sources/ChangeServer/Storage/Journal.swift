@@ -21,6 +21,9 @@ protocol Journal: AnyObject, Sendable {
     var isShared: Bool { get }
     /// The journal's own lines of `/metrics`, beyond the shared ones.
     func metricsText() -> String
+    /// One of this server's records was applied and named a collection that is not there (a shared journal takes
+    /// such records: `App.expectWritable`): its rows should not stay in the journal for good.
+    func noteMissingCollection(_ name: String)
 }
 
 /// Whether the journal can take records now (`/healthz` shows it).
@@ -39,4 +42,7 @@ extension Journal {
 
     /// The journal's own lines of `/metrics` (Prometheus text), if it has any beyond the shared ones.
     func metricsText() -> String { "" }
+
+    /// A local journal never takes such a record (routes refuse it first), and snapshots compact whatever it holds.
+    func noteMissingCollection(_ name: String) {}
 }

@@ -890,6 +890,15 @@ final class PostgresJournal: Journal {
         }
     }
 
+    /// Snapshots the collection (as not there, unless a later record created it) so that its records are purged
+    /// after `purgeDelay`, as a deleted collection's are: a write through this server to a collection it had not
+    /// applied is journaled (`App.expectWritable`), and one to a name that was never created would otherwise leave
+    /// its rows for good.
+    func noteMissingCollection(_ name: String) {
+        _ = owedSnapshots.withLock { $0.insert(name) }
+        trySnapshotsOwedLater()
+    }
+
     /// Deletes, after `purgeDelay`, the records of each deleted collection up to the given sequence, where a stored
     /// snapshot covers them (a collection of that name written since keeps its later records).
     func purgeLater(_ deleted: [String: Int64]) {
