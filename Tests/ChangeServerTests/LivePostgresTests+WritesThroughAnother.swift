@@ -84,3 +84,31 @@ extension LivePostgresTests {
         #expect(try eventually { try server.client.get("/v1/collections/never").status == 200 })
     }
 }
+
+/// A follower whose backend hangs (stopped here, as a frozen or stuck backend would be) is found out after
+/// `--postgres-timeout` and reads again on a new connection: a write through its server to a collection another
+/// server wrote first, which waits for the follower to read that write, is answered within seconds, not held for
+/// as long as the backend hangs, and the store is reported down meanwhile.
+extension LivePostgresTests {
+    @Test func aStalledFollowerIsReplacedAndTheWritesWaitingForItAreAnswered() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("follower")
+        let a = try ServerProcess(["--postgres", url, "--postgres-timeout", "2"])
+        let backend = try followerBackend(cluster, database: "follower")
+        let b = try ServerProcess(["--postgres", url])
+        #expect(try b.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        #expect(try eventually { try a.client.get("/v1/collections/c").status == 200 })
+        kill(backend, SIGSTOP)
+        defer { kill(backend, SIGCONT) }
+        #expect(try b.client.put("/v1/collections/c/items/b", ["data": 1]).status == 201)
+        let started = Date()
+        let written = try Client(port: a.port, receiveTimeout: 60).put("/v1/collections/c/items/a", ["data": 2])
+        let waited = Date().timeIntervalSince(started)
+        #expect(written.status == 201 && waited < 20, "answered \(written.status) after \(waited) s")
+        #expect(a.log.contains("has not answered the follower"))
+        #expect(try eventually { try a.client.get("/healthz").text.contains(#""state":"up""#) })
+        let items = try a.client.get("/v1/collections/c").text
+        #expect(items.contains(#""id":"a""#) && items.contains(#""id":"b""#), "\(items)")
+        #expect(try a.metric("changeserver_store_up") == 1)
+    }
+}

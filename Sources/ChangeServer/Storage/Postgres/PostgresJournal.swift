@@ -52,6 +52,10 @@ final class PostgresJournal: Journal {
         var commitStarted: (at: Int64, bytes: Int)?
         /// Set by the watchdog when that wait went past `stallLimit`: the store is reported down until it ends.
         var isStalled = false
+        /// When the follower sent what it waits for the database to answer (monotonic milliseconds), and its
+        /// connection's socket; nil while it waits for none. Cleared under this lock before the connection can
+        /// be closed, so that the watchdog never ends a socket that is not the follower's.
+        var followerReading: (since: Int64, socket: Int32)?
     }
 
     let delivery: SequencedDelivery
@@ -152,7 +156,10 @@ final class PostgresJournal: Journal {
             $0 = [
                 JoinableThread { [self] in writeLoop() }, JoinableThread { [self] in followLoop() },
                 JoinableThread { [self] in
-                    while watchdogWake.wait(timeout: .now() + 1) == .timedOut { watchCommit() }
+                    while watchdogWake.wait(timeout: .now() + 1) == .timedOut {
+                        watchCommit()
+                        watchFollower()
+                    }
                 },
             ]
         }
@@ -184,6 +191,35 @@ final class PostgresJournal: Journal {
                     + "whether it committed)")
         }
         for record in failed { record.local.done(false) }
+    }
+
+    /// Takes the store as down when the follower has waited for the database longer than `stallLimit`, and ends
+    /// its connection so that it reads again on a new one: a backend that hung (frozen, or stuck) held the follower
+    /// with no bound, and with it every write through this server to a collection other servers write too (applied
+    /// in the database's order, such a write waits for their records before it), while `/healthz` said "up". New
+    /// mutations answer `503` until the follower has read on a new connection.
+    private func watchFollower() {
+        let now = MonotonicClock.now()
+        let stalled: Int64? = queue.withLock { queue in
+            guard let reading = queue.followerReading, now - reading.since >= stallLimit else { return nil }
+            queue.followerReading = nil
+            // Its `PQgetResult` returns with an error, and the follower connects again.
+            Glibc.shutdown(reading.socket, Int32(SHUT_RDWR))
+            return now - reading.since
+        }
+        guard let stalled else { return }
+        if metrics.setFollowerStalled(true) {
+            logger.error(
+                "PostgreSQL has not answered the follower for \(stalled / 1000) s: its connection is ended and made "
+                    + "again; mutations answer 503 until it reads")
+        }
+    }
+
+    /// Notes that the follower waits for the database on `connection` from now on (nil: no longer), for
+    /// `watchFollower`.
+    private func followerReads(on connection: PGConnection?) {
+        let reading = connection.map { (since: MonotonicClock.now(), socket: $0.socket) }
+        queue.withLock { $0.followerReading = reading }
     }
 
     // MARK: Journal
@@ -940,8 +976,13 @@ final class PostgresJournal: Journal {
             guard let current = connection else {
                 do throws(StorageError) {
                     let fresh = try PGConnection(url, role: "follower")
+                    followerReads(on: fresh)
+                    defer { followerReads(on: nil) }
                     try fresh.execute("LISTEN " + PostgresSchema.channel)
                     readSoon = try catchUp(fresh)
+                    if metrics.setFollowerStalled(false) {
+                        logger.warning("the PostgreSQL follower reads again: mutations are accepted")
+                    }
                     connection = fresh
                     if lost { metrics.reconnected() }
                     lost = false
@@ -963,6 +1004,8 @@ final class PostgresJournal: Journal {
                 continue
             }
             do throws(StorageError) {
+                followerReads(on: current)
+                defer { followerReads(on: nil) }
                 var names = queue.withLock { queue in
                     defer { queue.toFollow = [] }
                     return queue.toFollow

@@ -6,6 +6,9 @@ import Synchronization
 final class StoreMetrics: Sendable {
     private struct State {
         var isUp = false
+        /// Set while the follower's wait for the database went past `--postgres-timeout` and it has not read on a
+        /// new connection since (`PostgresJournal.watchFollower`): the store is down then too.
+        var followerStalled = false
         var reconnects = 0
         var remoteRecords = 0
         var catchUps = 0
@@ -21,13 +24,21 @@ final class StoreMetrics: Sendable {
 
     private let state = Mutex(State())
 
-    var isUp: Bool { state.withLock { $0.isUp } }
+    var isUp: Bool { state.withLock { $0.isUp && !$0.followerStalled } }
 
     /// Records whether the database is reachable; returns whether that changed.
     func setUp(_ isUp: Bool) -> Bool {
         state.withLock { state in
             defer { state.isUp = isUp }
             return state.isUp != isUp
+        }
+    }
+
+    /// Records whether the follower is stalled; returns whether that changed.
+    func setFollowerStalled(_ stalled: Bool) -> Bool {
+        state.withLock { state in
+            defer { state.followerStalled = stalled }
+            return state.followerStalled != stalled
         }
     }
 
@@ -56,7 +67,7 @@ final class StoreMetrics: Sendable {
             lines.append("# TYPE \(name) \(type)")
         }
         metric("changeserver_store_up", "gauge", "1 while PostgreSQL is reachable for writes, else 0.")
-        lines.append("changeserver_store_up \(snapshot.isUp ? 1 : 0)")
+        lines.append("changeserver_store_up \(snapshot.isUp && !snapshot.followerStalled ? 1 : 0)")
         metric(
             "changeserver_store_reconnects_total", "counter",
             "Connections to PostgreSQL made again after a loss (the writer's and the follower's).")
