@@ -215,8 +215,8 @@ final class App: Sendable {
         return route
     }
 
-    /// An error's response, whether found when the headers arrived (`screen`) or later; on the feed, `410`s may
-    /// be shared briefly by caches (`FeedCaching`), nothing else.
+    /// An error's response, whether found when the headers arrived (`screen`) or later; on the feed, `410`s and
+    /// `404`s may be shared briefly by caches (`FeedCaching`), nothing else.
     private func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
         var response = Response.error(error)
         if Route.isFeedPath(request.path) {

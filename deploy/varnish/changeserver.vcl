@@ -43,11 +43,12 @@ sub vcl_backend_response {
     if (bereq.url ~ "^/v1/(collections|views)/[^/]+/changes(\?|$)") {
         set beresp.grace = 0s;
         set beresp.keep = 0s;
-        # An answer not to be stored (no-store: a 404, a 429, a 503 at shutdown, every answer with --read-token)
-        # would become, by Varnish's built-in rules, a hit-for-miss object for 120 s, during which identical polls
-        # of that URL no longer wait for one another: each would go to the server. Kept 1 s instead: long enough
-        # that requests for a URL that keeps answering so (a missing collection) are not fed one fetch at a time
-        # from the waiting list, short enough that the polls of a restarted server's clients collapse again.
+        # An answer not to be stored (no-store: a 429, a 503 at shutdown, every answer with --read-token) would
+        # become, by Varnish's built-in rules, a hit-for-miss object for 120 s, during which identical polls of that
+        # URL no longer wait for one another: each would go to the server. Kept 1 s instead: long enough that
+        # requests for a URL that keeps answering so are not fed one fetch at a time from the waiting list, short
+        # enough that the polls of a restarted server's clients collapse again. (A 404 of a missing collection is
+        # stored 2 s, as a 410 is.)
         if (beresp.ttl <= 0s || beresp.http.Cache-Control ~ "(?i)(no-cache|no-store|private)") {
             set beresp.ttl = 1s;
             set beresp.uncacheable = true;

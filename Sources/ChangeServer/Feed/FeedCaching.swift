@@ -12,10 +12,13 @@ import Model
 ///
 /// - Answers with changes: `public, max-age=60`: long enough to collapse a burst of clients arriving at a
 ///   version; any later client at `since` may be served them too, and then polls from their `to`.
-/// - Empty answers (the poll's timeout), resets and `410`s: `public, max-age=2`: long enough for a cache's
-///   waiting requests to be served the answer that just landed (nginx re-checks every 500 ms), short enough that
-///   a late client is not kept on an old version.
-/// - Other errors (`400`, `404`, `429`, `503`) and preflights: `no-store`.
+/// - Empty answers (the poll's timeout), resets, `410`s and `404`s (no such collection or view): `public,
+///   max-age=2`: long enough for a cache's waiting requests to be served the answer that just landed (nginx
+///   re-checks every 500 ms), short enough that a late client is not kept on an old version. A `404` is stored so
+///   that it replaces what the cache held for the URL: nginx keeps an entry that a `no-store` answer would have
+///   replaced, and (with `proxy_cache_use_stale updating`) went on serving a deleted collection's last reset to
+///   the requests that came while another refreshed it, for as long as requests came.
+/// - Other errors (`400`, `429`, `503`) and preflights: `no-store`.
 /// - With `--read-token`: `private, no-store` for every one of them, and nothing else changes.
 struct FeedCaching: Sendable {
     /// What a feed answer is, as far as caches are concerned.
@@ -23,13 +26,14 @@ struct FeedCaching: Sendable {
         case changes
         case empty
         case reset
+        /// `410`, or `404`: the collection or view (or the cursor's epoch of it) is not there.
         case gone
         /// Any other error, or a preflight: never stored.
         case notStored
 
         /// The kind of an error answer of that status.
         init(error status: HTTPStatus) {
-            self = status == .gone ? .gone : .notStored
+            self = status == .gone || status == .notFound ? .gone : .notStored
         }
     }
 

@@ -56,7 +56,9 @@ import Testing
         #expect(seen.count == 21)
     }
 
-    @Test func goneIsSharedBrieflyOtherErrorsAreNotStored() throws {
+    /// A `404` of the feed is shared briefly too, so that it replaces what a cache held for the URL (a deleted
+    /// collection's last reset, which nginx went on serving while `no-store` answers left it in place).
+    @Test func goneAndMissingAreSharedBrieflyOtherErrorsAreNotStored() throws {
         let (server, _) = try server()
         let gone = server.send("GET", "/v1/collections/inbox/changes?since=other.1")
         #expect(gone.status == 410)
@@ -69,7 +71,16 @@ import Testing
             #expect(answer.errorCode == "bad_request", "\(cursor)")
         }
         #expect(server.send("GET", "/v1/collections/inbox/changes?since=other.1&cursor=9007199254740992").status == 410)
-        #expect(server.send("GET", "/v1/collections/ghost/changes").header("Cache-Control") == "no-store")
+        for path in ["/v1/collections/ghost/changes", "/v1/views/ghost/changes"] {
+            let missing = server.send("GET", path)
+            #expect(missing.status == 404 && missing.header("Cache-Control") == "public, max-age=2", "\(path)")
+            #expect(missing.header("Vary") == "Accept", "\(path)")
+        }
+        let badTimeout = server.send("GET", "/v1/collections/inbox/changes?since=other.1&timeout=x")
+        #expect(badTimeout.status == 400 && badTimeout.header("Cache-Control") == "no-store")
+        #expect(server.send("DELETE", "/v1/collections/inbox").status == 204)
+        let deleted = server.send("GET", "/v1/collections/inbox/changes")
+        #expect(deleted.status == 404 && deleted.header("Cache-Control") == "public, max-age=2")
     }
 
     @Test func withReadTokenEveryFeedAnswerIsPrivate() throws {

@@ -280,4 +280,25 @@ describe("streams through nginx (deploy/nginx/changeserver.conf)", { skip: missi
         assert.equal(resumed.events.at(-1).name, "gone");
         assert.equal(resumed.events.at(-1).body.error.code, "collection_deleted");
     });
+
+    // A feed 404 is stored 2 s, so that it replaces the URL's last answer: answered `no-store`, it left that entry
+    // in place, and nginx (proxy_cache_use_stale updating) handed the deleted collection's reset, snapshot and all,
+    // to every poll that came while another refreshed it, for as long as polls came.
+    test("a deleted collection's last answer is not served once a poll has found it gone", { timeout: 60000 }, async () => {
+        const name = `deleted-${seed()}`;
+        await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s", items: [{ id: "secret" }] }] });
+        const url = `${front.url}/v1/collections/${name}/changes?timeout=25`;
+        assert.equal((await fetch(url)).status, 200);
+        await sleep(2500); // the reset's 2 s run out
+        assert.equal((await call(server.url, "DELETE", `/v1/collections/${name}`)).status, 204);
+        const rounds = [];
+        for (let round = 0; round < 3; round += 1) {
+            const answers = await Promise.all(Array.from({ length: 50 }, () => fetch(url).then(async (answer) => ({ status: answer.status, body: await answer.text() }))));
+            rounds.push(answers);
+            await sleep(1000);
+        }
+        const last = rounds.at(-1);
+        assert.deepEqual(new Set(last.map((answer) => answer.status)), new Set([404]), `statuses by round: ${rounds.map((answers) => answers.map((answer) => answer.status).join(",")).join(" | ")}`);
+        assert.ok(last.every((answer) => !answer.body.includes("secret")));
+    });
 });
