@@ -5,6 +5,9 @@ import Glibc
 /// `PQexecParams` with its parameters and results in binary: no SQL is ever built from strings.
 final class PGConnection {
     private let handle: OpaquePointer
+    /// Told `true` before each round trip to the database (a statement, or a pipeline of them) and `false` once it
+    /// returned, on the connection's thread: how long the database leaves one unanswered can then be watched.
+    var roundTrips: ((_ waiting: Bool) -> Void)?
 
     /// Connects (blocking, up to 5 s unless the URL says otherwise): call it on a storage thread, never on an
     /// event loop. `url` is anything libpq accepts: `postgresql://user@host:port/db?sslmode=...` or
@@ -55,6 +58,15 @@ final class PGConnection {
 
     var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
 
+    /// Milliseconds since data last arrived on the connection's socket (the kernel's `TCP_INFO`), or nil when it
+    /// is not a TCP socket (a Unix socket to a local database). Any thread may ask, while the socket is open.
+    static func millisecondsSinceDataArrived(on socket: Int32) -> Int64? {
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        guard getsockopt(socket, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }
+        return Int64(info.tcpi_last_data_recv)
+    }
+
     /// The socket, to wait on for notifications.
     var socket: Int32 { PQsocket(handle) }
 
@@ -65,6 +77,8 @@ final class PGConnection {
     ///   check `isBroken`).
     @discardableResult
     func execute(_ sql: String, _ parameters: [PGParameter] = []) throws(StorageError) -> PGResult {
+        roundTrips?(true)
+        defer { roundTrips?(false) }
         let result = withParameters(parameters) { count, types, values, lengths, formats in
             PQexecParams(handle, sql, count, types, values, lengths, formats, 1)
         }
@@ -88,7 +102,11 @@ final class PGConnection {
                 repeating: .failure(.unavailable(reason: errorMessage)), count: statements.count)
         }
         guard PQenterPipelineMode(handle) == 1 else { return broken() }
-        defer { PQexitPipelineMode(handle) }
+        roundTrips?(true)
+        defer {
+            PQexitPipelineMode(handle)
+            roundTrips?(false)
+        }
         for statement in statements {
             let sent = withParameters(statement.parameters) { count, types, values, lengths, formats in
                 PQsendQueryParams(handle, statement.sql, count, types, values, lengths, formats, 1)

@@ -52,9 +52,10 @@ final class PostgresJournal: Journal {
         var commitStarted: (at: Int64, bytes: Int)?
         /// Set by the watchdog when that wait went past `stallLimit`: the store is reported down until it ends.
         var isStalled = false
-        /// When the follower sent what it waits for the database to answer (monotonic milliseconds), and its
-        /// connection's socket; nil while it waits for none. Cleared under this lock before the connection can
-        /// be closed, so that the watchdog never ends a socket that is not the follower's.
+        /// When the follower sent the round trip it waits for the database to answer (monotonic milliseconds), and
+        /// its connection's socket; nil while it waits for none (`PGConnection.roundTrips`). Cleared under this
+        /// lock once the round trip returns, before the connection can be closed, so that the watchdog never ends
+        /// a socket that is not the follower's.
         var followerReading: (since: Int64, socket: Int32)?
     }
 
@@ -193,7 +194,8 @@ final class PostgresJournal: Journal {
         for record in failed { record.local.done(false) }
     }
 
-    /// Takes the store as down when the follower has waited for the database longer than `stallLimit`, and ends
+    /// Takes the store as down when a round trip of the follower has gone unanswered for `stallLimit`, nothing
+    /// arriving on its socket meanwhile (a page of large records that takes long to come is still coming), and ends
     /// its connection so that it reads again on a new one: a backend that hung (frozen, or stuck) held the follower
     /// with no bound, and with it every write through this server to a collection other servers write too (applied
     /// in the database's order, such a write waits for their records before it), while `/healthz` said "up". New
@@ -201,7 +203,9 @@ final class PostgresJournal: Journal {
     private func watchFollower() {
         let now = MonotonicClock.now()
         let stalled: Int64? = queue.withLock { queue in
-            guard let reading = queue.followerReading, now - reading.since >= stallLimit else { return nil }
+            guard let reading = queue.followerReading, now - reading.since >= stallLimit,
+                PGConnection.millisecondsSinceDataArrived(on: reading.socket).map({ $0 >= stallLimit }) ?? true
+            else { return nil }
             queue.followerReading = nil
             // Its `PQgetResult` returns with an error, and the follower connects again.
             Glibc.shutdown(reading.socket, Int32(SHUT_RDWR))
@@ -215,11 +219,13 @@ final class PostgresJournal: Journal {
         }
     }
 
-    /// Notes that the follower waits for the database on `connection` from now on (nil: no longer), for
-    /// `watchFollower`.
-    private func followerReads(on connection: PGConnection?) {
-        let reading = connection.map { (since: MonotonicClock.now(), socket: $0.socket) }
-        queue.withLock { $0.followerReading = reading }
+    /// Has the follower's connection note each of its round trips for `watchFollower`.
+    private func watchRoundTrips(of connection: PGConnection) {
+        let socket = connection.socket
+        connection.roundTrips = { [self] waiting in
+            let reading = waiting ? (since: MonotonicClock.now(), socket: socket) : nil
+            queue.withLock { $0.followerReading = reading }
+        }
     }
 
     // MARK: Journal
@@ -976,8 +982,7 @@ final class PostgresJournal: Journal {
             guard let current = connection else {
                 do throws(StorageError) {
                     let fresh = try PGConnection(url, role: "follower")
-                    followerReads(on: fresh)
-                    defer { followerReads(on: nil) }
+                    watchRoundTrips(of: fresh)
                     try fresh.execute("LISTEN " + PostgresSchema.channel)
                     readSoon = try catchUp(fresh)
                     if metrics.setFollowerStalled(false) {
@@ -1004,8 +1009,6 @@ final class PostgresJournal: Journal {
                 continue
             }
             do throws(StorageError) {
-                followerReads(on: current)
-                defer { followerReads(on: nil) }
                 var names = queue.withLock { queue in
                     defer { queue.toFollow = [] }
                     return queue.toFollow
