@@ -79,7 +79,10 @@ final class Committer: Sendable {
             return true
         }
         guard let (result, publications) = apply(record, waiting: waiting) else { return false }
-        if case .rejected(.collectionNotFound(let name)) = result { journal.noteMissingCollection(name) }
+        // A deletion's rows are purged as every deletion's are.
+        if case .rejected(.collectionNotFound(let name)) = result, !record.deletesCollection {
+            journal.noteMissingCollection(name)
+        }
         report(result)
         publications.forEach(publish)
         return true

@@ -50,7 +50,7 @@ extension FeedSubject {
         var writer = JSONWriter()
         let written = writeSnapshot(into: &writer)
         let encoded = EncodedSnapshot(version: written, json: writer.bytes)
-        if encoded.json.count <= EncodedSnapshot.cachedLimit { encodedSnapshot.keep(encoded, writtenAt: generation) }
+        encodedSnapshot.keep(encoded, writtenAt: generation)
         return encoded
     }
 
@@ -59,16 +59,16 @@ extension FeedSubject {
         encodedSnapshot.snapshot(at: version)
     }
 
-    /// A read of the subject: `304` when `If-None-Match` names its version, else the snapshot. A snapshot too large
-    /// to be kept encoded is encoded for a `304` too, whose `Content-Length` is its length.
+    /// A read of the subject: `304` when `If-None-Match` names its version, else the snapshot. The `304` says the
+    /// snapshot's length (`Response.notModified(answering:)`): a version not encoded yet is encoded for it, once.
     func read(_ request: Request) -> Response {
-        let snapshot = snapshotJSON()
-        if let ifNoneMatch = request.listHeader("If-None-Match"),
-            EntityTags(ifNoneMatch).matches(snapshot.version, weakly: true)
-        {
-            return snapshot.notModified
+        let tags = request.listHeader("If-None-Match").map(EntityTags.init)
+        let current = version
+        if tags?.matches(current, weakly: true) == true, let notModified = encodedSnapshot.notModified(at: current) {
+            return notModified
         }
-        return snapshot.read
+        let snapshot = snapshotJSON()
+        return tags?.matches(snapshot.version, weakly: true) == true ? snapshot.notModified : snapshot.read
     }
 }
 

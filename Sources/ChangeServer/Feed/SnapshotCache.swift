@@ -8,6 +8,9 @@ import Synchronization
 final class SnapshotCache: Sendable {
     private struct State {
         var snapshot: EncodedSnapshot?
+        /// The `304` of the last snapshot written too large to be kept (`EncodedSnapshot.cachedLimit`), and its
+        /// version: a revalidation of it is answered without encoding it again just to learn its length.
+        var largeNotModified: (version: Version, response: Response)?
         /// Raised by every `invalidate`: a read keeps what it wrote only if none came between.
         var generation: UInt64 = 0
     }
@@ -26,11 +29,26 @@ final class SnapshotCache: Sendable {
         return kept
     }
 
-    /// Keeps `snapshot`, unless the cache was invalidated since `generation` was read.
+    /// The `304` for a read of `version` whose `If-None-Match` names it, if its snapshot was written since the
+    /// last change.
+    func notModified(at version: Version) -> Response? {
+        state.withLock { state in
+            if let kept = state.snapshot, kept.version == version { return kept.notModified }
+            if let large = state.largeNotModified, large.version == version { return large.response }
+            return nil
+        }
+    }
+
+    /// Keeps `snapshot` (only its `304` when it is larger than `EncodedSnapshot.cachedLimit`), unless the cache was
+    /// invalidated since `generation` was read.
     func keep(_ snapshot: EncodedSnapshot, writtenAt generation: UInt64) {
         state.withLock { state in
             guard state.generation == generation else { return }
-            state.snapshot = snapshot
+            if snapshot.json.count <= EncodedSnapshot.cachedLimit {
+                state.snapshot = snapshot
+            } else {
+                state.largeNotModified = (snapshot.version, snapshot.notModified)
+            }
         }
     }
 
@@ -38,6 +56,7 @@ final class SnapshotCache: Sendable {
     func invalidate() {
         state.withLock { state in
             state.snapshot = nil
+            state.largeNotModified = nil
             state.generation &+= 1
         }
     }

@@ -41,6 +41,12 @@ enum JournalRecord: Sendable, Equatable {
             view
         }
     }
+
+    /// Whether the record deletes a collection (`DELETE /v1/collections/{name}`).
+    var deletesCollection: Bool {
+        if case .delete = self { return true }
+        return false
+    }
 }
 
 /// The binary form of journal records (see the README's "Durability" section for the framing around it).

@@ -67,6 +67,14 @@ final class PGConnection {
         return Int64(info.tcpi_last_data_recv)
     }
 
+    /// Ends both directions of a connection's socket from another thread, without closing it: a round trip that
+    /// waits on it returns with an error, and the connection is broken.
+    static func endSocket(_ socket: Int32) {
+        // Linux's SHUT_RDWR: Glibc's constant is not found here by the release build (the debug build finds it).
+        let bothDirections: Int32 = 2
+        shutdown(socket, bothDirections)
+    }
+
     /// The socket, to wait on for notifications.
     var socket: Int32 { PQsocket(handle) }
 

@@ -202,17 +202,18 @@ final class PostgresJournal: Journal {
     /// mutations answer `503` until the follower has read on a new connection.
     private func watchFollower() {
         let now = MonotonicClock.now()
-        let stalled: Int64? = queue.withLock { queue in
+        // The store goes down under the lock the follower takes to put it up again: the follower cannot read again
+        // on a new connection between the two, which would leave the store down for good.
+        let (stalled, wentDown) = queue.withLock { queue -> (Int64?, Bool) in
             guard let reading = queue.followerReading, now - reading.since >= stallLimit,
                 PGConnection.millisecondsSinceDataArrived(on: reading.socket).map({ $0 >= stallLimit }) ?? true
-            else { return nil }
+            else { return (nil, false) }
             queue.followerReading = nil
             // Its `PQgetResult` returns with an error, and the follower connects again.
-            Glibc.shutdown(reading.socket, Int32(SHUT_RDWR))
-            return now - reading.since
+            PGConnection.endSocket(reading.socket)
+            return (now - reading.since, metrics.setFollowerStalled(true))
         }
-        guard let stalled else { return }
-        if metrics.setFollowerStalled(true) {
+        if let stalled, wentDown {
             logger.error(
                 "PostgreSQL has not answered the follower for \(stalled / 1000) s: its connection is ended and made "
                     + "again; mutations answer 503 until it reads")
@@ -872,12 +873,14 @@ final class PostgresJournal: Journal {
             guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
             _ = owedSnapshots.withLock { $0.remove(name) }
             bytesSince[name] = 0
-            let seq =
-                assigned.first { $0.name == name }.map { $0.first + Int64($0.count) - 1 }
-                ?? delivery.lastCommitted(name)
             let isOwed = owed.contains(name)
-            delivery.afterHandingOn(name, seq) { [self] in
+            let snapshot: @Sendable (Int64) -> Void = { [self] seq in
                 copier.withLock { $0 }?(name) { [self] copy in writeSnapshot(name, seq, copy, owed: isOwed) }
+            }
+            if let seq = assigned.first(where: { $0.name == name }).map({ $0.first + Int64($0.count) - 1 }) {
+                delivery.afterHandingOn(name, seq) { snapshot(seq) }
+            } else {
+                delivery.afterHandingOnLastCommitted(name, snapshot)
             }
         }
     }
@@ -985,7 +988,7 @@ final class PostgresJournal: Journal {
                     watchRoundTrips(of: fresh)
                     try fresh.execute("LISTEN " + PostgresSchema.channel)
                     readSoon = try catchUp(fresh)
-                    if metrics.setFollowerStalled(false) {
+                    if queue.withLock({ _ in metrics.setFollowerStalled(false) }) {
                         logger.warning("the PostgreSQL follower reads again: mutations are accepted")
                     }
                     connection = fresh

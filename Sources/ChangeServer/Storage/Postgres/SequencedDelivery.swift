@@ -75,13 +75,15 @@ final class SequencedDelivery: Sendable {
     /// The highest sequence of `name` known committed: the last handed on, or a committed record of this server
     /// still waiting for those before it.
     func lastCommitted(_ name: String) -> Int64 {
-        state.withLock { state in
-            let waiting = (state.held[name] ?? [:]).compactMap { seq, held -> Int64? in
-                if case .local(_, let own) = held, own != .pending { return seq }
-                return nil
-            }
-            return max(state.applied[name] ?? 0, waiting.max() ?? 0)
+        state.withLock { Self.lastCommitted(name, $0) }
+    }
+
+    private static func lastCommitted(_ name: String, _ state: State) -> Int64 {
+        let waiting = (state.held[name] ?? [:]).compactMap { seq, held -> Int64? in
+            if case .local(_, let own) = held, own != .pending { return seq }
+            return nil
         }
+        return max(state.applied[name] ?? 0, waiting.max() ?? 0)
     }
 
     /// The sequence of the last record of `name` handed on.
@@ -243,6 +245,17 @@ final class SequencedDelivery: Sendable {
 
     /// Runs `action` right after record `seq` of `name` is handed on, under this object's lock (so that work it
     /// queues on the collection's lane comes after that record and before the next); at once if it was.
+    /// `afterHandingOn` at `name`'s last committed sequence (`lastCommitted`), read under the same lock, which
+    /// `action` is given. Read apart, a record handed on between the two ran before an action run at once: a
+    /// snapshot's copy then held it, labelled with the sequence before it, and a start applied it twice.
+    func afterHandingOnLastCommitted(_ name: String, _ action: @escaping @Sendable (Int64) -> Void) {
+        state.withLock { state in
+            let seq = Self.lastCommitted(name, state)
+            guard seq > state.applied[name] ?? 0 else { return action(seq) }
+            state.afterHandingOn[name, default: [:]][seq, default: []].append { action(seq) }
+        }
+    }
+
     func afterHandingOn(_ name: String, _ seq: Int64, _ action: @escaping @Sendable () -> Void) {
         state.withLock { state in
             guard seq > state.applied[name] ?? 0 else { return action() }
