@@ -26,4 +26,23 @@ import Testing
         cache.keep(new, writtenAt: cache.generation)
         #expect(cache.snapshot(at: version)?.json == new.json)
     }
+
+    /// A snapshot too large to be kept leaves its `304`, which says its length: a revalidation of it (a cache's,
+    /// before every use of a `no-cache` snapshot) encoded all of it again only to learn that length.
+    @Test func aLargeSnapshotLeavesItsNotModifiedAnswer() {
+        let cache = SnapshotCache()
+        let version = Version(epoch: "e", seq: 3)
+        let large = EncodedSnapshot(
+            version: version, json: [UInt8](repeating: 0x20, count: EncodedSnapshot.cachedLimit + 1))
+        cache.keep(large, writtenAt: cache.generation)
+        #expect(cache.snapshot(at: version) == nil, "its bytes are not kept")
+        let notModified = cache.notModified(at: version)
+        #expect(notModified?.status == .notModified && notModified?.contentLength == EncodedSnapshot.cachedLimit + 1)
+        #expect(cache.notModified(at: Version(epoch: "e", seq: 4)) == nil)
+        cache.invalidate()
+        #expect(cache.notModified(at: version) == nil)
+        let small = EncodedSnapshot(version: version, json: Array("{}".utf8))
+        cache.keep(small, writtenAt: cache.generation)
+        #expect(cache.notModified(at: version)?.contentLength == 2)
+    }
 }
