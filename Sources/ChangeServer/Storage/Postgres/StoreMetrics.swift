@@ -9,6 +9,8 @@ final class StoreMetrics: Sendable {
         /// Set while the follower's wait for the database went past `--postgres-timeout` and it has not read on a
         /// new connection since (`PostgresJournal.watchFollower`): the store is down then too.
         var followerStalled = false
+        /// Whether the store takes writes: the database reachable, and the follower reading.
+        var takesWrites: Bool { isUp && !followerStalled }
         var reconnects = 0
         var remoteRecords = 0
         var catchUps = 0
@@ -24,7 +26,7 @@ final class StoreMetrics: Sendable {
 
     private let state = Mutex(State())
 
-    var isUp: Bool { state.withLock { $0.isUp && !$0.followerStalled } }
+    var isUp: Bool { state.withLock { $0.takesWrites } }
 
     /// Records whether the database is reachable; returns whether that changed.
     func setUp(_ isUp: Bool) -> Bool {
@@ -66,8 +68,10 @@ final class StoreMetrics: Sendable {
             lines.append("# HELP \(name) \(help)")
             lines.append("# TYPE \(name) \(type)")
         }
-        metric("changeserver_store_up", "gauge", "1 while PostgreSQL is reachable for writes, else 0.")
-        lines.append("changeserver_store_up \(snapshot.isUp && !snapshot.followerStalled ? 1 : 0)")
+        metric(
+            "changeserver_store_up", "gauge",
+            "1 while PostgreSQL is reachable for writes and the follower reads from it, else 0.")
+        lines.append("changeserver_store_up \(snapshot.takesWrites ? 1 : 0)")
         metric(
             "changeserver_store_reconnects_total", "counter",
             "Connections to PostgreSQL made again after a loss (the writer's and the follower's).")
