@@ -1,4 +1,3 @@
-import Dispatch
 import Glibc
 import Model
 import Synchronization
@@ -107,12 +106,7 @@ enum Lifecycle {
     /// pipe that nobody reads.
     private static func exit(logging line: String, _ logger: Logger) -> Never {
         logger.log(.notice, line)
-        let written = DispatchSemaphore(value: 0)
-        startThread {
-            LogWriter.standardError.close()
-            written.signal()
-        }
-        _ = written.wait(timeout: .now() + 1)
+        LogWriter.standardError.close()
         _exit(0)
     }
 
@@ -161,10 +155,14 @@ enum Lifecycle {
             var received: Int32 = 0
             sigwait(&set, &received)
             onSignal()
-            // A second signal stops at once, saying so in one write (the log's writer may be what is stuck).
+            // A second signal stops at once, saying so in one write (the log's writer may be what is stuck), and
+            // only when stderr has room for it: a write into a pipe nobody reads would never return.
             sigwait(&set, &received)
             let line = Array("ChangeServer: a second signal (\(received)): exiting at once, with status 1\n".utf8)
-            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            var standardError = pollfd(fd: 2, events: Int16(POLLOUT), revents: 0)
+            if poll(&standardError, 1, 0) == 1 && standardError.revents & Int16(POLLOUT) != 0 {
+                _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            }
             _exit(1)
         }
     }

@@ -83,16 +83,20 @@ final class LogWriter: Sendable {
     /// Lines dropped so far because the writer was behind.
     var droppedLines: Int { state.withLock { $0.dropped } }
 
+    /// How long `close` waits for what is queued to be written.
+    static let closingWait = 1000
+
     /// Writes what is queued and stops the thread (as the process ends); later lines are written at once. Only
-    /// the first call waits for the thread.
-    func close() {
+    /// the first call waits for the thread, and for at most `milliseconds`: a stderr that nobody reads (a log
+    /// shipper stalled, a pipe never drained) must not hold the process up, so its last lines are then lost.
+    func close(waitingAtMost milliseconds: Int = LogWriter.closingWait) {
         let thread = state.withLock { state in
             state.closed = true
             defer { state.thread = nil }
             return state.thread
         }
         wake.signal()
-        thread?.join()
+        _ = thread?.join(within: milliseconds)
     }
 
     /// A wake the writer did not use (both signals of a batch came before it looked at `hurry`) stays with the

@@ -672,7 +672,8 @@ import Testing
     }
 
     /// stderr is a pipe nobody reads: the event loops go on serving, snapshots (which log) go on compacting the
-    /// journal, and the lines that did not fit are counted.
+    /// journal, the lines that did not fit are counted, and a stop still ends the process (it waited for the log's
+    /// writer for good, and a second signal's line blocked too, so only SIGKILL ended it).
     @Test func aStderrNobodyReadsDoesNotFreezeTheServer() throws {
         let probe = try ServerProcess()
         let port = probe.port
@@ -734,6 +735,11 @@ import Testing
         }
         #expect(try metric("changeserver_journal_bytes") <= 16384)
         #expect(try metric("changeserver_log_lines_dropped_total") > 0)
+        let stopped = Date()
+        kill(process.processIdentifier, SIGTERM)
+        #expect(waitUntil(timeout: 20) { !process.isRunning }, "the stop waited for the log")
+        #expect(Date().timeIntervalSince(stopped) < 15)
+        if !process.isRunning { #expect(process.terminationStatus == 0) }
     }
 
     /// Polls whose clients vanished give their descriptors back at once; limits stay under the open-files limit.

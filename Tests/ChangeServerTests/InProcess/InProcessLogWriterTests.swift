@@ -153,6 +153,20 @@ import Testing
         #expect(Array(written.dropFirst(filler)) == expected)
     }
 
+    /// Closing waits for the writer only so long: with stderr stuck, the process must still end.
+    @Test func closingGivesUpOnAWriterStuckOnStderr() throws {
+        let pipe = try Pipe()
+        let filler = pipe.fill()
+        let writer = LogWriter(flushInterval: .seconds(600), descriptor: pipe.write)
+        writer.submit(Array("warning stuck\n".utf8), lines: 1, urgent: true)
+        let started = MonotonicClock.now()
+        writer.close(waitingAtMost: 50)
+        #expect(MonotonicClock.now() - started < 10_000)
+        // The writer is still blocked in its write; reading the pipe lets it finish, with the line.
+        let written = pipe.read(count: filler + 14, within: 20)
+        #expect(Array(written.dropFirst(filler)) == Array("warning stuck\n".utf8))
+    }
+
     @Test(arguments: [0x00, 0x09, 0x1B, 0x1F, 0x7F, 0x80, 0xC3, 0xFF, 0x22, 0x5C])
     func aRequestLineEscapesWhatCouldForgeALine(byte: UInt8) {
         var path = Array("/v1/collections/a".utf8)
