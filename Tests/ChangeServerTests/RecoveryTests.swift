@@ -218,6 +218,35 @@ import Testing
         #expect(Self.items(try recover()) == ["a"])
     }
 
+    /// A snapshot or segment that is there but cannot be read stops recovery with the system's reason: a
+    /// snapshot with the wrong owner was reported as missing ("no snapshot covering the ones before"), which
+    /// invites the wrong repair. A directory in the file's place is what even root cannot read.
+    @Test func anUnreadableSnapshotOrSegmentIsReportedWithItsReason() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        func recover() throws {
+            _ = try Recovery.run(
+                directory, executor: Executor(registry: Registry(), limits: HistoryLimits()),
+                logger: Logger(level: .critical))
+        }
+        try FileManager.default.createDirectory(atPath: directory.snapshotPath, withIntermediateDirectories: false)
+        try #require(FileManager.default.createFile(atPath: directory.segmentPath(2), contents: Data()))
+        #expect {
+            try recover()
+        } throws: { error in
+            "\(error)" == "cannot read the snapshot \(directory.snapshotPath): Is a directory"
+        }
+        try FileManager.default.removeItem(atPath: directory.snapshotPath)
+        try FileManager.default.removeItem(atPath: directory.segmentPath(2))
+        try FileManager.default.createDirectory(atPath: directory.segmentPath(1), withIntermediateDirectories: false)
+        #expect {
+            try recover()
+        } throws: { error in
+            "\(error)" == "cannot read the journal \(directory.segmentPath(1)): Is a directory"
+        }
+    }
+
     @Test func snapshotKeepsContentVersionAndHistory() throws {
         var content = try VersionedCollection(epoch: "e", sections: [Section(id: "s", items: [Item(id: "a")])])
         _ = try content.apply([.insertItems(at: ItemPosition(section: .index(0), index: 0), items: [Item(id: "b")])])

@@ -80,21 +80,45 @@ final class DataDirectory: Sendable {
     }
 }
 
-/// Reads a whole file; nil when it cannot be opened or read to its end (a read error must not pass for a file
-/// that ends early: recovery would cut a journal's records after a bad sector as a torn tail).
-func readWholeFile(_ path: String) -> [UInt8]? {
+/// Why `readFile` could not read a file: the system's reason, or that it ended before its size.
+struct FileReadFailure: Error, CustomStringConvertible {
+    /// There is no such file (`ENOENT`), as opposed to one that cannot be read.
+    let isMissing: Bool
+    let description: String
+
+    init(errno code: Int32) {
+        isMissing = code == ENOENT
+        description = String(cString: strerror(code))
+    }
+
+    private init(description: String) {
+        isMissing = false
+        self.description = description
+    }
+
+    static let endedEarly = FileReadFailure(description: "it ended before the size it had when opened")
+}
+
+/// Reads a whole file. A read error must not pass for a file that ends early (recovery would cut a journal's
+/// records after a bad sector as a torn tail), and one that cannot be read must not pass for one that is not
+/// there (recovery would report a snapshot with the wrong owner as missing).
+func readFile(_ path: String) throws(FileReadFailure) -> [UInt8] {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-    guard descriptor >= 0 else { return nil }
+    guard descriptor >= 0 else { throw FileReadFailure(errno: errno) }
     defer { close(descriptor) }
     var info = stat()
-    guard fstat(descriptor, &info) == 0 else { return nil }
+    guard fstat(descriptor, &info) == 0 else { throw FileReadFailure(errno: errno) }
     var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
     var offset = 0
     while offset < bytes.count {
         let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + offset, $0.count - offset) }
         if count < 0 && errno == EINTR { continue }
-        guard count > 0 else { return nil }
+        if count < 0 { throw FileReadFailure(errno: errno) }
+        guard count > 0 else { throw .endedEarly }
         offset += count
     }
     return bytes
 }
+
+/// `readFile`, nil for any failure.
+func readWholeFile(_ path: String) -> [UInt8]? { try? readFile(path) }

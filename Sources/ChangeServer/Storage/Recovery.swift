@@ -36,7 +36,16 @@ enum Recovery {
         var nextSegment: UInt64 = 1
         var fromSnapshot = 0
         var hasSnapshot = false
-        if let bytes = readWholeFile(directory.snapshotPath) {
+        let snapshotBytes: [UInt8]?
+        do throws(FileReadFailure) {
+            snapshotBytes = try readFile(directory.snapshotPath)
+        } catch {
+            guard error.isMissing else {
+                throw StartupError("cannot read the snapshot \(directory.snapshotPath): \(error)")
+            }
+            snapshotBytes = nil
+        }
+        if let bytes = snapshotBytes {
             let snapshot: SnapshotFile.Contents
             do throws(BinaryReader.Malformed) {
                 snapshot = try SnapshotFile.decode(bytes, limits: executor.limits)
@@ -120,7 +129,12 @@ enum Recovery {
         _ directory: DataDirectory, _ number: UInt64, isLast: Bool, executor: Executor, logger: Logger
     ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
         let path = directory.segmentPath(number)
-        guard let bytes = readWholeFile(path) else { throw StartupError("cannot read the journal \(path)") }
+        let bytes: [UInt8]
+        do throws(FileReadFailure) {
+            bytes = try readFile(path)
+        } catch {
+            throw StartupError("cannot read the journal \(path): \(error)")
+        }
         guard bytes.count >= JournalFormat.headerSize else {
             guard isLast else { throw StartupError("the journal \(path) has no header") }
             logger.warning("the journal \(path) ends inside its header (\(bytes.count) bytes): starting it anew")
