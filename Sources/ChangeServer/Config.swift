@@ -220,6 +220,24 @@ struct Config: Sendable {
             guard !value.isEmpty else { throw UsageError(description: "\(source) must not be empty") }
             return value
         }
+        /// A token a client can send: a header cannot carry a control character, and the server trims the spaces
+        /// around the one it is sent. A secret file written with `echo` ends with a line break, and with it every
+        /// request would be refused `401`.
+        func token() throws(UsageError) -> String {
+            let token = try nonEmpty()
+            if token.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+                throw UsageError(
+                    description:
+                        "\(source) holds a control character (often a line break at its end, as a file written with "
+                        + "echo has), which no client can send in a header: remove it")
+            }
+            if token.utf8.first == 0x20 || token.utf8.last == 0x20 {
+                throw UsageError(
+                    description:
+                        "\(source) starts or ends with a space, which a header's value loses on the way: remove it")
+            }
+            return token
+        }
         switch name {
         case "host": host = try nonEmpty()
         case "port": port = try integer(0...65535)
@@ -241,8 +259,8 @@ struct Config: Sendable {
         case "history": history = try integer(1...1_000_000)
         case "snapshot-bytes": snapshotBytes = try integer(1...(1 << 40))
         case "purge-delay-seconds": purgeDelaySeconds = try integer(0...86_400)
-        case "write-token": writeToken = try nonEmpty()
-        case "read-token": readToken = try nonEmpty()
+        case "write-token": writeToken = try token()
+        case "read-token": readToken = try token()
         case "cors-origin":
             // Browsers send `Origin` as `scheme://host[:port]`: anything else (a trailing slash, a path, a bare
             // host) would never match, and every cross-origin call would fail without a word.

@@ -143,6 +143,25 @@ import Testing
         #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }
     }
 
+    /// A token no client can send (a secret file's line break, a space around it) is refused at the start, not
+    /// left to refuse every request `401`; a space inside one can be sent, and is kept.
+    @Test func aTokenNoClientCanSendIsRefused() throws {
+        for (token, reason) in [
+            ("secret\n", "control character"), ("sec\u{0}ret", "control character"), ("sec\tret", "control character"),
+            ("secret ", "space"), (" secret", "space"),
+        ] {
+            #expect {
+                try Config.parse(arguments: [], environment: ["CHANGESERVER_WRITE_TOKEN": token])
+            } throws: { error in
+                "\(error)".contains("CHANGESERVER_WRITE_TOKEN") && "\(error)".contains(reason)
+            }
+            #expect(throws: Config.UsageError.self) {
+                try Config.parse(arguments: ["--read-token", token], environment: [:])
+            }
+        }
+        #expect(try Config.parse(arguments: ["--read-token", "a b"], environment: [:])?.readToken == "a b")
+    }
+
     @Test func helpIsNil() throws {
         #expect(try Config.parse(arguments: ["--port", "1", "--help"], environment: [:]) == nil)
     }
