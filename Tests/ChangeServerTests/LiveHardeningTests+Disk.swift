@@ -101,6 +101,34 @@ extension LiveHardeningTests {
         #expect(try roomy.client.get("/healthz").text == #"{"status":"ok"}"#)
     }
 
+    /// Below the reserve, a batch of mutations that only delete passes as a `DELETE` does (one that also inserts
+    /// is refused): a client making room in one request was refused `503`.
+    @Test func mutationsThatOnlyDeletePassBelowTheReserve() throws {
+        let data = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let items = (0..<6).map { ["id": "i\($0)"] }
+        do {
+            let server = try ServerProcess(["--disk-reserve-bytes", "0"], dataDirectory: data)
+            #expect(
+                try server.client.put("/v1/collections/c", ["sections": [["id": "s", "items": items]]]).status == 201)
+            #expect(server.stop() == 0)
+        }
+        let server = try ServerProcess(["--disk-reserve-bytes", String(1 << 50)], dataDirectory: data)
+        let deletions = try server.client.mutate(
+            "c", [["op": "deleteItems", "items": ["i0", "i1"]], ["op": "deleteSections", "sections": ["nope"]]])
+        // The second op fails (409), which shows the batch was applied rather than refused for space.
+        #expect(deletions.status == 409 && deletions.errorCode != "insufficient_storage")
+        #expect(try server.client.mutate("c", [["op": "deleteItems", "items": ["i0", "i1"]]]).status == 200)
+        let mixed = try server.client.mutate(
+            "c",
+            [["op": "deleteItems", "items": ["i2"]], ["op": "insertItems", "at": ["s", 0], "items": [["id": "n"]]]])
+        #expect(mixed.status == 503 && mixed.errorCode == "insufficient_storage")
+        #expect(try server.client.put("/v1/collections/c/items/i3", ["data": 1]).errorCode == "insufficient_storage")
+        #expect(try server.client.request("DELETE", "/v1/collections/c/items/i3").status == 200)
+        let left = try server.client.get("/v1/collections/c").object["sections"] as? [[String: Any]]
+        #expect((left?.first?["items"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == ["i2", "i4", "i5"])
+    }
+
     /// A snapshot that could not be written (the disk held the journal but not a second copy of the data) is tried
     /// again a second later once a record comes, not after the journal grew by `--snapshot-bytes` again: the
     /// journal had moved on to a new segment, whose count started over, so a quiet collection kept its journal

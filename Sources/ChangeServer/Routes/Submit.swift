@@ -14,9 +14,13 @@ extension App {
         decode: @escaping @Sendable (Request) throws(HTTPError) -> JournalRecord,
         answer: @escaping @Sendable (Committer.Result) -> Response = App.mutationResponse
     ) throws(HTTPError) -> RouteResult {
-        if request.method != "DELETE" { try checkDiskSpace() }
+        // A `PUT` never only deletes: below the reserve it is refused before its body is decoded. Other records
+        // are looked at once decoded (a `POST` of mutations that only delete passes, as a `DELETE` does).
+        if request.method == "PUT" { try checkDiskSpace() }
         guard request.body.count >= Self.largeBodyBytes else {
-            try submit(try decode(request), connection, answer: answer)
+            let record = try decode(request)
+            if !record.onlyDeletes { try checkDiskSpace() }
+            try submit(record, connection, answer: answer)
             return .later
         }
         committer.onLane(of: name, bulk: true) { [self] in
@@ -25,6 +29,7 @@ extension App {
             let record: JournalRecord
             do throws(HTTPError) {
                 record = try decode(request)
+                if !record.onlyDeletes { try checkDiskSpace() }
             } catch {
                 return connection.answer(.error(error))
             }
@@ -42,8 +47,8 @@ extension App {
         return .later
     }
 
-    /// Below the free-space reserve, writes are refused `503` (deletions pass: their records are small and let a
-    /// client make room), so that the journal leaves the reserve to snapshots, which compact it.
+    /// Below the free-space reserve, writes are refused `503` (deletions pass, `JournalRecord.onlyDeletes`), so
+    /// that the journal leaves the reserve to snapshots, which compact it.
     private func checkDiskSpace() throws(HTTPError) {
         guard let diskSpace, !diskSpace.allowsWrites else { return }
         metrics.writeRefusedForDisk()

@@ -42,6 +42,25 @@ enum JournalRecord: Sendable, Equatable {
         }
     }
 
+    /// Whether the record only deletes (a collection, a view, sections or items): what is still taken below the
+    /// disk reserve, its record being small and letting a client make room.
+    var onlyDeletes: Bool {
+        switch self {
+        case .delete, .deleteView:
+            return true
+        case .ops(_, let ops, _):
+            return !ops.isEmpty
+                && ops.allSatisfy { op in
+                    switch op {
+                    case .deleteSections, .deleteItems: true
+                    default: false
+                    }
+                }
+        case .put, .upsert, .defineView:
+            return false
+        }
+    }
+
     /// Whether the record deletes a collection (`DELETE /v1/collections/{name}`).
     var deletesCollection: Bool {
         if case .delete = self { return true }
