@@ -34,4 +34,47 @@ struct LiveExampleTests {
         #expect(text.components(separatedBy: "mirror matches").count >= 2, "\(text)")
         await server.stopped()
     }
+
+    /// The follower is idle while its poll is held after the server came back. FoundationNetworking keeps the
+    /// write-readiness source it made while connecting, so the first request on a new connection woke it without
+    /// end: the held poll after a restart took a whole core for its time (`FeedClient.Iterator` opens the
+    /// connection with a short request first). Measured on the follower's own process, over a held poll.
+    @Test func aFollowerDoesNotSpinWhileItsPollIsHeldAfterARestart() async throws {
+        let data = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let first = try await ServerProcess.started(dataDirectory: data)
+        let port = first.port
+        try await TestHTTP(baseURL: first.baseURL).mutate("PUT", "/v1/collections/inbox", #"{"sections":[]}"#)
+        let follower = Process()
+        follower.executableURL = ServerProcess.binary.deletingLastPathComponent().appendingPathComponent("FeedFollower")
+        follower.arguments = [first.baseURL.absoluteString, "inbox"]
+        follower.standardOutput = FileHandle.nullDevice
+        try Spawning.run(follower)
+        defer {
+            kill(follower.processIdentifier, SIGKILL)
+            follower.waitUntilExit()
+        }
+        #expect(await waitUntil(timeout: 60) { await first.heldPolls() == 1 })
+        await first.stopped()
+        let second = try await ServerProcess.started(["--port", "\(port)"], dataDirectory: data)
+        #expect(await waitUntil(timeout: 60) { await second.heldPolls() == 1 })
+        let before = try #require(Self.cpuTicks(of: follower.processIdentifier))
+        try await Task.sleep(for: .seconds(3))
+        let used = try #require(Self.cpuTicks(of: follower.processIdentifier)) - before
+        #expect(await second.heldPolls() == 1, "the poll was not held all along")
+        // A spinning follower takes most of the 300 ticks; an idle one, none.
+        #expect(used < 60, "the follower used \(used) ticks of CPU in 3 s while its poll was held")
+        await second.stopped()
+    }
+
+    /// User and system CPU time of a process so far, in clock ticks (`/proc/PID/stat`).
+    static func cpuTicks(of pid: Int32) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = text.lastIndex(of: ")")
+        else { return nil }
+        // After the command's closing parenthesis: state is field 3; utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: end)...].split(separator: " ")
+        guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return user + system
+    }
 }

@@ -118,6 +118,15 @@ public struct FeedClient: Sendable {
         min(max(pollTimeout.components.seconds, 1), Self.maximumPollTimeout.components.seconds)
     }
 
+    /// `GET /healthz` on the server: the short request that opens a connection on Linux
+    /// (`FeedEvents.Iterator.openConnection`).
+    var healthURL: URL? {
+        URL(string: baseURL.absoluteString.trimmingSuffix("/") + "/healthz")
+    }
+
+    /// How long the request that opens a connection may wait for its answer.
+    static let connectionCheckTimeout = Duration.seconds(3)
+
     /// What a name keeps unescaped in the path: a `/` is escaped too, so that a name is one path segment (the
     /// server refuses it as a name, rather than serving another route).
     static let nameAllowed = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))

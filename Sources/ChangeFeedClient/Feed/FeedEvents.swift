@@ -41,6 +41,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var staleResets = 0
         /// `404`s in a row to polls with `since`.
         var notFoundPolls = 0
+        /// Whether the next request may open a connection: the first one, and any after a network error, `408`,
+        /// `429` or `5xx` (the server may have closed the connection, or gone). See `openConnection`.
+        var mayOpenConnection = true
 
         init(client: FeedClient, since: Version?) {
             self.client = client
@@ -63,6 +66,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// One request; an event, or nil after a wait (empty poll, retry, reset to come).
         private mutating func step() async throws -> FeedEvent? {
             try Task.checkCancellation()
+            if mayOpenConnection {
+                guard try await openConnection() else { return nil }
+            }
             let polledSince = since
             let url = try client.feedURL(next: since == nil ? nil : next, since: since)
             let started = ContinuousClock.now
@@ -73,9 +79,11 @@ public struct FeedEvents: AsyncSequence, Sendable {
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
+                mayOpenConnection = true
                 try await wait(after: .failure, retryAfter: nil)
                 return nil
             }
+            mayOpenConnection = false
             switch answer.status {
             case 200:
                 failures = 0
@@ -102,6 +110,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case 404:
                 return try await notFound(answer, polledSince: polledSince)
             case 408, 429, 500...599:
+                // A stopping server closes the connection, and a front may have lost its own.
+                mayOpenConnection = true
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
                 return nil
             default:
@@ -192,6 +202,29 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 goneRepeats = 0
                 return .changes(changeset)
             }
+        }
+
+        /// On Linux, opens the connection a held poll is to use with a short request (`GET /healthz`, whatever its
+        /// answer); true when the poll may go. FoundationNetworking keeps the write-readiness source it makes while
+        /// a connection is being opened, and a socket is always writable: until the first request on a new
+        /// connection is answered, libdispatch wakes without end, a whole core for a held poll's time (after every
+        /// restart of the server, every network change). Requests on a connection already open do not spin. A
+        /// short request that meets no answer spins for its own timeout only, then waits as a failure. A request
+        /// that is not held (a reset) needs no such help, and neither does Apple's URLSession.
+        private mutating func openConnection() async throws -> Bool {
+            #if canImport(FoundationNetworking)
+                guard since != nil, let url = client.healthURL else { return true }
+                do {
+                    _ = try await client.transport.get(url, token: nil, timeout: FeedClient.connectionCheckTimeout)
+                } catch is CancellationError {
+                    throw CancellationError()
+                } catch {
+                    try await wait(after: .failure, retryAfter: nil)
+                    return false
+                }
+                mayOpenConnection = false
+            #endif
+            return true
         }
 
         private enum Cause { case failure, quickRepeat, goneRepeat, staleReset }
