@@ -83,10 +83,15 @@ final class Worker: HTTPHandler, @unchecked Sendable {
                 + "backlog until one closes")
     }
 
+    /// A record in the file journal takes effect all the same; one for PostgreSQL only if its commit was sent
+    /// and succeeded, which a stop while the database hangs may never learn.
     func stoppedWaiting(forSubmitted count: Int) {
+        let outcome =
+            app.committer.isShared
+            ? "each takes effect only if its commit reached PostgreSQL (read before writing it again)"
+            : "they take effect all the same (now, or when the journal is replayed)"
         app.logger.warning(
-            "stopping with \(count) mutations in the journal not applied yet: their connections are closed "
-                + "unanswered; they take effect all the same (now, or when the journal is replayed)")
+            "stopping with \(count) mutations not answered yet: their connections are closed unanswered; \(outcome)")
     }
 
     func handle(_ exchange: Exchange) -> HandlerResult {

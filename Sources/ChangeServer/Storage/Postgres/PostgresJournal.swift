@@ -420,7 +420,7 @@ final class PostgresJournal: Journal {
                 }
                 return queue.isStalled && !current.isBroken && metrics.setUp(true)
             }
-            if cameBack { logger.warning("PostgreSQL answers again: mutations are accepted") }
+            if cameBack { logger.log(.notice, "PostgreSQL answers again: mutations are accepted") }
             if current.isBroken {
                 connection = nil
                 lost = true
