@@ -220,21 +220,23 @@ struct Config: Sendable {
             guard !value.isEmpty else { throw UsageError(description: "\(source) must not be empty") }
             return value
         }
-        /// A token a client can send: a header cannot carry a control character, and the server trims the spaces
-        /// around the one it is sent. A secret file written with `echo` ends with a line break, and with it every
-        /// request would be refused `401`.
+        /// A token a client can send: a header's value carries no control character but the tab, and the server
+        /// trims the spaces and tabs around the one it is sent. A secret file written with `echo` ends with a line
+        /// break, and with it every request would be refused `401`.
         func token() throws(UsageError) -> String {
             let token = try nonEmpty()
-            if token.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+            if token.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
                 throw UsageError(
                     description:
                         "\(source) holds a control character (often a line break at its end, as a file written with "
                         + "echo has), which no client can send in a header: remove it")
             }
-            if token.utf8.first == 0x20 || token.utf8.last == 0x20 {
+            let blank: (UInt8?) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+            if blank(token.utf8.first) || blank(token.utf8.last) {
                 throw UsageError(
                     description:
-                        "\(source) starts or ends with a space, which a header's value loses on the way: remove it")
+                        "\(source) starts or ends with a space or a tab, which a header's value loses on the way: "
+                        + "remove it")
             }
             return token
         }

@@ -71,10 +71,9 @@ enum Lifecycle {
             }
             // A signal came while the server started: the signal's thread ends the process.
             while !serves { sleep(60) }
-            // An IPv6 address in brackets, as in a URL (`[::1]:8080`).
-            let address = config.host.contains(":") ? "[\(config.host)]" : config.host
             logger.log(
-                .notice, "listening on \(address):\(port) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))"
+                .notice,
+                "listening on \(Listener.address(host: config.host, port: port)) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))"
             )
             if let disk = app.diskSpace, !disk.allowsWrites {
                 logger.warning(

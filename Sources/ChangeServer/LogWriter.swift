@@ -35,6 +35,10 @@ final class LogWriter: Sendable {
     private let descriptor: Int32
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
+    /// Signalled once the writer has written what `close` left it, and returned.
+    private let done = DispatchSemaphore(value: 0)
+    /// Bytes written so far: what tells `close` a slow stderr from one that takes nothing.
+    private let written = Atomic<Int>(0)
 
     /// The process's stderr.
     static let standardError = LogWriter()
@@ -83,20 +87,39 @@ final class LogWriter: Sendable {
     /// Lines dropped so far because the writer was behind.
     var droppedLines: Int { state.withLock { $0.dropped } }
 
-    /// How long `close` waits for what is queued to be written.
-    static let closingWait = 1000
+    /// How long `close` waits for stderr to take more of what waits, and how long in all (milliseconds).
+    static let closingStall = 2000
+    static let closingLimit = 5000
 
     /// Writes what is queued and stops the thread (as the process ends); later lines are written at once. Only
-    /// the first call waits for the thread, and for at most `milliseconds`: a stderr that nobody reads (a log
-    /// shipper stalled, a pipe never drained) must not hold the process up, so its last lines are then lost.
-    func close(waitingAtMost milliseconds: Int = LogWriter.closingWait) {
+    /// the first call waits for the thread: while stderr takes what waits, up to `limit` in all, and until it has
+    /// taken nothing for `stall`. A stderr that nobody reads (a log shipper stalled, a pipe never drained) must
+    /// not hold the process up for good, so its last lines are then lost; a slow one keeps them.
+    func close(stalledAfter stall: Int = LogWriter.closingStall, atMost limit: Int = LogWriter.closingLimit) {
         let thread = state.withLock { state in
             state.closed = true
             defer { state.thread = nil }
             return state.thread
         }
         wake.signal()
-        _ = thread?.join(within: milliseconds)
+        guard let thread else { return }
+        let started = MonotonicClock.now()
+        var progressed = started
+        var lastWritten = written.load(ordering: .relaxed)
+        while done.wait(timeout: .now() + .milliseconds(20)) == .timedOut {
+            let now = MonotonicClock.now()
+            let writtenNow = written.load(ordering: .relaxed)
+            if writtenNow != lastWritten {
+                lastWritten = writtenNow
+                progressed = now
+            }
+            if now - progressed >= Int64(stall) || now - started >= Int64(limit) {
+                // Detached, blocked in its write: the process ends around it.
+                _ = thread.join(within: 0)
+                return
+            }
+        }
+        thread.join()
     }
 
     /// A wake the writer did not use (both signals of a batch came before it looked at `hurry`) stays with the
@@ -122,19 +145,27 @@ final class LogWriter: Sendable {
                 for batch in batches { joined += batch }
                 writeAll(joined)
             }
-            if closed { return }
+            if closed {
+                done.signal()
+                return
+            }
         }
     }
+
+    /// The most one system call writes: a blocking write into a pipe returns only once all of it is in, and
+    /// `close` tells a slow stderr from a stuck one by the bytes written meanwhile.
+    static let writeChunk = 16 << 10
 
     private func writeAll(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
             let count = bytes.withUnsafeBytes { buffer in
-                write(descriptor, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
+                write(descriptor, buffer.baseAddress.map { $0 + offset }, min(buffer.count - offset, Self.writeChunk))
             }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return }
             offset += count
+            written.add(count, ordering: .relaxed)
         }
     }
 }

@@ -37,7 +37,7 @@ struct LiveExampleTests {
 
     /// The follower is idle while its poll is held after the server came back. FoundationNetworking keeps the
     /// write-readiness source it made while connecting, so the first request on a new connection woke it without
-    /// end: the held poll after a restart took a whole core for its time (`FeedClient.Iterator` opens the
+    /// end: the held poll after a restart took a whole core for its time (`FeedEvents.Iterator` opens the
     /// connection with a short request first). Measured on the follower's own process, over a held poll.
     @Test func aFollowerDoesNotSpinWhileItsPollIsHeldAfterARestart() async throws {
         let data = try ServerProcess.temporaryDirectory()

@@ -144,11 +144,11 @@ import Testing
     }
 
     /// A token no client can send (a secret file's line break, a space around it) is refused at the start, not
-    /// left to refuse every request `401`; a space inside one can be sent, and is kept.
+    /// left to refuse every request `401`; a space or a tab inside one can be sent, and is kept.
     @Test func aTokenNoClientCanSendIsRefused() throws {
         for (token, reason) in [
-            ("secret\n", "control character"), ("sec\u{0}ret", "control character"), ("sec\tret", "control character"),
-            ("secret ", "space"), (" secret", "space"),
+            ("secret\n", "control character"), ("sec\u{0}ret", "control character"), ("sec\rret", "control character"),
+            ("secret ", "space"), (" secret", "space"), ("secret\t", "tab"),
         ] {
             #expect {
                 try Config.parse(arguments: [], environment: ["CHANGESERVER_WRITE_TOKEN": token])
@@ -160,6 +160,12 @@ import Testing
             }
         }
         #expect(try Config.parse(arguments: ["--read-token", "a b"], environment: [:])?.readToken == "a b")
+        #expect(try Config.parse(arguments: ["--read-token", "a\tb"], environment: [:])?.readToken == "a\tb")
+    }
+
+    @Test func addressesAreWrittenAsInAURL() {
+        #expect(Listener.address(host: "127.0.0.1", port: 8080) == "127.0.0.1:8080")
+        #expect(Listener.address(host: "::1", port: 8080) == "[::1]:8080")
     }
 
     @Test func helpIsNil() throws {

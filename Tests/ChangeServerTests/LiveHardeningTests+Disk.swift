@@ -101,8 +101,32 @@ extension LiveHardeningTests {
         #expect(try roomy.client.get("/healthz").text == #"{"status":"ok"}"#)
     }
 
-    /// Below the reserve, a batch of mutations that only delete passes as a `DELETE` does (one that also inserts
-    /// is refused): a client making room in one request was refused `503`.
+    /// A data directory the server may write in but not list (mode 0333) stops the start. It was taken for an
+    /// empty one: recovery found no segment, and the first write started segment 1 over the journal it could not
+    /// see. As root, the server runs without the capabilities that read any directory.
+    @Test func aDataDirectoryThatCannotBeListedStopsTheStart() throws {
+        let data = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        do {
+            let server = try ServerProcess(dataDirectory: data)
+            #expect(try server.client.put("/v1/collections/kept", ["sections": [["id": "s"]]]).status == 201)
+            #expect(server.stop() == 0)
+        }
+        #expect(chmod(data, 0o333) == 0)
+        let launcher =
+            getuid() == 0 ? ["/usr/bin/setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"] : []
+        #expect {
+            _ = try ServerProcess(dataDirectory: data, launcher: launcher)
+        } throws: { error in
+            "\(error)".contains("cannot list the data directory \(data): Permission denied")
+        }
+        #expect(chmod(data, 0o755) == 0)
+        let restarted = try ServerProcess(dataDirectory: data)
+        #expect(try restarted.client.get("/v1/collections/kept").status == 200)
+    }
+
+    /// Below the reserve, a batch of mutations that only delete passes as a `DELETE` does (one that also inserts,
+    /// or one in a body of 64 KiB or more, is refused): a client making room in one request was refused `503`.
     @Test func mutationsThatOnlyDeletePassBelowTheReserve() throws {
         let data = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: data) }
@@ -124,6 +148,9 @@ extension LiveHardeningTests {
             [["op": "deleteItems", "items": ["i2"]], ["op": "insertItems", "at": ["s", 0], "items": [["id": "n"]]]])
         #expect(mixed.status == 503 && mixed.errorCode == "insufficient_storage")
         #expect(try server.client.put("/v1/collections/c/items/i3", ["data": 1]).errorCode == "insufficient_storage")
+        let large = try server.client.mutate(
+            "c", [["op": "deleteItems", "items": (0..<5000).map { "not-an-item-\($0)" }]])
+        #expect(large.status == 503 && large.errorCode == "insufficient_storage")
         #expect(try server.client.request("DELETE", "/v1/collections/c/items/i3").status == 200)
         let left = try server.client.get("/v1/collections/c").object["sections"] as? [[String: Any]]
         #expect((left?.first?["items"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == ["i2", "i4", "i5"])

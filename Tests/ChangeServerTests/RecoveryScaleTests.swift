@@ -38,7 +38,7 @@ import Testing
             directory, executor: Executor(registry: registry, limits: HistoryLimits()), logger: Logger(level: .critical)
         )
         let seconds = threadCPUSeconds() - started
-        let left = directory.segments().map { ($0, readWholeFile(directory.segmentPath($0))?.count ?? -1) }
+        let left = try directory.segments().map { ($0, readWholeFile(directory.segmentPath($0))?.count ?? -1) }
         return (position, registry, seconds, Dictionary(uniqueKeysWithValues: left))
     }
 
@@ -236,7 +236,7 @@ import Testing
                 directory: directory, segment: 1, size: 0, bytesSinceSnapshot: 0, policy: .never, metrics: Metrics(),
                 logger: Logger(level: .critical))
         }
-        #expect(directory.segments().isEmpty)
+        #expect(try directory.segments().isEmpty)
     }
 }
 

@@ -218,9 +218,9 @@ import Testing
         #expect(Self.items(try recover()) == ["a"])
     }
 
-    /// A snapshot or segment that is there but cannot be read stops recovery with the system's reason: a
-    /// snapshot with the wrong owner was reported as missing ("no snapshot covering the ones before"), which
-    /// invites the wrong repair. A directory in the file's place is what even root cannot read.
+    /// A snapshot or segment that is there but cannot be read stops recovery with the reason: a snapshot with the
+    /// wrong owner was reported as missing ("no snapshot covering the ones before"), which invites the wrong
+    /// repair. A directory in the file's place and a link to nothing are what even root cannot read.
     @Test func anUnreadableSnapshotOrSegmentIsReportedWithItsReason() throws {
         let path = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -235,7 +235,14 @@ import Testing
         #expect {
             try recover()
         } throws: { error in
-            "\(error)" == "cannot read the snapshot \(directory.snapshotPath): Is a directory"
+            "\(error)" == "cannot read the snapshot \(directory.snapshotPath): it is not a regular file"
+        }
+        try FileManager.default.removeItem(atPath: directory.snapshotPath)
+        try FileManager.default.createSymbolicLink(atPath: directory.snapshotPath, withDestinationPath: path + "/gone")
+        #expect {
+            try recover()
+        } throws: { error in
+            "\(error)" == "cannot read the snapshot \(directory.snapshotPath): it is a symbolic link to nothing"
         }
         try FileManager.default.removeItem(atPath: directory.snapshotPath)
         try FileManager.default.removeItem(atPath: directory.segmentPath(2))
@@ -243,7 +250,7 @@ import Testing
         #expect {
             try recover()
         } throws: { error in
-            "\(error)" == "cannot read the journal \(directory.segmentPath(1)): Is a directory"
+            "\(error)" == "cannot read the journal \(directory.segmentPath(1)): it is not a regular file"
         }
     }
 

@@ -124,8 +124,8 @@ public struct FeedClient: Sendable {
         URL(string: baseURL.absoluteString.trimmingSuffix("/") + "/healthz")
     }
 
-    /// How long the request that opens a connection may wait for its answer.
-    static let connectionCheckTimeout = Duration.seconds(3)
+    /// The `timeout` of the request that opens a connection; `Transport` lets it wait a second more (3 s).
+    static let connectionCheckTimeout = Duration.seconds(2)
 
     /// What a name keeps unescaped in the path: a `/` is escaped too, so that a name is one path segment (the
     /// server refuses it as a name, rather than serving another route).

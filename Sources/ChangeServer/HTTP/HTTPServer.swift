@@ -473,7 +473,8 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     /// How long after the grace period a stop waits for mutations whose records are in the journal: they take
-    /// effect whatever happens (now, or when the journal is replayed), so only their outcome may answer them.
+    /// effect whatever happens (now, or when the journal is replayed; with PostgreSQL, if their commit reached
+    /// it), so only their outcome may answer them.
     static let submittedPatience: Int64 = 5000
 
     /// Whether held mutations whose records are in the journal are still awaited; past `submittedPatience` they

@@ -35,7 +35,7 @@ enum Listener {
             }
             if !joining, port != 0, let problem = inUse(info.pointee) {
                 close(descriptor)
-                throw StartupError("cannot listen on \(host):\(port): \(problem)")
+                throw StartupError("cannot listen on \(address(host: host, port: port)): \(problem)")
             }
             var one: Int32 = 1
             setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -49,7 +49,12 @@ enum Listener {
             }
             return Bound(descriptor: descriptor, port: boundPort(descriptor) ?? port)
         }
-        throw StartupError("cannot listen on \(host):\(port): \(lastError)")
+        throw StartupError("cannot listen on \(address(host: host, port: port)): \(lastError)")
+    }
+
+    /// `host:port` as in a URL, an IPv6 address in brackets (`[::1]:8080`).
+    static func address(host: String, port: Int) -> String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
     /// Why the address cannot be bound by a socket that does not share its port (it is in use), or nil.

@@ -14,22 +14,21 @@ extension App {
         decode: @escaping @Sendable (Request) throws(HTTPError) -> JournalRecord,
         answer: @escaping @Sendable (Committer.Result) -> Response = App.mutationResponse
     ) throws(HTTPError) -> RouteResult {
-        // A `PUT` never only deletes: below the reserve it is refused before its body is decoded. Other records
-        // are looked at once decoded (a `POST` of mutations that only delete passes, as a `DELETE` does).
-        if request.method == "PUT" { try checkDiskSpace() }
         guard request.body.count >= Self.largeBodyBytes else {
             let record = try decode(request)
-            if !record.onlyDeletes { try checkDiskSpace() }
+            try checkDiskSpace(passing: record.onlyDeletes)
             try submit(record, connection, answer: answer)
             return .later
         }
+        // A body this large is no small deletion (a `DELETE`'s body is not read): below the reserve it is refused
+        // before it is decoded.
+        if request.method != "DELETE" { try checkDiskSpace() }
         committer.onLane(of: name, bulk: true) { [self] in
             // A stopping server answered it 503 while it waited here: decoding it would only hold up the lane.
             guard !connection.isAbandoned else { return }
             let record: JournalRecord
             do throws(HTTPError) {
                 record = try decode(request)
-                if !record.onlyDeletes { try checkDiskSpace() }
             } catch {
                 return connection.answer(.error(error))
             }
@@ -47,12 +46,14 @@ extension App {
         return .later
     }
 
-    /// Below the free-space reserve, writes are refused `503` (deletions pass, `JournalRecord.onlyDeletes`), so
-    /// that the journal leaves the reserve to snapshots, which compact it.
-    private func checkDiskSpace() throws(HTTPError) {
+    /// Below the free-space reserve, writes are refused `503`, so that the journal leaves the reserve to snapshots,
+    /// which compact it. Deletions in a body under `largeBodyBytes` pass (`deletion`, `JournalRecord.onlyDeletes`):
+    /// their records are small, and they let a client make room, which the snapshot each one starts then frees.
+    private func checkDiskSpace(passing deletion: Bool = false) throws(HTTPError) {
         guard let diskSpace, !diskSpace.allowsWrites else { return }
-        metrics.writeRefusedForDisk()
         committer.compactForSpace()
+        if deletion { return }
+        metrics.writeRefusedForDisk()
         throw .insufficientStorage(free: diskSpace.freeBytes ?? 0, reserve: diskSpace.reserve)
     }
 

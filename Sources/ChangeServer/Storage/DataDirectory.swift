@@ -54,12 +54,18 @@ final class DataDirectory: Sendable {
         return path + "/journal-" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".log"
     }
 
-    /// The numbers of the journal segments present, in order.
-    func segments() -> [UInt64] {
-        guard let directory = opendir(path) else { return [] }
+    /// The numbers of the journal segments present, in order. A directory that cannot be listed must not pass
+    /// for an empty one: recovery would start an empty journal over the segments it could not see.
+    func segments() throws(FileReadFailure) -> [UInt64] {
+        guard let directory = opendir(path) else { throw FileReadFailure(errno: errno) }
         defer { closedir(directory) }
         var numbers: [UInt64] = []
-        while let entry = readdir(directory) {
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                if errno != 0 { throw FileReadFailure(errno: errno) }
+                break
+            }
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
@@ -97,6 +103,8 @@ struct FileReadFailure: Error, CustomStringConvertible {
     }
 
     static let endedEarly = FileReadFailure(description: "it ended before the size it had when opened")
+    static let notAFile = FileReadFailure(description: "it is not a regular file")
+    static let danglingLink = FileReadFailure(description: "it is a symbolic link to nothing")
 }
 
 /// Reads a whole file. A read error must not pass for a file that ends early (recovery would cut a journal's
@@ -104,10 +112,16 @@ struct FileReadFailure: Error, CustomStringConvertible {
 /// there (recovery would report a snapshot with the wrong owner as missing).
 func readFile(_ path: String) throws(FileReadFailure) -> [UInt8] {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-    guard descriptor >= 0 else { throw FileReadFailure(errno: errno) }
+    guard descriptor >= 0 else {
+        let code = errno
+        var link = stat()
+        if code == ENOENT && lstat(path, &link) == 0 { throw .danglingLink }
+        throw FileReadFailure(errno: code)
+    }
     defer { close(descriptor) }
     var info = stat()
     guard fstat(descriptor, &info) == 0 else { throw FileReadFailure(errno: errno) }
+    guard info.st_mode & S_IFMT == S_IFREG else { throw .notAFile }
     var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
     var offset = 0
     while offset < bytes.count {

@@ -43,7 +43,7 @@ enum JournalRecord: Sendable, Equatable {
     }
 
     /// Whether the record only deletes (a collection, a view, sections or items): what is still taken below the
-    /// disk reserve, its record being small and letting a client make room.
+    /// disk reserve from a small body (`App.checkDiskSpace`).
     var onlyDeletes: Bool {
         switch self {
         case .delete, .deleteView:

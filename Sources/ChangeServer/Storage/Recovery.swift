@@ -63,7 +63,12 @@ enum Recovery {
             hasSnapshot = true
             fromSnapshot = snapshot.collections.count + snapshot.views.count
         }
-        var segments = directory.segments()
+        var segments: [UInt64]
+        do throws(FileReadFailure) {
+            segments = try directory.segments()
+        } catch {
+            throw StartupError("cannot list the data directory \(directory.path): \(error)")
+        }
         for covered in segments where covered < nextSegment {
             unlink(directory.segmentPath(covered))
         }

@@ -130,7 +130,8 @@ final class Snapshots: Sendable {
             return failed()
         }
         isOwed.store(false, ordering: .relaxed)
-        for segment in directory.segments() where segment < next { unlink(directory.segmentPath(segment)) }
+        // Segments it cannot list now are left for the next snapshot or start to drop.
+        for segment in (try? directory.segments()) ?? [] where segment < next { unlink(directory.segmentPath(segment)) }
         directory.syncDirectory()
         logger.info(
             "snapshot of \(collections.count) collections and \(views.count) views (\(bytes.count) bytes) written in "

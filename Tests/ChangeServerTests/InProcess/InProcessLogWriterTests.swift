@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
 import Glibc
+import ProcessSupport
+import Synchronization
 import Testing
 
 @testable import ChangeServer
@@ -153,18 +155,53 @@ import Testing
         #expect(Array(written.dropFirst(filler)) == expected)
     }
 
-    /// Closing waits for the writer only so long: with stderr stuck, the process must still end.
+    /// Closing waits for the writer only while stderr takes something: with stderr stuck, the process must
+    /// still end.
     @Test func closingGivesUpOnAWriterStuckOnStderr() throws {
         let pipe = try Pipe()
         let filler = pipe.fill()
         let writer = LogWriter(flushInterval: .seconds(600), descriptor: pipe.write)
         writer.submit(Array("warning stuck\n".utf8), lines: 1, urgent: true)
         let started = MonotonicClock.now()
-        writer.close(waitingAtMost: 50)
+        writer.close(stalledAfter: 50, atMost: 600_000)
         #expect(MonotonicClock.now() - started < 10_000)
         // The writer is still blocked in its write; reading the pipe lets it finish, with the line.
         let written = pipe.read(count: filler + 14, within: 20)
         #expect(Array(written.dropFirst(filler)) == Array("warning stuck\n".utf8))
+    }
+
+    /// A slow stderr (a reader that takes a piece at a time) keeps the lines: closing waits while it takes
+    /// them, longer than it would wait for one that takes nothing. A total wait of 1 s lost a third of a stop's
+    /// lines to a log shipper that paused for 2 s.
+    @Test func closingWaitsForAStderrThatTakesWhatWaits() throws {
+        let pipe = try Pipe()
+        let filler = pipe.fill()
+        let writer = LogWriter(flushInterval: .seconds(600), descriptor: pipe.write)
+        let lines = Array(repeating: Array("GET /v1/collections/c 200 0ms\n".utf8), count: 6000).flatMap { $0 }
+        writer.submit(lines, lines: 6000, urgent: true)
+        let reading = Reading()
+        nonisolated(unsafe) let readEnd = pipe
+        let reader = Thread {
+            while !reading.stop.load(ordering: .relaxed) {
+                reading.read.add(readEnd.read(count: 4096, within: 1).count, ordering: .relaxed)
+                usleep(10_000)
+            }
+        }
+        reader.start()
+        // About 240 KiB at 4 KiB each 10 ms or so: half a second of writing or more, past the stall limit given,
+        // with a piece of 16 KiB (`LogWriter.writeChunk`) written every 40 ms or so.
+        writer.close(stalledAfter: 200, atMost: 600_000)
+        reading.stop.store(true, ordering: .relaxed)
+        #expect(waitUntil(timeout: 20) { reader.isFinished })
+        var rest = 0
+        while case let piece = pipe.available(), !piece.isEmpty { rest += piece.count }
+        #expect(reading.read.load(ordering: .relaxed) + rest == filler + lines.count)
+    }
+
+    /// What the reader of `closingWaitsForAStderrThatTakesWhatWaits` has read, and when it is to stop.
+    private final class Reading: Sendable {
+        let read = Atomic<Int>(0)
+        let stop = Atomic<Bool>(false)
     }
 
     @Test(arguments: [0x00, 0x09, 0x1B, 0x1F, 0x7F, 0x80, 0xC3, 0xFF, 0x22, 0x5C])
