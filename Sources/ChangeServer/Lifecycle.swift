@@ -103,8 +103,8 @@ enum Lifecycle {
         case ending
     }
 
-    /// Logs `line` and ends the process with status 0 once the log is written, or after a second: stderr may be a
-    /// pipe that nobody reads.
+    /// Logs `line` and ends the process with status 0 once the log is written, or once `LogWriter.close` gives up:
+    /// stderr may be a pipe that nobody reads.
     private static func exit(logging line: String, _ logger: Logger) -> Never {
         logger.log(.notice, line)
         LogWriter.standardError.close()

@@ -220,7 +220,8 @@ import Testing
 
     /// A snapshot or segment that is there but cannot be read stops recovery with the reason: a snapshot with the
     /// wrong owner was reported as missing ("no snapshot covering the ones before"), which invites the wrong
-    /// repair. A directory in the file's place and a link to nothing are what even root cannot read.
+    /// repair. A directory in the file's place, a link to nothing and a FIFO (whose opening waited for a writer:
+    /// the start hung) are what even root cannot read.
     @Test func anUnreadableSnapshotOrSegmentIsReportedWithItsReason() throws {
         let path = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -243,6 +244,13 @@ import Testing
             try recover()
         } throws: { error in
             "\(error)" == "cannot read the snapshot \(directory.snapshotPath): it is a symbolic link to nothing"
+        }
+        try FileManager.default.removeItem(atPath: directory.snapshotPath)
+        try #require(mkfifo(directory.snapshotPath, 0o644) == 0)
+        #expect {
+            try recover()
+        } throws: { error in
+            "\(error)" == "cannot read the snapshot \(directory.snapshotPath): it is not a regular file"
         }
         try FileManager.default.removeItem(atPath: directory.snapshotPath)
         try FileManager.default.removeItem(atPath: directory.segmentPath(2))

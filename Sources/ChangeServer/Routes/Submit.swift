@@ -22,7 +22,7 @@ extension App {
         }
         // A body this large is no small deletion (a `DELETE`'s body is not read): below the reserve it is refused
         // before it is decoded.
-        if request.method != "DELETE" { try checkDiskSpace() }
+        try checkDiskSpace(passing: request.method == "DELETE")
         committer.onLane(of: name, bulk: true) { [self] in
             // A stopping server answered it 503 while it waited here: decoding it would only hold up the lane.
             guard !connection.isAbandoned else { return }
@@ -48,7 +48,8 @@ extension App {
 
     /// Below the free-space reserve, writes are refused `503`, so that the journal leaves the reserve to snapshots,
     /// which compact it. Deletions in a body under `largeBodyBytes` pass (`deletion`, `JournalRecord.onlyDeletes`):
-    /// their records are small, and they let a client make room, which the snapshot each one starts then frees.
+    /// their records are small, and they let a client make room, which the snapshot they start, as refused writes
+    /// do (`Committer.compactForSpace`: at most one every 10 s), then frees.
     private func checkDiskSpace(passing deletion: Bool = false) throws(HTTPError) {
         guard let diskSpace, !diskSpace.allowsWrites else { return }
         committer.compactForSpace()

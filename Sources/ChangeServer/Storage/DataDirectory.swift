@@ -111,7 +111,8 @@ struct FileReadFailure: Error, CustomStringConvertible {
 /// records after a bad sector as a torn tail), and one that cannot be read must not pass for one that is not
 /// there (recovery would report a snapshot with the wrong owner as missing).
 func readFile(_ path: String) throws(FileReadFailure) -> [UInt8] {
-    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    // Non-blocking: opening a FIFO to read waits for a writer, and a start would hang on one named as a snapshot.
+    let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
     guard descriptor >= 0 else {
         let code = errno
         var link = stat()

@@ -198,6 +198,31 @@ import Testing
         #expect(reading.read.load(ordering: .relaxed) + rest == filler + lines.count)
     }
 
+    /// Closing gives up after its limit even while stderr takes something: a trickle must not hold the process up
+    /// for good either. The reader goes on until the writer, left behind, has written everything.
+    @Test func closingGivesUpAfterItsLimitEvenOnAStderrThatTakes() throws {
+        let pipe = try Pipe()
+        let filler = pipe.fill()
+        let writer = LogWriter(flushInterval: .seconds(600), descriptor: pipe.write)
+        let lines = Array(repeating: Array("GET /v1/collections/c 200 0ms\n".utf8), count: 6000).flatMap { $0 }
+        writer.submit(lines, lines: 6000, urgent: true)
+        let reading = Reading()
+        nonisolated(unsafe) let readEnd = pipe
+        let total = filler + lines.count
+        let reader = Thread {
+            while reading.read.load(ordering: .relaxed) < total {
+                reading.read.add(readEnd.read(count: 4096, within: 1).count, ordering: .relaxed)
+                usleep(10_000)
+            }
+        }
+        reader.start()
+        writer.close(stalledAfter: 600_000, atMost: 100)
+        // Half a second of writing or more was left when it returned.
+        #expect(reading.read.load(ordering: .relaxed) < total)
+        #expect(waitUntil(timeout: 60) { reader.isFinished })
+        #expect(reading.read.load(ordering: .relaxed) == total)
+    }
+
     /// What the reader of `closingWaitsForAStderrThatTakesWhatWaits` has read, and when it is to stop.
     private final class Reading: Sendable {
         let read = Atomic<Int>(0)
