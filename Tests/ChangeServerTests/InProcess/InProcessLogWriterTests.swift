@@ -170,63 +170,56 @@ import Testing
         #expect(Array(written.dropFirst(filler)) == Array("warning stuck\n".utf8))
     }
 
-    /// A slow stderr (a reader that takes a piece at a time) keeps the lines: closing waits while it takes
-    /// them, longer than it would wait for one that takes nothing. A total wait of 1 s lost a third of a stop's
-    /// lines to a log shipper that paused for 2 s.
-    @Test func closingWaitsForAStderrThatTakesWhatWaits() throws {
-        let pipe = try Pipe()
+    /// A writer holding 6,000 request lines (about 175 KiB) behind a full pipe, and a reader that takes 4 KiB about
+    /// every 10 ms until it has read everything or `reading.stop`: a slow stderr, half a second of writing or more.
+    private func slowStderr(_ pipe: Pipe) -> (writer: LogWriter, reading: Reading, reader: Thread, total: Int) {
         let filler = pipe.fill()
         let writer = LogWriter(flushInterval: .seconds(600), descriptor: pipe.write)
         let lines = Array(repeating: Array("GET /v1/collections/c 200 0ms\n".utf8), count: 6000).flatMap { $0 }
         writer.submit(lines, lines: 6000, urgent: true)
         let reading = Reading()
+        let total = filler + lines.count
         nonisolated(unsafe) let readEnd = pipe
         let reader = Thread {
-            while !reading.stop.load(ordering: .relaxed) {
+            while !reading.stop.load(ordering: .relaxed) && reading.read.load(ordering: .relaxed) < total {
                 reading.read.add(readEnd.read(count: 4096, within: 1).count, ordering: .relaxed)
                 usleep(10_000)
             }
         }
         reader.start()
-        // About 240 KiB at 4 KiB each 10 ms or so: half a second of writing or more, past the stall limit given,
-        // with a piece of 16 KiB (`LogWriter.writeChunk`) written every 40 ms or so.
+        return (writer, reading, reader, total)
+    }
+
+    /// What the reader of `slowStderr` has read, and when it is to stop.
+    private final class Reading: Sendable {
+        let read = Atomic<Int>(0)
+        let stop = Atomic<Bool>(false)
+    }
+
+    /// A slow stderr keeps the lines: closing waits while it takes them, longer than it would wait for one that
+    /// takes nothing. A total wait of 1 s lost a third of a stop's lines to a log shipper that paused for 2 s.
+    @Test func closingWaitsForAStderrThatTakesWhatWaits() throws {
+        let pipe = try Pipe()
+        let (writer, reading, reader, total) = slowStderr(pipe)
+        // Past the stall limit given, with a piece of 16 KiB (`LogWriter.writeChunk`) written every 40 ms or so.
         writer.close(stalledAfter: 200, atMost: 600_000)
         reading.stop.store(true, ordering: .relaxed)
         #expect(waitUntil(timeout: 20) { reader.isFinished })
         var rest = 0
         while case let piece = pipe.available(), !piece.isEmpty { rest += piece.count }
-        #expect(reading.read.load(ordering: .relaxed) + rest == filler + lines.count)
+        #expect(reading.read.load(ordering: .relaxed) + rest == total)
     }
 
     /// Closing gives up after its limit even while stderr takes something: a trickle must not hold the process up
     /// for good either. The reader goes on until the writer, left behind, has written everything.
     @Test func closingGivesUpAfterItsLimitEvenOnAStderrThatTakes() throws {
         let pipe = try Pipe()
-        let filler = pipe.fill()
-        let writer = LogWriter(flushInterval: .seconds(600), descriptor: pipe.write)
-        let lines = Array(repeating: Array("GET /v1/collections/c 200 0ms\n".utf8), count: 6000).flatMap { $0 }
-        writer.submit(lines, lines: 6000, urgent: true)
-        let reading = Reading()
-        nonisolated(unsafe) let readEnd = pipe
-        let total = filler + lines.count
-        let reader = Thread {
-            while reading.read.load(ordering: .relaxed) < total {
-                reading.read.add(readEnd.read(count: 4096, within: 1).count, ordering: .relaxed)
-                usleep(10_000)
-            }
-        }
-        reader.start()
+        let (writer, reading, reader, total) = slowStderr(pipe)
         writer.close(stalledAfter: 600_000, atMost: 100)
-        // Half a second of writing or more was left when it returned.
+        // Most of the writing was left when it returned.
         #expect(reading.read.load(ordering: .relaxed) < total)
         #expect(waitUntil(timeout: 60) { reader.isFinished })
         #expect(reading.read.load(ordering: .relaxed) == total)
-    }
-
-    /// What the reader of `closingWaitsForAStderrThatTakesWhatWaits` has read, and when it is to stop.
-    private final class Reading: Sendable {
-        let read = Atomic<Int>(0)
-        let stop = Atomic<Bool>(false)
     }
 
     @Test(arguments: [0x00, 0x09, 0x1B, 0x1F, 0x7F, 0x80, 0xC3, 0xFF, 0x22, 0x5C])
