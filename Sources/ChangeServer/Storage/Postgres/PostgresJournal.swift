@@ -989,7 +989,7 @@ final class PostgresJournal: Journal {
                     try fresh.execute("LISTEN " + PostgresSchema.channel)
                     readSoon = try catchUp(fresh)
                     if queue.withLock({ _ in metrics.setFollowerStalled(false) }) {
-                        logger.warning("the PostgreSQL follower reads again: mutations are accepted")
+                        logger.log(.notice, "the PostgreSQL follower reads again: mutations are accepted")
                     }
                     connection = fresh
                     if lost { metrics.reconnected() }

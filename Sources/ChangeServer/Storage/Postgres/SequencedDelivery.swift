@@ -245,22 +245,25 @@ final class SequencedDelivery: Sendable {
 
     /// Runs `action` right after record `seq` of `name` is handed on, under this object's lock (so that work it
     /// queues on the collection's lane comes after that record and before the next); at once if it was.
+    func afterHandingOn(_ name: String, _ seq: Int64, _ action: @escaping @Sendable () -> Void) {
+        state.withLock { Self.afterHandingOn(name, seq, action, &$0) }
+    }
+
     /// `afterHandingOn` at `name`'s last committed sequence (`lastCommitted`), read under the same lock, which
     /// `action` is given. Read apart, a record handed on between the two ran before an action run at once: a
     /// snapshot's copy then held it, labelled with the sequence before it, and a start applied it twice.
     func afterHandingOnLastCommitted(_ name: String, _ action: @escaping @Sendable (Int64) -> Void) {
         state.withLock { state in
             let seq = Self.lastCommitted(name, state)
-            guard seq > state.applied[name] ?? 0 else { return action(seq) }
-            state.afterHandingOn[name, default: [:]][seq, default: []].append { action(seq) }
+            Self.afterHandingOn(name, seq, { action(seq) }, &state)
         }
     }
 
-    func afterHandingOn(_ name: String, _ seq: Int64, _ action: @escaping @Sendable () -> Void) {
-        state.withLock { state in
-            guard seq > state.applied[name] ?? 0 else { return action() }
-            state.afterHandingOn[name, default: [:]][seq, default: []].append(action)
-        }
+    private static func afterHandingOn(
+        _ name: String, _ seq: Int64, _ action: @escaping @Sendable () -> Void, _ state: inout State
+    ) {
+        guard seq > state.applied[name] ?? 0 else { return action() }
+        state.afterHandingOn[name, default: [:]][seq, default: []].append(action)
     }
 
     /// Hands on every record of `name` that is next in order and committed.
