@@ -46,6 +46,7 @@ enum Lifecycle {
         config = fitted.config
         if let note = fitted.note { logger.log(.notice, note) }
         do throws(StartupError) {
+            try Listener.check(host: config.host, port: config.port)
             let app = try App.open(config: config, logger: logger)
             var port = config.port
             let perLoop = (config.maxConnections + loops - 1) / loops

@@ -144,9 +144,44 @@ import Testing
             _ = second.stop()
             Issue.record("a second server started on port \(first.port)")
         } catch {
-            #expect("\(error)".contains("another process listens on that port"), "\(error)")
+            #expect("\(error)".contains("another process uses that port"), "\(error)")
         }
         #expect(try first.client.get("/healthz").status == 200)
+    }
+
+    /// The start checks its port before it opens its store, and listens once it serves: a taken port is reported
+    /// at once, not after the replay of a journal or the database's 30 s of patience, and a server that still
+    /// starts refuses connections rather than leaving them unanswered.
+    @Test func aTakenPortIsReportedBeforeTheStoreOpens() throws {
+        let folder = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let unreachable = ["--postgres", "postgresql://changeserver@127.0.0.1:1/none"]
+        let taken = try listeningOnLoopback()
+        let (refused, refusal) = try startLogged(
+            ServerProcess.binary, ["--host", "127.0.0.1", "--port", "\(taken.port)"] + unreachable, in: folder)
+        let exited = waitForExit(of: refused, timeout: 15)
+        close(taken.descriptor)
+        if !exited { kill(refused.processIdentifier, SIGKILL) }
+        refused.waitUntilExit()
+        #expect(exited, "\(refusal())")
+        #expect(refused.terminationStatus == 1)
+        #expect(refusal().contains("another process uses that port"), "\(refusal())")
+        #expect(!refusal().contains("PostgreSQL"), "\(refusal())")
+
+        let port = try ClosingListener.freePort()
+        let (starting, text) = try startLogged(
+            ServerProcess.binary, ["--host", "127.0.0.1", "--port", "\(port)"] + unreachable, in: folder)
+        defer {
+            kill(starting.processIdentifier, SIGKILL)
+            starting.waitUntilExit()
+        }
+        #expect(waitUntil(timeout: 20) { text().contains("cannot connect to PostgreSQL yet") }, "\(text())")
+        do {
+            _ = try HTTPConnection(port: port)
+            Issue.record("a server that still starts took a connection")
+        } catch ClientError.connect(let code) {
+            #expect(code == ECONNREFUSED)
+        }
     }
 
     @Test func idleKeepAliveConnectionsDoNotDelayTheStop() throws {

@@ -14,6 +14,24 @@ enum Listener {
     /// same port by the same user share it silently and take half of the connections. So the first loop's bind
     /// (`joining` false) first checks that nobody listens there yet.
     static func open(host: String, port: Int, joining: Bool) throws(StartupError) -> Bound {
+        let bound = try bind(host: host, port: port, joining: joining)
+        guard listen(bound.descriptor, 4096) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(bound.descriptor)
+            throw StartupError("cannot listen on \(address(host: host, port: bound.port)): \(reason)")
+        }
+        return bound
+    }
+
+    /// Checks that `open` could take `host:port` now, and lets it go: the start checks before it replays the
+    /// journal or waits for its database, so that a `--host` that does not resolve, an address not of this machine
+    /// or a port in use is reported at once, not after minutes. Nothing listens meanwhile, so connections are
+    /// refused rather than left unanswered; `open` checks again once the server can serve.
+    static func check(host: String, port: Int) throws(StartupError) {
+        close(try bind(host: host, port: port, joining: false).descriptor)
+    }
+
+    private static func bind(host: String, port: Int, joining: Bool) throws(StartupError) -> Bound {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -41,8 +59,7 @@ enum Listener {
             setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             // Each event loop listens on a socket of its own on the same port; the kernel spreads connections.
             setsockopt(descriptor, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
-            guard bind(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(descriptor, 4096) == 0
-            else {
+            guard Glibc.bind(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
                 lastError = String(cString: strerror(errno))
                 close(descriptor)
                 continue
@@ -64,8 +81,8 @@ enum Listener {
         defer { close(probe) }
         var one: Int32 = 1
         setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard bind(probe, info.ai_addr, info.ai_addrlen) != 0, errno == EADDRINUSE else { return nil }
-        return "another process listens on that port"
+        guard Glibc.bind(probe, info.ai_addr, info.ai_addrlen) != 0, errno == EADDRINUSE else { return nil }
+        return "another process uses that port"
     }
 
     private static func boundPort(_ descriptor: Int32) -> Int? {
