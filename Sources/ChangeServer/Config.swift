@@ -250,6 +250,9 @@ struct Config: Sendable {
                 throw UsageError(
                     description: "\(source) must be a postgresql:// or postgres:// URL or a key=value string")
             }
+            if let problem = PGConnection.unreadable(url) {
+                throw UsageError(description: "\(source) cannot be read: \(problem)")
+            }
             postgres = url
         case "postgres-timeout": postgresTimeout = try integer(1...3600)
         case "fsync":

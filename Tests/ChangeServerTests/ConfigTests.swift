@@ -59,6 +59,29 @@ import Testing
         }
     }
 
+    /// A string libpq cannot read failed the same way on every attempt of the start's 30 s of patience; it is
+    /// refused at once, with libpq's reason unless that may quote a password.
+    @Test func aPostgresStringLibpqCannotReadIsRefusedWithoutItsPassword() throws {
+        let reasons = [
+            "postgresql://h/db?sslmod=require": #"invalid URI query parameter: "sslmod""#,
+            "host=h port": #"missing "=" after "port""#,
+            "postgresql://u@[::1/db": "IPv6 host address",
+            "postgresql://u:s3cret@[::1/db": "it may quote the password",
+            "host=h password=s3cret port": "it may quote the password",
+        ]
+        for (url, reason) in reasons {
+            do {
+                _ = try Config.parse(arguments: ["--postgres", url], environment: [:])
+                Issue.record("\(url) was taken")
+            } catch {
+                #expect(error.description.contains(reason), "\(error)")
+                #expect(!error.description.contains("s3cret"), "\(error)")
+            }
+        }
+        let readable = "postgresql://u:s3cret@h:5432/db?sslmode=require&connect_timeout=3"
+        #expect(try Config.parse(arguments: ["--postgres", readable], environment: [:])?.postgres == readable)
+    }
+
     /// Words are taken in any case, as `--log-level` always took them; a value found wrong is named as it was
     /// given, flag or variable.
     @Test func wordsInAnyCaseAndErrorsNamedAsGiven() throws {

@@ -167,6 +167,29 @@ final class PGConnection {
         return received
     }
 
+    /// Why libpq cannot read `url` as a connection string (a malformed URI, a keyword it does not know such as
+    /// `?sslmod=require`), or nil: found before any attempt to connect, where a connection would fail the same way
+    /// for the start's 30 s of patience. A string with neither a scheme nor `=` is a database name, always
+    /// readable. Values (`sslmode=bogus`) are checked by libpq only as it connects.
+    ///
+    /// libpq's reason quotes what it could not read, a whole URI or a password's characters among them, and it goes
+    /// to the log: for a string that holds a password, it is left out.
+    static func unreadable(_ url: String) -> String? {
+        let isURI = url.hasPrefix("postgresql://") || url.hasPrefix("postgres://")
+        guard isURI || url.contains("=") else { return nil }
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(url, &error) else {
+            defer { PQfreemem(error) }
+            let authority = url.split(separator: "://", maxSplits: 1).last ?? ""
+            let userInfo = isURI ? authority.split(separator: "@", maxSplits: 1).dropLast().first : nil
+            let holdsPassword = userInfo?.contains(":") == true || url.lowercased().contains("password")
+            return holdsPassword
+                ? "libpq cannot read it (its reason is not shown: it may quote the password)" : message(error)
+        }
+        PQconninfoFree(options)
+        return nil
+    }
+
     private static func message(_ text: UnsafePointer<CChar>?) -> String {
         guard let text else { return "unknown libpq error" }
         var message = String(cString: text)
