@@ -196,6 +196,33 @@ extension LiveHardeningTests {
         #expect(taken, "\(server.log.split(separator: "\n").filter { !$0.contains(" info PUT") }.suffix(10))")
     }
 
+    /// A write the full disk refuses (`No space left on device`, with no reserve to stop it before) adds nothing to
+    /// the journal, and `changeserver_journal_bytes` says so at once: it kept counting the refused record until the
+    /// next write went through.
+    @Test func aWriteTheDiskRefusesIsNotCountedInTheJournal() throws {
+        let (mountPoint, data) = try Self.smallDisk()
+        defer { Self.unmount(mountPoint) }
+        let server = try ServerProcess(
+            ["--disk-reserve-bytes", "0", "--snapshot-bytes", "100000000", "--fsync", "always"], dataDirectory: data)
+        #expect(try server.client.put("/v1/collections/o", ["sections": [["id": "s"]]]).status == 201)
+        let padding = String(repeating: "q", count: 3000)
+        var counted = try server.metric("changeserver_journal_bytes")
+        var refusal: HTTPResponse?
+        for round in 0..<4000 {
+            let response = try server.client.put(
+                "/v1/collections/o/items/k\(round % 10)", ["data": ["n": round, "pad": padding]])
+            if response.status == 503 {
+                refusal = response
+                break
+            }
+            try #require([200, 201].contains(response.status), "\(response.text)")
+            counted = try server.metric("changeserver_journal_bytes")
+        }
+        #expect(refusal?.errorCode == "storage_unavailable", "\(refusal?.text ?? "the disk never filled")")
+        let after = try server.metric("changeserver_journal_bytes")
+        #expect(after == counted, "\(String(describing: after)) \(String(describing: counted))")
+    }
+
     /// A 4 MiB tmpfs with an empty folder `data` on it, for a server's `--data-dir`; `unmount` it when done.
     private static func smallDisk() throws -> (mountPoint: String, data: String) {
         let mountPoint = try mountTmpfs(size: "4m")

@@ -424,6 +424,9 @@ final class FileJournal: Journal, @unchecked Sendable {
             buffers.ready.append(contentsOf: state.pending[..<split])
             state.pending.removeFirst(split)
         }
+        // After the sync mark a success adds, or the records a failure takes back (counted as they came, the
+        // gauge kept them until the next write).
+        metrics.setJournalBytes(bytesSinceSnapshot)
         if succeeded {
             failures.succeeded()
         } else {
