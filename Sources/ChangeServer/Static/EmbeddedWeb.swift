@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"e5ced4b1a5063a0a\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"e6ae9a881f4cee46\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"06abc141d30ba6ee\"", text: file3),
@@ -409,6 +409,23 @@ export function nextQuery(body, timeout) {
 }
 
 /**
+ * The query of the next poll, `query` (`nextQuery`'s): with `timeout=0` for a short one (`short`), and with
+ * `timeout` again after one, whose answer's `next` keeps its 0.
+ */
+function pollingQuery(query, short, timeout) {
+    const params = new URLSearchParams(query);
+    const seconds = short ? "0" : params.get("timeout") === "0" ? String(timeout) : null;
+    if (seconds === null || params.get("timeout") === seconds) return query;
+    params.set("timeout", seconds);
+    return params.toString();
+}
+
+/** The epoch of a version `<epoch>.<seq>`. */
+function epochOf(version) {
+    return typeof version === "string" ? version.slice(0, Math.max(version.lastIndexOf("."), 0)) : null;
+}
+
+/**
  * Follows a collection, or a view with `options.kind` "view": `handlers.onSnapshot({sections, version, collection,
  * kind})` (`collection`: the name followed, a view's too) whenever the client (re)starts from a snapshot,
  * `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty changeset applied,
@@ -448,6 +465,35 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     /** The code of a `404` that says the collection (or view) does not exist, rather than that no route matched. */
     const missingCode = kind === "view" ? "view_not_found" : "collection_not_found";
     const state = { version: null, sections: null, next: null };
+    /**
+     * The epoch a `410 collection_deleted` said was deleted, until a snapshot of another epoch comes: a snapshot at
+     * that epoch is the one from before the deletion, a shared cache's copy (resets may be kept 2 s) or a server
+     * that has not applied the deletion yet, and is waited out rather than shown as live.
+     */
+    let deletedEpoch = null;
+    /** Snapshots at `deletedEpoch` in a row, for their backoff. */
+    let staleResets = 0;
+    /**
+     * Whether `body`, a reset, is from before the deletion a `410` reported (`deletedEpoch`): then the collection
+     * is gone, and the client says "missing" (nothing to show) and counts it for the backoff.
+     */
+    const isStale = (body, setStatus) => {
+        if (deletedEpoch === null || epochOf(body.to) !== deletedEpoch) {
+            deletedEpoch = null;
+            staleResets = 0;
+            return false;
+        }
+        staleResets += 1;
+        state.sections = null;
+        setStatus("missing");
+        return true;
+    };
+    /** A `410` to a poll or stream from `since`: it starts over, noting the epoch a deletion ended. */
+    const gone = (since, code, setStatus) => {
+        if (code === "collection_deleted") deletedEpoch = epochOf(since);
+        state.version = null;
+        setStatus("reset", { reason: code ?? "gone" });
+    };
     const call = (handler, ...args) => {
         try {
             handlers[handler]?.(...args);
@@ -495,20 +541,22 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     }
 
     /**
-     * Follows the collection over Server-Sent Events until `signal` aborts (resolves true). Resolves false when no
-     * stream can be had: no EventSource, a token to send (EventSource sends no headers), or a stream the browser
-     * gave up on (an HTTP error such as 404 or 429, which EventSource does not retry); the caller then long-polls
-     * from where the client is. A dropped stream is reopened by EventSource itself, with Last-Event-ID. A stream
+     * Follows the collection over Server-Sent Events until `signal` aborts (resolves "aborted"), or until the
+     * browser gives the stream up: an HTTP error such as a proxy's 502 while the server restarts, a 404 or a 429,
+     * which EventSource does not retry. It then resolves "delivered" when the stream brought an event, else
+     * "refused"; the caller long-polls from where the client is, and tries a stream again later (`run`). A
+     * dropped stream is reopened by EventSource itself, with Last-Event-ID. A stream
      * that delivers no event for `silenceSeconds` is reopened here from the client's version: EventSource has no
      * read timeout and does not show the server's heartbeats (comments), so a stream that a proxy or a network
      * stopped forwarding without closing it would otherwise be taken for live, and show stale data, for good.
      */
     function stream(setStatus) {
         const EventSourceClass = options.EventSource ?? globalThis.EventSource;
-        if (!EventSourceClass || options.token || signal.aborted) return Promise.resolve(signal.aborted);
+        if (signal.aborted) return Promise.resolve("aborted");
         return new Promise((resolve) => {
             let source = null;
             let silence = null;
+            let delivered = false;
             const parse = (event) => {
                 try {
                     return JSON.parse(event.data);
@@ -537,17 +585,18 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             };
             const onAbort = () => {
                 clearTimeout(reopening);
-                finish(true);
+                finish("aborted");
+            };
+            const reopenAfter = (wait) => {
+                if (wait === 0) open();
+                else reopening = setTimeout(open, wait);
             };
             const startOver = (reason) => {
                 clearTimeout(silence);
                 source.close();
-                state.version = null;
-                setStatus("reset", { reason });
+                gone(state.version, reason, setStatus);
                 startOvers += 1;
-                const wait = startOverWait(startOvers, backoffOptions);
-                if (wait === 0) open();
-                else reopening = setTimeout(open, wait);
+                reopenAfter(startOverWait(startOvers, backoffOptions));
             };
             const open = () => {
                 const query = state.version === null ? "" : `?since=${encodeURIComponent(state.version)}`;
@@ -558,8 +607,14 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     const body = parse(event);
                     if (typeof body?.to !== "string" || !Array.isArray(body?.snapshot?.sections)) {
                         call("onError", new FeedError(200, body, "the reset event has no snapshot"));
-                        return finish(false);
+                        return finish(delivered ? "delivered" : "refused");
                     }
+                    if (isStale(body, setStatus)) {
+                        clearTimeout(silence);
+                        source.close();
+                        return reopenAfter(backoffDelay(staleResets, backoffOptions));
+                    }
+                    delivered = true;
                     state.version = body.to;
                     state.sections = body.snapshot.sections;
                     call("onSnapshot", { sections: state.sections, version: state.version, collection: name, kind });
@@ -584,6 +639,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     state.sections = next;
                     state.version = body.to;
                     startOvers = 0;
+                    delivered = true;
                     setStatus("live");
                     call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
                 });
@@ -593,7 +649,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     if (state.version !== null) setStatus("live");
                 });
                 source.addEventListener("error", () => {
-                    if (source.readyState === (EventSourceClass.CLOSED ?? 2)) finish(false);
+                    if (source.readyState === (EventSourceClass.CLOSED ?? 2)) finish(delivered ? "delivered" : "refused");
                     else setStatus("retrying", { reason: "stream" });
                 });
             };
@@ -610,9 +666,16 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             status = next;
             call("onStatus", next, detail);
         };
+        /**
+         * Whether the last request failed (a network error, `429`, `5xx`...): the next poll is a short one
+         * (`timeout=0`), answered at once, so that the client says "live" as soon as the server answers again
+         * rather than once a held poll ends, up to `timeout` seconds later.
+         */
+        let recovering = false;
         const backOff = async (retryAfter, reason) => {
             const delay = backoffDelay(failures, { baseMs: options.baseMs, capMs: options.capMs, retryAfter });
             failures += 1;
+            recovering = true;
             setStatus("retrying", { delay, reason, attempt: failures });
             await sleep(delay, signal);
         };
@@ -622,22 +685,39 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             if (wait > 0) await sleep(wait, signal);
         };
         setStatus("connecting");
-        if (options.transport === "sse" && (await stream(setStatus))) {
-            setStatus("stopped");
-            return;
-        }
+        // EventSource sends no headers, so a client with a token always long-polls.
+        const streams = options.transport === "sse" && !options.token && Boolean(options.EventSource ?? globalThis.EventSource);
+        /** Streams in a row given up before they brought an event, and when the next may be tried. */
+        let refusedStreams = 0;
+        let streamAgainAt = 0;
+        /** Whether the last poll was answered 200: a stream given up is tried again only once the feed answers. */
+        let answering = true;
         let quickEmpties = 0;
         while (!signal.aborted) {
+            if (streams && answering && Date.now() >= streamAgainAt) {
+                const outcome = await stream(setStatus);
+                if (outcome === "aborted") break;
+                // Long-polls from where the stream left the client (the last poll's `next` may be older), first with
+                // a short poll, and tries a stream again after the next answer: at once after one that delivered (a
+                // restart behind a proxy that answered 502 meanwhile), backing off from 2 s to 5 min after those
+                // that did not (a proxy or server that refuses streams).
+                state.next = null;
+                answering = false;
+                recovering = true;
+                refusedStreams = outcome === "delivered" ? 0 : refusedStreams + 1;
+                streamAgainAt = refusedStreams === 0 ? 0 : Date.now() + Math.min(300_000, 1000 * 2 ** refusedStreams);
+            }
             let answer;
             let asked;
             const since = state.version;
+            const hold = since === null || recovering ? 0 : pollTimeout;
             try {
                 const url =
                     since === null
                         ? `${feedURL}/changes?timeout=${pollTimeout}`
-                        : `${feedURL}/changes?${state.next ?? pollQuery(since, pollTimeout)}`;
+                        : `${feedURL}/changes?${pollingQuery(state.next ?? pollQuery(since, pollTimeout), recovering, pollTimeout)}`;
                 asked = Date.now();
-                answer = await request(url, since === null ? 0 : pollTimeout);
+                answer = await request(url, hold);
             } catch (error) {
                 if (signal.aborted) break;
                 call("onError", error);
@@ -646,6 +726,10 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             }
             if (signal.aborted) break;
             const { status: code, body } = answer;
+            if (code === 200) {
+                recovering = false;
+                answering = true;
+            }
             if (code === 200 && since === null) {
                 const snapshot = body?.snapshot;
                 if (!body?.reset || typeof body.to !== "string" || !Array.isArray(snapshot?.sections)) {
@@ -654,6 +738,10 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     continue;
                 }
                 failures = 0;
+                if (isStale(body, setStatus)) {
+                    await sleep(backoffDelay(staleResets, backoffOptions), signal);
+                    continue;
+                }
                 state.version = body.to;
                 state.next = nextQuery(body, pollTimeout);
                 state.sections = snapshot.sections;
@@ -673,7 +761,9 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 if (body.to === since) {
                     startOvers = 0;
                     state.next = nextQuery(body, pollTimeout);
-                    quickEmpties = isQuickEmptyAnswer(Date.now() - asked, pollTimeout) ? quickEmpties + 1 : 0;
+                    // An answer to a short poll is quick by design.
+                    const quick = hold > 0 && isQuickEmptyAnswer(Date.now() - asked, pollTimeout);
+                    quickEmpties = quick ? quickEmpties + 1 : 0;
                     const wait = quickEmptyWait(quickEmpties, backoffOptions);
                     if (wait > 0) await sleep(wait, signal);
                     continue;
@@ -697,8 +787,8 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 call("onChangeset", { changeset: body.changes, sections: next, previous, from: since, to: body.to });
             } else if (code === 410) {
                 failures = 0;
-                state.version = null;
-                setStatus("reset", { reason: body?.error?.code ?? "gone" });
+                recovering = false;
+                gone(since, body?.error?.code, setStatus);
                 await startOverPause();
             } else if (code === 404 && body?.error?.code === missingCode) {
                 state.version = null;
@@ -748,13 +838,20 @@ export function itemLabel(data) {
     return JSON.stringify(data);
 }
 
-/** The text of a section's header: `data.title` or `data.text` when a string, a string `data`, else its id. */
+/**
+ * The text of a section's header: `data.title` or `data.text` when a string, a string `data`, a view section's key
+ * (`data` `{"key": ...}`), else its id.
+ */
 export function sectionLabel(section) {
     const data = section.data;
     if (typeof data === "string") return data;
     if (data && typeof data === "object" && !Array.isArray(data)) {
         if (typeof data.title === "string") return data.title;
         if (typeof data.text === "string") return data.text;
+        // A view's section: `{"key": <the value>}`, whose id is the key's JSON text ("open" with its quotes).
+        if ("key" in data && Object.keys(data).length === 1) {
+            return typeof data.key === "string" ? data.key : JSON.stringify(data.key);
+        }
     }
     return section.id;
 }

@@ -13,6 +13,7 @@ import {
     pollSeconds,
     quickEmptyWait,
     retryAfterSeconds,
+    sectionLabel,
     subscribe,
 } from "../changefeed.js";
 import { call, normalized, random, randomMutation, seed, serverBinary, startServer } from "./support.mjs";
@@ -105,6 +106,17 @@ describe("applyChangeset", () => {
         ];
         for (const patch of bad) assert.throws(() => applyChangeset(before, changeset(patch)), ChangesetError, JSON.stringify(patch));
         assert.throws(() => applyChangeset(before, { sections: {} }), ChangesetError);
+    });
+});
+
+describe("sectionLabel", () => {
+    test("a view's section shows its key, not the key's JSON text", () => {
+        assert.equal(sectionLabel({ id: '"open"', data: { key: "open" } }), "open");
+        assert.equal(sectionLabel({ id: "2", data: { key: 2 } }), "2");
+        assert.equal(sectionLabel({ id: "null", data: { key: null } }), "null");
+        assert.equal(sectionLabel({ id: "s", data: { key: "k", more: 1 } }), "s", "not a view's section data");
+        assert.equal(sectionLabel({ id: "s", data: { title: "T" } }), "T");
+        assert.equal(sectionLabel({ id: "all", data: null }), "all");
     });
 });
 
@@ -246,6 +258,163 @@ describe("backoff", () => {
         assert.equal(SilentEventSource.instances.at(-1).readyState, 2);
         assert.equal(ids(subscription.sections), "a:x,y");
         assert.deepEqual(statuses, ["connecting", "live", "stopped"]);
+    });
+
+    test("transport sse: a stream given up after it delivered (a proxy's 502 in a restart) is opened again once a poll is answered", async () => {
+        // EventSource gives a stream up for good on an HTTP error: behind nginx or Varnish, one restart of the
+        // server turned every stream into long-polling for the page's life.
+        const FakeEventSource = fakeEventSourceClass();
+        const answers = [
+            () => new Response(JSON.stringify({ error: { code: "bad_gateway" } }), { status: 502 }),
+            () => new Response(JSON.stringify({ collection: "c", from: "e.1", to: "e.1", changes: empty() }), { status: 200 }),
+        ];
+        const requests = [];
+        const fakeFetch = (url, init) => {
+            requests.push(url);
+            const answer = answers.shift();
+            if (answer) return Promise.resolve(answer());
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onStatus: (status, detail) => statuses.push(detail?.reason ? `${status}:${detail.reason}` : status),
+        }, { transport: "sse", EventSource: FakeEventSource, fetch: fakeFetch, baseMs: 5, capMs: 10 });
+        try {
+            const [first] = FakeEventSource.instances;
+            first.emit("open");
+            first.emit("reset", { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } });
+            first.readyState = 2;
+            first.emit("error", {});
+            const deadline = Date.now() + 2000;
+            while (FakeEventSource.instances.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+            assert.equal(FakeEventSource.instances.length, 2, "the stream was not opened again");
+            assert.equal(FakeEventSource.instances[1].url, "http://test/v1/collections/c/changes?since=e.1");
+            // The polls between are short ones: the first after the stream, and the one after the 502.
+            const base = "http://test/v1/collections/c/changes?";
+            assert.deepEqual(requests, [`${base}since=e.1&timeout=0`, `${base}since=e.1&timeout=0`]);
+            FakeEventSource.instances[1].emit("open");
+        } finally {
+            await subscription.unsubscribe();
+        }
+        assert.deepEqual(statuses, ["connecting", "live", "retrying:HTTP 502", "live", "stopped"]);
+    });
+
+    test("transport sse: streams refused before any event are tried again after a growing wait, not after every poll", async () => {
+        const FakeEventSource = fakeEventSourceClass();
+        const requests = [];
+        // Every poll answered at once with a changeset (an empty one, to the next version): no quick-empty waits.
+        const fakeFetch = (url) => {
+            requests.push(url);
+            const n = requests.length;
+            const body = n === 1
+                ? { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [] } }
+                : { collection: "c", from: `e.${n - 1}`, to: `e.${n}`, changes: empty() };
+            return Promise.resolve(new Response(JSON.stringify(body), { status: 200 }));
+        };
+        const subscription = subscribe("http://test", "c", {}, { transport: "sse", EventSource: FakeEventSource, fetch: fakeFetch });
+        try {
+            const refused = FakeEventSource.instances[0];
+            refused.readyState = 2;
+            refused.emit("error", {});
+            const started = Date.now();
+            while (requests.length < 20 && Date.now() - started < 1500) await new Promise((resolve) => setTimeout(resolve, 5));
+            // Twenty answered polls within a second and a half of one refusal: the next stream waits 2 s.
+            if (Date.now() - started < 1500) assert.equal(FakeEventSource.instances.length, 1);
+            assert.equal(requests.length >= 20, true, `${requests.length} polls`);
+        } finally {
+            await subscription.unsubscribe();
+        }
+    });
+
+    test("after a 410 collection_deleted, a snapshot of the deleted epoch (a cache's copy) is waited out, not shown", async () => {
+        const reset = (to, ...items) => ({ collection: "c", reset: true, to, snapshot: { collection: "c", version: to, sections: [S("a", ...items)] } });
+        const answers = [
+            [200, reset("e.1", "x")],
+            [410, { error: { code: "collection_deleted", message: "deleted" } }],
+            [200, reset("e.1", "x")], // shared for 2 s by a cache, from before the deletion
+            [200, reset("e.1", "x")],
+            [404, { error: { code: "collection_not_found", message: "none" } }],
+            [200, reset("f.1", "new")],
+        ];
+        const requests = [];
+        const fakeFetch = (url, init) => {
+            requests.push(url);
+            const answer = answers.shift();
+            if (answer) return Promise.resolve(new Response(JSON.stringify(answer[1]), { status: answer[0] }));
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const snapshots = [];
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onSnapshot: ({ version, sections }) => snapshots.push(`${version} ${ids(sections)}`),
+            onStatus: (status) => statuses.push(status),
+        }, { fetch: fakeFetch, baseMs: 5, capMs: 10, missingRetryMs: 10 });
+        const deadline = Date.now() + 3000;
+        while (answers.length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        await subscription.unsubscribe();
+        assert.deepEqual(snapshots, ["e.1 a:x", "f.1 a:new"]);
+        assert.deepEqual(statuses, ["connecting", "live", "reset", "missing", "live", "stopped"]);
+        assert.equal(subscription.version, "f.1");
+    });
+
+    test("transport sse: a reset of the deleted epoch after a gone event is waited out", async () => {
+        const FakeEventSource = fakeEventSourceClass();
+        const snapshots = [];
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onSnapshot: ({ version }) => snapshots.push(version),
+            onStatus: (status) => statuses.push(status),
+        }, { transport: "sse", EventSource: FakeEventSource, baseMs: 5, capMs: 10 });
+        try {
+            const reset = (to) => ({ collection: "c", reset: true, to, snapshot: { collection: "c", version: to, sections: [] } });
+            FakeEventSource.instances[0].emit("open");
+            FakeEventSource.instances[0].emit("reset", reset("e.4"));
+            FakeEventSource.instances[0].emit("gone", { error: { code: "collection_deleted" } });
+            const second = FakeEventSource.instances[1];
+            assert.equal(second.url, "http://test/v1/collections/c/changes");
+            second.emit("open");
+            second.emit("reset", reset("e.4")); // a server that has not applied the deletion yet
+            assert.equal(second.readyState, 2);
+            assert.equal(subscription.sections, null, "the deleted content is not shown");
+            const deadline = Date.now() + 2000;
+            while (FakeEventSource.instances.length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+            FakeEventSource.instances[2].emit("open");
+            FakeEventSource.instances[2].emit("reset", reset("g.1"));
+        } finally {
+            await subscription.unsubscribe();
+        }
+        assert.deepEqual(snapshots, ["e.4", "g.1"]);
+        assert.deepEqual(statuses, ["connecting", "live", "reset", "missing", "live", "stopped"]);
+    });
+
+    test("after a failure the next poll is a short one, so the client is live as soon as the server answers", async () => {
+        const answers = [
+            () => Promise.resolve(new Response(JSON.stringify({ collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [] } }), { status: 200 })),
+            () => Promise.reject(new TypeError("network down")),
+            () => Promise.resolve(new Response(JSON.stringify({ collection: "c", from: "e.1", to: "e.1", next: "since=e.1&timeout=0&cursor=5", changes: empty() }), { status: 200 })),
+        ];
+        const requests = [];
+        const fakeFetch = (url, init) => {
+            requests.push(url);
+            const answer = answers.shift();
+            if (answer) return answer();
+            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+        };
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", { onStatus: (status) => statuses.push(status) }, { fetch: fakeFetch, baseMs: 5, capMs: 10 });
+        const deadline = Date.now() + 2000;
+        while (requests.length < 4 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+        await subscription.unsubscribe();
+        const base = "http://test/v1/collections/c/changes?";
+        assert.deepEqual(requests, [
+            `${base}timeout=25`,
+            `${base}since=e.1&timeout=25`,
+            `${base}since=e.1&timeout=0`,
+            // The answer's next keeps the short poll's timeout; the poll after it holds again, with its cursor.
+            `${base}since=e.1&timeout=25&cursor=5`,
+        ]);
+        assert.deepEqual(statuses, ["connecting", "live", "retrying", "live", "stopped"]);
     });
 
     test("transport sse with a token long-polls (EventSource sends no Authorization)", async () => {
