@@ -50,6 +50,31 @@ import Testing
         #expect(during - before < 24 * 1024, "resident memory grew by \(during - before) KiB")
     }
 
+    /// A request with `Expect: 100-continue` and no body, followed in the same packet by more bytes (a CRLF, which
+    /// RFC 9112 lets a server skip, or a pipelined request): libmicrohttpd sends `100 Continue`, then calls the
+    /// handler with the bytes that follow, none of them the request's, and refused an answer queued in that call.
+    /// The request got no answer, and the connection closed.
+    @Test func aBodilessRequestWithExpectAndMoreBytesBehindItIsAnswered() throws {
+        let server = try ServerProcess()
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        let expecting = " HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n\r\n"
+        let next = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        for (request, answers) in [
+            ("GET /healthz" + expecting + "\r\n" + next, [100, 200, 200]),
+            ("GET /v1/collections/c" + expecting + next, [100, 200, 200]),
+            ("GET /v1/collections/missing" + expecting + next, [100, 404, 200]),
+            ("DELETE /v1/collections/c/items/none" + expecting + next, [100, 404, 200]),
+            ("GET /v1/collections/c/changes?timeout=0" + expecting + next, [100, 200, 200]),
+        ] {
+            let connection = try HTTPConnection(port: server.port, receiveTimeout: 5)
+            connection.send(Array(request.utf8))
+            var statuses: [Int] = []
+            for _ in answers { statuses.append((try? connection.readResponse().status) ?? 0) }
+            #expect(statuses == answers, "\(request.prefix(40))")
+        }
+        #expect(!server.log.contains("refused the"), "\(server.log.suffix(1000))")
+    }
+
     /// The body memory of the budget tests, and the longest `--body-timeout`: their uploads wait, part sent, while
     /// other steps run, and on a loaded machine such a wait could reach the default 60 s, whose `408` would close
     /// the connection under the test.

@@ -517,6 +517,11 @@ final class HTTPServer: @unchecked Sendable {
             }
             return headersArrived(start(connection, method, url, version, context), handler)
         }
+        // A call that hands over body bytes, none of them the request's: libmicrohttpd makes one while it reads a
+        // body and finds only bytes past it, as after the `100 Continue` it sends to a request with `Expect` and no
+        // body followed in the same packet by a CRLF or a pipelined request. A response queued in it is refused,
+        // and the request went unanswered. The call for the whole request follows, with no bytes (`upload` nil).
+        if uploadSize.pointee == 0, upload != nil { return .YES }
         let exchange: Exchange
         if UInt(bitPattern: opaque) == Self.quickAnswerMark {
             if answerQuickly(connection, method, url, handler) { return .YES }

@@ -125,7 +125,7 @@ final class HTTPConnection {
             lineCounts[name, default: 0] += 1
         }
         var body: [UInt8] = []
-        if method == "HEAD" || status == 204 || status == 304 {
+        if method == "HEAD" || status < 200 || status == 204 || status == 304 {
         } else if let length = headers["content-length"].flatMap(Int.init) {
             while buffer.count < length { guard try fill() else { throw ClientError.closedEarly(head) } }
             body = Array(buffer[..<length])
