@@ -13,7 +13,7 @@ extension App {
         let registry = Registry()
         let views = ViewRegistry()
         let directory = try DataDirectory.open(config.dataDirectory)
-        let executor = Executor(registry: registry, views: views, limits: HistoryLimits(versions: config.history))
+        let executor = Executor(registry: registry, views: views, limits: config.historyLimits)
         let position = try Recovery.run(directory, executor: executor, logger: logger)
         let journal = try FileJournal(
             directory: directory, segment: position.segment, size: position.size,

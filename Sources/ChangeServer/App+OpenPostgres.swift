@@ -7,7 +7,7 @@ extension App {
         let metrics = Metrics()
         let registry = Registry()
         let views = ViewRegistry()
-        let executor = Executor(registry: registry, views: views, limits: HistoryLimits(versions: config.history))
+        let executor = Executor(registry: registry, views: views, limits: config.historyLimits)
         let recovered = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
         let journal = try PostgresJournal(
             url: url, applied: recovered.applied, snapshotBytes: config.snapshotBytes,

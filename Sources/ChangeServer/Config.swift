@@ -1,4 +1,5 @@
 import Glibc
+import Model
 
 /// How the server runs: every flag of `--help`, each with an environment fallback (`--max-body-bytes` reads
 /// `CHANGESERVER_MAX_BODY_BYTES`). A flag on the command line wins over its environment variable.
@@ -22,6 +23,8 @@ struct Config: Sendable {
     var fsync = FsyncPolicy.always
     var maxBodyBytes = 16 << 20
     var history = 1000
+    /// `--history-bytes`: about how many bytes of changes each collection's (and view's) history keeps at most.
+    var historyBytes = 64 << 20
     var writeToken: String?
     var readToken: String?
     var corsOrigins: [String] = []
@@ -61,6 +64,9 @@ struct Config: Sendable {
         return isScheme && scheme != "postgresql" && scheme != "postgres"
     }
 
+    /// What each collection's and view's history keeps: `--history` versions within about `--history-bytes`.
+    var historyLimits: HistoryLimits { HistoryLimits(versions: history, bytes: historyBytes) }
+
     /// Why the command line could not be read: printed with a hint, exit status 2.
     struct UsageError: Error, CustomStringConvertible {
         var description: String
@@ -85,6 +91,8 @@ struct Config: Sendable {
           --fsync POLICY         always (default: answer once on disk), interval (every 100 ms), never [CHANGESERVER_FSYNC]
           --max-body-bytes N     largest request body, larger ones get 413 (default 16777216) [CHANGESERVER_MAX_BODY_BYTES]
           --history N            versions kept per collection for the change feed (default 1000) [CHANGESERVER_HISTORY]
+          --history-bytes N      about how many bytes of changes the history of each collection or view keeps, within
+                                 --history; older versions leave it first (default 67108864) [CHANGESERVER_HISTORY_BYTES]
           --snapshot-bytes N     journal bytes after which a snapshot compacts it (default 67108864) [CHANGESERVER_SNAPSHOT_BYTES]
           --purge-delay-seconds N
                                  with --postgres, seconds before a deleted collection's records leave the database
@@ -116,7 +124,8 @@ struct Config: Sendable {
         """
 
     private static let valued: Set<String> = [
-        "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "snapshot-bytes", "write-token", "read-token",
+        "host", "port", "data-dir", "fsync", "max-body-bytes", "history", "history-bytes", "snapshot-bytes",
+        "write-token", "read-token",
         "cors-origin", "postgres", "postgres-timeout",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
         "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
@@ -262,6 +271,7 @@ struct Config: Sendable {
             fsync = policy
         case "max-body-bytes": maxBodyBytes = try integer(1...(1 << 30))
         case "history": history = try integer(1...1_000_000)
+        case "history-bytes": historyBytes = try integer(1...(1 << 40))
         case "snapshot-bytes": snapshotBytes = try integer(1...(1 << 40))
         case "purge-delay-seconds": purgeDelaySeconds = try integer(0...86_400)
         case "write-token": writeToken = try token()

@@ -1,4 +1,5 @@
 import Foundation
+import Model
 import ProcessSupport
 import Testing
 
@@ -13,6 +14,7 @@ import Testing
         #expect(config.fsync == .always)
         #expect(config.maxBodyBytes == 16 << 20)
         #expect(config.history == 1000)
+        #expect(config.historyLimits == HistoryLimits(versions: 1000, bytes: 64 << 20))
         #expect(config.writeToken == nil && config.readToken == nil)
         #expect(config.corsOrigins.isEmpty)
         #expect(config.purgeDelaySeconds == 60)
@@ -99,11 +101,12 @@ import Testing
     @Test func flagsWinOverEnvironment() throws {
         let environment = [
             "CHANGESERVER_PORT": "9000", "CHANGESERVER_HISTORY": "5", "CHANGESERVER_CORS_ORIGIN": "https://a,https://b",
-            "CHANGESERVER_FSYNC": "interval",
+            "CHANGESERVER_FSYNC": "interval", "CHANGESERVER_HISTORY_BYTES": "1000000",
         ]
         let fromEnvironment = try #require(try Config.parse(arguments: [], environment: environment))
         #expect(fromEnvironment.port == 9000)
         #expect(fromEnvironment.history == 5)
+        #expect(fromEnvironment.historyLimits == HistoryLimits(versions: 5, bytes: 1_000_000))
         #expect(fromEnvironment.corsOrigins == ["https://a", "https://b"])
         #expect(fromEnvironment.fsync == .interval)
         let both = try #require(
@@ -157,6 +160,7 @@ import Testing
 
     @Test(arguments: [
         ["--bogus"], ["--port"], ["--port", "70000"], ["--port", "x"], ["--fsync", "sometimes"], ["--history", "0"],
+        ["--history-bytes", "0"],
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
         ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"], ["--body-timeout", "0"],
         ["--body-timeout", "121"], ["--max-views", "0"], ["--header-timeout", "0"], ["--header-timeout", "121"],

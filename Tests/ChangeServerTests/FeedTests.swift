@@ -88,6 +88,28 @@ import Testing
         }
     }
 
+    /// `--history-bytes` bounds what a collection's history keeps, whatever `--history` allows: every collection
+    /// kept up to 64 MiB of past changes, so a hundred collections of large writes could hold gigabytes.
+    @Test func historyBytesBoundWhatTheFeedKeeps() throws {
+        let server = try ServerProcess(["--history", "1000", "--history-bytes", "100000"])
+        let first = try #require(
+            try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).object["version"] as? String)
+        // The history keeps what it needs to walk back: an item's data before each change of it.
+        var versions: [String] = []
+        for round in 0..<5 {
+            let data = String(repeating: "\(round)", count: 40_000)
+            let response = try server.client.put("/v1/collections/c/items/i", ["data": data])
+            versions.append(try #require(response.object["version"] as? String))
+        }
+        // About 40 KB a change after the first: the last two fit in 100,000 bytes, the ones before left.
+        for since in [first, versions[0], versions[1]] {
+            #expect(try server.client.get("/v1/collections/c/changes?since=\(since)").status == 410, "\(since)")
+        }
+        let recent = try server.client.get("/v1/collections/c/changes?since=\(versions[2])")
+        #expect(recent.status == 200)
+        #expect(recent.object["to"] as? String == versions[4])
+    }
+
     @Test func badParametersAre400AndUnknownCollection404() throws {
         let (server, version) = try LiveMutationTests.seeded()
         for query in [
