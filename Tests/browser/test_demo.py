@@ -411,6 +411,31 @@ class DemoTests(unittest.TestCase):
         self.assert_synced(name)
         self.assertEqual(self.driver.execute_script("return document.getElementById('list').scrollTop"), 0)
 
+    def test_4b_a_long_list_animates_only_the_rows_on_screen(self):
+        """An insertion at the top of a long list moves every row below it: each of them was measured and
+        animated, and a changeset took seconds to show on a list of 150,000 rows. Rows off screen before and
+        after are not animated now."""
+        name = f"long-{SEED}"
+        self.api("PUT", f"/v1/collections/{name}", {"sections": [
+            {"id": "s", "data": {"title": "Long"}, "items": [{"id": f"r{k}", "data": {"text": f"row {k}"}} for k in range(3000)]}]},
+            expect=201)
+        self.open(name)
+        self.assert_synced(name)
+        self.settle()
+        self.driver.execute_script("""
+            window.animationsMade = 0;
+            const animate = Element.prototype.animate;
+            Element.prototype.animate = function (...rest) { window.animationsMade += 1; return animate.apply(this, rest); };""")
+        self.api("POST", f"/v1/collections/{name}/mutations",
+                 {"ops": [{"op": "insertItems", "at": [0, 0], "items": [{"id": "top", "data": {"text": "top"}}]}]}, expect=200)
+        self.assert_synced(name)
+        made = self.driver.execute_script("return window.animationsMade")
+        rows = self.driver.execute_script("""
+            const list = document.getElementById('list');
+            return Math.ceil(list.clientHeight / list.querySelector('.cf-item').offsetHeight);""")
+        self.assertGreater(made, 0, "the insertion was not animated")
+        self.assertLess(made, rows + 20, f"{made} animations for about {rows} rows on screen, of 3,001")
+
     def test_5_screenshot(self):
         name = "demo"
         self.api("PUT", f"/v1/collections/{name}", {"sections": [

@@ -887,6 +887,9 @@ export function renderList(container, options = {}) {
             itemElements.set(item.id, element);
             element._cfData = undefined;
         }
+        // applyChangeset keeps an unchanged item's object: nothing to compare then.
+        if (element._cfItem === item) return element;
+        element._cfItem = item;
         const key = JSON.stringify(item.data ?? null);
         if (element._cfData !== key) {
             element._cfData = key;
@@ -1030,10 +1033,21 @@ export function renderList(container, options = {}) {
         /** Shows `sections`, the state after `changeset`, animating what the changeset changed. */
         apply(changeset, sections) {
             const anchors = visibleAnchors();
+            const moving = duration > 0 && !prefersReducedMotion();
+            // Where rows and headers were, for the animations (none to measure without them).
             const before = new Map();
+            const shown = new Set(itemElements.values());
             const measure = (element) => before.set(element, element.getBoundingClientRect());
-            for (const element of itemElements.values()) measure(element);
-            for (const element of sectionElements.values()) measure(element.firstElementChild);
+            if (moving) {
+                for (const element of itemElements.values()) measure(element);
+                for (const element of sectionElements.values()) measure(element.firstElementChild);
+            }
+            // Rows off screen before and after are not animated: an insertion at the top of a long list moved
+            // every row below it, and animating each of them took seconds.
+            const screen = scroller.getBoundingClientRect();
+            const screenTop = Math.max(screen.top, 0);
+            const screenBottom = Math.min(screen.bottom, globalThis.innerHeight ?? screen.bottom);
+            const offScreen = (rect) => rect.bottom < screenTop || rect.top > screenBottom;
 
             const leaving = build(sections);
             for (const element of leaving) {
@@ -1086,7 +1100,7 @@ export function renderList(container, options = {}) {
             // FLIP: rows that were shown glide from where they were to where they are.
             for (const [id, element] of itemElements) {
                 const old = before.get(element);
-                if (!old || inserted.has(id)) {
+                if (!shown.has(element) || inserted.has(id)) {
                     animate(element, [
                         { opacity: 0, transform: "translateY(-0.5em) scale(0.98)" },
                         { opacity: 1, transform: "none" },
@@ -1095,7 +1109,9 @@ export function renderList(container, options = {}) {
                     setTimeout(() => element.classList.remove("cf-inserted"), duration + 50);
                     continue;
                 }
+                if (!old) continue;
                 const now = element.getBoundingClientRect();
+                if (offScreen(old) && offScreen(now)) continue;
                 const dx = old.left - now.left;
                 const dy = old.top - now.top;
                 if (Math.abs(dx) >= 1 || Math.abs(dy) >= 1) {
