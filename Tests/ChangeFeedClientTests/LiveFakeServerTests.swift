@@ -205,6 +205,35 @@ struct LiveFakeServerTests {
         #expect(server.received.count == 5)
     }
 
+    /// Resets at the deleted epoch are waited out for `staleResetPatience` only: past it the epoch came back (a
+    /// crash lost the deletion) and the collection is followed again, where it was shown missing for good.
+    @Test(.timeLimit(.minutes(1))) func aDeletedEpochThatCameBackIsFollowedAfterThePatience() async throws {
+        let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#
+        let server = try FakeServer { index, _ in
+            index == 1
+                ? FakeServer.Answer(status: 410, body: deleted) : FakeServer.Answer(status: 200, body: Self.reset)
+        }
+        defer { server.stop() }
+        var client = FeedClient(
+            baseURL: server.baseURL, name: "c", pollTimeout: .seconds(5),
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)))
+        client.staleResetPatience = .milliseconds(600)
+        var events = client.events().makeAsyncIterator()
+        var seen: [String] = []
+        let started = ContinuousClock.now
+        for _ in 0..<3 {
+            switch try await events.next() {
+            case .reset(let snapshot): seen.append("reset \(snapshot.version)")
+            case .changes: seen.append("changes")
+            case .missing: seen.append("missing")
+            case nil: seen.append("end")
+            }
+        }
+        #expect(seen == ["reset e.1", "missing", "reset e.1"])
+        #expect(ContinuousClock.now - started >= .milliseconds(600))
+        #expect(server.received.count > 3, "the stale resets were asked for again meanwhile")
+    }
+
     /// A server that stays behind on a deletion is asked with a growing backoff, not four times a second for good.
     @Test func resetsOfADeletedCollectionBackOff() async throws {
         let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#

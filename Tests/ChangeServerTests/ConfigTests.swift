@@ -70,6 +70,8 @@ import Testing
             "postgresql://u@[::1/db": "IPv6 host address",
             "postgresql://u:s3cret@[::1/db": "it may quote the password",
             "host=h password=s3cret port": "it may quote the password",
+            "postgresql://[::1/db?%70assword=s3cret": "it may quote the password",
+            "postgresql://h/db?%70assword=s3cret%zz": "it may quote the password",
         ]
         for (url, reason) in reasons {
             do {

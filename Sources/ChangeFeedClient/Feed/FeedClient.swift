@@ -44,6 +44,10 @@ public struct FeedClient: Sendable {
     /// How often a collection or view reported `.missing` is asked for again (each wait a random 50% to 100% of
     /// it, so that clients that saw it go do not come back together), so that it is followed soon after it is made.
     public var missingRetry: Duration = .seconds(2)
+    /// How long resets at the epoch a `410 collection_deleted` ended are waited out as stale (a cache's copy from
+    /// before the deletion, or a server behind on it); past it such a reset is taken: the epoch came back (a crash
+    /// lost the deletion, under `--fsync interval`), and the collection is not shown missing for good.
+    public var staleResetPatience: Duration = .seconds(10)
     let transport: Transport
 
     /// A client of `name` on the server at `baseURL` (for example `http://127.0.0.1:8080`).

@@ -37,6 +37,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// The epoch of the collection a `410 collection_deleted` said was deleted: a reset at that epoch comes from a
         /// server that has not applied the deletion yet (a collection made again has a new epoch), and is waited out.
         var deletedEpoch: String?
+        /// When the `410` that set `deletedEpoch` came (`FeedClient.staleResetPatience`).
+        var deletedAt = ContinuousClock.now
         /// Resets at `deletedEpoch` in a row, for their backoff.
         var staleResets = 0
         /// `404`s in a row to polls with `since`.
@@ -106,6 +108,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 guard code == .collectionDeleted, !isMissing else { return nil }
                 isMissing = true
                 deletedEpoch = polledSince?.epoch
+                deletedAt = .now
                 return .missing
             case 404:
                 return try await notFound(answer, polledSince: polledSince)
@@ -165,7 +168,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
         {
             switch try WireDecoding.feedAnswer(Array(body), kind: client.kind) {
             case .reset(let snapshot, let next):
-                if polledSince == nil, let deletedEpoch, snapshot.version.epoch == deletedEpoch {
+                if polledSince == nil, let deletedEpoch, snapshot.version.epoch == deletedEpoch,
+                    ContinuousClock.now - deletedAt < client.staleResetPatience
+                {
                     staleResets += 1
                     try await wait(after: .staleReset, retryAfter: nil)
                     return nil

@@ -183,8 +183,8 @@ final class FileJournal: Journal, @unchecked Sendable {
                     state.unmarkedSync = nil
                     state.bytesSinceSnapshot += frame.count
                     state.written += 1
+                    metrics.setJournalBytes(state.bytesSinceSnapshot)
                 }
-                metrics.setJournalBytes(bytesSinceSnapshot)
                 done(true)
             }
             return
@@ -196,10 +196,10 @@ final class FileJournal: Journal, @unchecked Sendable {
             state.bytesSinceSnapshot += frameSize
             state.written += 1
             state.pending.append((state.written, done))
+            metrics.setJournalBytes(state.bytesSinceSnapshot)
             defer { state.syncerIsIdle = false }
             return state.syncerIsIdle
         }
-        metrics.setJournalBytes(bytesSinceSnapshot)
         if wakeSyncer { self.wakeSyncer() }
     }
 
@@ -343,8 +343,8 @@ final class FileJournal: Journal, @unchecked Sendable {
             state.unmarkedSync = nil
             state.isUnmarkable = false
             state.bytesSinceSnapshot = state.buffer.reduce(0) { $0 + $1.count + JournalFormat.frameHeaderSize }
+            metrics.setJournalBytes(state.bytesSinceSnapshot)
         }
-        metrics.setJournalBytes(bytesSinceSnapshot)
         return next
     }
 
@@ -418,15 +418,16 @@ final class FileJournal: Journal, @unchecked Sendable {
                 state.bytesSinceSnapshot = max(0, state.bytesSinceSnapshot - recordBytes)
             }
             state.synced = target
+            // After the sync mark a success adds, or the records a failure takes back (counted as they came, the
+            // gauge kept them until the next write). Set under the lock, as every setting of it is, so that a
+            // value read before this one cannot be set after it.
+            metrics.setJournalBytes(state.bytesSinceSnapshot)
             // Copied out rather than sliced: an array made of a slice of the whole buffer shares it, and the
             // removal then copies what is left into a new one.
             let split = state.pending.partitioningIndex { $0.ticket > target }
             buffers.ready.append(contentsOf: state.pending[..<split])
             state.pending.removeFirst(split)
         }
-        // After the sync mark a success adds, or the records a failure takes back (counted as they came, the
-        // gauge kept them until the next write).
-        metrics.setJournalBytes(bytesSinceSnapshot)
         if succeeded {
             failures.succeeded()
         } else {

@@ -182,12 +182,31 @@ final class PGConnection {
             defer { PQfreemem(error) }
             let authority = url.split(separator: "://", maxSplits: 1).last ?? ""
             let userInfo = isURI ? authority.split(separator: "@", maxSplits: 1).dropLast().first : nil
-            let holdsPassword = userInfo?.contains(":") == true || url.lowercased().contains("password")
+            // libpq decodes a URI's percent-encoding, keywords included (`?%70assword=`).
+            let holdsPassword =
+                userInfo?.contains(":") == true || percentDecoded(url).lowercased().contains("password")
             return holdsPassword
                 ? "libpq cannot read it (its reason is not shown: it may quote the password)" : message(error)
         }
         PQconninfoFree(options)
         return nil
+    }
+
+    /// `text` with each `%XX` replaced by its byte, and bytes that are not UTF-8 replaced.
+    private static func percentDecoded(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        var rest = text.utf8[...]
+        while let byte = rest.popFirst() {
+            if byte == UInt8(ascii: "%"), rest.count >= 2,
+                let decoded = UInt8(String(decoding: rest.prefix(2), as: UTF8.self), radix: 16)
+            {
+                bytes.append(decoded)
+                rest = rest.dropFirst(2)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static func message(_ text: UnsafePointer<CChar>?) -> String {
