@@ -478,6 +478,30 @@ class DemoTests(unittest.TestCase):
         self.assertIn("retrying", statuses)
         self.assertEqual(statuses[-1], "live")
 
+    def test_6b_a_page_left_for_another_lets_its_poll_go_and_resumes_when_back(self):
+        """A page the browser keeps in its back/forward cache went on polling: each such page held one of the six
+        connections Chromium opens to a host, and six of them stalled the next page's load for a poll's length."""
+        name = f"bfcache-{SEED}"
+        self.api("PUT", f"/v1/collections/{name}", {"sections": [{"id": "s", "items": [{"id": "a", "data": "first"}]}]},
+                 expect=201)
+        self.open(name)
+        self.assert_synced(name)
+        self.driver.execute_script("window.keptInCache = true")
+        def held():
+            with urllib.request.urlopen(self.server.url + "/metrics", timeout=15) as response:
+                text = response.read().decode()
+            return int(next(line.split()[1] for line in text.splitlines() if line.startswith("changeserver_held_polls ")))
+        self.wait(lambda: held() == 1, message="the page's poll to be held")
+        self.driver.get(f"{self.server.url}/healthz")
+        self.wait(lambda: held() == 0, message="the left page to let its poll go")
+        self.driver.back()
+        self.wait(lambda: self.driver.execute_script("return !!window.demo"), message="the page to come back")
+        restored = self.driver.execute_script("return window.keptInCache === true")
+        self.api("PUT", f"/v1/collections/{name}/items/b", {"data": "while away"}, expect=201)
+        self.assert_synced(name)
+        if restored:
+            self.wait(lambda: held() == 1, message="the restored page to poll again")
+
     def test_7_picker_creates_and_opens_a_collection(self):
         name = f"picked-{SEED}"
         self.driver.get(self.server.url + "/")

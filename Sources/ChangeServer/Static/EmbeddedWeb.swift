@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"2ecb5bd2f0129f7d\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"892c1bd8cd09da29\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"06abc141d30ba6ee\"", text: file3),
@@ -313,6 +313,60 @@ const sleep = (milliseconds, signal) =>
         signal.addEventListener("abort", done, { once: true });
     });
 
+/** Why a request was given up: the page was hidden (`pageGate`). */
+class PageHidden extends Error {}
+
+/**
+ * The page's visibility to a feed loop, in a browser: a page the browser keeps in its back/forward cache after the
+ * user left it goes on running, its held poll with it, and each such poll holds one of the six connections a
+ * browser opens to a host: six of them stalled the load of the next page of that host for the length of a poll.
+ * `pagehide` calls the interrupts registered (the request in flight is aborted, the stream closed), and the loop
+ * waits for `pageshow` (`shown`) before it goes on from its version. Outside a browser the page is always shown.
+ */
+function pageGate(signal) {
+    const target = typeof globalThis.addEventListener === "function" && typeof globalThis.document === "object" ? globalThis : null;
+    let hidden = null;
+    const interrupts = new Set();
+    const onHide = () => {
+        if (!hidden) {
+            let resolve;
+            const promise = new Promise((done) => (resolve = done));
+            hidden = { promise, resolve };
+        }
+        for (const interrupt of [...interrupts]) interrupt();
+    };
+    const onShow = () => {
+        const was = hidden;
+        hidden = null;
+        was?.resolve();
+    };
+    if (target && !signal.aborted) {
+        target.addEventListener("pagehide", onHide);
+        target.addEventListener("pageshow", onShow);
+        signal.addEventListener(
+            "abort",
+            () => {
+                target.removeEventListener("pagehide", onHide);
+                target.removeEventListener("pageshow", onShow);
+                onShow();
+            },
+            { once: true }
+        );
+    }
+    return {
+        get hidden() {
+            return hidden !== null;
+        },
+        /** Resolves once the page is shown (at once when it is), or the subscription ends. */
+        shown: () => hidden?.promise ?? Promise.resolve(),
+        /** Calls `interrupt` whenever the page is hidden, until the function returned is called. */
+        whenHidden(interrupt) {
+            interrupts.add(interrupt);
+            return () => interrupts.delete(interrupt);
+        },
+    };
+}
+
 /** Seconds of a Retry-After header (delta-seconds or an HTTP date), or null. */
 export function retryAfterSeconds(value, now = Date.now()) {
     if (value == null || value === "") return null;
@@ -410,15 +464,28 @@ export function nextQuery(body, timeout) {
 
 /**
  * The query of the next poll, `query` (`nextQuery`'s): with `timeout=0` for a short one (`short`), and with
- * `timeout` again after one, whose answer's `next` keeps its 0.
+ * `timeout` again after one, whose answer's `next` keeps its 0 and a cursor counted in seconds, which would keep
+ * the client's polls apart from everyone else's (whose cursors count timeouts) until the collection changes.
  */
 function pollingQuery(query, short, timeout) {
     const params = new URLSearchParams(query);
-    const seconds = short ? "0" : params.get("timeout") === "0" ? String(timeout) : null;
-    if (seconds === null || params.get("timeout") === seconds) return query;
-    params.set("timeout", seconds);
+    if (short) {
+        if (params.get("timeout") === "0") return query;
+        params.set("timeout", "0");
+    } else {
+        if (params.get("timeout") !== "0") return query;
+        params.set("timeout", String(timeout));
+        params.delete("cursor");
+    }
     return params.toString();
 }
+
+/**
+ * How long snapshots at the epoch a `410 collection_deleted` ended are waited out: far past a cache's 2 s and a
+ * server catching up; past it such a snapshot is taken as it is (the epoch came back, as after a crash that lost
+ * the deletion under `--fsync interval`), rather than the collection shown missing for good.
+ */
+const STALE_RESET_PATIENCE_MS = 10_000;
 
 /** The epoch of a version `<epoch>.<seq>`. */
 function epochOf(version) {
@@ -465,12 +532,15 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     /** The code of a `404` that says the collection (or view) does not exist, rather than that no route matched. */
     const missingCode = kind === "view" ? "view_not_found" : "collection_not_found";
     const state = { version: null, sections: null, next: null };
+    const page = pageGate(signal);
     /**
      * The epoch a `410 collection_deleted` said was deleted, until a snapshot of another epoch comes: a snapshot at
      * that epoch is the one from before the deletion, a shared cache's copy (resets may be kept 2 s) or a server
      * that has not applied the deletion yet, and is waited out rather than shown as live.
      */
     let deletedEpoch = null;
+    /** When (`Date.now()`) the `410` came: after `STALE_RESET_PATIENCE_MS` a snapshot at that epoch is taken. */
+    let deletedAt = 0;
     /** Snapshots at `deletedEpoch` in a row, for their backoff. */
     let staleResets = 0;
     /**
@@ -478,7 +548,8 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
      * is gone, and the client says "missing" (nothing to show) and counts it for the backoff.
      */
     const isStale = (body, setStatus) => {
-        if (deletedEpoch === null || epochOf(body.to) !== deletedEpoch) {
+        const waited = Date.now() - deletedAt > STALE_RESET_PATIENCE_MS;
+        if (deletedEpoch === null || epochOf(body.to) !== deletedEpoch || waited) {
             deletedEpoch = null;
             staleResets = 0;
             return false;
@@ -490,7 +561,10 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     };
     /** A `410` to a poll or stream from `since`: it starts over, noting the epoch a deletion ended. */
     const gone = (since, code, setStatus) => {
-        if (code === "collection_deleted") deletedEpoch = epochOf(since);
+        if (code === "collection_deleted") {
+            deletedEpoch = epochOf(since);
+            deletedAt = Date.now();
+        }
         state.version = null;
         setStatus("reset", { reason: code ?? "gone" });
     };
@@ -518,6 +592,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         let timer = setTimeout(silent(holdSeconds + silenceSeconds), (holdSeconds + silenceSeconds) * 1000);
         const onAbort = () => deadline.abort();
         signal.addEventListener("abort", onAbort, { once: true });
+        const stopWatching = page.whenHidden(() => deadline.abort(new PageHidden("the page was hidden")));
         try {
             const response = await fetchFunction(url, { headers, signal: deadline.signal, cache: "no-store" });
             const text = await readText(response, () => {
@@ -537,12 +612,13 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         } finally {
             clearTimeout(timer);
             signal.removeEventListener("abort", onAbort);
+            stopWatching();
         }
     }
 
     /**
-     * Follows the collection over Server-Sent Events until `signal` aborts (resolves "aborted"), or until the
-     * browser gives the stream up: an HTTP error such as a proxy's 502 while the server restarts, a 404 or a 429,
+     * Follows the collection over Server-Sent Events until `signal` aborts (resolves "aborted"), the page is
+     * hidden ("hidden", `pageGate`), or the browser gives the stream up: an HTTP error such as a proxy's 502 while the server restarts, a 404 or a 429,
      * which EventSource does not retry. It then resolves "delivered" when the stream brought an event, else
      * "refused"; the caller long-polls from where the client is, and tries a stream again later (`run`). A
      * dropped stream is reopened by EventSource itself, with Last-Event-ID. A stream
@@ -564,13 +640,16 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     return null;
                 }
             };
+            let reopening = null;
             const finish = (result) => {
                 clearTimeout(silence);
+                clearTimeout(reopening);
                 source?.close();
                 signal.removeEventListener("abort", onAbort);
+                stopWatching();
                 resolve(result);
             };
-            let reopening = null;
+            const stopWatching = page.whenHidden(() => finish("hidden"));
             /**
              * (Re)starts the wait for the stream's next event; past it, the stream is reopened from the client's
              * version, with no status of its own: an idle collection's stream is reopened so every `silenceSeconds`
@@ -694,9 +773,14 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         let answering = true;
         let quickEmpties = 0;
         while (!signal.aborted) {
+            if (page.hidden) {
+                await page.shown();
+                continue;
+            }
             if (streams && answering && Date.now() >= streamAgainAt) {
                 const outcome = await stream(setStatus);
                 if (outcome === "aborted") break;
+                if (outcome === "hidden") continue;
                 // Long-polls from where the stream left the client (the last poll's `next` may be older), first with
                 // a short poll, and tries a stream again after the next answer: at once after one that delivered (a
                 // restart behind a proxy that answered 502 meanwhile), backing off from 2 s to 5 min after those
@@ -720,6 +804,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                 answer = await request(url, hold);
             } catch (error) {
                 if (signal.aborted) break;
+                if (error instanceof PageHidden) continue;
                 call("onError", error);
                 await backOff(null, "network");
                 continue;
@@ -756,7 +841,9 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     await startOverPause();
                     continue;
                 }
-                failures = 0;
+                // Only a held poll's answer ends the backoff: a server that refuses held polls (`429` at
+                // `--max-held-polls`) answers the short one all the same.
+                if (hold > 0) failures = 0;
                 setStatus("live");
                 if (body.to === since) {
                     startOvers = 0;
@@ -839,8 +926,8 @@ export function itemLabel(data) {
 }
 
 /**
- * The text of a section's header: `data.title` or `data.text` when a string, a string `data`, a view section's key
- * (`data` `{"key": ...}`), else its id.
+ * The text of a section's header: `data.title` or `data.text` when a string, a string `data`, the key of data that
+ * is `{"key": ...}` alone (a view's section), else its id.
  */
 export function sectionLabel(section) {
     const data = section.data;
@@ -848,7 +935,8 @@ export function sectionLabel(section) {
     if (data && typeof data === "object" && !Array.isArray(data)) {
         if (typeof data.title === "string") return data.title;
         if (typeof data.text === "string") return data.text;
-        // A view's section: `{"key": <the value>}`, whose id is the key's JSON text ("open" with its quotes).
+        // Data that is a key alone, as a view's sections have (`{"key": <the value>}`, whose id is the key's JSON
+        // text: "open" with its quotes).
         if ("key" in data && Object.keys(data).length === 1) {
             return typeof data.key === "string" ? data.key : JSON.stringify(data.key);
         }

@@ -411,10 +411,153 @@ describe("backoff", () => {
             `${base}timeout=25`,
             `${base}since=e.1&timeout=25`,
             `${base}since=e.1&timeout=0`,
-            // The answer's next keeps the short poll's timeout; the poll after it holds again, with its cursor.
-            `${base}since=e.1&timeout=25&cursor=5`,
+            // The answer's next keeps the short poll's timeout, and a cursor counted in seconds: the poll after it
+            // holds again, without that cursor, which would keep it apart from other clients' polls.
+            `${base}since=e.1&timeout=25`,
         ]);
         assert.deepEqual(statuses, ["connecting", "live", "retrying", "live", "stopped"]);
+    });
+
+    test("the short polls after failures do not end the backoff: a server refusing held polls (429) is not hammered", async () => {
+        // The server answers timeout=0 whatever --max-held-polls says; its 200 ended the backoff, and the next held
+        // poll's 429 came at once: about two requests a second for good.
+        const reset = { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [] } };
+        const requests = [];
+        const fakeFetch = (url) => {
+            requests.push(url);
+            if (requests.length === 1) return Promise.resolve(new Response(JSON.stringify(reset), { status: 200 }));
+            const short = new URL(url).searchParams.get("timeout") === "0";
+            const [body, status] = short
+                ? [{ collection: "c", from: "e.1", to: "e.1", changes: empty() }, 200]
+                : [{ error: { code: "too_many_polls", message: "busy" } }, 429];
+            return Promise.resolve(new Response(JSON.stringify(body), { status }));
+        };
+        const attempts = [];
+        const subscription = subscribe("http://test", "c", {
+            onStatus: (status, detail) => status === "retrying" && attempts.push(detail.attempt),
+        }, { fetch: fakeFetch, baseMs: 1, capMs: 20 });
+        try {
+            const deadline = Date.now() + 3000;
+            while (attempts.length < 5 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+        } finally {
+            await subscription.unsubscribe();
+        }
+        assert.deepEqual(attempts.slice(0, 5), [1, 2, 3, 4, 5]);
+    });
+
+    test("a snapshot at the deleted epoch is taken after 10 s: the epoch came back, and the client is not missing for good", async () => {
+        const reset = (to) => ({ collection: "c", reset: true, to, snapshot: { collection: "c", version: to, sections: [] } });
+        let answered = 0;
+        const fakeFetch = (url, init) => {
+            answered += 1;
+            // Resets always at e.1; the poll after the first is told the collection was deleted.
+            if (new URL(url).searchParams.has("since") && answered > 2) {
+                return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+            }
+            const [body, status] = answered === 2 ? [{ error: { code: "collection_deleted" } }, 410] : [reset("e.1"), 200];
+            return Promise.resolve(new Response(JSON.stringify(body), { status }));
+        };
+        const realNow = Date.now;
+        let skew = 0;
+        Date.now = () => realNow() + skew;
+        const snapshots = [];
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onSnapshot: ({ version }) => snapshots.push(version),
+            onStatus: (status) => statuses.push(status),
+        }, { fetch: fakeFetch, baseMs: 1, capMs: 5 });
+        try {
+            const deadline = realNow() + 2000;
+            while (!statuses.includes("missing") && realNow() < deadline) await new Promise((resolve) => setTimeout(resolve, 2));
+            assert.deepEqual(snapshots, ["e.1"], "a stale snapshot was shown");
+            skew = 11_000;
+            while (snapshots.length < 2 && realNow() < deadline) await new Promise((resolve) => setTimeout(resolve, 2));
+        } finally {
+            Date.now = realNow;
+            await subscription.unsubscribe();
+        }
+        assert.deepEqual(snapshots, ["e.1", "e.1"]);
+        assert.deepEqual(statuses, ["connecting", "live", "reset", "missing", "live", "stopped"]);
+    });
+
+    test("a hidden page (pagehide: the back/forward cache) lets its held poll go, and polls again when shown", async () => {
+        const page = new EventTarget();
+        const saved = { addEventListener: globalThis.addEventListener, removeEventListener: globalThis.removeEventListener, document: globalThis.document };
+        Object.assign(globalThis, {
+            addEventListener: page.addEventListener.bind(page),
+            removeEventListener: page.removeEventListener.bind(page),
+            document: {},
+        });
+        const requests = [];
+        const aborted = [];
+        const fakeFetch = (url, init) => {
+            requests.push(url);
+            if (requests.length === 1) {
+                const reset = { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [] } };
+                return Promise.resolve(new Response(JSON.stringify(reset), { status: 200 }));
+            }
+            return new Promise((_, reject) =>
+                init.signal.addEventListener("abort", () => {
+                    aborted.push(url);
+                    reject(new DOMException("aborted", "AbortError"));
+                }));
+        };
+        const errors = [];
+        const subscription = subscribe("http://test", "c", { onError: (error) => errors.push(error) }, { fetch: fakeFetch });
+        const waitFor = async (check) => {
+            const deadline = Date.now() + 2000;
+            while (!check() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+        };
+        try {
+            await waitFor(() => requests.length === 2);
+            page.dispatchEvent(new Event("pagehide"));
+            await waitFor(() => aborted.length === 1);
+            await new Promise((resolve) => setTimeout(resolve, 100));
+            assert.equal(requests.length, 2, "a hidden page polls no more");
+            page.dispatchEvent(new Event("pageshow"));
+            await waitFor(() => requests.length === 3);
+        } finally {
+            await subscription.unsubscribe();
+            Object.assign(globalThis, saved);
+        }
+        const base = "http://test/v1/collections/c/changes?";
+        assert.deepEqual(requests, [`${base}timeout=25`, `${base}since=e.1&timeout=25`, `${base}since=e.1&timeout=25`]);
+        assert.deepEqual(aborted.slice(0, 1), [`${base}since=e.1&timeout=25`]);
+        assert.deepEqual(errors, [], "hiding the page is no error");
+    });
+
+    test("transport sse: a hidden page closes its stream, and opens one from its version when shown", async () => {
+        const page = new EventTarget();
+        const saved = { addEventListener: globalThis.addEventListener, removeEventListener: globalThis.removeEventListener, document: globalThis.document };
+        Object.assign(globalThis, {
+            addEventListener: page.addEventListener.bind(page),
+            removeEventListener: page.removeEventListener.bind(page),
+            document: {},
+        });
+        const FakeEventSource = fakeEventSourceClass();
+        const requests = [];
+        const fakeFetch = (url) => {
+            requests.push(url);
+            return Promise.reject(new TypeError("no polls in this test"));
+        };
+        const subscription = subscribe("http://test", "c", {}, { transport: "sse", EventSource: FakeEventSource, fetch: fakeFetch });
+        try {
+            const [first] = FakeEventSource.instances;
+            first.emit("open");
+            first.emit("reset", { collection: "c", reset: true, to: "e.3", snapshot: { collection: "c", version: "e.3", sections: [] } });
+            page.dispatchEvent(new Event("pagehide"));
+            assert.equal(first.readyState, 2, "the stream is closed");
+            await new Promise((resolve) => setTimeout(resolve, 50));
+            assert.equal(FakeEventSource.instances.length, 1, "no stream while hidden");
+            page.dispatchEvent(new Event("pageshow"));
+            const deadline = Date.now() + 2000;
+            while (FakeEventSource.instances.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+            assert.equal(FakeEventSource.instances[1]?.url, "http://test/v1/collections/c/changes?since=e.3");
+            assert.deepEqual(requests, [], "no poll in between");
+        } finally {
+            await subscription.unsubscribe();
+            Object.assign(globalThis, saved);
+        }
     });
 
     test("transport sse with a token long-polls (EventSource sends no Authorization)", async () => {
