@@ -192,43 +192,47 @@ struct LiveFakeServerTests {
         }
         defer { server.stop() }
         var events = Self.client(server).events().makeAsyncIterator()
-        var seen: [String] = []
-        for _ in 0..<3 {
-            switch try await events.next() {
-            case .reset(let snapshot): seen.append("reset \(snapshot.version)")
-            case .changes: seen.append("changes")
-            case .missing: seen.append("missing")
-            case nil: seen.append("end")
-            }
-        }
+        let seen = try await Self.names(of: &events, count: 3)
         #expect(seen == ["reset e.1", "missing", "reset f.1"])
         #expect(server.received.count == 5)
+    }
+
+    /// A server that answers the first poll `410 collection_deleted`, and every other request with `reset` (e.1):
+    /// a server that stays behind on the deletion, or whose deleted epoch came back.
+    static func deletedOnceThenStale() throws -> FakeServer {
+        let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#
+        return try FakeServer { index, _ in
+            index == 1
+                ? FakeServer.Answer(status: 410, body: deleted) : FakeServer.Answer(status: 200, body: Self.reset)
+        }
+    }
+
+    /// The next `count` events, each named: `reset VERSION`, `changes`, `missing`, or `end`.
+    static func names(of events: inout FeedEvents.Iterator, count: Int) async throws -> [String] {
+        var names: [String] = []
+        for _ in 0..<count {
+            switch try await events.next() {
+            case .reset(let snapshot): names.append("reset \(snapshot.version)")
+            case .changes: names.append("changes")
+            case .missing: names.append("missing")
+            case nil: names.append("end")
+            }
+        }
+        return names
     }
 
     /// Resets at the deleted epoch are waited out for `staleResetPatience` only: past it the epoch came back (a
     /// crash lost the deletion) and the collection is followed again, where it was shown missing for good.
     @Test(.timeLimit(.minutes(1))) func aDeletedEpochThatCameBackIsFollowedAfterThePatience() async throws {
-        let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#
-        let server = try FakeServer { index, _ in
-            index == 1
-                ? FakeServer.Answer(status: 410, body: deleted) : FakeServer.Answer(status: 200, body: Self.reset)
-        }
+        let server = try Self.deletedOnceThenStale()
         defer { server.stop() }
         var client = FeedClient(
             baseURL: server.baseURL, name: "c", pollTimeout: .seconds(5),
             backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)))
         client.staleResetPatience = .milliseconds(600)
         var events = client.events().makeAsyncIterator()
-        var seen: [String] = []
         let started = ContinuousClock.now
-        for _ in 0..<3 {
-            switch try await events.next() {
-            case .reset(let snapshot): seen.append("reset \(snapshot.version)")
-            case .changes: seen.append("changes")
-            case .missing: seen.append("missing")
-            case nil: seen.append("end")
-            }
-        }
+        let seen = try await Self.names(of: &events, count: 3)
         #expect(seen == ["reset e.1", "missing", "reset e.1"])
         #expect(ContinuousClock.now - started >= .milliseconds(600))
         #expect(server.received.count > 3, "the stale resets were asked for again meanwhile")
@@ -236,11 +240,7 @@ struct LiveFakeServerTests {
 
     /// A server that stays behind on a deletion is asked with a growing backoff, not four times a second for good.
     @Test func resetsOfADeletedCollectionBackOff() async throws {
-        let deleted = #"{"error":{"code":"collection_deleted","message":"deleted"}}"#
-        let server = try FakeServer { index, _ in
-            index == 1
-                ? FakeServer.Answer(status: 410, body: deleted) : FakeServer.Answer(status: 200, body: Self.reset)
-        }
+        let server = try Self.deletedOnceThenStale()
         defer { server.stop() }
         let client = FeedClient(
             baseURL: server.baseURL, name: "c", pollTimeout: .seconds(5),

@@ -16,17 +16,7 @@ extension LiveHardeningTests {
         let server = try ServerProcess(
             ["--disk-reserve-bytes", "500000", "--history", "20", "--fsync", "always"], dataDirectory: data)
         #expect(try server.client.put("/v1/collections/o", ["sections": [["id": "s"]]]).status == 201)
-        let padding = String(repeating: "q", count: 2000)
-        var refusal: HTTPResponse?
-        for round in 0..<4000 {
-            let response = try server.client.put(
-                "/v1/collections/o/items/k\(round % 10)", ["data": ["n": round, "pad": padding]])
-            if response.status == 503 {
-                refusal = response
-                break
-            }
-            try #require([200, 201].contains(response.status), "\(response.text)")
-        }
+        let refusal = try Self.writeUntilRefused(server, padding: 2000)
         #expect(refusal?.errorCode == "insufficient_storage", "the journal never reached the reserve")
         // Compaction for space starts at most every 10 s.
         #expect(
@@ -205,22 +195,29 @@ extension LiveHardeningTests {
         let server = try ServerProcess(
             ["--disk-reserve-bytes", "0", "--snapshot-bytes", "100000000", "--fsync", "always"], dataDirectory: data)
         #expect(try server.client.put("/v1/collections/o", ["sections": [["id": "s"]]]).status == 201)
-        let padding = String(repeating: "q", count: 3000)
         var counted = try server.metric("changeserver_journal_bytes")
-        var refusal: HTTPResponse?
-        for round in 0..<4000 {
-            let response = try server.client.put(
-                "/v1/collections/o/items/k\(round % 10)", ["data": ["n": round, "pad": padding]])
-            if response.status == 503 {
-                refusal = response
-                break
-            }
-            try #require([200, 201].contains(response.status), "\(response.text)")
+        let refusal = try Self.writeUntilRefused(server, padding: 3000) {
             counted = try server.metric("changeserver_journal_bytes")
         }
         #expect(refusal?.errorCode == "storage_unavailable", "\(refusal?.text ?? "the disk never filled")")
         let after = try server.metric("changeserver_journal_bytes")
         #expect(after == counted, "\(String(describing: after)) \(String(describing: counted))")
+    }
+
+    /// Upserts items of `padding` bytes into collection `o` (ten of them, rewritten in turn) until a write is
+    /// refused `503`, at most 4,000 times, calling `afterEach` after each write that went through; the refusal.
+    private static func writeUntilRefused(
+        _ server: ServerProcess, padding: Int, afterEach: () throws -> Void = {}
+    ) throws -> HTTPResponse? {
+        let pad = String(repeating: "q", count: padding)
+        for round in 0..<4000 {
+            let response = try server.client.put(
+                "/v1/collections/o/items/k\(round % 10)", ["data": ["n": round, "pad": pad]])
+            if response.status == 503 { return response }
+            try #require([200, 201].contains(response.status), "\(response.text)")
+            try afterEach()
+        }
+        return nil
     }
 
     /// A 4 MiB tmpfs with an empty folder `data` on it, for a server's `--data-dir`; `unmount` it when done.

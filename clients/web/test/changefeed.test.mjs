@@ -31,6 +31,20 @@ const S = (id, ...items) => ({ id, data: null, items: items.map((item) => ({ id:
 const ids = (sections) => sections.map((s) => `${s.id}:${s.items.map((i) => i.id).join(",")}`).join(" ");
 
 /**
+ * A fetch that answers each request with the next of `answers` (`[status, body]`, or a function that makes the
+ * answer's promise), noting its URL in `requests`, and holds the requests after the last until they are aborted.
+ */
+function scriptedFetch(answers, requests = []) {
+    return (url, init) => {
+        requests.push(url);
+        const answer = answers.shift();
+        if (typeof answer === "function") return answer();
+        if (answer) return Promise.resolve(new Response(JSON.stringify(answer[1]), { status: answer[0] }));
+        return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+    };
+}
+
+/**
  * A stand-in for EventSource, a new class each call (its `instances` are that test's): the streams the client
  * opened, in order; a test makes one deliver an event with `emit`.
  */
@@ -265,16 +279,11 @@ describe("backoff", () => {
         // server turned every stream into long-polling for the page's life.
         const FakeEventSource = fakeEventSourceClass();
         const answers = [
-            () => new Response(JSON.stringify({ error: { code: "bad_gateway" } }), { status: 502 }),
-            () => new Response(JSON.stringify({ collection: "c", from: "e.1", to: "e.1", changes: empty() }), { status: 200 }),
+            [502, { error: { code: "bad_gateway" } }],
+            [200, { collection: "c", from: "e.1", to: "e.1", changes: empty() }],
         ];
         const requests = [];
-        const fakeFetch = (url, init) => {
-            requests.push(url);
-            const answer = answers.shift();
-            if (answer) return Promise.resolve(answer());
-            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
-        };
+        const fakeFetch = scriptedFetch(answers, requests);
         const statuses = [];
         const subscription = subscribe("http://test", "c", {
             onStatus: (status, detail) => statuses.push(detail?.reason ? `${status}:${detail.reason}` : status),
@@ -337,12 +346,7 @@ describe("backoff", () => {
             [200, reset("f.1", "new")],
         ];
         const requests = [];
-        const fakeFetch = (url, init) => {
-            requests.push(url);
-            const answer = answers.shift();
-            if (answer) return Promise.resolve(new Response(JSON.stringify(answer[1]), { status: answer[0] }));
-            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
-        };
+        const fakeFetch = scriptedFetch(answers, requests);
         const snapshots = [];
         const statuses = [];
         const subscription = subscribe("http://test", "c", {
@@ -395,12 +399,7 @@ describe("backoff", () => {
             () => Promise.resolve(new Response(JSON.stringify({ collection: "c", from: "e.1", to: "e.1", next: "since=e.1&timeout=0&cursor=5", changes: empty() }), { status: 200 })),
         ];
         const requests = [];
-        const fakeFetch = (url, init) => {
-            requests.push(url);
-            const answer = answers.shift();
-            if (answer) return answer();
-            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
-        };
+        const fakeFetch = scriptedFetch(answers, requests);
         const statuses = [];
         const subscription = subscribe("http://test", "c", { onStatus: (status) => statuses.push(status) }, { fetch: fakeFetch, baseMs: 5, capMs: 10 });
         const deadline = Date.now() + 2000;
@@ -584,11 +583,7 @@ describe("backoff", () => {
             [404, { error: { code: "route_not_found", message: "No route." } }],
             [404, { error: { code: "collection_not_found", message: "none" } }],
         ];
-        const fakeFetch = (url, init) => {
-            const answer = answers.shift();
-            if (answer) return Promise.resolve(new Response(JSON.stringify(answer[1]), { status: answer[0] }));
-            return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
-        };
+        const fakeFetch = scriptedFetch(answers);
         const statuses = [];
         const errors = [];
         const subscription = subscribe("http://test", "c", {
