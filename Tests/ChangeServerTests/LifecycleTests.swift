@@ -184,6 +184,28 @@ import Testing
         }
     }
 
+    /// A value libpq refuses before it connects (`sslmode=bogus`) was tried again for the start's 30 s of patience,
+    /// which waiting cannot mend; the start ends at once with libpq's reason. A database that cannot be reached is
+    /// still tried again (`aSignalWhileStartingEndsTheServerAtOnce`).
+    @Test func aConnectionValueLibpqRefusesEndsTheStartAtOnce() throws {
+        let folder = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (process, text) = try startLogged(
+            ServerProcess.binary,
+            [
+                "--host", "127.0.0.1", "--port", "0", "--postgres",
+                "postgresql://changeserver@127.0.0.1:1/none?sslmode=bogus",
+            ],
+            in: folder)
+        let exited = waitForExit(of: process, timeout: 15)
+        if !exited { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        #expect(exited, "\(text())")
+        #expect(process.terminationStatus == 1)
+        #expect(text().contains(#"invalid sslmode value: "bogus""#), "\(text())")
+        #expect(!text().contains("trying again"), "\(text())")
+    }
+
     @Test func idleKeepAliveConnectionsDoNotDelayTheStop() throws {
         let server = try ServerProcess()
         let idle = try HTTPConnection(port: server.port)

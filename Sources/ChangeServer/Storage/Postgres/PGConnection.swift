@@ -192,6 +192,14 @@ final class PGConnection {
         return nil
     }
 
+    /// Whether `error`, a failure to connect, is libpq refusing a value of the connection string (`invalid sslmode
+    /// value: "bogus"`, `invalid integer value "x" for connection option "port"`) before any attempt to connect:
+    /// trying again cannot mend it. Its messages in English only; a translated one is tried again as any failure.
+    static func refusesItsOptions(_ error: StorageError) -> Bool {
+        guard case .unavailable(let reason) = error else { return false }
+        return reason.hasPrefix("invalid ")
+    }
+
     /// `text` with each `%XX` replaced by its byte, and bytes that are not UTF-8 replaced.
     private static func percentDecoded(_ text: String) -> String {
         var bytes: [UInt8] = []

@@ -204,7 +204,7 @@ enum PostgresRecovery {
             do throws(StorageError) {
                 return try PGConnection(url, role: "recovery")
             } catch {
-                guard MonotonicClock.now() < deadline else {
+                guard MonotonicClock.now() < deadline, !PGConnection.refusesItsOptions(error) else {
                     throw StartupError("cannot connect to PostgreSQL: \(error)")
                 }
                 logger.warning("cannot connect to PostgreSQL yet (\(error)); trying again")
