@@ -596,10 +596,10 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
 
     /**
      * Follows the collection over Server-Sent Events until `signal` aborts (resolves "aborted"), the page is
-     * hidden ("hidden", `pageGate`), or the browser gives the stream up: an HTTP error such as a proxy's 502 while the server restarts, a 404 or a 429,
-     * which EventSource does not retry. It then resolves "delivered" when the stream brought an event, else
-     * "refused"; the caller long-polls from where the client is, and tries a stream again later (`run`). A
-     * dropped stream is reopened by EventSource itself, with Last-Event-ID. A stream
+     * hidden ("hidden", `pageGate`), or the browser gives the stream up: an HTTP error such as a proxy's 502 while
+     * the server restarts, a 404 or a 429, which EventSource does not retry. It then resolves "delivered" when the
+     * stream brought an event, else "refused"; the caller long-polls from where the client is, and tries a stream
+     * again later (`run`). A dropped stream is reopened by EventSource itself, with Last-Event-ID. A stream
      * that delivers no event for `silenceSeconds` is reopened here from the client's version: EventSource has no
      * read timeout and does not show the server's heartbeats (comments), so a stream that a proxy or a network
      * stopped forwarding without closing it would otherwise be taken for live, and show stale data, for good.
@@ -640,10 +640,8 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     open();
                 }, silenceSeconds * 1000);
             };
-            const onAbort = () => {
-                clearTimeout(reopening);
-                finish("aborted");
-            };
+            const onAbort = () => finish("aborted");
+            const givenUp = () => finish(delivered ? "delivered" : "refused");
             const reopenAfter = (wait) => {
                 if (wait === 0) open();
                 else reopening = setTimeout(open, wait);
@@ -664,7 +662,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     const body = parse(event);
                     if (typeof body?.to !== "string" || !Array.isArray(body?.snapshot?.sections)) {
                         call("onError", new FeedError(200, body, "the reset event has no snapshot"));
-                        return finish(delivered ? "delivered" : "refused");
+                        return givenUp();
                     }
                     if (isStale(body, setStatus)) {
                         clearTimeout(silence);
@@ -706,7 +704,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                     if (state.version !== null) setStatus("live");
                 });
                 source.addEventListener("error", () => {
-                    if (source.readyState === (EventSourceClass.CLOSED ?? 2)) finish(delivered ? "delivered" : "refused");
+                    if (source.readyState === (EventSourceClass.CLOSED ?? 2)) givenUp();
                     else setStatus("retrying", { reason: "stream" });
                 });
             };
