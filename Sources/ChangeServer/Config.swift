@@ -67,6 +67,18 @@ struct Config: Sendable {
     /// What each collection's and view's history keeps: `--history` versions within about `--history-bytes`.
     var historyLimits: HistoryLimits { HistoryLimits(versions: history, bytes: historyBytes) }
 
+    /// What a command line asks: to serve, or to print a text (`--help`, `--version`) and exit.
+    enum Invocation {
+        case serve(Config)
+        case print(String)
+
+        /// The configuration to serve with; nil when a text is to be printed.
+        var config: Config? {
+            guard case .serve(let config) = self else { return nil }
+            return config
+        }
+    }
+
     /// Why the command line could not be read: printed with a hint, exit status 2.
     struct UsageError: Error, CustomStringConvertible {
         var description: String
@@ -121,6 +133,7 @@ struct Config: Sendable {
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503; unused with --postgres (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
           --log-level LEVEL      trace, debug, info (default), notice, warning, error, critical [CHANGESERVER_LOG_LEVEL]
           --help                 print this help and exit
+          --version              print the release and exit
         """
 
     private static let valued: Set<String> = [
@@ -133,15 +146,16 @@ struct Config: Sendable {
     ]
 
     /// Reads the arguments (without the program name), then the environment for the options the arguments do not
-    /// give: a flag wins over its variable, and a bad variable that a flag overrides is not an error. Nil when
-    /// `--help` was asked.
-    static func parse(arguments: [String], environment: [String: String]) throws(UsageError) -> Config? {
+    /// give: a flag wins over its variable, and a bad variable that a flag overrides is not an error. `--help` and
+    /// `--version` ask for their text, whatever else is given.
+    static func parse(arguments: [String], environment: [String: String]) throws(UsageError) -> Invocation {
         var given: [(name: String, value: String)] = []
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
             index += 1
-            if argument == "--help" || argument == "-h" { return nil }
+            if argument == "--help" || argument == "-h" { return .print(help) }
+            if argument == "--version" { return .print("ChangeServer \(Release.version)") }
             guard argument.hasPrefix("--") else { throw UsageError(description: "unexpected argument '\(argument)'") }
             var name = String(argument.dropFirst(2))
             var value: String?
@@ -189,7 +203,7 @@ struct Config: Sendable {
                     + "\(source(of: "max-body-bytes")) (\(config.maxBodyBytes)): a body that large could never be "
                     + "taken")
         }
-        return config
+        return .serve(config)
     }
 
     /// `scheme://host[:port]`, as a browser writes an `Origin`: a scheme of letters, digits, `+`, `-` and `.`

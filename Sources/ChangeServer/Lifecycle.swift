@@ -10,11 +10,12 @@ enum Lifecycle {
         defer { LogWriter.standardError.close() }
         var config: Config
         do throws(Config.UsageError) {
-            guard let parsed = try Config.parse(arguments: arguments, environment: environment) else {
-                print(Config.help)
+            switch try Config.parse(arguments: arguments, environment: environment) {
+            case .serve(let parsed): config = parsed
+            case .print(let text):
+                print(text)
                 return 0
             }
-            config = parsed
         } catch {
             writeToStandardError("ChangeServer: \(error)\nRun 'ChangeServer --help' for the options.\n")
             return 2
@@ -74,7 +75,7 @@ enum Lifecycle {
             while !serves { sleep(60) }
             logger.log(
                 .notice,
-                "listening on \(Listener.address(host: config.host, port: port)) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))"
+                "ChangeServer \(Release.version) listening on \(Listener.address(host: config.host, port: port)) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))"
             )
             if let disk = app.diskSpace, !disk.allowsWrites {
                 logger.warning(

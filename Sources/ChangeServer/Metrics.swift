@@ -90,6 +90,8 @@ final class Metrics: Sendable {
             lines.append("# HELP \(name) \(help)")
             lines.append("# TYPE \(name) \(type)")
         }
+        metric("changeserver_build_info", "gauge", "Always 1; its label is the release this server runs (--version).")
+        lines.append("changeserver_build_info{version=\"\(Release.version)\"} 1")
         metric("changeserver_requests_total", "counter", "HTTP requests answered, by method, route and status.")
         for (key, count) in snapshot.requests.sorted(by: {
             ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status)

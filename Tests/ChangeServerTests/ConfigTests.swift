@@ -7,7 +7,7 @@ import Testing
 
 @Suite struct ConfigTests {
     @Test func defaultsMatchTheContract() throws {
-        let config = try #require(try Config.parse(arguments: [], environment: [:]))
+        let config = try #require(try Config.parse(arguments: [], environment: [:]).config)
         #expect(config.host == "0.0.0.0")
         #expect(config.port == 8080)
         #expect(config.dataDirectory == "./data")
@@ -24,23 +24,25 @@ import Testing
 
     @Test func purgeDelayIsReadFromFlagOrVariable() throws {
         let environment = ["CHANGESERVER_PURGE_DELAY_SECONDS": "5"]
-        #expect(try Config.parse(arguments: [], environment: environment)?.purgeDelaySeconds == 5)
+        #expect(try Config.parse(arguments: [], environment: environment).config?.purgeDelaySeconds == 5)
         #expect(
-            try Config.parse(arguments: ["--purge-delay-seconds", "0"], environment: environment)?.purgeDelaySeconds
+            try Config.parse(arguments: ["--purge-delay-seconds", "0"], environment: environment).config?
+                .purgeDelaySeconds
                 == 0)
     }
 
     @Test func bodyTimeoutIsReadFromFlagOrVariable() throws {
         let environment = ["CHANGESERVER_BODY_TIMEOUT": "5"]
-        #expect(try Config.parse(arguments: [], environment: environment)?.bodyTimeout == 5)
-        #expect(try Config.parse(arguments: ["--body-timeout", "120"], environment: environment)?.bodyTimeout == 120)
+        #expect(try Config.parse(arguments: [], environment: environment).config?.bodyTimeout == 5)
+        #expect(
+            try Config.parse(arguments: ["--body-timeout", "120"], environment: environment).config?.bodyTimeout == 120)
     }
 
     @Test func headerTimeoutIsReadFromFlagOrVariable() throws {
         let environment = ["CHANGESERVER_HEADER_TIMEOUT": "5"]
-        #expect(try Config.parse(arguments: [], environment: environment)?.headerTimeout == 5)
+        #expect(try Config.parse(arguments: [], environment: environment).config?.headerTimeout == 5)
         #expect(
-            try Config.parse(arguments: ["--header-timeout", "1"], environment: environment)?.headerTimeout == 1)
+            try Config.parse(arguments: ["--header-timeout", "1"], environment: environment).config?.headerTimeout == 1)
     }
 
     /// libpq reads a string with no `=` as a database name: a URL of another scheme was tried as one, and failed
@@ -50,13 +52,14 @@ import Testing
             "postgresql://u@h/db", "postgres://h/db", "host=h dbname=d", "dbname=d", "changeserver",
             "postgresql:///changeserver?host=/var/run/postgresql", "host=h options=-ctext://x",
         ] {
-            #expect(try Config.parse(arguments: ["--postgres", url], environment: [:])?.postgres == url, "\(url)")
+            #expect(
+                try Config.parse(arguments: ["--postgres", url], environment: [:]).config?.postgres == url, "\(url)")
         }
         for url in [
             "notaurl://foo", "mysql://h/db", "postgresq://h/db", "POSTGRESQL://h/db", "postgresq://h/db?sslmode=x",
         ] {
             #expect(throws: Config.UsageError.self, "\(url)") {
-                try Config.parse(arguments: ["--postgres", url], environment: [:])
+                try Config.parse(arguments: ["--postgres", url], environment: [:]).config
             }
         }
     }
@@ -75,7 +78,7 @@ import Testing
         ]
         for (url, reason) in reasons {
             do {
-                _ = try Config.parse(arguments: ["--postgres", url], environment: [:])
+                _ = try Config.parse(arguments: ["--postgres", url], environment: [:]).config
                 Issue.record("\(url) was taken")
             } catch {
                 #expect(error.description.contains(reason), "\(error)")
@@ -83,17 +86,17 @@ import Testing
             }
         }
         let readable = "postgresql://u:s3cret@h:5432/db?sslmode=require&connect_timeout=3"
-        #expect(try Config.parse(arguments: ["--postgres", readable], environment: [:])?.postgres == readable)
+        #expect(try Config.parse(arguments: ["--postgres", readable], environment: [:]).config?.postgres == readable)
     }
 
     /// Words are taken in any case, as `--log-level` always took them; a value found wrong is named as it was
     /// given, flag or variable.
     @Test func wordsInAnyCaseAndErrorsNamedAsGiven() throws {
-        #expect(try Config.parse(arguments: ["--fsync", "ALWAYS"], environment: [:])?.fsync == .always)
-        #expect(try Config.parse(arguments: ["--fsync", "Interval"], environment: [:])?.fsync == .interval)
+        #expect(try Config.parse(arguments: ["--fsync", "ALWAYS"], environment: [:]).config?.fsync == .always)
+        #expect(try Config.parse(arguments: ["--fsync", "Interval"], environment: [:]).config?.fsync == .interval)
         let environment = ["CHANGESERVER_MAX_BODY_MEMORY": "1000"]
         let error = #expect(throws: Config.UsageError.self) {
-            _ = try Config.parse(arguments: ["--max-body-bytes", "2000"], environment: environment)
+            _ = try Config.parse(arguments: ["--max-body-bytes", "2000"], environment: environment).config
         }
         #expect(
             error?.description.hasPrefix("CHANGESERVER_MAX_BODY_MEMORY (1000) must be at least --max-body-bytes")
@@ -105,7 +108,7 @@ import Testing
             "CHANGESERVER_PORT": "9000", "CHANGESERVER_HISTORY": "5", "CHANGESERVER_CORS_ORIGIN": "https://a,https://b",
             "CHANGESERVER_FSYNC": "interval", "CHANGESERVER_HISTORY_BYTES": "1000000",
         ]
-        let fromEnvironment = try #require(try Config.parse(arguments: [], environment: environment))
+        let fromEnvironment = try #require(try Config.parse(arguments: [], environment: environment).config)
         #expect(fromEnvironment.port == 9000)
         #expect(fromEnvironment.history == 5)
         #expect(fromEnvironment.historyLimits == HistoryLimits(versions: 5, bytes: 1_000_000))
@@ -114,7 +117,7 @@ import Testing
         let both = try #require(
             try Config.parse(
                 arguments: ["--port=9001", "--cors-origin", "https://c", "--write-token", "w"], environment: environment
-            ))
+            ).config)
         #expect(both.port == 9001)
         #expect(both.corsOrigins == ["https://c"])
         #expect(both.writeToken == "w")
@@ -128,21 +131,22 @@ import Testing
             "*", "https://app.example.com", "http://127.0.0.1:8080", "http://[::1]:3000", "capacitor://localhost",
         ]
         let config = try #require(
-            try Config.parse(arguments: good.flatMap { ["--cors-origin", $0] }, environment: [:]))
+            try Config.parse(arguments: good.flatMap { ["--cors-origin", $0] }, environment: [:]).config)
         #expect(config.corsOrigins == good)
         // Written as browsers write them: lowercase, without a default port.
         let written = try Config.parse(
             arguments: ["--cors-origin", "HTTPS://App.Example.com:443", "--cors-origin", "http://A.example:80"],
-            environment: [:])
+            environment: [:]
+        ).config
         #expect(written?.corsOrigins == ["https://app.example.com", "http://a.example"])
         for bad in ["https://app.example.com/", "app.example.com", "https://", "https://a.example/path", "not a url"] {
             #expect(throws: Config.UsageError.self, "\(bad)") {
-                try Config.parse(arguments: ["--cors-origin", bad], environment: [:])
+                try Config.parse(arguments: ["--cors-origin", bad], environment: [:]).config
             }
         }
         for variable in ["", ",", "https://a,,https://b", "https://a/"] {
             #expect(throws: Config.UsageError.self, "\(variable)") {
-                try Config.parse(arguments: [], environment: ["CHANGESERVER_CORS_ORIGIN": variable])
+                try Config.parse(arguments: [], environment: ["CHANGESERVER_CORS_ORIGIN": variable]).config
             }
         }
     }
@@ -150,11 +154,11 @@ import Testing
     /// A variable that a flag overrides is not read, so a bad one is no error; one that no flag overrides is.
     @Test func aBadVariableThatAFlagOverridesIsNoError() throws {
         let environment = ["CHANGESERVER_PORT": "abc", "CHANGESERVER_HISTORY": "7"]
-        let config = try #require(try Config.parse(arguments: ["--port", "9002"], environment: environment))
+        let config = try #require(try Config.parse(arguments: ["--port", "9002"], environment: environment).config)
         #expect(config.port == 9002)
         #expect(config.history == 7)
         #expect {
-            try Config.parse(arguments: [], environment: environment)
+            try Config.parse(arguments: [], environment: environment).config
         } throws: { error in
             "\(error)".contains("CHANGESERVER_PORT")
         }
@@ -169,7 +173,7 @@ import Testing
         ["--max-held-polls", "0"], ["--postgres-timeout", "0"], ["--postgres-timeout", "3601"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {
-        #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]) }
+        #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]).config }
     }
 
     /// A token no client can send (a secret file's line break, a space around it) is refused at the start, not
@@ -180,16 +184,16 @@ import Testing
             ("secret ", "space"), (" secret", "space"), ("secret\t", "tab"),
         ] {
             #expect {
-                try Config.parse(arguments: [], environment: ["CHANGESERVER_WRITE_TOKEN": token])
+                try Config.parse(arguments: [], environment: ["CHANGESERVER_WRITE_TOKEN": token]).config
             } throws: { error in
                 "\(error)".contains("CHANGESERVER_WRITE_TOKEN") && "\(error)".contains(reason)
             }
             #expect(throws: Config.UsageError.self) {
-                try Config.parse(arguments: ["--read-token", token], environment: [:])
+                try Config.parse(arguments: ["--read-token", token], environment: [:]).config
             }
         }
-        #expect(try Config.parse(arguments: ["--read-token", "a b"], environment: [:])?.readToken == "a b")
-        #expect(try Config.parse(arguments: ["--read-token", "a\tb"], environment: [:])?.readToken == "a\tb")
+        #expect(try Config.parse(arguments: ["--read-token", "a b"], environment: [:]).config?.readToken == "a b")
+        #expect(try Config.parse(arguments: ["--read-token", "a\tb"], environment: [:]).config?.readToken == "a\tb")
     }
 
     @Test func addressesAreWrittenAsInAURL() {
@@ -197,8 +201,34 @@ import Testing
         #expect(Listener.address(host: "::1", port: 8080) == "[::1]:8080")
     }
 
-    @Test func helpIsNil() throws {
-        #expect(try Config.parse(arguments: ["--port", "1", "--help"], environment: [:]) == nil)
+    @Test func helpAndVersionArePrintedInsteadOfServing() throws {
+        func printed(_ arguments: [String]) throws -> String? {
+            guard case .print(let text) = try Config.parse(arguments: arguments, environment: [:]) else { return nil }
+            return text
+        }
+        #expect(try printed(["--port", "1", "--help"]) == Config.help)
+        #expect(try printed(["--version", "--port", "1"]) == "ChangeServer \(Release.version)")
+        #expect(Config.help.contains("--version"))
+        // The value of a flag is not a flag.
+        #expect(
+            try Config.parse(arguments: ["--write-token", "--version"], environment: [:]).config?.writeToken
+                == "--version")
+    }
+
+    @Test func theProgramPrintsItsRelease() throws {
+        let run = try ProgramRun.run([ServerProcess.binary.path, "--version"], in: Repository.root, timeout: 30)
+        #expect(run.status == 0)
+        #expect(run.output == "ChangeServer \(Release.version)\n")
+    }
+
+    /// `openapi.yaml` describes this build's contract: its `info.version` is the release `--version` prints.
+    @Test func theReleaseIsTheContractsVersion() throws {
+        let contract = try String(
+            contentsOf: Repository.root.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        let info = try #require(contract.range(of: "\ninfo:\n"))
+        let version = try #require(contract[info.upperBound...].range(of: "\n  version: "))
+        let line = contract[version.upperBound...].prefix { $0 != "\n" }
+        #expect(line == Release.version)
     }
 
     @Test func processExitsWithStatus2OnUnknownFlagAndPrintsHelp() throws {

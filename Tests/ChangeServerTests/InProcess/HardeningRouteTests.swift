@@ -177,23 +177,25 @@ import Testing
                     "--max-body-memory", "1000", "--max-body-bytes", "1000", "--max-collections", "7",
                     "--disk-reserve-bytes", "0",
                 ],
-                environment: ["CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS": "9"]))
+                environment: ["CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS": "9"]
+            ).config)
         #expect(config.maxBodyMemory == 1000)
         #expect(config.maxCollections == 7)
         #expect(config.diskReserveBytes == 0)
         #expect(config.maxConnectionsPerAddress == 9)
         #expect(throws: Config.UsageError.self) {
-            try Config.parse(arguments: ["--max-collections", "0"], environment: [:])
+            try Config.parse(arguments: ["--max-collections", "0"], environment: [:]).config
         }
         // A body over all the memory for bodies could never be taken: refused at start, not `503` for good. The
         // default memory grows with the largest body.
         #expect(throws: Config.UsageError.self) {
-            try Config.parse(arguments: ["--max-body-memory", "1000"], environment: [:])
+            try Config.parse(arguments: ["--max-body-memory", "1000"], environment: [:]).config
         }
         #expect(throws: Config.UsageError.self) {
-            try Config.parse(arguments: [], environment: ["CHANGESERVER_MAX_BODY_MEMORY": "1000"])
+            try Config.parse(arguments: [], environment: ["CHANGESERVER_MAX_BODY_MEMORY": "1000"]).config
         }
-        let large = try #require(try Config.parse(arguments: ["--max-body-bytes", "300000000"], environment: [:]))
+        let large = try #require(
+            try Config.parse(arguments: ["--max-body-bytes", "300000000"], environment: [:]).config)
         #expect(large.maxBodyMemory == 300_000_000)
         #expect(Config.help.contains("--disk-reserve-bytes"))
     }

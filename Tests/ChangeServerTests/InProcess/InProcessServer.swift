@@ -16,7 +16,8 @@ final class InProcessServer {
         let config = try #require(
             try Config.parse(
                 arguments: ["--data-dir", directory, "--fsync", "never", "--log-level", "warning"] + arguments,
-                environment: [:]))
+                environment: [:]
+            ).config)
         app = try App.open(config: config, logger: Logger(level: config.logLevel), recordLimit: recordLimit)
         app.startServing()
     }

@@ -59,7 +59,7 @@ import Testing
         #expect(server.send("GET", "/healthz").text == #"{"status":"ok"}"#)
         let metrics = server.send("GET", "/metrics")
         #expect(metrics.status == 200)
-        #expect(metrics.text.contains("changeserver_"))
+        #expect(metrics.text.contains("\nchangeserver_build_info{version=\"\(Release.version)\"} 1\n"))
         #expect(server.send("GET", "/nowhere").errorCode == "route_not_found")
         #expect(server.send("GET", "/v1/collections/a/b/c/d").status == 404)
     }
