@@ -13,16 +13,23 @@ public struct Version: Hashable, Sendable {
         self.seq = seq
     }
 
-    /// Parses `"<epoch>.<seq>"`; nil when the text is not of that form or `seq` does not fit in 64 bits.
+    /// Parses `"<epoch>.<seq>"` as `description` writes it; nil when the text is not of that form (`seq` in
+    /// decimal digits without a leading zero) or `seq` does not fit in 64 bits. One spelling per version, as an
+    /// `ETag` has: `E.055` would otherwise be read as `E.55` where `If-Match: "E.055"` does not match `"E.55"`.
     public init?(_ text: some StringProtocol) {
-        guard let dot = text.lastIndex(of: ".") else { return nil }
-        let epoch = String(text[..<dot])
-        let digits = text[text.index(after: dot)...]
-        guard Version.isValidEpoch(epoch), !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-            let seq = UInt64(digits)
+        guard Version.hasForm(text), let dot = text.lastIndex(of: "."),
+            let seq = UInt64(text[text.index(after: dot)...])
         else { return nil }
-        self.epoch = epoch
+        self.epoch = String(text[..<dot])
         self.seq = seq
+    }
+
+    /// Whether `text` is `"<epoch>.<seq>"` as `description` writes it, whether or not `seq` fits in 64 bits.
+    public static func hasForm(_ text: some StringProtocol) -> Bool {
+        guard let dot = text.lastIndex(of: ".") else { return false }
+        let digits = text[text.index(after: dot)...].utf8
+        return isValidEpoch(String(text[..<dot])) && !digits.isEmpty && digits.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+            && (digits.count == 1 || digits.first != 0x30)
     }
 
     /// `[A-Za-z0-9_-]{1,32}`.

@@ -11,7 +11,7 @@ import Testing
 
     @Test(arguments: [
         "", ".", "k3f9", "k3f9.", ".42", "k3f9.-1", "k3f9.+1", "k3f9.4a", "k3 f9.1", "é.1", "k3f9.18446744073709551616",
-        String(repeating: "z", count: 33) + ".7",
+        String(repeating: "z", count: 33) + ".7", "k3f9.042", "k3f9.00", "k3f9.0001",
     ])
     func rejectsMalformed(_ text: String) {
         #expect(Version(text) == nil)

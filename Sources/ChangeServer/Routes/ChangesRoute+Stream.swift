@@ -42,7 +42,7 @@ extension App {
         }
         let since = try text.map { (text) throws(HTTPError) -> Version? in
             if let version = Version(text) { return version }
-            if Self.hasVersionForm(text) { return nil }
+            if Version.hasForm(text) { return nil }
             throw Self.badSince(raw ?? text)
         }
         guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }

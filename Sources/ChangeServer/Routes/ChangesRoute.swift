@@ -19,7 +19,7 @@ extension App {
             guard let text = percentDecoded(Substring(raw)) else { throw Self.badSince(raw) }
             if let version = Version(text) {
                 since = version
-            } else if Self.hasVersionForm(text) {
+            } else if Version.hasForm(text) {
                 sinceIsBeyondAnyVersion = true
             } else {
                 throw Self.badSince(raw)
@@ -96,15 +96,7 @@ extension App {
     var feedCaching: FeedCaching { FeedCaching(isShared: config.readToken == nil) }
 
     static func badSince(_ raw: String) -> HTTPError {
-        .badRequest("since must be a version \"<epoch>.<seq>\", not '\(raw)'.")
-    }
-
-    /// `<epoch>.<digits>`, whatever the number of digits.
-    static func hasVersionForm(_ text: String) -> Bool {
-        guard let dot = text.lastIndex(of: ".") else { return false }
-        let digits = text[text.index(after: dot)...]
-        return Version.isValidEpoch(String(text[..<dot])) && !digits.isEmpty
-            && digits.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        .badRequest("since must be a version \"<epoch>.<seq>\" as the server writes it, not '\(raw)'.")
     }
 
     func pollTimeout(_ request: Request) throws(HTTPError) -> Int {

@@ -272,6 +272,11 @@ import Testing
         let overflow = server.send("GET", "/v1/collections/inbox/changes?since=abc.99999999999999999999999")
         #expect(overflow.status == 410)
         #expect(server.send("GET", "/v1/collections/inbox/changes?since=nodot").errorCode == "bad_request")
+        // One spelling per version, as an ETag has: a leading zero is not another way to write a version.
+        let epoch = current.split(separator: ".")[0]
+        #expect(server.send("GET", "/v1/collections/inbox/changes?since=\(epoch).01").errorCode == "bad_request")
+        #expect(server.send("GET", "/v1/collections/inbox/changes?since=\(epoch).00").errorCode == "bad_request")
+        #expect(server.send("GET", "/v1/collections/inbox/changes?since=\(epoch).0").status == 200)
         #expect(server.send("GET", "/v1/collections/inbox/changes?since=\(current)&timeout=-1").status == 400)
         #expect(server.send("GET", "/v1/collections/none/changes").status == 404)
     }
