@@ -37,6 +37,8 @@ final class LogWriter: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     /// Signalled once the writer has written what `close` left it, and returned.
     private let done = DispatchSemaphore(value: 0)
+    /// Entered by the `close` that took the thread, left when it is done: what a second `close` waits on.
+    private let closing = DispatchGroup()
     /// Bytes written so far: what tells `close` a slow stderr from one that takes nothing.
     private let written = Atomic<Int>(0)
 
@@ -91,18 +93,25 @@ final class LogWriter: Sendable {
     static let closingStall = 2000
     static let closingLimit = 5000
 
-    /// Writes what is queued and stops the thread (as the process ends); later lines are written at once. Only
-    /// the first call waits for the thread: while stderr takes what waits, up to `limit` in all, and until it has
-    /// taken nothing for `stall`. A stderr that nobody reads (a log shipper stalled, a pipe never drained) must
-    /// not hold the process up for good, so its last lines are then lost; a slow one keeps them.
+    /// Writes what is queued and stops the thread (as the process ends); later lines are written at once. Waits
+    /// for the thread while stderr takes what waits, up to `limit` in all, and until it has taken nothing for
+    /// `stall`. A stderr that nobody reads (a log shipper stalled, a pipe never drained) must not hold the process
+    /// up for good, so its last lines are then lost; a slow one keeps them. A call while another waits (the main
+    /// thread's, and a signal's that ends the process) waits for that one, up to `limit`, so that neither ends
+    /// the process before the lines are out.
     func close(stalledAfter stall: Int = LogWriter.closingStall, atMost limit: Int = LogWriter.closingLimit) {
         let thread = state.withLock { state in
             state.closed = true
+            if state.thread != nil { closing.enter() }
             defer { state.thread = nil }
             return state.thread
         }
         wake.signal()
-        guard let thread else { return }
+        guard let thread else {
+            _ = closing.wait(timeout: .now() + .milliseconds(limit))
+            return
+        }
+        defer { closing.leave() }
         let started = MonotonicClock.now()
         var progressed = started
         var lastWritten = written.load(ordering: .relaxed)
@@ -156,11 +165,22 @@ final class LogWriter: Sendable {
     /// `close` tells a slow stderr from a stuck one by the bytes written meanwhile.
     static let writeChunk = 16 << 10
 
+    /// Where the write from `offset` ends: after the last whole line within `writeChunk`, or at `writeChunk` for a
+    /// longer line. A file that other processes append to as well (`O_APPEND`, each write placed whole) then gets
+    /// no line of theirs inside one of ours.
+    static func pieceEnd(of bytes: [UInt8], from offset: Int) -> Int {
+        let limit = offset + writeChunk
+        guard limit < bytes.count else { return bytes.count }
+        guard let newline = bytes[offset..<limit].lastIndex(of: UInt8(ascii: "\n")) else { return limit }
+        return newline + 1
+    }
+
     private func writeAll(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
+            let end = Self.pieceEnd(of: bytes, from: offset)
             let count = bytes.withUnsafeBytes { buffer in
-                write(descriptor, buffer.baseAddress.map { $0 + offset }, min(buffer.count - offset, Self.writeChunk))
+                write(descriptor, buffer.baseAddress.map { $0 + offset }, end - offset)
             }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return }

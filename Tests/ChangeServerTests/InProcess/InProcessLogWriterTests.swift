@@ -210,6 +210,59 @@ import Testing
         #expect(reading.read.load(ordering: .relaxed) + rest == total)
     }
 
+    /// Two closes at once (the main thread's, and a signal's that then ends the process) both wait for the lines:
+    /// the second returned at once, and the process could end with most of them unwritten.
+    @Test func aSecondCloseWaitsForTheFirst() throws {
+        let pipe = try Pipe()
+        let (writer, reading, reader, total) = slowStderr(pipe)
+        let unreadWhenReturned = Mutex<[Int]>([])
+        let closers = (0..<2).map { _ in
+            Thread {
+                writer.close(stalledAfter: 5_000, atMost: 600_000)
+                unreadWhenReturned.withLock { $0.append(total - reading.read.load(ordering: .relaxed)) }
+            }
+        }
+        for closer in closers { closer.start() }
+        #expect(waitUntil(timeout: 60) { unreadWhenReturned.withLock { $0.count } == 2 })
+        // Once the writer is done, what is unread is in the pipe, which holds at most what filled it, or in the
+        // reader's hands (one read of up to 4 KiB, not yet counted).
+        let getPipeSize: Int32 = 1032  // F_GETPIPE_SZ, which the Glibc module does not export
+        let capacity = Int(fcntl(pipe.write, getPipeSize))
+        #expect(capacity > 0)
+        #expect(
+            unreadWhenReturned.withLock { $0 }.allSatisfy { $0 <= capacity + 4096 },
+            "\(unreadWhenReturned.withLock { $0 })")
+        #expect(waitUntil(timeout: 60) { reader.isFinished })
+        #expect(reading.read.load(ordering: .relaxed) == total)
+    }
+
+    /// Each system call writes whole lines where a line fits in one (a file shared with other writers through
+    /// `O_APPEND` keeps each line whole), and at most `writeChunk` bytes.
+    @Test func writesEndAtLineEnds() {
+        let chunk = LogWriter.writeChunk
+        let line = Array("GET /v1/collections/c 200 0ms\n".utf8)
+        let lines = Array(repeating: line, count: 2000).flatMap { $0 }
+        var offset = 0
+        var pieces = 0
+        while offset < lines.count {
+            let end = LogWriter.pieceEnd(of: lines, from: offset)
+            guard end > offset && end - offset <= chunk else {
+                Issue.record("a piece from \(offset) to \(end)")
+                return
+            }
+            #expect(lines[end - 1] == UInt8(ascii: "\n"))
+            offset = end
+            pieces += 1
+        }
+        // Each piece but the last holds as many whole lines as fit.
+        let perPiece = chunk / line.count * line.count
+        #expect(pieces == (lines.count + perPiece - 1) / perPiece)
+        let long = [UInt8](repeating: 0x61, count: chunk + 10) + [0x0A]
+        #expect(LogWriter.pieceEnd(of: long, from: 0) == chunk)
+        #expect(LogWriter.pieceEnd(of: long, from: chunk) == long.count)
+        #expect(LogWriter.pieceEnd(of: [0x61, 0x62], from: 0) == 2)
+    }
+
     /// Closing gives up after its limit even while stderr takes something: a trickle must not hold the process up
     /// for good either. The reader goes on until the writer, left behind, has written everything.
     @Test func closingGivesUpAfterItsLimitEvenOnAStderrThatTakes() throws {
