@@ -13,7 +13,9 @@ import Model
 /// deleted and made again) wait and retry with jittered exponential backoff, at least as long as `Retry-After` says
 /// (at most an hour); a deleted collection, or none found by a reset, is reported once as `.missing` and asked for
 /// again every `missingRetry`; a `404 route_not_found` (a wrong base URL) is thrown, another `404` (a front's own
-/// page) retried as a failure. Nothing loops without waiting: the loop waits on the network, or sleeps.
+/// page) retried as a failure. The first poll from a saved version and the first after a failure are short
+/// (`timeout=0`), so that the feed is `FeedStatus.live` as soon as the server answers. Nothing loops without
+/// waiting: the loop waits on the network, or sleeps.
 public struct FeedClient: Sendable {
     /// What is followed: a collection, or a view (a live query the server keeps).
     public enum Kind: String, Hashable, Sendable, Codable {
@@ -74,9 +76,12 @@ public struct FeedClient: Sendable {
     /// first event is then the changeset from it, or a reset when the server no longer keeps it).
     ///
     /// Iterate it in a task; cancelling the task ends the held request at once and the sequence then ends.
+    /// `onStatus` hears where the feed stands (`FeedStatus`), on the iterating task, while it iterates.
     /// - Throws (from the iterator): `FeedError` for what retrying cannot fix.
-    public func events(resumingFrom cursor: Version? = nil) -> FeedEvents {
-        FeedEvents(client: self, cursor: cursor)
+    public func events(
+        resumingFrom cursor: Version? = nil, onStatus: (@Sendable (FeedStatus) -> Void)? = nil
+    ) -> FeedEvents {
+        FeedEvents(client: self, cursor: cursor, onStatus: onStatus)
     }
 
     /// The session used unless one is given: `URLSession.shared`'s configuration without a `URLCache`, and with
@@ -135,9 +140,10 @@ public struct FeedClient: Sendable {
     /// server refuses it as a name, rather than serving another route).
     static let nameAllowed = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))
 
-    /// The feed URL for a poll: `next` as given by the last answer, else `since` (none asks for a reset).
-    func feedURL(next: String?, since: Version?) throws(FeedError) -> URL {
-        let seconds = pollSeconds
+    /// The feed URL for a poll: `next` as given by the last answer, else `since` with `timeout` (by default
+    /// `pollSeconds`; none asks for a reset).
+    func feedURL(next: String?, since: Version?, timeout: Int64? = nil) throws(FeedError) -> URL {
+        let seconds = timeout ?? pollSeconds
         let query = next ?? since.map { "since=\($0)&timeout=\(seconds)" } ?? "timeout=\(seconds)"
         guard
             let escapedName = name.addingPercentEncoding(withAllowedCharacters: Self.nameAllowed),

@@ -8,9 +8,10 @@ public struct FeedEvents: AsyncSequence, Sendable {
 
     let client: FeedClient
     let cursor: Version?
+    let onStatus: (@Sendable (FeedStatus) -> Void)?
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(client: client, since: cursor)
+        Iterator(client: client, since: cursor, onStatus: onStatus)
     }
 
     /// Runs the client loop; one iterator follows the feed once.
@@ -46,10 +47,26 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// Whether the next request may open a connection: the first one, and any after a network error, `408`,
         /// `429` or `5xx` (the server may have closed the connection, or gone). See `openConnection`.
         var mayOpenConnection = true
+        /// Whether the next poll with `since` is a short one (`timeout=0`): the first, resumed from a saved
+        /// version, and the first after a failure. The server answers it at once, so the feed is `.live` as soon as
+        /// the server answers rather than once a held poll ends, up to its whole timeout later. Only a held poll's
+        /// answer ends the backoff: a server that refuses held polls (`429` at `--max-held-polls`) answers short
+        /// ones.
+        var recovering = true
+        let onStatus: (@Sendable (FeedStatus) -> Void)?
+        /// The status last reported; nil before the first request.
+        var status: FeedStatus?
 
-        init(client: FeedClient, since: Version?) {
+        init(client: FeedClient, since: Version?, onStatus: (@Sendable (FeedStatus) -> Void)?) {
             self.client = client
             self.since = since
+            self.onStatus = onStatus
+        }
+
+        private mutating func report(_ status: FeedStatus) {
+            guard status != self.status else { return }
+            self.status = status
+            onStatus?(status)
         }
 
         /// The next event; nil once the task is cancelled.
@@ -68,11 +85,14 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// One request; an event, or nil after a wait (empty poll, retry, reset to come).
         private mutating func step() async throws -> FeedEvent? {
             try Task.checkCancellation()
+            if status == nil { report(.connecting) }
             if mayOpenConnection {
                 guard try await openConnection() else { return nil }
             }
             let polledSince = since
-            let url = try client.feedURL(next: since == nil ? nil : next, since: since)
+            let isShort = recovering && since != nil
+            let url = try client.feedURL(
+                next: since == nil || isShort ? nil : next, since: since, timeout: isShort ? 0 : nil)
             let started = ContinuousClock.now
             let answer: HTTPAnswer
             do {
@@ -88,10 +108,12 @@ public struct FeedEvents: AsyncSequence, Sendable {
             mayOpenConnection = false
             switch answer.status {
             case 200:
-                failures = 0
+                report(.live)
+                recovering = false
+                if !isShort { failures = 0 }
                 notFoundPolls = 0
                 let event = try await accept(
-                    answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started)
+                    answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started, isShort: isShort)
                 if case .reset = event {
                     isMissing = false
                     deletedEpoch = nil
@@ -99,6 +121,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 }
                 return event
             case 410:
+                report(.live)
+                recovering = false
                 failures = 0
                 since = nil
                 next = nil
@@ -131,7 +155,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 // The server has no such route: a base URL with a wrong path. Waiting would not make it exist.
                 throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
             case client.kind.notFoundCode:
-                break
+                report(.live)
+                recovering = false
             default:
                 // Not the server's word that the collection or view is missing: a front's own page (a proxy being
                 // deployed, say). Retried as a failure.
@@ -163,8 +188,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
             }
         }
 
-        private mutating func accept(_ body: Data, polledSince: Version?, heldFor held: Duration) async throws
-            -> FeedEvent?
+        /// A `200`'s body; `isShort`: the answer to a short poll, which came at once by asking.
+        private mutating func accept(_ body: Data, polledSince: Version?, heldFor held: Duration, isShort: Bool)
+            async throws -> FeedEvent?
         {
             switch try WireDecoding.feedAnswer(Array(body), kind: client.kind) {
             case .reset(let snapshot, let next):
@@ -192,8 +218,11 @@ public struct FeedEvents: AsyncSequence, Sendable {
                         "a changeset from \(changeset.from), polled since \(since.map { "\($0)" } ?? "-")")
                 }
                 since = changeset.to
-                self.next = next
+                // A short poll's `next` keeps its `timeout=0` (and a cursor counted for it): the held poll after it
+                // asks with `since` and the feed's own timeout.
+                self.next = isShort ? nil : next
                 if changeset.isEmpty && changeset.from == changeset.to {
+                    if isShort { return nil }
                     guard held < client.quickEmptyAnswer else {
                         quickRepeats = 0
                         goneRepeats = 0
@@ -240,6 +269,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case .failure:
                 failures += 1
                 attempt = failures
+                recovering = true
             case .quickRepeat:
                 attempt = quickRepeats
             case .goneRepeat:
@@ -247,7 +277,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case .staleReset:
                 attempt = staleResets
             }
-            try await Task.sleep(for: client.backoff.delay(attempt: attempt, atLeast: retryAfter ?? .zero))
+            let delay = client.backoff.delay(attempt: attempt, atLeast: retryAfter ?? .zero)
+            if cause == .failure { report(.retrying(attempt: attempt, delay: delay)) }
+            try await Task.sleep(for: delay)
         }
     }
 }
