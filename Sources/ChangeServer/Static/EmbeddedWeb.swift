@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"3f35e11a3c201f17\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"fbb1ea7524c012a3\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"06abc141d30ba6ee\"", text: file3),
@@ -493,6 +493,52 @@ function epochOf(version) {
 }
 
 /**
+ * Subscriptions open in this page, by origin, for `noteSubscription`. Over plain `http:` a browser speaks HTTP/1.1
+ * and opens at most six connections to a host, and each subscription holds one while its poll or stream waits: with
+ * six open, a write to that host waited a poll's length (24 s, measured in Chromium), and a seventh stream never
+ * opened. HTTPS lets the browser speak HTTP/2, which carries them all on one connection.
+ */
+const openSubscriptions = new Map();
+/** Origins warned about, once each. */
+const warnedOrigins = new Set();
+/** Subscriptions to one `http:` origin that leave a single connection for everything else. */
+const HTTP1_SUBSCRIPTION_WARNING = 5;
+
+/**
+ * Counts a subscription to `base` while `signal` is not aborted, and warns on the console once per origin when
+ * `HTTP1_SUBSCRIPTION_WARNING` of them are open to a plain `http:` origin.
+ */
+function noteSubscription(base, signal) {
+    let origin;
+    try {
+        origin = new URL(base || ".", globalThis.location?.href).origin;
+    } catch {
+        return;
+    }
+    if (!origin.startsWith("http:")) return;
+    const count = (openSubscriptions.get(origin) ?? 0) + 1;
+    openSubscriptions.set(origin, count);
+    signal.addEventListener(
+        "abort",
+        () => {
+            const left = (openSubscriptions.get(origin) ?? 1) - 1;
+            if (left > 0) openSubscriptions.set(origin, left);
+            else openSubscriptions.delete(origin);
+        },
+        { once: true }
+    );
+    if (count < HTTP1_SUBSCRIPTION_WARNING || warnedOrigins.has(origin)) return;
+    warnedOrigins.add(origin);
+    console.warn(
+        `changefeed.js: ${count} subscriptions to ${origin} are open in this page. Over plain http a browser opens ` +
+            "at most 6 connections to a host, and each subscription holds one while its poll or stream waits: from " +
+            "the 6th, writes and other requests to that host wait up to a poll's length, and a 7th stream never " +
+            "opens. Serve the server through HTTPS (HTTP/2 carries every subscription on one connection), or follow " +
+            "fewer collections per page."
+    );
+}
+
+/**
  * Follows a collection, or a view with `options.kind` "view": `handlers.onSnapshot({sections, version, collection,
  * kind})` (`collection`: the name followed, a view's too) whenever the client (re)starts from a snapshot,
  * `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty changeset applied,
@@ -531,6 +577,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     const feedURL = `${base}/v1/${kind === "view" ? "views" : "collections"}/${encodeURIComponent(name)}`;
     /** The code of a `404` that says the collection (or view) does not exist, rather than that no route matched. */
     const missingCode = kind === "view" ? "view_not_found" : "collection_not_found";
+    if (!signal.aborted) noteSubscription(base, signal);
     const state = { version: null, sections: null, next: null };
     const page = pageGate(signal);
     /**

@@ -392,6 +392,33 @@ describe("backoff", () => {
         assert.deepEqual(statuses, ["connecting", "live", "reset", "missing", "live", "stopped"]);
     });
 
+    test("five subscriptions open to one plain-http origin warn once that the browser's six connections run out", async () => {
+        const warnings = [];
+        const warn = console.warn;
+        console.warn = (message) => warnings.push(message);
+        const open = [];
+        const follow = (origin, count) => {
+            for (let index = 0; index < count; index += 1) open.push(subscribe(origin, `c${index}`, {}, { fetch: scriptedFetch([]) }));
+        };
+        try {
+            // HTTPS may be HTTP/2, which carries every subscription on one connection.
+            follow("https://secure.test", 6);
+            // Subscriptions that ended are not counted: a page that follows others in turn is not warned.
+            follow("http://turns.test", 4);
+            await Promise.all(open.splice(6).map((subscription) => subscription.unsubscribe()));
+            follow("http://turns.test", 4);
+            assert.deepEqual(warnings, []);
+            follow("http://many.test", 5);
+            assert.equal(warnings.length, 1);
+            assert.match(warnings[0], /^changefeed\.js: 5 subscriptions to http:\/\/many\.test are open in this page\./);
+            follow("http://many.test", 1);
+            assert.equal(warnings.length, 1, "once per origin");
+        } finally {
+            console.warn = warn;
+            await Promise.all(open.map((subscription) => subscription.unsubscribe()));
+        }
+    });
+
     test("after a failure the next poll is a short one, so the client is live as soon as the server answers", async () => {
         const answers = [
             () => Promise.resolve(new Response(JSON.stringify({ collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [] } }), { status: 200 })),
