@@ -147,7 +147,8 @@ struct Config: Sendable {
 
     /// Reads the arguments (without the program name), then the environment for the options the arguments do not
     /// give: a flag wins over its variable, and a bad variable that a flag overrides is not an error. `--help` and
-    /// `--version` ask for their text, whatever else is given.
+    /// `--version` ask for their text, whatever comes after them (a flag before them is still read: an unknown one
+    /// is refused, and `--port --version` gives `--port` the value "--version").
     static func parse(arguments: [String], environment: [String: String]) throws(UsageError) -> Invocation {
         var given: [(name: String, value: String)] = []
         var index = 0

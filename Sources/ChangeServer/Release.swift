@@ -2,5 +2,5 @@
 /// it. It is the `info.version` of `openapi.yaml`, the contract this build serves, and moves with it (a test holds
 /// the two equal).
 enum Release {
-    static let version = "1.0.0"
+    static let version = "1.1.0"
 }

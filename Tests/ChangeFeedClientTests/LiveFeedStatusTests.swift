@@ -15,6 +15,14 @@ struct LiveFeedStatusTests {
     static let update = LiveFakeServerTests.changes(
         #"{"deleted":[],"inserted":[],"moved":[],"updated":[{"at":[0,0],"id":"a","data":2}]}"#)
 
+    /// An update from `e.2` to `e.3`.
+    static let later = LiveFakeServerTests.changes(
+        #"{"deleted":[],"inserted":[],"moved":[],"updated":[{"at":[0,0],"id":"a","data":3}]}"#, from: "e.2", to: "e.3")
+
+    /// An update from `e.3` to `e.4`.
+    static let last = LiveFakeServerTests.changes(
+        #"{"deleted":[],"inserted":[],"moved":[],"updated":[{"at":[0,0],"id":"a","data":4}]}"#, from: "e.3", to: "e.4")
+
     /// An empty answer at `e.1` to a short poll, with the `next` a server gives it.
     static let shortAnswer =
         String(LiveFakeServerTests.changes(noItems, from: "e.1", to: "e.1").dropLast())
@@ -38,15 +46,14 @@ struct LiveFeedStatusTests {
         }
     }
 
-    /// The feed requests `server` received, without the Linux client's `GET /healthz` that opens a connection.
+    /// The requests `server` received.
     static func polls(_ server: FakeServer) -> [String] {
-        server.received.map(\.target).filter { $0.hasPrefix("/v1/") }
+        server.received.map(\.target)
     }
 
     @Test func aFailureIsRetryingAndTheShortPollAfterItIsLive() async throws {
         let failed = Atomic<Bool>(false)
         let server = try FakeServer { _, target in
-            if target.hasPrefix("/healthz") { return Answer(status: 200, body: "{}") }
             if !target.contains("since=") { return Answer(status: 200, body: LiveFakeServerTests.reset) }
             if target.contains("timeout=0") { return Answer(status: 200, body: Self.shortAnswer) }
             if !failed.exchange(true, ordering: .relaxed) {
@@ -73,7 +80,6 @@ struct LiveFeedStatusTests {
     /// not after a held poll's whole timeout when nothing changed.
     @Test func aResumedFeedIsLiveAsSoonAsTheServerAnswers() async throws {
         let server = try FakeServer { _, target in
-            if target.hasPrefix("/healthz") { return Answer(status: 200, body: "{}") }
             return Answer(status: 200, body: target.contains("timeout=0") ? Self.shortAnswer : Self.update)
         }
         defer { server.stop() }
@@ -88,11 +94,49 @@ struct LiveFeedStatusTests {
             ])
     }
 
+    /// A short poll's `next` keeps its `timeout=0` and a cursor counted for it; so does a held poll's answer that a
+    /// cache which ignores the query string took from a short one. The poll after either is held, with `since`.
+    @Test func aShortAnswersNextIsNotFollowed() async throws {
+        let shortNext = #","next":"since=e.2&timeout=0&cursor=9"}"#
+        let server = try FakeServer { index, target in
+            switch index {
+            case 0: Answer(status: 200, body: String(Self.update.dropLast()) + shortNext)
+            case 1: Answer(status: 200, body: String(Self.later.dropLast()) + shortNext)
+            default: Answer(status: 200, body: target.contains("timeout=0") ? Self.shortAnswer : Self.last)
+            }
+        }
+        defer { server.stop() }
+        var events = LiveFakeServerTests.client(server).events(resumingFrom: Version("e.1")).makeAsyncIterator()
+        guard case .changes = try await events.next() else { throw TestFailure("no changes") }
+        guard case .changes = try await events.next() else { throw TestFailure("no second changes") }
+        guard case .changes = try await events.next() else { throw TestFailure("no third changes") }
+        #expect(
+            Self.polls(server) == [
+                "/v1/collections/c/changes?since=e.1&timeout=0", "/v1/collections/c/changes?since=e.2&timeout=5",
+                "/v1/collections/c/changes?since=e.3&timeout=5",
+            ])
+    }
+
+    /// A `404` to a poll from a saved version is a failure (with several servers, one may not have the collection
+    /// yet), not the server's word that it is missing: `.live` comes once a reset finds it missing, and does not
+    /// flash between the retries.
+    @Test func aResumedFeedWhoseCollectionIsGoneRetriesThenIsLiveAndMissing() async throws {
+        let server = try FakeServer { _, _ in
+            Answer(status: 404, body: #"{"error":{"code":"collection_not_found","message":""}}"#)
+        }
+        defer { server.stop() }
+        let heard = Heard()
+        let client = LiveFakeServerTests.client(server)
+        var events = client.events(resumingFrom: Version("e.1"), onStatus: heard.handler).makeAsyncIterator()
+        guard case .missing = try await events.next() else { throw TestFailure("no missing event") }
+        #expect(heard.names == ["connecting", "retrying 1", "retrying 2", "retrying 3", "live"])
+        #expect(Self.polls(server).last == "/v1/collections/c/changes?timeout=5")
+    }
+
     /// A server that answers short polls but refuses held ones (`429` at `--max-held-polls`) is still a failure
     /// growing its backoff: a short poll's answer does not end it.
     @Test func shortAnswersDoNotEndTheBackoffOfRefusedHeldPolls() async throws {
         let server = try FakeServer { _, target in
-            if target.hasPrefix("/healthz") { return Answer(status: 200, body: "{}") }
             if !target.contains("since=") { return Answer(status: 200, body: LiveFakeServerTests.reset) }
             if target.contains("timeout=0") { return Answer(status: 200, body: Self.shortAnswer) }
             return Answer(status: 429, body: #"{"error":{"code":"too_many_polls","message":""}}"#)

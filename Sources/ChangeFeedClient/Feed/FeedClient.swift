@@ -127,14 +127,18 @@ public struct FeedClient: Sendable {
         min(max(pollTimeout.components.seconds, 1), Self.maximumPollTimeout.components.seconds)
     }
 
-    /// `GET /healthz` on the server: the short request that opens a connection on Linux
-    /// (`FeedEvents.Iterator.openConnection`).
-    var healthURL: URL? {
-        URL(string: baseURL.absoluteString.trimmingSuffix("/") + "/healthz")
-    }
+    /// How long a short poll (`timeout=0`) may go unanswered before it is a failure: the server answers it at
+    /// once. `Transport` lets it wait a second more, between two bytes of the answer.
+    static let shortPollTimeout = Duration.seconds(10)
 
-    /// The `timeout` of the request that opens a connection; `Transport` lets it wait a second more (3 s).
-    static let connectionCheckTimeout = Duration.seconds(2)
+    /// `next`, the query an answer says to poll with, unless it asks for an answer at once (`timeout=0`): a short
+    /// poll's answer, which a cache that ignores the query string may hand to a held poll. Its `timeout=0` and
+    /// the cursor counted for it would make every poll after it short; nil, and the poll asks with `since` and
+    /// the feed's own timeout.
+    static func heldQuery(_ next: String?) -> String? {
+        guard let next, !next.split(separator: "&").contains("timeout=0") else { return nil }
+        return next
+    }
 
     /// What a name keeps unescaped in the path: a `/` is escaped too, so that a name is one path segment (the
     /// server refuses it as a name, rather than serving another route).

@@ -44,14 +44,18 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var staleResets = 0
         /// `404`s in a row to polls with `since`.
         var notFoundPolls = 0
-        /// Whether the next request may open a connection: the first one, and any after a network error, `408`,
-        /// `429` or `5xx` (the server may have closed the connection, or gone). See `openConnection`.
-        var mayOpenConnection = true
         /// Whether the next poll with `since` is a short one (`timeout=0`): the first, resumed from a saved
         /// version, and the first after a failure. The server answers it at once, so the feed is `.live` as soon as
         /// the server answers rather than once a held poll ends, up to its whole timeout later. Only a held poll's
         /// answer ends the backoff: a server that refuses held polls (`429` at `--max-held-polls`) answers short
         /// ones.
+        ///
+        /// It also opens the connection the held polls after it use. On Linux, FoundationNetworking keeps the
+        /// write-readiness source it makes while a connection is being opened, and a socket is always writable:
+        /// until the first request on a new connection is answered, libdispatch wakes without end, a whole core for
+        /// a held poll's time (after every restart of the server, every network change). A new connection comes at
+        /// the start and after a failure (the server may have closed it, or gone), where the poll is short: it is
+        /// answered at once, or given up after `FeedClient.shortPollTimeout`. Apple's URLSession does not spin.
         var recovering = true
         let onStatus: (@Sendable (FeedStatus) -> Void)?
         /// The status last reported; nil before the first request.
@@ -86,9 +90,6 @@ public struct FeedEvents: AsyncSequence, Sendable {
         private mutating func step() async throws -> FeedEvent? {
             try Task.checkCancellation()
             if status == nil { report(.connecting) }
-            if mayOpenConnection {
-                guard try await openConnection() else { return nil }
-            }
             let polledSince = since
             let isShort = recovering && since != nil
             let url = try client.feedURL(
@@ -97,15 +98,14 @@ public struct FeedEvents: AsyncSequence, Sendable {
             let answer: HTTPAnswer
             do {
                 answer = try await client.transport.get(
-                    url, token: client.token, timeout: .seconds(client.pollSeconds + 15))
+                    url, token: client.token,
+                    timeout: isShort ? FeedClient.shortPollTimeout : .seconds(client.pollSeconds + 15))
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
-                mayOpenConnection = true
                 try await wait(after: .failure, retryAfter: nil)
                 return nil
             }
-            mayOpenConnection = false
             switch answer.status {
             case 200:
                 report(.live)
@@ -137,8 +137,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case 404:
                 return try await notFound(answer, polledSince: polledSince)
             case 408, 429, 500...599:
-                // A stopping server closes the connection, and a front may have lost its own.
-                mayOpenConnection = true
+                // A stopping server closes the connection, and a front may have lost its own: the poll after the
+                // wait is short (`recovering`).
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
                 return nil
             default:
@@ -155,8 +155,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 // The server has no such route: a base URL with a wrong path. Waiting would not make it exist.
                 throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
             case client.kind.notFoundCode:
-                report(.live)
-                recovering = false
+                break
             default:
                 // Not the server's word that the collection or view is missing: a front's own page (a proxy being
                 // deployed, say). Retried as a failure.
@@ -166,11 +165,15 @@ public struct FeedEvents: AsyncSequence, Sendable {
             switch polledSince {
             case nil where !isMissing:
                 // A reset found nothing: the server answers, so the failures before (a server still starting) end.
+                report(.live)
+                recovering = false
                 failures = 0
                 isMissing = true
                 return .missing
             case nil:
                 // Still missing: asked again at a steady pace, so that it is seen soon after it is made.
+                report(.live)
+                recovering = false
                 try await Task.sleep(for: client.missingRetryDelay(atLeast: answer.retryAfter))
                 return nil
             case .some:
@@ -202,7 +205,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                     return nil
                 }
                 since = snapshot.version
-                self.next = next
+                self.next = FeedClient.heldQuery(next)
                 guard let polledSince else {
                     quickRepeats = 0
                     return .reset(snapshot)
@@ -218,9 +221,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                         "a changeset from \(changeset.from), polled since \(since.map { "\($0)" } ?? "-")")
                 }
                 since = changeset.to
-                // A short poll's `next` keeps its `timeout=0` (and a cursor counted for it): the held poll after it
-                // asks with `since` and the feed's own timeout.
-                self.next = isShort ? nil : next
+                self.next = isShort ? nil : FeedClient.heldQuery(next)
                 if changeset.isEmpty && changeset.from == changeset.to {
                     if isShort { return nil }
                     guard held < client.quickEmptyAnswer else {
@@ -236,29 +237,6 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 goneRepeats = 0
                 return .changes(changeset)
             }
-        }
-
-        /// On Linux, opens the connection a held poll is to use with a short request (`GET /healthz`, whatever its
-        /// answer); true when the poll may go. FoundationNetworking keeps the write-readiness source it makes while
-        /// a connection is being opened, and a socket is always writable: until the first request on a new
-        /// connection is answered, libdispatch wakes without end, a whole core for a held poll's time (after every
-        /// restart of the server, every network change). Requests on a connection already open do not spin. A
-        /// short request that meets no answer spins for its own timeout only, then waits as a failure. A request
-        /// that is not held (a reset) needs no such help, and neither does Apple's URLSession.
-        private mutating func openConnection() async throws -> Bool {
-            #if canImport(FoundationNetworking)
-                guard since != nil, let url = client.healthURL else { return true }
-                do {
-                    _ = try await client.transport.get(url, token: nil, timeout: FeedClient.connectionCheckTimeout)
-                } catch is CancellationError {
-                    throw CancellationError()
-                } catch {
-                    try await wait(after: .failure, retryAfter: nil)
-                    return false
-                }
-                mayOpenConnection = false
-            #endif
-            return true
         }
 
         private enum Cause { case failure, quickRepeat, goneRepeat, staleReset }

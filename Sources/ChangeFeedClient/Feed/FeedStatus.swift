@@ -6,7 +6,8 @@ public enum FeedStatus: Hashable, Sendable {
     case connecting
     /// The server answers: changes come as they are made (and `.missing` says when there is nothing to show).
     case live
-    /// A request failed (no network, the server down or restarting, `5xx`, `408`, `429`, a front's own page): the
-    /// feed waits `delay`, then asks again. `attempt` counts the failures in a row.
+    /// A request failed (no network, the server down or restarting, `5xx`, `408`, `429`, a front's own page, a
+    /// `404` to a poll from a saved version): the feed waits `delay`, then asks again. `attempt` counts the
+    /// failures since a held poll was last answered (the short polls between them do not end the count).
     case retrying(attempt: Int, delay: Duration)
 }
