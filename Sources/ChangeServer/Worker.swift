@@ -22,6 +22,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     private var quickReads = 0
     /// When `connectionLimitReached` last logged (monotonic milliseconds).
     private var lastLimitWarning: Int64?
+    /// When a response failure was last logged (`responseFailed`).
+    private var lastResponseFailureLog: Int64?
 
     init(app: App, server: HTTPServer) {
         self.app = app
@@ -57,9 +59,14 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         feed.drop(exchange)
     }
 
+    /// Counted every time; logged at most once a minute per loop: a client causes it at will (headers that fill
+    /// the connection's memory), and a line per request, each written at once, was a log flood on demand.
     func responseFailed(_ exchange: Exchange, status: HTTPStatus, fits: Bool, fallback: HTTPStatus?) {
         app.metrics.responseFailed()
         guard app.logger.level <= .error else { return }
+        let now = MonotonicClock.now()
+        if let last = lastResponseFailureLog, now - last < 60_000 { return }
+        lastResponseFailureLog = now
         let request = "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path))"
         let failure =
             fits
@@ -67,7 +74,9 @@ final class Worker: HTTPHandler, @unchecked Sendable {
             : "the \(status.rawValue) response to \(request) does not fit the connection's memory next to the "
                 + "request's headers"
         let outcome = fallback.map { "answered \($0.rawValue) instead" } ?? "connection closed"
-        let line = "\(Logger.timestamp()) error \(failure); \(outcome)\n"
+        let line =
+            "\(Logger.timestamp()) error \(failure); \(outcome) (logged at most once a minute; "
+            + "changeserver_response_failures_total counts each)\n"
         LogWriter.standardError.submit(Array(line.utf8), lines: 1, urgent: true)
     }
 
