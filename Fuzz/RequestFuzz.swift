@@ -18,7 +18,8 @@ private let app: App = {
             arguments: [
                 "--data-dir", directory, "--fsync", "never", "--log-level", "critical", "--write-token", "w",
                 "--max-collections", "50", "--max-body-bytes", "65536", "--disk-reserve-bytes", "0",
-            ], environment: [:]),
+            ], environment: [:]
+        ).config,
         let app = try? App.open(config: config, logger: Logger(level: .critical))
     else { fatalError("the fuzzed application could not start") }
     app.startServing()
