@@ -45,6 +45,21 @@ function scriptedFetch(answers, requests = []) {
 }
 
 /**
+ * Makes this process look like a browser page to the client: `page` takes the window's listeners (a test dispatches
+ * `pagehide` and `pageshow` on it) and `document` exists; `restore` puts the globals back.
+ */
+function browserPage() {
+    const page = new EventTarget();
+    const saved = { addEventListener: globalThis.addEventListener, removeEventListener: globalThis.removeEventListener, document: globalThis.document };
+    Object.assign(globalThis, {
+        addEventListener: page.addEventListener.bind(page),
+        removeEventListener: page.removeEventListener.bind(page),
+        document: {},
+    });
+    return { page, restore: () => Object.assign(globalThis, saved) };
+}
+
+/**
  * A stand-in for EventSource, a new class each call (its `instances` are that test's): the streams the client
  * opened, in order; a test makes one deliver an event with `emit`.
  */
@@ -507,13 +522,7 @@ describe("backoff", () => {
     });
 
     test("a hidden page (pagehide: the back/forward cache) lets its held poll go, and polls again when shown", async () => {
-        const page = new EventTarget();
-        const saved = { addEventListener: globalThis.addEventListener, removeEventListener: globalThis.removeEventListener, document: globalThis.document };
-        Object.assign(globalThis, {
-            addEventListener: page.addEventListener.bind(page),
-            removeEventListener: page.removeEventListener.bind(page),
-            document: {},
-        });
+        const { page, restore } = browserPage();
         const requests = [];
         const aborted = [];
         const fakeFetch = (url, init) => {
@@ -544,7 +553,7 @@ describe("backoff", () => {
             await waitFor(() => requests.length === 3);
         } finally {
             await subscription.unsubscribe();
-            Object.assign(globalThis, saved);
+            restore();
         }
         const base = "http://test/v1/collections/c/changes?";
         assert.deepEqual(requests, [`${base}timeout=25`, `${base}since=e.1&timeout=25`, `${base}since=e.1&timeout=25`]);
@@ -553,13 +562,7 @@ describe("backoff", () => {
     });
 
     test("transport sse: a hidden page closes its stream, and opens one from its version when shown", async () => {
-        const page = new EventTarget();
-        const saved = { addEventListener: globalThis.addEventListener, removeEventListener: globalThis.removeEventListener, document: globalThis.document };
-        Object.assign(globalThis, {
-            addEventListener: page.addEventListener.bind(page),
-            removeEventListener: page.removeEventListener.bind(page),
-            document: {},
-        });
+        const { page, restore } = browserPage();
         const FakeEventSource = fakeEventSourceClass();
         const requests = [];
         const fakeFetch = (url) => {
@@ -582,7 +585,7 @@ describe("backoff", () => {
             assert.deepEqual(requests, [], "no poll in between");
         } finally {
             await subscription.unsubscribe();
-            Object.assign(globalThis, saved);
+            restore();
         }
     });
 
