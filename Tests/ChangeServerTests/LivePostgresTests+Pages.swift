@@ -83,7 +83,7 @@ extension LivePostgresTests {
         let (url, journal) = try startedJournal(
             on: cluster, database: "followpages", pageBytes: 25_000,
             applied: { record in
-                if case .upsert(_, let id, _, _, _, _) = record { applied.withLock { $0.append(id) } }
+                if case .upsert(_, let id, _, _, _, _, _) = record { applied.withLock { $0.append(id) } }
             })
         defer { journal.close() }
         // The follower listens once it has connected: the records go in when its first catch-up has read nothing.

@@ -101,6 +101,34 @@ import Testing
         #expect(version() == "ve.2", "the same definition again commits nothing")
     }
 
+    /// An upsert naming section `"default"` in a collection with no section was refused (`409`) until 2026-12-06,
+    /// where leaving `section` out created the section; now both create it. A journal of a build before holds
+    /// such a refused upsert as kind 3, and replaying it must refuse it again: its writer was told `409`, and a
+    /// client at the next version would be told to insert another item twice.
+    @Test func anUpsertNamingDefaultRecordedBeforeIsRefusedAgain() throws {
+        func upsert(_ id: String, refuses: Bool) -> JournalRecord {
+            .upsert(
+                collection: "c", id: id, data: .null, section: .id("default"), index: nil, conditions: .none,
+                refusesMissingDefault: refuses)
+        }
+        let old = upsert("old", refuses: true)
+        let new = upsert("new", refuses: false)
+        #expect(RecordCodec.encode(old).first == 3 && RecordCodec.encode(new).first == 8)
+        for record in [old, new] { #expect(try RecordCodec.decode(RecordCodec.encode(record)) == record) }
+        let other = JournalRecord.upsert(
+            collection: "c", id: "i", data: .null, section: .id("s"), index: nil, conditions: .none)
+        #expect(RecordCodec.encode(other).first == 3, "only upserts naming default need the new kind")
+        #expect(try RecordCodec.decode(RecordCodec.encode(other)) == other)
+        var mislabelled = RecordCodec.encode(other)
+        mislabelled[0] = 8
+        #expect(throws: BinaryReader.Malformed.self) { try RecordCodec.decode(mislabelled) }
+
+        let empty = JournalRecord.put(collection: "c", epoch: "epoch1", sections: [], conditions: .none)
+        let (registry, _, _) = try Self.recover(Self.journal([empty, old, new, upsert("again", refuses: true)]).bytes)
+        #expect(Self.items(registry) == ["new", "again"], "the old record is refused while no section exists")
+        #expect(registry.entry("c")?.content.withLock { $0.version.description } == "epoch1.3")
+    }
+
     @Test func wholeJournalReplays() throws {
         let (registry, position, _) = try Self.recover(Self.journal(Self.records).bytes)
         #expect(Self.items(registry) == ["z", "a", "b"])

@@ -54,6 +54,20 @@ import Testing
         #expect(collection.snapshot() == [Section(id: "default", items: [Item(id: "n", data: json("1"))])])
     }
 
+    /// A client that read "a collection with no section gets one with id `default`" and names it gets what leaving
+    /// it out gives; any other section of an empty collection is still not found.
+    @Test func namingTheDefaultSectionOfAnEmptyCollectionCreatesIt() throws {
+        var collection = try VersionedCollection(epoch: "e", sections: [])
+        #expect(throws: ModelError.self) {
+            try collection.upsert(id: "n", data: .null, section: .id("other"), index: nil)
+        }
+        #expect(throws: ModelError.self) { try collection.upsert(id: "n", data: .null, section: .index(0), index: nil) }
+        _ = try upsert(&collection, "n", section: .id("default"))
+        _ = try upsert(&collection, "m", section: .id("default"), index: 0)
+        #expect(collection.snapshot().map { $0.items.map(\.id) } == [["m", "n"]])
+        #expect(collection.snapshot().map(\.id) == ["default"])
+    }
+
     @Test func invalidUpsertsThrow() throws {
         var collection = try fixture()
         let before = collection.snapshot()

@@ -60,7 +60,7 @@ struct Executor: Sendable {
                 guard let entry = registry.entry(name) else { return try create(name, epoch, sections, conditions) }
                 let prepared = prepareReplacement(of: entry, with: sections, conditions)
                 return try commitReplacement(prepared, of: entry, with: sections, conditions)
-            case .ops(let name, _, _), .upsert(let name, _, _, _, _, _):
+            case .ops(let name, _, _), .upsert(let name, _, _, _, _, _, _):
                 guard let (conditions, mutation) = Self.mutation(record) else {
                     preconditionFailure("ops and upserts mutate")
                 }
@@ -123,10 +123,14 @@ struct Executor: Sendable {
         switch record {
         case .ops(_, let ops, let conditions):
             return (conditions, { content throws(ModelError) in (try content.apply(ops), false) })
-        case .upsert(_, let id, let data, let section, let index, let conditions):
+        case .upsert(_, let id, let data, let section, let index, let conditions, let refusesMissingDefault):
             return (
                 conditions,
                 { content throws(ModelError) in
+                    if refusesMissingDefault, content.sectionCount == 0 {
+                        throw ModelError(
+                            .sectionNotFound, "no section with id \"\(VersionedCollection.firstSectionID)\"")
+                    }
                     let result = try content.upsert(id: id, data: data, section: section, index: index)
                     return (result.changeset, result.created)
                 }

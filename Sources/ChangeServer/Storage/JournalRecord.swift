@@ -8,9 +8,14 @@ enum JournalRecord: Sendable, Equatable {
     case put(collection: String, epoch: String, sections: [Section], conditions: Conditions)
     /// `POST .../mutations` and `DELETE .../items/{id}`.
     case ops(collection: String, ops: [Op], conditions: Conditions)
-    /// `PUT .../items/{id}`.
+    /// `PUT .../items/{id}`. `refusesMissingDefault`: the upsert names section `"default"` and was journaled before
+    /// 2026-12-06 (`RecordCodec.Kind.upsert`), when such an upsert into a collection with no section was refused
+    /// (`409 section_not_found`) where leaving `section` out created the section; it is replayed as it was applied,
+    /// so that history does not gain an item its writer was told was refused. Upserts written since that name
+    /// `"default"` are `Kind.upsertNamingDefault`, and create the section as leaving `section` out does.
     case upsert(
-        collection: String, id: String, data: JSONData, section: SectionRef?, index: Int?, conditions: Conditions)
+        collection: String, id: String, data: JSONData, section: SectionRef?, index: Int?, conditions: Conditions,
+        refusesMissingDefault: Bool = false)
     /// `DELETE /v1/collections/{name}`.
     case delete(collection: String, conditions: Conditions)
     /// `PUT /v1/views/{name}`: define the view (with `epoch` when it does not exist) or replace its definition,
@@ -34,7 +39,7 @@ enum JournalRecord: Sendable, Equatable {
     /// The collection or view the record writes to.
     var name: String {
         switch self {
-        case .put(let collection, _, _, _), .ops(let collection, _, _), .upsert(let collection, _, _, _, _, _),
+        case .put(let collection, _, _, _), .ops(let collection, _, _), .upsert(let collection, _, _, _, _, _, _),
             .delete(let collection, _):
             collection
         case .defineView(let view, _, _, _, _), .deleteView(let view, _):
@@ -80,6 +85,10 @@ enum RecordCodec {
         case deleteView = 6
         /// A definition that commits a version whenever the definition changes.
         case defineViewVersioned = 7
+        /// An upsert naming section `"default"`, which it creates in a collection with no section (written since
+        /// 2026-12-06; such an upsert written before is `upsert`, and was refused there). Only these upserts take
+        /// the new kind, so that a build before can still read every other.
+        case upsertNamingDefault = 8
 
         /// Whether an encoded record of this first byte defines a view.
         static func definesView(_ byte: UInt8?) -> Bool {
@@ -111,8 +120,9 @@ enum RecordCodec {
             header(&writer, collection, conditions)
             writer.uint32(UInt32(ops.count))
             for op in ops { encode(op, into: &writer) }
-        case .upsert(let collection, let id, let data, let section, let index, let conditions):
-            writer.byte(Kind.upsert.rawValue)
+        case .upsert(let collection, let id, let data, let section, let index, let conditions, let refuses):
+            let namesDefault = section == .id(VersionedCollection.firstSectionID) && !refuses
+            writer.byte(namesDefault ? Kind.upsertNamingDefault.rawValue : Kind.upsert.rawValue)
             header(&writer, collection, conditions)
             writer.string(id)
             writer.blob(data.bytes)
@@ -152,13 +162,16 @@ enum RecordCodec {
             var ops: [Op] = []
             for _ in 0..<count { ops.append(try decodeOp(&reader)) }
             record = .ops(collection: collection, ops: ops, conditions: conditions)
-        case .upsert:
+        case .upsert, .upsertNamingDefault:
             let id = try reader.string()
             let data = JSONData(canonical: try reader.blob())
             let section = try reader.byte() == 0 ? nil : try decodeSectionRef(&reader)
             let index = try reader.byte() == 0 ? nil : try reader.int()
+            let namesDefault = section == .id(VersionedCollection.firstSectionID)
+            guard namesDefault || kind == .upsert else { throw BinaryReader.Malformed() }
             record = .upsert(
-                collection: collection, id: id, data: data, section: section, index: index, conditions: conditions)
+                collection: collection, id: id, data: data, section: section, index: index, conditions: conditions,
+                refusesMissingDefault: namesDefault && kind == .upsert)
         case .delete:
             record = .delete(collection: collection, conditions: conditions)
         case .defineView, .defineViewVersioned:

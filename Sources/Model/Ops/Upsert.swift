@@ -2,7 +2,8 @@ extension VersionedCollection {
     /// Upserts one item, API.md's `PUT /items/{id}`. If it exists its data is replaced and, where `section` or
     /// `index` is given, it moves there (`section` alone: to that section's end; `index` alone: within its own
     /// section). If not, it is inserted at `section` (default: the last section; a collection with no section
-    /// first gets a section with id "default" and null data) at `index` (default: the end).
+    /// first gets a section with id "default" and null data, also when `section` names "default") at `index`
+    /// (default: the end).
     /// - Returns: the changeset, whether the item was created, and the ops it amounts to (replaying them with
     ///   `apply` gives the same result).
     /// - Throws: `ModelError` without an `opIndex`: the request has no ops, the ones it amounts to are Model's.
@@ -20,6 +21,9 @@ extension VersionedCollection {
         return (changeset, ops.created, ops.ops)
     }
 
+    /// The id of the section an upsert makes in a collection that has none.
+    public static let firstSectionID = "default"
+
     private func upsertOps(id: String, data: JSONData, section: SectionRef?, index: Int?) throws(ModelError)
         -> (ops: [Op], created: Bool)
     {
@@ -34,16 +38,21 @@ extension VersionedCollection {
             return (ops, false)
         }
         let item = Item(id: id, data: data)
-        if let section {
+        // Naming the section an empty collection gets is leaving `section` out: both create it.
+        if let section, section != .id(Self.firstSectionID) || store.sectionCount > 0 {
             let target = try store.resolve(section)
             let at = ItemPosition(
                 section: .id(store.sectionID(at: target)), index: index ?? store.itemCount(inSection: target))
             return ([.insertItems(at: at, items: [item])], true)
         }
         guard store.sectionCount > 0 else {
-            let at = ItemPosition(section: .id("default"), index: index ?? 0)
+            let at = ItemPosition(section: .id(Self.firstSectionID), index: index ?? 0)
             return (
-                [.insertSections(at: 0, sections: [Section(id: "default")]), .insertItems(at: at, items: [item])], true
+                [
+                    .insertSections(at: 0, sections: [Section(id: Self.firstSectionID)]),
+                    .insertItems(at: at, items: [item]),
+                ],
+                true
             )
         }
         let last = store.sectionCount - 1

@@ -27,7 +27,7 @@ import Testing
         let delivery = SequencedDelivery(applied: [:], logger: Logger(level: .critical))
         delivery.start { record, bytes in
             if bytes != RecordCodec.encode(record).count { output.wrongSizes.withLock { $0 += 1 } }
-            guard case .upsert(_, let id, _, _, _, _) = record,
+            guard case .upsert(_, let id, _, _, _, _, _) = record,
                 let seq = id.dropFirst().split(separator: "-").first.flatMap({ Int64($0) })
             else { return }
             output.handed.withLock { $0.append((seq, false)) }

@@ -247,6 +247,20 @@ import Testing
         #expect(server.send("PUT", "/v1/collections/none/items/c", body: #"{"data": 3}"#).status == 404)
     }
 
+    /// A collection with no section gets section `"default"` from its first upsert, whether the upsert leaves
+    /// `section` out or names `"default"`; another section is still not found.
+    @Test func anUpsertNamingDefaultCreatesIt() throws {
+        let server = try InProcessServer()
+        #expect(server.send("PUT", "/v1/collections/empty", body: #"{"sections": []}"#).status == 201)
+        let other = server.send("PUT", "/v1/collections/empty/items/x", body: #"{"section": "todo"}"#)
+        #expect(other.status == 409 && other.errorCode == "section_not_found")
+        let named = server.send("PUT", "/v1/collections/empty/items/a", body: #"{"data": 1, "section": "default"}"#)
+        #expect(named.status == 201)
+        #expect(server.send("GET", "/v1/collections/empty/items/a").json["at"] as? [Int] == [0, 0])
+        let snapshot = server.send("GET", "/v1/collections/empty").json
+        #expect((snapshot["sections"] as? [[String: Any]])?.map { $0["id"] as? String } == ["default"])
+    }
+
     @Test func feed() throws {
         let (server, version) = try serverWithInbox()
         let reset = server.send("GET", "/v1/collections/inbox/changes")
