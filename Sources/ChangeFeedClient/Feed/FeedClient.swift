@@ -28,7 +28,7 @@ public struct FeedClient: Sendable {
 
         /// The code of a `404` saying that the collection (or view) does not exist, rather than that there is no
         /// such route (a base URL with a wrong path).
-        var notFoundCode: ServerErrorCode { self == .collection ? .collectionNotFound : .viewNotFound }
+        var notFoundCode: ErrorCode { self == .collection ? .collectionNotFound : .viewNotFound }
     }
 
     /// The server, for example `http://127.0.0.1:8080`.

@@ -128,7 +128,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 next = nil
                 if goneRepeats > 0 { try await wait(after: .goneRepeat, retryAfter: answer.retryAfter) }
                 goneRepeats += 1
-                let code = ServerErrorCode(rawValue: WireDecoding.error(Array(answer.body)).code)
+                let code = ErrorCode(rawValue: WireDecoding.error(Array(answer.body)).code)
                 guard code == .collectionDeleted, !isMissing else { return nil }
                 isMissing = true
                 deletedEpoch = polledSince?.epoch
@@ -150,7 +150,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// A `404`: the collection or view missing, no such route, or a front's own page.
         private mutating func notFound(_ answer: HTTPAnswer, polledSince: Version?) async throws -> FeedEvent? {
             let error = WireDecoding.error(Array(answer.body))
-            switch ServerErrorCode(rawValue: error.code) {
+            switch ErrorCode(rawValue: error.code) {
             case .routeNotFound:
                 // The server has no such route: a base URL with a wrong path. Waiting would not make it exist.
                 throw FeedError.refused(status: answer.status, code: error.code, message: error.message)

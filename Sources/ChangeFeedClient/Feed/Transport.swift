@@ -11,19 +11,33 @@ struct HTTPAnswer: Sendable {
     var body: Data
 }
 
-/// GET requests through `URLSession`, each cancelled at once when the task awaiting it is cancelled (a held poll
-/// is a request the server may keep for minutes).
+/// Requests through `URLSession`, each cancelled at once when the task awaiting it is cancelled (a held poll is a
+/// request the server may keep for minutes).
 struct Transport: Sendable {
     let session: URLSession
 
     /// - Throws: `CancellationError` when the calling task is cancelled, or the session's error.
     func get(_ url: URL, token: String?, timeout: Duration) async throws -> HTTPAnswer {
+        try await send("GET", url, token: token, timeout: timeout)
+    }
+
+    /// Sends a request; `body` is JSON (`Content-Type: application/json`).
+    /// - Throws: `CancellationError` when the calling task is cancelled, or the session's error.
+    func send(
+        _ method: String, _ url: URL, token: String?, body: [UInt8]? = nil, headers: [(String, String)] = [],
+        timeout: Duration
+    ) async throws -> HTTPAnswer {
         var request = URLRequest(url: url)
-        request.httpMethod = "GET"
+        request.httpMethod = method
         request.timeoutInterval = Double(timeout.components.seconds) + 1
         request.cachePolicy = .reloadIgnoringLocalCacheData
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.httpBody = Data(body)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         let pending = PendingRequest()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPAnswer, Error>) in

@@ -41,6 +41,44 @@ enum WireDecoding {
         return ((try? error.string("code")) ?? "unknown", (try? error.string("message")) ?? "")
     }
 
+    /// An error answer as `ServerError`: the contract's body, or a `nil` code for any other body.
+    static func serverError(_ answer: HTTPAnswer) -> ServerError {
+        let bytes = Array(answer.body)
+        guard let root = try? WireReader(try parse(bytes), path: "answer"), let error = try? root.object("error"),
+            let code = try? error.string("code")
+        else {
+            return ServerError(
+                status: answer.status, code: nil, message: String(decoding: bytes.prefix(200), as: UTF8.self),
+                retryAfter: answer.retryAfter)
+        }
+        let op = (try? error.value("op")).flatMap { try? WireReader.index($0, path: "answer.error.op") }
+        return ServerError(
+            status: answer.status, code: ErrorCode(rawValue: code), message: (try? error.string("message")) ?? "",
+            op: op, retryAfter: answer.retryAfter)
+    }
+
+    /// The answer to a committed write, `{"collection" or "view", "version", "changes"}`.
+    static func writeResult(_ bytes: [UInt8], created: Bool) throws(FeedError) -> WriteResult {
+        let root = try WireReader(try parse(bytes), path: "answer")
+        let version = try root.version("version")
+        let changes = try root.object("changes")
+        let changeset = try self.changeset(changes, from: try changes.version("from"), to: try changes.version("to"))
+        guard changeset.to == version else { throw FeedError.invalidAnswer("answer.changes.to is not answer.version") }
+        try ChangesetShape.check(changeset)
+        return WriteResult(version: version, changes: changeset, created: created)
+    }
+
+    /// A snapshot answer, `{"collection" or "view", "version", "sections"}`.
+    static func snapshot(_ bytes: [UInt8], kind: FeedClient.Kind) throws(FeedError) -> Snapshot {
+        try snapshot(try WireReader(try parse(bytes), path: "answer"), kind: kind)
+    }
+
+    /// An item answer, `{"id", "data", "at"}`.
+    static func placedItem(_ bytes: [UInt8]) throws(FeedError) -> (item: Item, at: ItemPath) {
+        let root = try WireReader(try parse(bytes), path: "answer")
+        return (try item(root), try root.itemPath("at"))
+    }
+
     static func parse(_ bytes: [UInt8]) throws(FeedError) -> JSON {
         do {
             return try JSON(parsing: bytes)
@@ -114,15 +152,4 @@ enum WireDecoding {
                     ItemUpdate(at: try entry.itemPath("at"), item: try item(entry))
                 }))
     }
-}
-
-/// The error codes of the contract the client acts on (others are reported as they came, in `FeedError.refused`).
-enum ServerErrorCode: String {
-    /// A poll held on a collection or view that was deleted (`410`).
-    case collectionDeleted = "collection_deleted"
-    /// No collection, or view, of that name (`404`).
-    case collectionNotFound = "collection_not_found"
-    case viewNotFound = "view_not_found"
-    /// No route for the request's path (`404`): a base URL with a wrong path.
-    case routeNotFound = "route_not_found"
 }

@@ -1,0 +1,44 @@
+/// Why a request of `ChangeServerClient` failed, as one typed error.
+public enum WriteError: Error, Hashable, Sendable {
+    /// The server (or a front) answered with an error. With the contract's body (`code` not nil) the server says
+    /// what it did: a refused mutation changed nothing.
+    case refused(ServerError)
+    /// No answer came: the connection failed or was lost, or the answer took longer than the client's `timeout`.
+    /// A write may have been committed all the same: read (or write with a `WriteCondition`) before writing again.
+    case noAnswer(String)
+    /// The task was cancelled while the request was under way: a write may have been committed all the same.
+    case cancelled
+    /// An answer that is not the contract's wire format.
+    case invalidAnswer(String)
+    /// The base URL and names do not make a URL.
+    case invalidURL(String)
+
+    /// Whether a write may have been committed though it failed: no answer came, or a front answered `502` or
+    /// `504` with a page of its own (it may have passed the write on before its server went away). Every other
+    /// failure changed nothing.
+    public var outcomeUnknown: Bool {
+        switch self {
+        case .noAnswer, .cancelled: true
+        case .refused(let error): error.code == nil && (error.status == 502 || error.status == 504)
+        case .invalidAnswer, .invalidURL: false
+        }
+    }
+
+    /// The error body's code, when the server refused the request with one.
+    public var code: ErrorCode? {
+        if case .refused(let error) = self { return error.code }
+        return nil
+    }
+}
+
+extension WriteError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .refused(let error): "refused (\(error))"
+        case .noAnswer(let why): "no answer: \(why)"
+        case .cancelled: "cancelled"
+        case .invalidAnswer(let why): "invalid answer: \(why)"
+        case .invalidURL(let text): "invalid URL: \(text)"
+        }
+    }
+}
