@@ -1,5 +1,6 @@
-/// How long to wait before trying again after a failure: exponential, capped, with full jitter (a uniformly
-/// random wait between half the step and the step), so clients that failed together do not return together.
+/// How long to wait before trying again after a failure: exponential, capped, with "equal jitter" (a uniformly
+/// random wait between half the step and the step), so clients that failed together do not return together, and
+/// none comes back at once.
 public struct Backoff: Hashable, Sendable {
     /// The step of the first retry.
     public var initial: Duration

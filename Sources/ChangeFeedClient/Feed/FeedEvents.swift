@@ -57,6 +57,10 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// the start and after a failure (the server may have closed it, or gone), where the poll is short: it is
         /// answered at once, or given up after `FeedClient.shortPollTimeout`. Apple's URLSession does not spin.
         var recovering = true
+        /// The last failure was a `429`: the server refuses held polls (`--max-held-polls`) while it answers short
+        /// ones. It is busy, not back, so a short poll's answer keeps the status `.retrying` (it would otherwise
+        /// flip to `.live` and back at every pair of polls); a held poll's answer reports `.live`.
+        var heldPollsRefused = false
         let onStatus: (@Sendable (FeedStatus) -> Void)?
         /// The status last reported; nil before the first request.
         var status: FeedStatus?
@@ -108,9 +112,12 @@ public struct FeedEvents: AsyncSequence, Sendable {
             }
             switch answer.status {
             case 200:
-                report(.live)
+                if !isShort || !heldPollsRefused { report(.live) }
                 recovering = false
-                if !isShort { failures = 0 }
+                if !isShort {
+                    failures = 0
+                    heldPollsRefused = false
+                }
                 notFoundPolls = 0
                 let event = try await accept(
                     answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started, isShort: isShort)
@@ -140,6 +147,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 // A stopping server closes the connection, and a front may have lost its own: the poll after the
                 // wait is short (`recovering`).
                 try await wait(after: .failure, retryAfter: answer.retryAfter)
+                heldPollsRefused = answer.status == 429
                 return nil
             default:
                 let error = WireDecoding.error(Array(answer.body))
@@ -245,6 +253,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             let attempt: Int
             switch cause {
             case .failure:
+                heldPollsRefused = false
                 failures += 1
                 attempt = failures
                 recovering = true
