@@ -436,6 +436,63 @@ class DemoTests(unittest.TestCase):
         self.assertGreater(made, 0, "the insertion was not animated")
         self.assertLess(made, rows + 20, f"{made} animations for about {rows} rows on screen, of 3,001")
 
+    def test_4c_columns_glide_sideways_and_changesets_of_one_frame_animate_once(self):
+        """A board lays its sections out in a row: a moved column's header glided only up and down, so it jumped
+        while its cards slid. And changesets that a stream delivers back to back were each measured and animated:
+        only the first of a frame is now, the others only update the rows."""
+        self.open(f"board-{SEED}")
+        result = self.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            (async () => {
+                const { renderList } = await import('/v1/client/changefeed.js');
+                const style = document.createElement('style');
+                style.textContent = '#board .cf-sections { display: flex; } #board .cf-section { width: 200px; }';
+                document.head.appendChild(style);
+                const board = document.createElement('div');
+                board.id = 'board';
+                document.body.prepend(board);
+                const column = (id, cards) => ({ id, data: { title: id }, items: cards.map((card) => ({ id: card, data: null })) });
+                const list = renderList(board);
+                list.render([column('todo', ['a', 'b']), column('doing', ['c']), column('done', [])]);
+                const made = [];
+                const animate = Element.prototype.animate;
+                Element.prototype.animate = function (keyframes, options) {
+                    made.push({ tag: this.tagName, id: this.dataset.id ?? this.parentElement?.dataset.sectionId ?? null,
+                                from: JSON.stringify(keyframes[0]) });
+                    return animate.call(this, keyframes, options);
+                };
+                const frame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+                await frame();
+                const empty = { sections: { deleted: [], inserted: [], moved: [], updated: [] },
+                                items: { deleted: [], inserted: [], moved: [], updated: [] } };
+                // "done" (empty) moves to the front: every header moves sideways.
+                list.apply(empty, [column('done', []), column('todo', ['a', 'b']), column('doing', ['c'])]);
+                const moved = made.splice(0);
+                // Two more changesets in the same frame, then one after it.
+                list.apply(empty, [column('todo', ['a', 'b']), column('done', []), column('doing', ['c'])]);
+                list.apply(empty, [column('todo', ['a', 'b']), column('doing', ['c']), column('done', [])]);
+                const sameFrame = made.splice(0).length;
+                const shown = [...board.querySelectorAll('.cf-section')].map((section) => section.dataset.sectionId);
+                await frame();
+                list.apply(empty, [column('done', []), column('todo', ['a', 'b']), column('doing', ['c'])]);
+                const nextFrame = made.splice(0).length;
+                Element.prototype.animate = animate;
+                list.destroy();
+                board.remove();
+                style.remove();
+                done({ moved, sameFrame, shown, nextFrame });
+            })().catch((error) => done({ error: String(error) }));""")
+        self.assertNotIn("error", result, result)
+        headers = {entry["id"]: entry["from"] for entry in result["moved"] if entry["tag"] == "HEADER"}
+        self.assertEqual(set(headers), {"todo", "doing", "done"}, result["moved"])
+        self.assertRegex(headers["done"], r"translate\(400px, 0px\)", "the empty column glides from the right")
+        self.assertRegex(headers["todo"], r"translate\(-200px, 0px\)")
+        cards = {entry["id"]: entry["from"] for entry in result["moved"] if entry["tag"] == "LI"}
+        self.assertRegex(cards["a"], r"translate\(-200px, 0px\)", "cards glide with their column")
+        self.assertEqual(result["sameFrame"], 0, "changesets of the frame after the first are not animated")
+        self.assertEqual(result["shown"], ["todo", "doing", "done"], "but they are shown")
+        self.assertGreater(result["nextFrame"], 0, "the next frame's changeset is animated")
+
     def test_5_screenshot(self):
         name = "demo"
         self.api("PUT", f"/v1/collections/{name}", {"sections": [
