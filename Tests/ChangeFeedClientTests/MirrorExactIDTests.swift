@@ -26,5 +26,17 @@ import Testing
             #expect(live.sections == source.snapshot())
         }
         #expect(live.sections.map { Array($0.id.utf8) } == [Array("A\u{30A}".utf8), Array("\u{C5}".utf8)])
+        #expect(live.indexPath(ofItem: "n\u{303}") == [0, 0] && live.indexPath(ofItem: "x") == [0, 1])
+        #expect(live.indexPath(ofItem: "\u{F1}") == [1, 0])
+        #expect(live.indexPath(ofItem: "n") == nil && !live.contains(itemID: "n") && live.contains(itemID: "x"))
+    }
+
+    /// Found past the first chunk of a long section, and after the sections before it.
+    @Test func itemsAreFoundByID() throws {
+        let long = Section(id: "long", items: (0..<300).map { Item(id: "i\($0)") })
+        let live = try LiveCollection(
+            Snapshot(name: "c", version: Version(epoch: "e", seq: 1), sections: [Section(id: "empty"), long]))
+        for k in [0, 63, 64, 200, 299] { #expect(live.indexPath(ofItem: "i\(k)") == [1, k]) }
+        #expect(live.indexPath(ofItem: "i300") == nil)
     }
 }

@@ -58,6 +58,29 @@ public struct LiveCollection: Sendable {
         mirror[indexPath[0]].items[indexPath[1]]
     }
 
+    /// Whether the mirror holds an item with this id (compared by its bytes, as the server compares ids).
+    /// - Complexity: O(1).
+    public func contains(itemID id: String) -> Bool { itemIDs.contains(ExactString(id)) }
+
+    /// Where the item with this id is ("my rank" in a leaderboard, the row to scroll to), or nil when the mirror
+    /// has no such item.
+    /// - Complexity: O(n), a scan from the start (O(1) when the item is not there): for a lookup per row, keep an
+    ///   index of your own, updated from each `CollectionUpdate`.
+    public func indexPath(ofItem id: String) -> Foundation.IndexPath? {
+        guard contains(itemID: id) else { return nil }
+        let wanted = ExactString(id)
+        for (section, mirrored) in mirror.enumerated() {
+            var index = 0
+            for chunk in mirrored.items.chunks {
+                if let offset = chunk.firstIndex(where: { ExactString($0.id) == wanted }) {
+                    return Foundation.IndexPath(indexes: [section, index + offset])
+                }
+                index += chunk.count
+            }
+        }
+        return nil
+    }
+
     /// The whole content as plain sections.
     /// - Complexity: O(n).
     public var sections: [Section] {
