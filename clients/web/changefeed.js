@@ -10,6 +10,7 @@
 // - mapIndexPath(changeset, [s, i]) tells where the item that was at [s, i] went (or null).
 // - renderList(container, options) renders sections into the DOM keyed by id, animates every changeset and
 //   keeps the first visible row in place when content above it changes.
+// - writer(baseURL, options) writes: replace, mutate, upsert, deleteItem, deleteCollection, defineView, deleteView.
 
 /** An inconsistent changeset, or one that does not fit the sections it is applied to. */
 export class ChangesetError extends Error {
@@ -936,6 +937,91 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
 }
 
 // MARK: - The DOM renderer
+
+/**
+ * A write the server refused (`status`, and the contract's error body: `code`, `message`, `op` for a rejected op),
+ * or one whose answer never came (`status` 0). `outcomeUnknown` is true when the write may have been committed all
+ * the same: no answer, or a front's own `502` or `504` page; read before writing again. Every other refusal
+ * changed nothing.
+ */
+export class WriteError extends Error {
+    constructor(status, body, message) {
+        super(message ?? `HTTP ${status}: ${body?.error?.message ?? "unexpected answer"}`);
+        this.name = "WriteError";
+        this.status = status;
+        this.code = body?.error?.code ?? null;
+        this.op = body?.error?.op ?? null;
+        this.body = body;
+        this.outcomeUnknown = status === 0 || (this.code === null && (status === 502 || status === 504));
+    }
+}
+
+/**
+ * Writes to the server at `baseURL`, one request of the contract each, as `{version, changes, created}` (the
+ * changeset is the one every subscriber gets: a page that follows the collection shows its own writes through its
+ * subscription). Nothing is retried. `conditions`: `{ifMatch: version}` (the write is refused with `412` if the
+ * collection is no longer at that version), `{ifMatch: "*"}` (it exists), `{ifNoneMatch: "*"}` (create only).
+ * `options`: `token` (write token), `fetch`.
+ *
+ *   const server = writer(location.origin);
+ *   await server.mutate("board", [{ op: "moveItem", item: "c7", to: ["done", 0] }], { ifMatch: version });
+ */
+export function writer(baseURL, options = {}) {
+    const base = String(baseURL ?? "").replace(/\/+$/, "");
+    const fetchFunction = options.fetch ?? globalThis.fetch.bind(globalThis);
+    const path = (...parts) => `${base}/v1/${parts.map((part) => encodeURIComponent(part)).join("/")}`;
+
+    async function send(method, url, body, conditions = {}, expected = [200, 201]) {
+        const headers = { Accept: "application/json" };
+        if (body !== undefined) headers["Content-Type"] = "application/json";
+        if (options.token) headers.Authorization = `Bearer ${options.token}`;
+        if (conditions.ifMatch !== undefined) {
+            headers["If-Match"] = conditions.ifMatch === "*" ? "*" : `"${conditions.ifMatch}"`;
+        }
+        if (conditions.ifNoneMatch !== undefined) headers["If-None-Match"] = conditions.ifNoneMatch;
+        let response;
+        let text;
+        try {
+            response = await fetchFunction(url, {
+                method,
+                headers,
+                body: body === undefined ? undefined : JSON.stringify(body),
+                cache: "no-store",
+            });
+            text = await response.text();
+        } catch (error) {
+            throw new WriteError(0, null, `no answer: ${error?.message ?? error}`);
+        }
+        let parsed = null;
+        try {
+            parsed = text ? JSON.parse(text) : null;
+        } catch {
+            parsed = null;
+        }
+        if (!expected.includes(response.status)) throw new WriteError(response.status, parsed);
+        if (response.status === 204) return undefined;
+        if (typeof parsed?.version !== "string" || typeof parsed?.changes !== "object") {
+            throw new WriteError(response.status, parsed, `not a write's answer: ${text.slice(0, 200)}`);
+        }
+        return { version: parsed.version, changes: parsed.changes, created: response.status === 201 };
+    }
+
+    return {
+        /** Creates the collection with `sections`, or replaces its whole content. */
+        replace: (name, sections, conditions) => send("PUT", path("collections", name), { sections }, conditions),
+        /** Applies `ops` in order, all or none (API.md's op table). */
+        mutate: (name, ops, conditions) => send("POST", path("collections", name, "mutations"), { ops }, conditions),
+        /** Creates or updates one item: `{data, section, index}`, each optional. */
+        upsert: (name, id, item = {}, conditions) => send("PUT", path("collections", name, "items", id), item, conditions),
+        deleteItem: (name, id, conditions) => send("DELETE", path("collections", name, "items", id), undefined, conditions),
+        /** Resolves to nothing (`204`). */
+        deleteCollection: (name, conditions) =>
+            send("DELETE", path("collections", name), undefined, conditions, [204]),
+        /** Defines the view, or replaces its definition (`{source, filter, sectionBy, sortBy, limit}`). */
+        defineView: (name, definition, conditions) => send("PUT", path("views", name), definition, conditions),
+        deleteView: (name, conditions) => send("DELETE", path("views", name), undefined, conditions, [204]),
+    };
+}
 
 /** The text a row shows for an item's data: `data.text` or `data.title` when a string, else its JSON. */
 export function itemLabel(data) {

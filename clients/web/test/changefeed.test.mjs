@@ -12,6 +12,8 @@ import {
     mapIndexPath,
     pollSeconds,
     quickEmptyWait,
+    WriteError,
+    writer,
     retryAfterSeconds,
     sectionLabel,
     subscribe,
@@ -876,6 +878,61 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
     });
     after(async () => {
         await server?.stop();
+    });
+
+    test("writer: every write of the contract, its answer, and its refusals with code, op and outcome", async () => {
+        const api = writer(`${server.url}/`);
+        const refused = async (promise) => {
+            try {
+                await promise;
+            } catch (error) {
+                assert.ok(error instanceof WriteError, String(error));
+                assert.equal(error.outcomeUnknown, false, `the server said what it did: ${error.message}`);
+                return error;
+            }
+            assert.fail("the write was taken");
+        };
+        const created = await api.replace("board", [{ id: "todo", data: { title: "To do" }, items: [{ id: "a" }] }]);
+        assert.equal(created.created, true);
+        assert.equal(created.changes.from, created.version.replace(/\.1$/, ".0"));
+        const column = await api.mutate("board", [{ op: "insertSections", at: 1, sections: [{ id: "done", items: [] }] }]);
+        assert.equal(column.changes.sections.inserted[0].id, "done");
+        const moved = await api.mutate("board", [{ op: "moveItem", item: "a", to: ["done", 0] }], { ifMatch: column.version });
+        assert.deepEqual(moved.changes.items.moved, [{ from: [0, 0], to: [1, 0], id: "a" }]);
+
+        const stale = await refused(api.mutate("board", [{ op: "moveItem", item: "a", to: ["todo", 0] }], { ifMatch: column.version }));
+        assert.equal(stale.status, 412);
+        assert.equal(stale.code, "precondition_failed");
+        const rejected = await refused(api.mutate("board", [{ op: "updateSection", section: "done", data: 1 }, { op: "deleteItems", items: ["nope"] }]));
+        assert.deepEqual([rejected.status, rejected.code, rejected.op], [409, "item_not_found", 1]);
+        assert.equal((await refused(api.replace("board", [], { ifNoneMatch: "*" }))).status, 412);
+        assert.equal((await refused(api.upsert("nowhere", "x"))).code, "collection_not_found");
+
+        // Ids are one path segment each, whatever they hold.
+        for (const id of ["a/b", "sp ace", "q?x=1", "50%", "#h", "é"]) {
+            const upserted = await api.upsert("board", id, { data: { text: id }, section: "todo" });
+            assert.equal(upserted.created, true, id);
+            assert.equal((await call(server.url, "GET", `/v1/collections/board/items/${encodeURIComponent(id)}`)).body.data.text, id);
+        }
+        const updated = await api.upsert("board", "a/b", { data: 2 }, { ifMatch: "*" });
+        assert.equal(updated.created, false);
+        assert.deepEqual(updated.changes.items.updated.map((entry) => entry.id), ["a/b"]);
+        assert.deepEqual((await api.deleteItem("board", "50%")).changes.items.deleted.map((entry) => entry.id), ["50%"]);
+
+        const view = await api.defineView("cards", { source: "board", sortBy: [{ field: "/text" }] }, { ifNoneMatch: "*" });
+        assert.equal(view.created, true);
+        assert.equal(await api.deleteView("cards"), undefined);
+        assert.equal((await refused(api.deleteView("cards"))).code, "view_not_found");
+        assert.equal(await api.deleteCollection("board", { ifMatch: "*" }), undefined);
+        assert.equal((await call(server.url, "GET", "/v1/collections/board")).status, 404);
+
+        const gone = writer("http://127.0.0.1:9");
+        try {
+            await gone.upsert("board", "x");
+            assert.fail("a closed port answered");
+        } catch (error) {
+            assert.ok(error instanceof WriteError && error.status === 0 && error.outcomeUnknown, String(error));
+        }
     });
 
     test("random histories: every changeset, and every coalesced one, takes the old snapshot to the new", async () => {
