@@ -14,7 +14,7 @@ enum EmbeddedWeb {
         "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"b305070d748f0e7a\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
-        "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"06abc141d30ba6ee\"", text: file3),
+        "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"78a3e2631c6ce3fd\"", text: file3),
     ]
 }
 
@@ -1625,7 +1625,7 @@ body[data-kind="view"] .panel-title h2::after { content: " (live view)"; color: 
 private let file3 = ##"""
 // The live demo: follows one collection, or one live view of a collection, with changefeed.js and changes it
 // through the REST API (a view through its source).
-import { itemLabel, renderList, sectionLabel, subscribe } from "/v1/client/changefeed.js";
+import { itemLabel, renderList, sectionLabel, subscribe, writer } from "/v1/client/changefeed.js";
 
 const $ = (selector) => document.querySelector(selector);
 const nameInput = $("#collection-name");
@@ -1752,27 +1752,26 @@ function setVersion(version) {
     document.body.dataset.version = version ?? "";
 }
 
-function headers() {
-    const result = { "Content-Type": "application/json", Accept: "application/json" };
-    if (tokenInput.value) result.Authorization = `Bearer ${tokenInput.value}`;
-    return result;
-}
-
-async function api(method, path, body) {
-    const response = await fetch(path, { method, headers: headers(), body: body === undefined ? undefined : JSON.stringify(body) });
+/** GETs `path` with the page's token (reads; writes go through `server()`). */
+async function read(path) {
+    const headers = { Accept: "application/json" };
+    if (tokenInput.value) headers.Authorization = `Bearer ${tokenInput.value}`;
+    const response = await fetch(path, { headers });
     const text = await response.text();
     const json = text ? JSON.parse(text) : null;
-    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${json?.error?.message ?? ""}`);
+    if (!response.ok) throw new Error(`GET ${path}: ${response.status} ${json?.error?.message ?? ""}`);
     return json;
 }
 
-const collectionPath = () => `/v1/collections/${encodeURIComponent(current.name)}`;
+/** Writes go through the client's `writer`, with the token the page was given. */
+const server = () => writer(location.origin, { token: tokenInput.value || undefined });
+
 const viewPath = (name) => `/v1/views/${encodeURIComponent(name)}`;
 
 async function mutate(ops) {
     showError(null);
     try {
-        return await api("POST", `${collectionPath()}/mutations`, { ops });
+        return await server().mutate(current.name, ops);
     } catch (error) {
         showError(error.message);
     }
@@ -1781,7 +1780,7 @@ async function mutate(ops) {
 async function replace(sections) {
     showError(null);
     try {
-        return await api("PUT", collectionPath(), { sections });
+        return await server().replace(current.name, sections);
     } catch (error) {
         showError(error.message);
     }
@@ -1854,7 +1853,7 @@ function open(name, kind = "collection") {
 /** A view's source and sort order, for its controls. */
 async function loadDefinition(name) {
     try {
-        const { definition } = await api("GET", viewPath(name));
+        const { definition } = await read(viewPath(name));
         if (current.name !== name) return;
         current.source = definition.source;
         nameInput.value = definition.source;
@@ -1874,7 +1873,7 @@ async function loadDefinition(name) {
 async function defineView(name, source) {
     showError(null);
     try {
-        return await api("PUT", viewPath(name), {
+        return await server().defineView(name, {
             source,
             sectionBy: { field: "/status" },
             sortBy: sortOrders[viewSort.value] ?? sortOrders["priority-desc"],
@@ -1889,7 +1888,7 @@ async function putSourceItem(id, data) {
     showError(null);
     if (!current.source) return showError("the view's source is not known yet");
     try {
-        return await api("PUT", `/v1/collections/${encodeURIComponent(current.source)}/items/${encodeURIComponent(id)}`, { data });
+        return await server().upsert(current.source, id, { data });
     } catch (error) {
         showError(error.message);
     }
@@ -1898,7 +1897,7 @@ async function putSourceItem(id, data) {
 async function deleteSourceItem(id) {
     showError(null);
     try {
-        return await api("DELETE", `/v1/collections/${encodeURIComponent(current.source)}/items/${encodeURIComponent(id)}`);
+        return await server().deleteItem(current.source, id);
     } catch (error) {
         showError(error.message);
     }
@@ -1928,7 +1927,7 @@ const viewActions = {
 
 async function refreshCollections() {
     try {
-        const { collections } = await api("GET", "/v1/collections");
+        const { collections } = await read("/v1/collections");
         $("#collections").replaceChildren(
             ...collections.map((collection) => {
                 const option = document.createElement("option");
@@ -2041,7 +2040,7 @@ async function createSample(name) {
     current.name = name;
     showError(null);
     try {
-        await api("PUT", `/v1/collections/${encodeURIComponent(name)}`, { sections: sampleSections() });
+        await server().replace(name, sampleSections());
     } catch (error) {
         showError(error.message);
     }

@@ -1,6 +1,6 @@
 // The live demo: follows one collection, or one live view of a collection, with changefeed.js and changes it
 // through the REST API (a view through its source).
-import { itemLabel, renderList, sectionLabel, subscribe } from "/v1/client/changefeed.js";
+import { itemLabel, renderList, sectionLabel, subscribe, writer } from "/v1/client/changefeed.js";
 
 const $ = (selector) => document.querySelector(selector);
 const nameInput = $("#collection-name");
@@ -127,27 +127,26 @@ function setVersion(version) {
     document.body.dataset.version = version ?? "";
 }
 
-function headers() {
-    const result = { "Content-Type": "application/json", Accept: "application/json" };
-    if (tokenInput.value) result.Authorization = `Bearer ${tokenInput.value}`;
-    return result;
-}
-
-async function api(method, path, body) {
-    const response = await fetch(path, { method, headers: headers(), body: body === undefined ? undefined : JSON.stringify(body) });
+/** GETs `path` with the page's token (reads; writes go through `server()`). */
+async function read(path) {
+    const headers = { Accept: "application/json" };
+    if (tokenInput.value) headers.Authorization = `Bearer ${tokenInput.value}`;
+    const response = await fetch(path, { headers });
     const text = await response.text();
     const json = text ? JSON.parse(text) : null;
-    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${json?.error?.message ?? ""}`);
+    if (!response.ok) throw new Error(`GET ${path}: ${response.status} ${json?.error?.message ?? ""}`);
     return json;
 }
 
-const collectionPath = () => `/v1/collections/${encodeURIComponent(current.name)}`;
+/** Writes go through the client's `writer`, with the token the page was given. */
+const server = () => writer(location.origin, { token: tokenInput.value || undefined });
+
 const viewPath = (name) => `/v1/views/${encodeURIComponent(name)}`;
 
 async function mutate(ops) {
     showError(null);
     try {
-        return await api("POST", `${collectionPath()}/mutations`, { ops });
+        return await server().mutate(current.name, ops);
     } catch (error) {
         showError(error.message);
     }
@@ -156,7 +155,7 @@ async function mutate(ops) {
 async function replace(sections) {
     showError(null);
     try {
-        return await api("PUT", collectionPath(), { sections });
+        return await server().replace(current.name, sections);
     } catch (error) {
         showError(error.message);
     }
@@ -229,7 +228,7 @@ function open(name, kind = "collection") {
 /** A view's source and sort order, for its controls. */
 async function loadDefinition(name) {
     try {
-        const { definition } = await api("GET", viewPath(name));
+        const { definition } = await read(viewPath(name));
         if (current.name !== name) return;
         current.source = definition.source;
         nameInput.value = definition.source;
@@ -249,7 +248,7 @@ async function loadDefinition(name) {
 async function defineView(name, source) {
     showError(null);
     try {
-        return await api("PUT", viewPath(name), {
+        return await server().defineView(name, {
             source,
             sectionBy: { field: "/status" },
             sortBy: sortOrders[viewSort.value] ?? sortOrders["priority-desc"],
@@ -264,7 +263,7 @@ async function putSourceItem(id, data) {
     showError(null);
     if (!current.source) return showError("the view's source is not known yet");
     try {
-        return await api("PUT", `/v1/collections/${encodeURIComponent(current.source)}/items/${encodeURIComponent(id)}`, { data });
+        return await server().upsert(current.source, id, { data });
     } catch (error) {
         showError(error.message);
     }
@@ -273,7 +272,7 @@ async function putSourceItem(id, data) {
 async function deleteSourceItem(id) {
     showError(null);
     try {
-        return await api("DELETE", `/v1/collections/${encodeURIComponent(current.source)}/items/${encodeURIComponent(id)}`);
+        return await server().deleteItem(current.source, id);
     } catch (error) {
         showError(error.message);
     }
@@ -303,7 +302,7 @@ const viewActions = {
 
 async function refreshCollections() {
     try {
-        const { collections } = await api("GET", "/v1/collections");
+        const { collections } = await read("/v1/collections");
         $("#collections").replaceChildren(
             ...collections.map((collection) => {
                 const option = document.createElement("option");
@@ -416,7 +415,7 @@ async function createSample(name) {
     current.name = name;
     showError(null);
     try {
-        await api("PUT", `/v1/collections/${encodeURIComponent(name)}`, { sections: sampleSections() });
+        await server().replace(name, sampleSections());
     } catch (error) {
         showError(error.message);
     }

@@ -1005,12 +1005,10 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
     test("subscribe sends the bearer token; without it the 401 is reported and retried, not applied", async () => {
         const guarded = await startServer({ args: ["--read-token", "secret-r", "--write-token", "secret-w"] });
         try {
-            const created = await fetch(`${guarded.url}/v1/collections/tok`, {
-                method: "PUT",
-                headers: { "Content-Type": "application/json", Authorization: "Bearer secret-w" },
-                body: JSON.stringify({ sections: [{ id: "s", items: [{ id: "a" }] }] }),
-            });
-            assert.equal(created.status, 201);
+            const sections = [{ id: "s", items: [{ id: "a" }] }];
+            await assert.rejects(writer(guarded.url).replace("tok", sections), (error) => error.code === "unauthorized");
+            const created = await writer(guarded.url, { token: "secret-w" }).replace("tok", sections);
+            assert.equal(created.created, true);
             const errors = [];
             const refused = subscribe(guarded.url, "tok", { onError: (error) => errors.push(error) }, { baseMs: 10, capMs: 20 });
             const withToken = await new Promise((resolve, reject) => {
