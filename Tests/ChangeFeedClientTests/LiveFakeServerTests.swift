@@ -26,20 +26,21 @@ struct LiveFakeServerTests {
     }
 
     /// The error the second event of a feed whose first answer is a reset and whose second is `second` gives.
+    /// The error following a feed meets when its second answer is `second`. Typed: the feed and the mirror throw
+    /// `FeedError` alone, so `do throws(FeedError)` compiles around a `for try await` over the feed.
     static func errorAfterReset(_ second: String) async throws -> FeedError? {
         let server = try FakeServer { index, _ in
             FakeServer.Answer(status: 200, body: index == 0 ? Self.reset : second)
         }
         defer { server.stop() }
-        var events = client(server).events().makeAsyncIterator()
         var live = LiveCollection()
-        do {
-            guard let first = try await events.next() else { return nil }
-            try live.apply(first)
-            guard let second = try await events.next() else { return nil }
-            try live.apply(second)
+        do throws(FeedError) {
+            for try await event in client(server).events() {
+                try live.apply(event)
+                if live.version?.seq == 2 { return nil }
+            }
             return nil
-        } catch let error as FeedError {
+        } catch {
             return error
         }
     }

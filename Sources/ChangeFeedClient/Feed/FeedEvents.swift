@@ -5,6 +5,8 @@ import Model
 /// event is fetched only when the consumer asks for it.
 public struct FeedEvents: AsyncSequence, Sendable {
     public typealias Element = FeedEvent
+    /// `for try await` over the feed throws `FeedError` alone.
+    public typealias Failure = FeedError
 
     let client: FeedClient
     let cursor: Version?
@@ -16,6 +18,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
 
     /// Runs the client loop; one iterator follows the feed once.
     public struct Iterator: AsyncIteratorProtocol, Sendable {
+        public typealias Failure = FeedError
         let client: FeedClient
         /// The version of the last event; nil until the first reset.
         var since: Version?
@@ -80,12 +83,15 @@ public struct FeedEvents: AsyncSequence, Sendable {
         /// The next event; nil once the task is cancelled.
         /// - Throws: `FeedError` for an answer or changeset that breaks the contract, or a refusal that retrying
         ///   cannot fix.
-        public mutating func next() async throws -> FeedEvent? {
+        public mutating func next() async throws(FeedError) -> FeedEvent? {
             do {
                 while true {
                     if let event = try await step() { return event }
                 }
-            } catch is CancellationError {
+            } catch let error as FeedError {
+                throw error
+            } catch {
+                // The loop throws nothing else but the cancellation of its waits (`CancellationError`).
                 return nil
             }
         }
