@@ -2,6 +2,7 @@ import ChangeFeedClient
 import Foundation
 import Model
 import ProcessSupport
+import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -45,6 +46,44 @@ struct LiveFeedClientTests {
         #expect(elapsed < .seconds(5), "cancellation took \(elapsed)")
         let last = try await task.value
         #expect(last == nil)
+        await server.stopped()
+    }
+
+    /// Once a server that refused a held poll (`429` at `--max-held-polls`) takes them again, the feed is `.live`
+    /// within seconds: the held poll after the short one is held 2 s at most. Held for the feed's whole timeout
+    /// (30 s here), a "reconnecting" banner stayed up that long after the server had room again.
+    @Test func afterRefusedHeldPollsTheFeedIsLiveWithinSeconds() async throws {
+        let server = try await ServerProcess.started(["--max-held-polls", "1"])
+        let http = TestHTTP(baseURL: server.baseURL)
+        try await http.mutate("PUT", "/v1/collections/c", Self.items)
+        let version = try await http.snapshot("/v1/collections/c").version
+        // Another client's poll takes the only place.
+        let other = Task { try await http.send("GET", "/v1/collections/c/changes?since=\(version)&timeout=60") }
+        #expect(await waitUntil(timeout: 60) { await server.heldPolls() == 1 })
+        let heard = Mutex<[FeedStatus]>([])
+        let client = Self.client(server, "c")
+        let task = Task {
+            var events = client.events(onStatus: { status in heard.withLock { $0.append(status) } }).makeAsyncIterator()
+            while try await events.next() != nil {}
+        }
+        #expect(await waitUntil(timeout: 60) { heard.withLock { $0.count >= 4 } }, "refused a few times")
+        // The other client goes, and the place is free; nothing changes, so the feed's held poll is answered only
+        // when its timeout ends.
+        other.cancel()
+        #expect(await waitUntil(timeout: 60) { await server.heldPolls() == 0 })
+        let freed = ContinuousClock.now
+        #expect(await waitUntil(timeout: 60) { heard.withLock { $0.last } == .live })
+        let elapsed = ContinuousClock.now - freed
+        task.cancel()
+        _ = try await task.value
+        let statuses = heard.withLock { $0 }
+        #expect(
+            statuses.prefix(3) == [.connecting, .live, statuses[2]]
+                && statuses.dropFirst(2).dropLast().allSatisfy {
+                    if case .retrying = $0 { return true } else { return false }
+                }, "\(statuses)")
+        // The backoff after the last refusal is at most 200 ms here, the held poll after it 2 s.
+        #expect(elapsed < .seconds(10), "live again \(elapsed) after the place was free; the poll's timeout is 30 s")
         await server.stopped()
     }
 

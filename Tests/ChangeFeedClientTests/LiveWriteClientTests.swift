@@ -39,7 +39,7 @@ struct LiveWriteClientTests {
 
         // Ids are one path segment each, whatever they hold.
         var last = deleted.version
-        for id in ["a/b", "sp ace", "q?x=1", "50%", "#h", "é"] {
+        for id in ["a/b", "sp ace", "q?x=1", "50%", "#h", "é", ".", "..", "..."] {
             let result = try await client.upsert(id, in: "inbox")
             #expect(result.created, "\(id)")
             last = result.version
@@ -48,7 +48,16 @@ struct LiveWriteClientTests {
         let snapshot = try await client.snapshot(of: "inbox")
         #expect(snapshot.name == "inbox" && snapshot.version == last)
         let ids = snapshot.sections.flatMap { $0.items.map(\.id) }
-        #expect(ids == ["b", "a", "a/b", "sp ace", "q?x=1", "50%", "#h", "é"])
+        #expect(ids == ["b", "a", "a/b", "sp ace", "q?x=1", "50%", "#h", "é", ".", "..", "..."])
+        // Dot segments are escaped: `…/items/..` was the collection's own path, and this deleted the collection.
+        #expect(try await client.deleteItem("..", from: "inbox").changes.items.deleted.map(\.id) == [".."])
+        #expect(try await client.snapshot(of: "inbox").sections[0].items.count == ids.count - 1)
+        do throws(WriteError) {
+            _ = try await client.upsert("", in: "inbox")
+            Issue.record("an empty id was sent")
+        } catch {
+            guard case .invalidURL = error else { throw error }
+        }
 
         try await client.deleteCollection("inbox")
         do throws(WriteError) {

@@ -127,6 +127,10 @@ public struct FeedClient: Sendable {
         min(max(pollTimeout.components.seconds, 1), Self.maximumPollTimeout.components.seconds)
     }
 
+    /// How long the server may hold the first held poll after a `429` (`timeout=2`): if the server takes it, its
+    /// answer comes within this and the feed is `.live` again, rather than when a whole poll's timeout ends.
+    static let probeSeconds: Int64 = 2
+
     /// How long a short poll (`timeout=0`) may go unanswered before it is a failure: the server answers it at
     /// once. `Transport` lets it wait a second more, between two bytes of the answer.
     static let shortPollTimeout = Duration.seconds(10)
@@ -140,9 +144,18 @@ public struct FeedClient: Sendable {
         return next
     }
 
-    /// What a name keeps unescaped in the path: a `/` is escaped too, so that a name is one path segment (the
-    /// server refuses it as a name, rather than serving another route).
-    static let nameAllowed = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))
+    /// What a name or id keeps unescaped in the path: a `/` is escaped too, so that it is one path segment (the
+    /// server refuses it in a name, rather than serving another route).
+    static let segmentAllowed = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))
+
+    /// `text` as one path segment, or nil for an empty one. A segment of dots alone (`.`, `..`) is written as
+    /// `%2E`s: URL handling removes dot segments, and `…/items/..` was sent as the collection's own path (a
+    /// `DELETE` of item `..` deleted the collection).
+    static func pathSegment(_ text: String) -> String? {
+        guard !text.isEmpty else { return nil }
+        if text.allSatisfy({ $0 == "." }) { return String(repeating: "%2E", count: text.count) }
+        return text.addingPercentEncoding(withAllowedCharacters: segmentAllowed)
+    }
 
     /// The feed URL for a poll: `next` as given by the last answer, else `since` with `timeout` (by default
     /// `pollSeconds`; none asks for a reset).
@@ -150,7 +163,7 @@ public struct FeedClient: Sendable {
         let seconds = timeout ?? pollSeconds
         let query = next ?? since.map { "since=\($0)&timeout=\(seconds)" } ?? "timeout=\(seconds)"
         guard
-            let escapedName = name.addingPercentEncoding(withAllowedCharacters: Self.nameAllowed),
+            let escapedName = Self.pathSegment(name),
             let url = URL(
                 string: baseURL.absoluteString.trimmingSuffix("/")
                     + "/v1/\(kind.pathSegment)/\(escapedName)/changes?\(query)")

@@ -62,7 +62,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
         var recovering = true
         /// The last failure was a `429`: the server refuses held polls (`--max-held-polls`) while it answers short
         /// ones. It is busy, not back, so a short poll's answer keeps the status `.retrying` (it would otherwise
-        /// flip to `.live` and back at every pair of polls); a held poll's answer reports `.live`.
+        /// flip to `.live` and back at every pair of polls); a held poll's answer reports `.live`, and the held
+        /// poll after the short one is held `FeedClient.probeSeconds` at most, so that it comes soon.
         var heldPollsRefused = false
         let onStatus: (@Sendable (FeedStatus) -> Void)?
         /// The status last reported; nil before the first request.
@@ -102,14 +103,21 @@ public struct FeedEvents: AsyncSequence, Sendable {
             if status == nil { report(.connecting) }
             let polledSince = since
             let isShort = recovering && since != nil
+            // After a `429`, the held poll that follows the short one is held briefly: once the server takes held
+            // polls again its answer comes within seconds, and with it `.live`, not a whole poll later.
+            let isProbe = !isShort && heldPollsRefused && since != nil
+            let seconds =
+                isShort ? 0 : isProbe ? Swift.min(FeedClient.probeSeconds, client.pollSeconds) : client.pollSeconds
             let url = try client.feedURL(
-                next: since == nil || isShort ? nil : next, since: since, timeout: isShort ? 0 : nil)
+                next: since == nil || isShort || isProbe ? nil : next, since: since,
+                timeout: since == nil ? nil : seconds
+            )
             let started = ContinuousClock.now
             let answer: HTTPAnswer
             do {
                 answer = try await client.transport.get(
                     url, token: client.token,
-                    timeout: isShort ? FeedClient.shortPollTimeout : .seconds(client.pollSeconds + 15))
+                    timeout: isShort ? FeedClient.shortPollTimeout : .seconds(seconds + 15))
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
@@ -126,7 +134,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 }
                 notFoundPolls = 0
                 let event = try await accept(
-                    answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started, isShort: isShort)
+                    answer.body, polledSince: polledSince, heldFor: ContinuousClock.now - started,
+                    isShort: isShort || isProbe)
                 if case .reset = event {
                     isMissing = false
                     deletedEpoch = nil
@@ -205,7 +214,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
             }
         }
 
-        /// A `200`'s body; `isShort`: the answer to a short poll, which came at once by asking.
+        /// A `200`'s body; `isShort`: the answer to a short poll, which came at once by asking, or to a poll held
+        /// briefly after a `429` (`FeedClient.probeSeconds`): its `next` is not followed, and an empty one is not a
+        /// quick answer.
         private mutating func accept(_ body: Data, polledSince: Version?, heldFor held: Duration, isShort: Bool)
             async throws -> FeedEvent?
         {

@@ -122,7 +122,13 @@ public struct ChangeServerClient: Sendable {
         } catch {
             throw .noAnswer(String(describing: error))
         }
-        guard statuses.contains(answer.status) else { throw .refused(WireDecoding.serverError(answer)) }
+        guard statuses.contains(answer.status) else {
+            // A success the method does not answer with (a front's own, say) says nothing of what was done.
+            if (200..<300).contains(answer.status) {
+                throw .invalidAnswer("status \(answer.status), where \(statuses.sorted()) was expected")
+            }
+            throw .refused(WireDecoding.serverError(answer))
+        }
         return answer
     }
 
@@ -132,8 +138,9 @@ public struct ChangeServerClient: Sendable {
         text += "/v1"
         // Each part one segment: a `/` in a name or id is escaped, and the server refuses such a name.
         for segment in path {
-            guard let escaped = segment.addingPercentEncoding(withAllowedCharacters: FeedClient.nameAllowed)
-            else { throw .invalidURL("\(baseURL) \(segment)") }
+            guard let escaped = FeedClient.pathSegment(segment) else {
+                throw .invalidURL("\(baseURL): a name or id is empty")
+            }
             text += "/" + escaped
         }
         guard let url = URL(string: text) else { throw .invalidURL(text) }

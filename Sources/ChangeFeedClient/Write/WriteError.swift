@@ -8,19 +8,21 @@ public enum WriteError: Error, Hashable, Sendable {
     case noAnswer(String)
     /// The task was cancelled while the request was under way: a write may have been committed all the same.
     case cancelled
-    /// An answer that is not the contract's wire format.
+    /// A success whose answer is not the contract's wire format (another status, a body that does not decode):
+    /// the server, or a front, answered, and a write may have been committed.
     case invalidAnswer(String)
     /// The base URL and names do not make a URL.
     case invalidURL(String)
 
-    /// Whether a write may have been committed though it failed: no answer came, or a front answered `502` or
-    /// `504` with a page of its own (it may have passed the write on before its server went away). Every other
-    /// failure changed nothing.
+    /// Whether a write may have been committed though it failed: no answer came, a success came in a form the
+    /// client cannot read, or a `5xx` came with a page that is not the server's (a front's `502`, `504` or `524`:
+    /// it may have passed the write on before its server went away). Every other failure changed nothing: the
+    /// server's own refusals (`code` not nil) and a front's `4xx`.
     public var outcomeUnknown: Bool {
         switch self {
-        case .noAnswer, .cancelled: true
-        case .refused(let error): error.code == nil && (error.status == 502 || error.status == 504)
-        case .invalidAnswer, .invalidURL: false
+        case .noAnswer, .cancelled, .invalidAnswer: true
+        case .refused(let error): error.code == nil && error.status >= 500
+        case .invalidURL: false
         }
     }
 

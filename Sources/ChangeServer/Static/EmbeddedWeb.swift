@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"b305070d748f0e7a\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"05db6928ab48c479\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"78a3e2631c6ce3fd\"", text: file3),
@@ -962,9 +962,9 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
 
 /**
  * A write the server refused (`status`, and the contract's error body: `code`, `message`, `op` for a rejected op),
- * or one whose answer never came (`status` 0). `outcomeUnknown` is true when the write may have been committed all
- * the same: no answer, or a front's own `502` or `504` page; read before writing again. Every other refusal
- * changed nothing.
+ * or one whose answer never came or could not be read (`status` 0). `outcomeUnknown` is true when the write may
+ * have been committed all the same: `status` 0, or a `5xx` page that is not the server's (a front's `502`, `504`);
+ * read before writing again. Every other refusal changed nothing.
  */
 export class WriteError extends Error {
     constructor(status, body, message) {
@@ -974,7 +974,7 @@ export class WriteError extends Error {
         this.code = body?.error?.code ?? null;
         this.op = body?.error?.op ?? null;
         this.body = body;
-        this.outcomeUnknown = status === 0 || (this.code === null && (status === 502 || status === 504));
+        this.outcomeUnknown = status === 0 || (this.code === null && status >= 500);
     }
 }
 
@@ -991,7 +991,19 @@ export class WriteError extends Error {
 export function writer(baseURL, options = {}) {
     const base = String(baseURL ?? "").replace(/\/+$/, "");
     const fetchFunction = options.fetch ?? globalThis.fetch.bind(globalThis);
-    const path = (...parts) => `${base}/v1/${parts.map((part) => encodeURIComponent(part)).join("/")}`;
+    /**
+     * The path of a resource, each part one segment. Browsers (and fetch in node) remove the dot segments `.` and
+     * `..` from URLs, escaped (`%2E`) or not, so `…/items/..` would reach the collection itself: such ids, and
+     * empty ones, cannot be sent in a URL (write them with `mutate`).
+     */
+    const path = (...parts) => {
+        for (const part of parts) {
+            if (part === "" || part === "." || part === "..") {
+                throw new TypeError(`the name or id ${JSON.stringify(part)} cannot be sent in a URL: use mutate`);
+            }
+        }
+        return `${base}/v1/${parts.map((part) => encodeURIComponent(part)).join("/")}`;
+    };
 
     async function send(method, url, body, conditions = {}, expected = [200, 201]) {
         const headers = { Accept: "application/json" };
@@ -1020,28 +1032,36 @@ export function writer(baseURL, options = {}) {
         } catch {
             parsed = null;
         }
-        if (!expected.includes(response.status)) throw new WriteError(response.status, parsed);
+        if (!expected.includes(response.status)) {
+            // A success the method does not answer with (a front's own, say) says nothing of what was done.
+            if (response.ok) throw new WriteError(0, parsed, `status ${response.status}, not ${expected.join(" or ")}`);
+            throw new WriteError(response.status, parsed);
+        }
         if (response.status === 204) return undefined;
         if (typeof parsed?.version !== "string" || typeof parsed?.changes !== "object") {
-            throw new WriteError(response.status, parsed, `not a write's answer: ${text.slice(0, 200)}`);
+            throw new WriteError(0, parsed, `not a write's answer (${response.status}): ${text.slice(0, 200)}`);
         }
         return { version: parsed.version, changes: parsed.changes, created: response.status === 201 };
     }
 
     return {
         /** Creates the collection with `sections`, or replaces its whole content. */
-        replace: (name, sections, conditions) => send("PUT", path("collections", name), { sections }, conditions),
+        replace: async (name, sections, conditions) =>
+            send("PUT", path("collections", name), { sections }, conditions),
         /** Applies `ops` in order, all or none (API.md's op table). */
-        mutate: (name, ops, conditions) => send("POST", path("collections", name, "mutations"), { ops }, conditions),
+        mutate: async (name, ops, conditions) =>
+            send("POST", path("collections", name, "mutations"), { ops }, conditions),
         /** Creates or updates one item: `{data, section, index}`, each optional. */
-        upsert: (name, id, item = {}, conditions) => send("PUT", path("collections", name, "items", id), item, conditions),
-        deleteItem: (name, id, conditions) => send("DELETE", path("collections", name, "items", id), undefined, conditions),
+        upsert: async (name, id, item = {}, conditions) =>
+            send("PUT", path("collections", name, "items", id), item, conditions),
+        deleteItem: async (name, id, conditions) =>
+            send("DELETE", path("collections", name, "items", id), undefined, conditions),
         /** Resolves to nothing (`204`). */
-        deleteCollection: (name, conditions) =>
+        deleteCollection: async (name, conditions) =>
             send("DELETE", path("collections", name), undefined, conditions, [204]),
         /** Defines the view, or replaces its definition (`{source, filter, sectionBy, sortBy, limit}`). */
-        defineView: (name, definition, conditions) => send("PUT", path("views", name), definition, conditions),
-        deleteView: (name, conditions) => send("DELETE", path("views", name), undefined, conditions, [204]),
+        defineView: async (name, definition, conditions) => send("PUT", path("views", name), definition, conditions),
+        deleteView: async (name, conditions) => send("DELETE", path("views", name), undefined, conditions, [204]),
     };
 }
 

@@ -16,17 +16,27 @@ import Testing
         #expect(EntityTags(EntityTags.quoted(version)).matches(version, weakly: false))
     }
 
-    /// The forms the README documents: a version without its quotes is read as the quoted one, a weak tag never
-    /// matches strongly, `*` matches an existing collection only, and a list matches by any of its tags.
-    @Test func theDocumentedFormsOfAHeader() {
+    /// The forms the README documents, through the path a request's headers take (`Conditions.from`, then the
+    /// check when its record is applied): a version without its quotes is read as the quoted one, a weak tag never
+    /// matches (the request is refused at once: nothing is left of its `If-Match`), `*` matches an existing
+    /// collection only, and a list matches by any of its tags.
+    @Test func theDocumentedFormsOfIfMatch() {
         let version = Version(epoch: "E", seq: 3)
-        #expect(EntityTags("E.3").matches(version, weakly: false))
-        #expect(EntityTags(#" "E.2" , "E.3" "#).matches(version, weakly: false))
-        #expect(!EntityTags(#"W/"E.3""#).matches(version, weakly: false))
-        #expect(EntityTags(#"W/"E.3""#).matches(version, weakly: true))
-        #expect(EntityTags("*").matches(version, weakly: false) && !EntityTags("*").matches(nil, weakly: false))
-        #expect(
-            !EntityTags(#""E.30""#).matches(version, weakly: false)
-                && !EntityTags(#""E.03""#).matches(version, weakly: false))
+        func taken(_ ifMatch: String, _ current: Version? = Version(epoch: "E", seq: 3)) -> Bool {
+            guard let conditions = JournalRecord.Conditions.from(ifMatch: ifMatch, ifNoneMatch: nil) else {
+                return false
+            }
+            do throws(Rejection) {
+                try conditions.check(current)
+                return true
+            } catch {
+                return false
+            }
+        }
+        #expect(taken("E.3") && taken(#""E.3""#) && taken(#" "E.2" , "E.3" "#))
+        #expect(JournalRecord.Conditions.from(ifMatch: #"W/"E.3""#, ifNoneMatch: nil) == nil)
+        #expect(taken(#"W/"E.3", "E.3""#))
+        #expect(taken("*") && !taken("*", nil))
+        #expect(!taken(#""E.30""#) && !taken(#""E.03""#) && !taken(#""E.3""#, version.next))
     }
 }

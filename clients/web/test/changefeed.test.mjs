@@ -914,6 +914,9 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
             assert.equal(upserted.created, true, id);
             assert.equal((await call(server.url, "GET", `/v1/collections/board/items/${encodeURIComponent(id)}`)).body.data.text, id);
         }
+        // Dot segments and empty ids cannot be sent in a URL: `…/items/..` would be the collection's own path.
+        for (const id of ["", ".", ".."]) await assert.rejects(api.deleteItem("board", id), TypeError);
+        assert.equal((await call(server.url, "GET", "/v1/collections/board")).status, 200);
         const updated = await api.upsert("board", "a/b", { data: 2 }, { ifMatch: "*" });
         assert.equal(updated.created, false);
         assert.deepEqual(updated.changes.items.updated.map((entry) => entry.id), ["a/b"]);
