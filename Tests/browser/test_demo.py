@@ -470,17 +470,19 @@ class DemoTests(unittest.TestCase):
                 const moved = made.splice(0);
                 // Two more changesets in the same frame, then one after it.
                 list.apply(empty, [column('todo', ['a', 'b']), column('done', []), column('doing', ['c'])]);
-                list.apply(empty, [column('todo', ['a', 'b']), column('doing', ['c']), column('done', [])]);
+                const inserted = { ...empty, items: { ...empty.items, inserted: [{ at: [1, 1], id: 'z', data: null }] } };
+                list.apply(inserted, [column('todo', ['a', 'b']), column('doing', ['c', 'z']), column('done', [])]);
                 const sameFrame = made.splice(0).length;
+                const marked = board.querySelector('[data-id="z"]').classList.contains('cf-inserted');
                 const shown = [...board.querySelectorAll('.cf-section')].map((section) => section.dataset.sectionId);
                 await frame();
-                list.apply(empty, [column('done', []), column('todo', ['a', 'b']), column('doing', ['c'])]);
+                list.apply(empty, [column('done', []), column('todo', ['a', 'b']), column('doing', ['c', 'z'])]);
                 const nextFrame = made.splice(0).length;
                 Element.prototype.animate = animate;
                 list.destroy();
                 board.remove();
                 style.remove();
-                done({ moved, sameFrame, shown, nextFrame });
+                done({ moved, sameFrame, shown, nextFrame, marked });
             })().catch((error) => done({ error: String(error) }));""")
         self.assertNotIn("error", result, result)
         headers = {entry["id"]: entry["from"] for entry in result["moved"] if entry["tag"] == "HEADER"}
@@ -491,6 +493,7 @@ class DemoTests(unittest.TestCase):
         self.assertRegex(cards["a"], r"translate\(-200px, 0px\)", "cards glide with their column")
         self.assertEqual(result["sameFrame"], 0, "changesets of the frame after the first are not animated")
         self.assertEqual(result["shown"], ["todo", "doing", "done"], "but they are shown")
+        self.assertTrue(result["marked"], "a row they insert carries cf-inserted all the same")
         self.assertGreater(result["nextFrame"], 0, "the next frame's changeset is animated")
 
     def test_5_screenshot(self):

@@ -1318,7 +1318,21 @@ export function renderList(container, options = {}) {
             }
             restoreAnchor(anchors);
             lastAnchors = visibleAnchors();
-            if (!moving) return;
+            const inserted = new Set(changeset?.items?.inserted?.map((entry) => entry.id) ?? []);
+            for (const entry of changeset?.sections?.inserted ?? []) {
+                for (const item of entry.items ?? []) inserted.add(item.id);
+            }
+            /** New rows carry `cf-inserted` for the animation's length, animated or not (pages style it). */
+            const markInserted = (element) => {
+                element.classList.add("cf-inserted");
+                setTimeout(() => element.classList.remove("cf-inserted"), duration + 50);
+            };
+            if (!moving) {
+                for (const [id, element] of itemElements) {
+                    if (!shown.has(element) || inserted.has(id)) markInserted(element);
+                }
+                return;
+            }
             // Leaving rows and sections collapse out of the flow, at the place on screen where they were seen.
             const box = container.getBoundingClientRect();
             for (const element of leaving) {
@@ -1347,10 +1361,6 @@ export function renderList(container, options = {}) {
                 else element.remove();
             }
 
-            const inserted = new Set(changeset?.items?.inserted?.map((entry) => entry.id) ?? []);
-            for (const entry of changeset?.sections?.inserted ?? []) {
-                for (const item of entry.items ?? []) inserted.add(item.id);
-            }
             const updated = new Set(changeset?.items?.updated?.map((entry) => entry.id) ?? []);
             // FLIP: rows that were shown glide from where they were to where they are.
             for (const [id, element] of itemElements) {
@@ -1360,8 +1370,7 @@ export function renderList(container, options = {}) {
                         { opacity: 0, transform: "translateY(-0.5em) scale(0.98)" },
                         { opacity: 1, transform: "none" },
                     ]);
-                    element.classList.add("cf-inserted");
-                    setTimeout(() => element.classList.remove("cf-inserted"), duration + 50);
+                    markInserted(element);
                     continue;
                 }
                 if (!old) continue;

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"05db6928ab48c479\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"d69f825a76b06324\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"78a3e2631c6ce3fd\"", text: file3),
@@ -1340,7 +1340,21 @@ export function renderList(container, options = {}) {
             }
             restoreAnchor(anchors);
             lastAnchors = visibleAnchors();
-            if (!moving) return;
+            const inserted = new Set(changeset?.items?.inserted?.map((entry) => entry.id) ?? []);
+            for (const entry of changeset?.sections?.inserted ?? []) {
+                for (const item of entry.items ?? []) inserted.add(item.id);
+            }
+            /** New rows carry `cf-inserted` for the animation's length, animated or not (pages style it). */
+            const markInserted = (element) => {
+                element.classList.add("cf-inserted");
+                setTimeout(() => element.classList.remove("cf-inserted"), duration + 50);
+            };
+            if (!moving) {
+                for (const [id, element] of itemElements) {
+                    if (!shown.has(element) || inserted.has(id)) markInserted(element);
+                }
+                return;
+            }
             // Leaving rows and sections collapse out of the flow, at the place on screen where they were seen.
             const box = container.getBoundingClientRect();
             for (const element of leaving) {
@@ -1369,10 +1383,6 @@ export function renderList(container, options = {}) {
                 else element.remove();
             }
 
-            const inserted = new Set(changeset?.items?.inserted?.map((entry) => entry.id) ?? []);
-            for (const entry of changeset?.sections?.inserted ?? []) {
-                for (const item of entry.items ?? []) inserted.add(item.id);
-            }
             const updated = new Set(changeset?.items?.updated?.map((entry) => entry.id) ?? []);
             // FLIP: rows that were shown glide from where they were to where they are.
             for (const [id, element] of itemElements) {
@@ -1382,8 +1392,7 @@ export function renderList(container, options = {}) {
                         { opacity: 0, transform: "translateY(-0.5em) scale(0.98)" },
                         { opacity: 1, transform: "none" },
                     ]);
-                    element.classList.add("cf-inserted");
-                    setTimeout(() => element.classList.remove("cf-inserted"), duration + 50);
+                    markInserted(element);
                     continue;
                 }
                 if (!old) continue;
