@@ -936,7 +936,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     };
 }
 
-// MARK: - The DOM renderer
+// MARK: - Writes
 
 /**
  * A write the server refused (`status`, and the contract's error body: `code`, `message`, `op` for a rejected op),
@@ -1042,6 +1042,8 @@ export function writer(baseURL, options = {}) {
         deleteView: async (name, conditions) => send("DELETE", path("views", name), undefined, conditions, [204]),
     };
 }
+
+// MARK: - The DOM renderer
 
 /** The text a row shows for an item's data: `data.text` or `data.title` when a string, else its JSON. */
 export function itemLabel(data) {
@@ -1264,7 +1266,7 @@ export function renderList(container, options = {}) {
 
     // Changesets that come faster than frames (a stream catching up, a burst of writes) are not each measured and
     // animated: the first of a frame is, the others of that frame only update the rows. Measuring every row for
-    // each of them took a board of 5,000 cards 5 s to catch up with 238 changesets a stream delivered back to back.
+    // each of them, a board of 5,000 cards took 5.5 s to show 200 moves a stream delivered back to back (1.1 s now).
     let animatedThisFrame = false;
     const nextFrame =
         typeof globalThis.requestAnimationFrame === "function"
