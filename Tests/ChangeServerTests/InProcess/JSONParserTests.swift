@@ -98,7 +98,10 @@ import Testing
         let body = Array(("[" + Array(repeating: "{}", count: count).joined(separator: ",") + "]").utf8)
         let tape = try JSONTape(parsing: body)
         #expect(tape.nodes.count == count + 1)
-        #expect(tape.nodes.capacity <= count + 1 + 16)
+        // The parser reserves exactly the nodes; malloc may round a block this large up by a few pages (an extra
+        // 320 nodes were seen once, in CI), where growing by doubling would add megabytes.
+        let slack = (tape.nodes.capacity - (count + 1)) * MemoryLayout<JSONNode>.stride
+        #expect(slack <= 64 * 1024, "\(slack) bytes more than the nodes")
         #expect(tape.nodes.capacity * MemoryLayout<JSONNode>.stride <= 5 * body.count)
     }
 }
