@@ -241,7 +241,8 @@ struct LiveWriteClientTests {
             }
         }
         let error = await task.value
-        #expect(error == .cancelled && error?.outcomeUnknown == true)
+        #expect(error == .cancelled && error?.outcomeUnknown == true, "\(String(describing: error))")
+        #expect(try await client.snapshot(of: "c").sections.isEmpty, "a task cancelled first sends nothing")
         await server.stopped()
     }
 

@@ -112,6 +112,8 @@ public struct ChangeServerClient: Sendable {
         expecting statuses: Set<Int> = [200, 201]
     ) async throws(WriteError) -> HTTPAnswer {
         let url = try url(path)
+        // A task cancelled before the request goes sends nothing: cancelling one under way is a race with its answer.
+        guard !Task.isCancelled else { throw .cancelled }
         let answer: HTTPAnswer
         do {
             answer = try await transport.send(

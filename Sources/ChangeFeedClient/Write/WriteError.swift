@@ -6,7 +6,8 @@ public enum WriteError: Error, Hashable, Sendable {
     /// No answer came: the connection failed or was lost, or the answer took longer than the client's `timeout`.
     /// A write may have been committed all the same: read (or write with a `WriteCondition`) before writing again.
     case noAnswer(String)
-    /// The task was cancelled while the request was under way: a write may have been committed all the same.
+    /// The task was cancelled: before the request went (nothing was sent), or while it was under way (a write may
+    /// have been committed all the same, so the outcome counts as unknown either way).
     case cancelled
     /// A success whose answer is not the contract's wire format (another status, a body that does not decode):
     /// the server, or a front, answered, and a write may have been committed.
