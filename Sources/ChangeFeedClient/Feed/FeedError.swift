@@ -21,3 +21,10 @@ extension FeedError: CustomStringConvertible {
         }
     }
 }
+
+extension FeedError {
+    /// `.refused` with an error answer's status, code (`unknown` for a body that is not the contract's) and message.
+    init(refusal error: ServerError) {
+        self = .refused(status: error.status, code: error.code?.rawValue ?? "unknown", message: error.message)
+    }
+}

@@ -150,8 +150,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 next = nil
                 if goneRepeats > 0 { try await wait(after: .goneRepeat, retryAfter: answer.retryAfter) }
                 goneRepeats += 1
-                let code = ErrorCode(rawValue: WireDecoding.error(Array(answer.body)).code)
-                guard code == .collectionDeleted, !isMissing else { return nil }
+                guard WireDecoding.serverError(answer).code == .collectionDeleted, !isMissing else { return nil }
                 isMissing = true
                 deletedEpoch = polledSince?.epoch
                 deletedAt = .now
@@ -165,18 +164,17 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 heldPollsRefused = answer.status == 429
                 return nil
             default:
-                let error = WireDecoding.error(Array(answer.body))
-                throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
+                throw FeedError(refusal: WireDecoding.serverError(answer))
             }
         }
 
         /// A `404`: the collection or view missing, no such route, or a front's own page.
         private mutating func notFound(_ answer: HTTPAnswer, polledSince: Version?) async throws -> FeedEvent? {
-            let error = WireDecoding.error(Array(answer.body))
-            switch ErrorCode(rawValue: error.code) {
+            let error = WireDecoding.serverError(answer)
+            switch error.code {
             case .routeNotFound:
                 // The server has no such route: a base URL with a wrong path. Waiting would not make it exist.
-                throw FeedError.refused(status: answer.status, code: error.code, message: error.message)
+                throw FeedError(refusal: error)
             case client.kind.notFoundCode:
                 break
             default:

@@ -34,18 +34,11 @@ enum WireDecoding {
         return .changes(changeset, next: next)
     }
 
-    /// The error body's code and message, or placeholders when the body is not one.
-    static func error(_ bytes: [UInt8]) -> (code: String, message: String) {
-        guard let root = try? WireReader(try parse(bytes), path: "answer"), let error = try? root.object("error")
-        else { return ("unknown", String(decoding: bytes.prefix(200), as: UTF8.self)) }
-        return ((try? error.string("code")) ?? "unknown", (try? error.string("message")) ?? "")
-    }
-
-    /// An error answer as `ServerError`: the contract's body, or a `nil` code for any other body.
+    /// An error answer as `ServerError`: the contract's body, or a `nil` code (and the body's start as the
+    /// message, when it has no `error` object) for any other body.
     static func serverError(_ answer: HTTPAnswer) -> ServerError {
         let bytes = Array(answer.body)
-        guard let root = try? WireReader(try parse(bytes), path: "answer"), let error = try? root.object("error"),
-            let code = try? error.string("code")
+        guard let root = try? WireReader(try parse(bytes), path: "answer"), let error = try? root.object("error")
         else {
             return ServerError(
                 status: answer.status, code: nil, message: String(decoding: bytes.prefix(200), as: UTF8.self),
@@ -53,8 +46,8 @@ enum WireDecoding {
         }
         let op = (try? error.value("op")).flatMap { try? WireReader.index($0, path: "answer.error.op") }
         return ServerError(
-            status: answer.status, code: ErrorCode(rawValue: code), message: (try? error.string("message")) ?? "",
-            op: op, retryAfter: answer.retryAfter)
+            status: answer.status, code: (try? error.string("code")).map(ErrorCode.init(rawValue:)),
+            message: (try? error.string("message")) ?? "", op: op, retryAfter: answer.retryAfter)
     }
 
     /// The answer to a committed write, `{"collection" or "view", "version", "changes"}`.
