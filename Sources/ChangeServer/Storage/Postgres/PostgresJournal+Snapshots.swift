@@ -1,0 +1,133 @@
+import Dispatch
+import Glibc
+import Model
+import Synchronization
+
+/// Snapshots: a collection that grew by `snapshotBytes` is copied on its lane and stored by the housekeeper, and
+/// the records behind it purged; those owed one are tried again.
+extension PostgresJournal {
+    /// Records that stay in the table behind a snapshot, for servers that have not read them yet.
+    static let keptRecords: Int64 = 1000
+
+    /// Counts the committed batch's bytes per collection; a collection that grew by `snapshotBytes` since its last
+    /// snapshot, or was deleted, is snapshotted, with the views it feeds, at its latest sequence. (Keys
+    /// `view:<name>`, which databases written before views were sequenced with their source still hold, are not
+    /// snapshotted.)
+    ///
+    /// So is the new source of a view the batch moves (`movedTo`), right behind the move: the move's record changes
+    /// the view as its old source left it, and a snapshot of the old source written after the move (which no longer
+    /// holds the view, or, from a server that had not read the move yet, holds it stale) covers the records a start
+    /// would have rebuilt that from. The new source's snapshot holds the view as the move left it, and a start leaves
+    /// the view out of other collections' snapshots that stand after the record that brought it there
+    /// (`PostgresRecovery`).
+    ///
+    /// Called before the batch's records are handed on (`assigned`: their sequences): the copy is queued on the
+    /// collection's lane right behind its last record of the batch, so that it holds exactly the state after that
+    /// record, and no record handed on later (such as a view moving to another source) shows in it.
+    func snapshotIfGrown(
+        _ batch: [(collection: String, local: SequencedDelivery.Local)], _ assigned: [Range],
+        movedTo: Set<String>, _ bytesSince: inout [String: Int]
+    ) {
+        for record in batch {
+            bytesSince[record.collection, default: 0] += record.local.record.count
+            if RecordCodec.deletesCollection(record.local.record) {
+                _ = owedSnapshots.withLock { $0.insert(record.collection) }
+            }
+        }
+        let owed = owedSnapshots.withLock { owed in
+            owed.formUnion(movedTo)
+            return owed
+        }
+        let grown = bytesSince.filter { $0.value >= snapshotBytes }.map(\.key)
+        for name in Set(grown).union(owed) where !name.hasPrefix(LaneRouter.lane(ofView: "")) {
+            guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
+            _ = owedSnapshots.withLock { $0.remove(name) }
+            bytesSince[name] = 0
+            let isOwed = owed.contains(name)
+            let snapshot: @Sendable (Int64) -> Void = { [self] seq in
+                copier.withLock { $0 }?(name) { [self] copy in writeSnapshot(name, seq, copy, owed: isOwed) }
+            }
+            if let seq = assigned.first(where: { $0.name == name }).map({ $0.first + Int64($0.count) - 1 }) {
+                delivery.afterHandingOn(name, seq) { snapshot(seq) }
+            } else {
+                delivery.afterHandingOnLastCommitted(name, snapshot)
+            }
+        }
+    }
+
+    /// Stores the snapshot of `name` at `seq` (a `SnapshotFile` of the collection and its views) and deletes the
+    /// records it covers, but the last `keptRecords`; those too after `purgeDelay` when the collection is gone. Runs
+    /// on the housekeeper, behind the snapshots and purges queued before it. A snapshot `owed` (`owedSnapshots`)
+    /// that fails is owed again.
+    private func writeSnapshot(_ name: String, _ seq: Int64, _ copy: Copy, owed: Bool) {
+        housekeeper.run { [self] connection throws(StorageError) in
+            let started = MonotonicClock.now()
+            let bytes = SnapshotFile.encode(
+                nextSegment: 0, collections: copy.content.map { [(name, $0)] } ?? [], views: copy.views)
+            try connection.execute("BEGIN")
+            try connection.execute(PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
+            try connection.execute(PostgresSchema.compact, [.text(name), .int64(seq - Self.keptRecords)])
+            try connection.execute("COMMIT")
+            metrics.snapshotStored()
+            _ = snapshotting.withLock { $0.remove(name) }
+            logger.info(
+                "snapshot of \(name) at record \(seq) (\(bytes.count) bytes, \(copy.views.count) views) written in "
+                    + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
+            if copy.content == nil { purgeLater([name: seq]) }
+            trySnapshotsOwedLater()
+        } failed: { [self] error in
+            // A grown collection is tried again as it grows on; one owed a snapshot, which may never be written
+            // again, a second later.
+            if owed || copy.content == nil { _ = owedSnapshots.withLock { $0.insert(name) } }
+            metrics.snapshotFailed()
+            _ = snapshotting.withLock { $0.remove(name) }
+            logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")
+            trySnapshotsOwedLater()
+        }
+    }
+
+    /// Has the writer try the snapshots still owed a second from now (one that failed, or one left out while its
+    /// collection was being snapshotted already), even if no batch comes: a view's move must not wait for the next
+    /// write for the snapshot of its new source.
+    func trySnapshotsOwedLater() {
+        guard !owedSnapshots.withLock({ $0.isEmpty }) else { return }
+        let timed = queue.withLock { queue in
+            defer { queue.owedSnapshotsTimed = true }
+            return queue.owedSnapshotsTimed
+        }
+        guard !timed else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(1)) { [self] in
+            queue.withLock { queue in
+                queue.owedSnapshotsDue = true
+                queue.owedSnapshotsTimed = false
+            }
+            writerWake.signal()
+        }
+    }
+
+    /// Snapshots the collection (as not there, unless a later record created it) so that its records are purged
+    /// after `purgeDelay`, as a deleted collection's are: a write through this server to a collection it had not
+    /// applied is journaled (`App.expectWritable`), and one to a name that was never created would otherwise leave
+    /// its rows for good.
+    func noteMissingCollection(_ name: String) {
+        _ = owedSnapshots.withLock { $0.insert(name) }
+        trySnapshotsOwedLater()
+    }
+
+    /// Deletes, after `purgeDelay`, the records of each deleted collection up to the given sequence, where a stored
+    /// snapshot covers them (a collection of that name written since keeps its later records).
+    func purgeLater(_ deleted: [String: Int64]) {
+        guard !deleted.isEmpty else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(purgeDelay))) { [self] in
+            housekeeper.run { [self] connection throws(StorageError) in
+                for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) {
+                    try connection.execute(PostgresSchema.purge, [.text(name), .int64(seq)])
+                    logger.info("records of the deleted collection \(name) up to \(seq) purged")
+                }
+            } failed: { [self] error in
+                logger.warning(
+                    "purging the records of deleted collections failed (\(error)); the next start tries again")
+            }
+        }
+    }
+}

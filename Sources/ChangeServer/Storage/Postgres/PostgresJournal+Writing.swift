@@ -1,0 +1,363 @@
+import Dispatch
+import Glibc
+import Model
+import Synchronization
+
+/// Writing: the writer thread, its connection and its group commits (see `PostgresJournal`).
+extension PostgresJournal {
+    func writeLoop() {
+        var connection: PGConnection?
+        /// Whether the writer had a connection and lost it: the next one made counts as a reconnection.
+        var lost = false
+        var backoff = Backoff()
+        var unresolved: [Unanswered] = []
+        var bytesSinceSnapshot: [String: Int] = [:]
+        defer {
+            for range in unresolved.flatMap(\.ranges) {
+                for record in delivery.abandon(range.name, first: range.first, count: range.count) {
+                    record.done(false)
+                }
+            }
+            // Those the follower saw committed are answered so.
+            for token in unresolved.flatMap(\.hold.tokens) { delivery.release(token) }
+            handOn(unresolved.flatMap(\.ranges), leaving: [], hold: .none)
+        }
+        while true {
+            if queue.withLock({ queue in
+                defer { queue.writerConnectionSuspect = false }
+                return queue.writerConnectionSuspect
+            }) {
+                lost = lost || connection != nil
+                connection = nil
+            }
+            if connection == nil {
+                do throws(StorageError) {
+                    connection = try connect(resolving: &unresolved)
+                    backoff.reset()
+                    if lost { metrics.reconnected() }
+                    lost = false
+                    if metrics.setUp(true) {
+                        logger.log(.notice, "PostgreSQL is reachable again: mutations are accepted")
+                    }
+                } catch {
+                    failPending()
+                    let wait = backoff.next()
+                    logger.log(.debug, "cannot connect to PostgreSQL (\(error)); next try in \(wait) ms")
+                    if queue.withLock({ $0.isClosing }) { return }
+                    _ = writerWake.wait(timeout: .now() + .milliseconds(wait))
+                    continue
+                }
+            }
+            let batch: [(collection: String, local: SequencedDelivery.Local)]? = queue.withLock { queue in
+                if queue.pending.isEmpty {
+                    queue.writerIsIdle = true
+                    queue.isCommitting = false
+                    for waiter in queue.flushWaiters { waiter.signal() }
+                    queue.flushWaiters = []
+                    return queue.isClosing ? nil : []
+                }
+                defer { queue.pending = [] }
+                queue.isCommitting = true
+                queue.commitStarted = (MonotonicClock.now(), queue.pending.reduce(0) { $0 + $1.local.record.count })
+                return queue.pending
+            }
+            guard let batch, var current = connection else { return }
+            if batch.isEmpty {
+                let owedDue = queue.withLock { queue in
+                    defer { queue.owedSnapshotsDue = false }
+                    return queue.owedSnapshotsDue
+                }
+                if owedDue {
+                    snapshotIfGrown([], [], movedTo: [], &bytesSinceSnapshot)
+                    continue
+                }
+                writerWake.wait()
+                continue
+            }
+            var outcome = commit(batch, on: current, mayResend: true, &bytesSinceSnapshot)
+            if case .unsent(let error) = outcome {
+                // Nothing of it was committed (no COMMIT was sent), so it may go again, once: a connection that
+                // the database ended while it sat idle is found so only by the next batch.
+                logger.warning("the connection to PostgreSQL was found broken (\(error)); sending the batch again")
+                do throws(StorageError) {
+                    current = try connect(resolving: &unresolved)
+                    connection = current
+                    metrics.reconnected()
+                    outcome = commit(batch, on: current, mayResend: false, &bytesSinceSnapshot)
+                } catch {
+                    logger.error("cannot reconnect to PostgreSQL (\(error)); \(batch.count) records not committed")
+                    for record in batch { record.local.done(false) }
+                }
+            }
+            if case .unanswered(let batch) = outcome { unresolved.append(batch) }
+            let cameBack = queue.withLock { queue in
+                defer {
+                    queue.commitStarted = nil
+                    queue.isStalled = false
+                }
+                return queue.isStalled && !current.isBroken && metrics.setUp(true)
+            }
+            if cameBack { logger.log(.notice, "PostgreSQL answers again: mutations are accepted") }
+            if current.isBroken {
+                connection = nil
+                lost = true
+                if metrics.setUp(false) {
+                    logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
+                }
+            }
+        }
+    }
+
+    /// A new connection, on which the records whose `COMMIT` got no answer are resolved first.
+    private func connect(resolving unresolved: inout [Unanswered]) throws(StorageError) -> PGConnection {
+        let fresh = try PGConnection(url, role: "writer")
+        try resolve(&unresolved, on: fresh)
+        return fresh
+    }
+
+    /// While the database is unreachable: what was appended before that was noticed is not durable.
+    private func failPending() {
+        if metrics.setUp(false) {
+            logger.error("PostgreSQL is unreachable: mutations answer 503 until it is back")
+        }
+        let (failed, waiters) = queue.withLock { queue in
+            defer {
+                queue.pending = []
+                queue.flushWaiters = []
+                queue.isCommitting = false
+                queue.writerIsIdle = true
+            }
+            return (queue.pending, queue.flushWaiters)
+        }
+        for record in failed { record.local.done(false) }
+        for waiter in waiters { waiter.signal() }
+    }
+
+    /// Tells the callers of records whose `COMMIT` got no answer what became of them: the rows that are there with
+    /// their bytes committed; the others were rolled back and are not durable. Each batch leaves `batches` once
+    /// resolved: a connection that breaks partway leaves the others for the next one, which would otherwise hand
+    /// the first ones on again (and wait for their reads again).
+    private func resolve(_ batches: inout [Unanswered], on connection: PGConnection) throws(StorageError) {
+        while let batch = batches.first {
+            var rolledBack = false
+            for range in batch.ranges {
+                let result = try connection.execute(
+                    PostgresSchema.recordsAfter,
+                    [.text(range.name), .int64(range.first - 1), .int64(Int64(range.count))])
+                let rows = (0..<result.rows).map {
+                    (seq: result.int64($0, 0), record: result.bytes($0, 1), id: Int64?.none)
+                }
+                var failed = delivery.offer(range.name, rows).failed
+                failed += delivery.abandon(range.name, first: range.first, count: range.count)
+                for record in failed { record.done(false) }
+                rolledBack = rolledBack || !failed.isEmpty
+                // Rows at those sequences may be another server's records (this transaction rolled back, and
+                // another took the sequences): only this server's bytes count, which are the ones not failed.
+                logger.warning(
+                    "collection \(range.name): \(range.count) records whose commit got no answer: "
+                        + "\(range.count - failed.count) were committed")
+            }
+            // The rows found are this server's records, committed: handed on in their turn among its batches,
+            // after the reads they wait for, as at a commit; and the new sources of their moves are owed snapshots.
+            owedSnapshots.withLock { $0.formUnion(batch.movedTo) }
+            // Rolled back, it orders nothing, and the sequences it held back behind may never be filled: what it
+            // holds back goes now.
+            if rolledBack { for token in batch.hold.tokens { delivery.release(token) } }
+            handOn(batch.ranges, leaving: batch.leaving, hold: rolledBack ? .none : batch.hold)
+            batches.removeFirst()
+        }
+        trySnapshotsOwedLater()
+    }
+
+    /// A batch whose `COMMIT` got no answer: its ranges, and what `handOn` and `snapshotIfGrown` would have been
+    /// given at its commit.
+    private struct Unanswered {
+        let ranges: [Range]
+        let leaving: Set<String>
+        let movedTo: Set<String>
+        /// What the batch holds back (`CommittedBatch.hold`).
+        let hold: Hold
+    }
+
+    /// What became of a batch sent to the database.
+    private enum CommitOutcome {
+        case committed
+        /// Not committed, and every record's caller was told.
+        case failed
+        /// The connection broke during `COMMIT`: resolved on the next connection.
+        case unanswered(Unanswered)
+        /// The connection was found broken before `COMMIT` was sent: nothing was committed and nobody was told.
+        case unsent(StorageError)
+    }
+
+    /// Commits `batch` in one transaction. When it does not commit, every record of it that was not seen committed
+    /// by the follower is reported not durable, except when the connection broke during `COMMIT` (those are
+    /// returned, to be resolved on the next connection) and, with `mayResend`, when it was found broken by the
+    /// first round trip (the batch may be sent again, whole, on a new connection).
+    ///
+    /// Two round trips (libpq's pipeline mode): `BEGIN` and the appends, which tell each collection's sequences;
+    /// then `COMMIT` and the wake-up. `COMMIT` is never sent with the appends: were the connection to break after
+    /// it, the sequences the records got would be unknown, and they could not be resolved.
+    private func commit(
+        _ batch: [(collection: String, local: SequencedDelivery.Local)], on connection: PGConnection,
+        mayResend: Bool, _ bytesSinceSnapshot: inout [String: Int]
+    ) -> CommitOutcome {
+        let started = MonotonicClock.nanoseconds()
+        var byCollection: [String: [SequencedDelivery.Local]] = [:]
+        for record in batch { byCollection[record.collection, default: []].append(record.local) }
+        let names = byCollection.keys.sorted()
+        var assigned: [Range] = []
+        let appends = names.map { name in
+            let records = byCollection[name] ?? []
+            return (
+                sql: PostgresSchema.append,
+                parameters: [PGParameter.text(name), .int64(Int64(records.count)), .byteArrays(records.map(\.record))]
+            )
+        }
+        // The batch's view records, read once; their views' rows first, in the order of their names
+        // (`PostgresSchema.lockView`).
+        let viewRecords = batch.compactMap { entry in
+            RecordCodec.viewChange(entry.local.record).map { (view: $0.view, collection: entry.collection) }
+        }
+        let views = Set(viewRecords.map(\.view)).sorted()
+        // Each view's source as noted in the database before this batch, where known; the collections holding
+        // a latest record of one of its views that this server has not applied yet; and the sources the batch's
+        // moves leave (per view), with the sequence past which their records follow the batch.
+        var notedSources: [String: String] = [:]
+        var unread: Set<String> = []
+        var leaves: [String: Set<String>] = [:]
+        var bounds: [String: Int64] = [:]
+        var movesAway: [String: (name: String, seq: Int64)] = [:]
+        // The records that the batch's own must follow, committed before them (the last of each collection).
+        var follows: [String: Int64] = [:]
+        func mustFollow(_ name: String, through seq: Int64) {
+            guard seq > delivery.applied(name) else { return }
+            unread.insert(name)
+            follows[name] = max(follows[name] ?? 0, seq)
+        }
+        do throws(StorageError) {
+            var opening: [(sql: String, parameters: [PGParameter])] = [(sql: "BEGIN", parameters: [])]
+            if !views.isEmpty {
+                // A round trip of its own: the sources the views leave, as the database has them, are locked
+                // before any id is taken.
+                let locked = connection.pipeline(
+                    opening + views.map { (sql: PostgresSchema.lockView, parameters: [PGParameter.text($0)]) })
+                _ = try locked[0].get()
+                opening = []
+                for (view, outcome) in zip(views, locked.dropFirst()) {
+                    let noted = try outcome.get()
+                    guard noted.rows == 1 else { continue }
+                    if !noted.isNull(0, 0) { notedSources[view] = noted.string(0, 0) }
+                    if !noted.isNull(0, 1) { mustFollow(noted.string(0, 1), through: noted.int64(0, 2)) }
+                }
+                for record in viewRecords {
+                    let sources = [notedSources[record.view], viewSource(record.view)].compactMap { $0 }
+                    leaves[record.view, default: []].formUnion(sources.filter { $0 != record.collection })
+                }
+            }
+            let left = leaves.values.reduce(into: Set<String>()) { $0.formUnion($1) }.sorted()
+            let lockedNames = left.isEmpty ? [] : Set(names).union(left).sorted()
+            let locks = lockedNames.map { (sql: PostgresSchema.lockCollection, parameters: [PGParameter.text($0)]) }
+            let results = connection.pipeline(opening + locks + appends)
+            for outcome in results.prefix(opening.count) { _ = try outcome.get() }
+            var lockedAt: [String: Int64] = [:]
+            for (name, outcome) in zip(lockedNames, results.dropFirst(opening.count)) {
+                lockedAt[name] = try outcome.get().int64(0, 0)
+            }
+            // The records of the sources left up to the lock come first; the batch's own in them go with it.
+            for source in left { mustFollow(source, through: lockedAt[source] ?? 0) }
+            for (name, outcome) in zip(names, results.dropFirst(opening.count + locks.count)) {
+                let records = byCollection[name] ?? []
+                let appended = try outcome.get()
+                let last = appended.int64(0, 0)
+                assigned.append((name, last - Int64(records.count) + 1, records.count))
+                // A move away from the collection committed before it: the batch follows it, and waits for the
+                // read of the move's collection, so that this server applies the move first, as every server does.
+                if !appended.isNull(0, 2) { mustFollow(appended.string(0, 1), through: appended.int64(0, 2)) }
+            }
+            // The batch's own records of a source it leaves go before its last move away from it when their
+            // collection's name comes first (their ids do), and are held back behind the batch when it comes after.
+            movesAway = lastMovesAway(byCollection, assigned, leaves)
+            for source in left {
+                if let own = assigned.first(where: { $0.name == source }) {
+                    let before = movesAway[source].map { source < $0.name } ?? true
+                    bounds[source] = before ? own.first + Int64(own.count) - 1 : own.first - 1
+                } else {
+                    bounds[source] = lockedAt[source]
+                }
+            }
+        } catch {
+            if mayResend && connection.isBroken { return .unsent(error) }
+            logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
+            if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
+            for record in batch { record.local.done(false) }
+            return .failed
+        }
+        for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
+        // The records of the sources left that commit after this batch wait for it here, as they come after it in
+        // the database's order (`PostgresSchema.lockCollection`); set before the commit, which they cannot precede.
+        let barrier = bounds.isEmpty ? nil : delivery.hold(bounds)
+        // And the batch's own wait for what they follow to be handed on: a read alone does not tell, as a record
+        // read may still be held here (behind one of this server's own).
+        let wait =
+            follows.isEmpty
+            ? nil
+            : delivery.hold(
+                Dictionary(assigned.map { ($0.name, $0.first - 1) }, uniquingKeysWith: min), until: follows)
+        // The barrier goes once the batch's records are handed on, but for those it holds back itself.
+        let after = Dictionary(
+            assigned.filter { $0.count > 0 }.map { ($0.name, $0.first + Int64($0.count) - 1) }, uniquingKeysWith: max
+        ).filter { (bounds[$0.key] ?? .max) >= $0.value }
+        let hold = Hold(barrier: barrier, after: after, wait: wait)
+        let moves = viewMoves(viewRecords)
+        // The new sources the batch's moves snapshot: the moves as applied here, and those in the database's order
+        // too (of a view whose latest move this server has not read yet).
+        let movedTo = Set(moves.map(\.to)).union(
+            viewRecords.compactMap { record -> String? in
+                guard let noted = notedSources[record.view], noted != record.collection else { return nil }
+                return record.collection
+            })
+        // The batch waits for the read of the sources it leaves, and of the collections holding what it follows, so
+        // that this server applies those first, as every server does (it applied its own record first, and then an
+        // older move of another server over it).
+        let leaving = Set(bounds.keys).union(unread)
+        // The wake-up goes in a transaction of its own, after the commit: NOTIFY takes a lock at commit that every
+        // notifying transaction of the database shares, and inside the records' transaction it would be held
+        // across their WAL flush, making the commits of all servers take turns. A lost wake-up only delays the
+        // others until their next catch-up.
+        let notes = viewNotes(byCollection, assigned) + leftMarks(movesAway)
+        let committed = connection.pipeline(
+            notes + [
+                (sql: "COMMIT", parameters: []),
+                (sql: PostgresSchema.notify, parameters: [.text(PostgresSchema.channel), .text(payload(assigned))]),
+            ])
+        do throws(StorageError) {
+            for outcome in committed.prefix(notes.count + 1) { _ = try outcome.get() }
+        } catch {
+            guard connection.isBroken else {
+                logger.error("a PostgreSQL transaction of \(batch.count) records failed at COMMIT: \(error)")
+                // A statement before COMMIT failed, which skipped it: the transaction is still open.
+                _ = try? connection.execute("ROLLBACK")
+                var failed: [SequencedDelivery.Local] = []
+                for range in assigned {
+                    failed += delivery.abandon(range.name, first: range.first, count: range.count, rolledBack: true)
+                }
+                for record in failed { record.done(false) }
+                for token in hold.tokens { delivery.release(token) }
+                return .failed
+            }
+            logger.error("the connection broke during COMMIT of \(batch.count) records: resolved on reconnection")
+            return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: movedTo, hold: hold))
+        }
+        metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        if case .failure(let error) = committed[notes.count + 1] {
+            logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
+        }
+        snapshotIfGrown(batch, assigned, movedTo: movedTo, &bytesSinceSnapshot)
+        handOn(assigned, leaving: leaving, hold: hold)
+        return .committed
+    }
+
+    /// For each source a view record of the batch moves its view away from, where the last such record is: it
+    /// has the highest id (the records take ids in the order of their collections' names, then sequences).
+}
