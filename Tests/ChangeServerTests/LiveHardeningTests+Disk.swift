@@ -232,4 +232,102 @@ extension LiveHardeningTests {
         }
         return (mountPoint, data)
     }
+
+    /// A journal that fills the disk before it reaches `--snapshot-bytes` (64 MiB here, on a 16 MiB tmpfs): once
+    /// writes are refused for the reserve, a snapshot compacts it, and writes come back without a restart (they
+    /// stayed refused for good, since refused writes never grow the journal to the snapshot threshold).
+    @Test func aJournalThatFillsTheDiskIsCompactedWithoutARestart() throws {
+        let mountPoint = try Self.mountTmpfs()
+        defer { Self.unmount(mountPoint) }
+        let data = mountPoint + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
+        let server = try ServerProcess(
+            ["--disk-reserve-bytes", String(4 << 20), "--snapshot-bytes", String(64 << 20), "--history", "2"],
+            dataDirectory: data)
+        let padding = String(repeating: "x", count: 300)
+        func content(_ round: Int) -> [String: Any] {
+            ["sections": [["id": "s", "items": (0..<1000).map { ["id": "i\($0)", "data": "\(round)-\(padding)"] }]]]
+        }
+        var refusal: HTTPResponse?
+        for round in 0..<200 {
+            let response = try server.client.put("/v1/collections/c", content(round))
+            if response.status == 503 {
+                refusal = response
+                break
+            }
+            try #require((200..<300).contains(response.status), "\(response.text)")
+        }
+        #expect(refusal?.errorCode == "insufficient_storage", "the journal never reached the reserve")
+        #expect(
+            try Self.writesResume(server, "/v1/collections/c/items/after", within: 20), "\(server.log.suffix(2000))")
+        #expect(FileManager.default.fileExists(atPath: data + "/snapshot.bin"))
+        #expect(server.log.contains("compacting the journal into a snapshot now"))
+    }
+
+    /// The free-space reserve on a small tmpfs: writes are refused before the disk is full, snapshots compact
+    /// within the reserve, and once room is made writes come back for good.
+    @Test func aFullDiskIsRecoveredFrom() throws {
+        let mountPoint = try Self.mountTmpfs()
+        defer { Self.unmount(mountPoint) }
+        let data = mountPoint + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
+        let server = try ServerProcess(
+            // A short history: the data (which snapshots keep with its history) stays far smaller than the disk.
+            ["--disk-reserve-bytes", String(4 << 20), "--snapshot-bytes", String(1 << 20), "--history", "4"],
+            dataDirectory: data)
+        let filler = mountPoint + "/filler"
+        #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: 13 << 20)))
+        func content(_ round: Int) -> [String: Any] {
+            ["sections": [["id": "s", "items": (0..<4000).map { ["id": "i\($0)", "data": "\(round)-\($0)"] }]]]
+        }
+        let refused = try server.client.put("/v1/collections/c", content(0))
+        #expect(refused.status == 503)
+        #expect(refused.errorCode == "insufficient_storage")
+        try FileManager.default.removeItem(atPath: filler)
+        var failures: [Int: String] = [:]
+        for round in 1...120 {
+            let response = try server.client.put("/v1/collections/c", content(round))
+            if response.status != 200 && response.status != 201 { failures[round] = response.text }
+        }
+        #expect(failures.isEmpty, "\(failures)\n\(server.log.suffix(3000))")
+        let snapshot = try server.client.get("/v1/collections/c").object
+        let items = (snapshot["sections"] as? [[String: Any]])?.first?["items"] as? [[String: Any]]
+        #expect(items?.last?["data"] as? String == "120-3999")
+    }
+
+    /// Whether a write of `path` (an item not there before) is taken within `seconds`, tried every 100 ms: writes
+    /// refused for the disk's reserve come back.
+    static func writesResume(_ server: ServerProcess, _ path: String, within seconds: Double) throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try server.client.put(path, ["data": 1]).status == 201 { return true }
+            usleep(100_000)
+        }
+        return false
+    }
+
+    /// A tmpfs of `size` (16 MiB by default) on a new temporary directory (mounting needs root, as CI has).
+    static func mountTmpfs(size: String = "16m") throws -> String {
+        let mountPoint = try ServerProcess.temporaryDirectory()
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint]
+        try Spawning.run(mount)
+        mount.waitUntilExit()
+        guard mount.terminationStatus == 0 else {
+            rmdir(mountPoint)
+            throw ClientError.malformed("mounting a tmpfs needs root")
+        }
+        return mountPoint
+    }
+
+    /// Unmounts what `mountTmpfs` mounted and removes its directory.
+    static func unmount(_ mountPoint: String) {
+        let unmount = Process()
+        unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
+        unmount.arguments = [mountPoint]
+        try? Spawning.run(unmount)
+        unmount.waitUntilExit()
+        rmdir(mountPoint)
+    }
 }
