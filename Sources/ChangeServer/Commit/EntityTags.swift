@@ -42,6 +42,53 @@ struct EntityTags: Sendable, Equatable {
         return tags.contains { $0.value == wanted }
     }
 
+    /// Whether `header`, an `If-Match` or `If-None-Match` of a write, is `*` or a list of versions as the `ETag`
+    /// names them: `"E.3"`, `W/"E.3"`, or `E.3` without its quotes (the README's form); empty elements of the list
+    /// are allowed, as in every list header, but not a list of none. Anything else can never match a version, so
+    /// it is a client's mistake, refused at once: read as a list, `If-None-Match: "*"` (a tag, not the wildcard),
+    /// `*;q=1`, `W/*` or a value cut at a NUL matched nothing, and the write it was to stop went through.
+    ///
+    /// Checked when a request arrives only, never when a record is applied: the journal's records were taken with
+    /// their conditions as they are, and replay applies them as then.
+    ///
+    /// - Complexity: O(n) in the header's length.
+    static func namesVersions(_ header: String) -> Bool {
+        var rest = Substring(header).utf8
+        var elements = 0
+        while true {
+            rest = rest.drop { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+            guard let first = rest.first else { return elements > 0 }
+            if first == UInt8(ascii: "*") {
+                rest = rest.dropFirst()
+            } else {
+                if rest.starts(with: "W/".utf8) { rest = rest.dropFirst(2) }
+                let isQuoted = rest.first == UInt8(ascii: "\"")
+                if isQuoted { rest = rest.dropFirst() }
+                let end = rest.firstIndex { !isVersionByte($0) } ?? rest.endIndex
+                guard Version.hasForm(Substring(rest[..<end])) else { return false }
+                rest = rest[end...]
+                if isQuoted {
+                    guard rest.first == UInt8(ascii: "\"") else { return false }
+                    rest = rest.dropFirst()
+                }
+            }
+            elements += 1
+            rest = rest.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+            guard rest.isEmpty || rest.first == UInt8(ascii: ",") else { return false }
+        }
+    }
+
+    /// The bytes of a version's text: an epoch's (`[A-Za-z0-9_-]`), its dot, and digits.
+    private static func isVersionByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."):
+            return true
+        default:
+            return false
+        }
+    }
+
     private static func unquoted(_ tag: Substring) -> Substring {
         tag.count >= 2 && tag.hasPrefix("\"") && tag.hasSuffix("\"") ? tag.dropFirst().dropLast() : tag
     }

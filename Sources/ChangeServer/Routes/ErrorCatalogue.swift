@@ -198,6 +198,14 @@ extension HTTPError {
             .with(header: "Retry-After", "1")
     }
 
+    /// An `If-Match` or `If-None-Match` on a write that is neither `*` nor a list of versions.
+    static func malformedCondition(_ header: String) -> HTTPError {
+        HTTPError(
+            .badRequest,
+            "\(header) must be * or a list of versions as the ETag names them (\"E.3\", W/\"E.3\" or E.3); "
+                + "it names nothing this server's versions could match, so the write was not taken.")
+    }
+
     /// An `If-Match` that names no strong entity tag: empty, or weak tags only.
     static let weakIfMatch = HTTPError(
         .preconditionFailed,

@@ -72,13 +72,21 @@ extension App {
         }
     }
 
-    /// The request's `If-Match` and `If-None-Match`, checked when its record is applied; `412` at once for an
-    /// `If-Match` of weak tags only, which can never match.
+    /// The request's `If-Match` and `If-None-Match`, checked when its record is applied; `400` at once for one
+    /// that is neither `*` nor a list of versions (`EntityTags.namesVersions`), and `412` for an `If-Match` of weak
+    /// tags only, or empty, which can never match.
     static func conditions(_ request: Request) throws(HTTPError) -> JournalRecord.Conditions {
-        guard
-            let conditions = JournalRecord.Conditions.from(
-                ifMatch: request.listHeader("If-Match"), ifNoneMatch: request.listHeader("If-None-Match"))
-        else { throw .weakIfMatch }
+        let ifMatch = request.listHeader("If-Match")
+        let ifNoneMatch = request.listHeader("If-None-Match")
+        if let ifMatch, !ifMatch.allSatisfy({ $0 == " " || $0 == "\t" || $0 == "," }),
+            !EntityTags.namesVersions(ifMatch)
+        {
+            throw .malformedCondition("If-Match")
+        }
+        if let ifNoneMatch, !EntityTags.namesVersions(ifNoneMatch) { throw .malformedCondition("If-None-Match") }
+        guard let conditions = JournalRecord.Conditions.from(ifMatch: ifMatch, ifNoneMatch: ifNoneMatch) else {
+            throw .weakIfMatch
+        }
         return conditions
     }
 

@@ -179,6 +179,44 @@ import Testing
                 .status == 201)
     }
 
+    /// A condition that is neither `*` nor a list of versions can never match one: on a write it is `400` and
+    /// changes nothing. Read as a list, `If-None-Match: "*"` (a tag, not the wildcard), `*;q=1` or `W/*` had let
+    /// the create-only write it was to stop replace the content.
+    @Test(arguments: [
+        #""*""#, "W/*", "*;", "*;q=1", "* *", "**", "*x", "(*)", "\u{0B}*", "*\u{0C}", "\u{A0}*", "\"unterminated",
+        "\u{01}", #""a" "b""#, "*\rX: y", "", " ", "E.055", #""E.3"x"#, #"W/"E.3"#, "w/\"E.3\"",
+    ])
+    func aConditionThatNamesNoVersionIs400(value: String) throws {
+        let (server, version) = try serverWithInbox()
+        let replace = #"{"sections": [{"id": "x"}]}"#
+        for header in ["If-None-Match", "If-Match"] where header == "If-None-Match" || !value.allSatisfy({ $0 == " " })
+        {
+            let answer = server.send("PUT", "/v1/collections/inbox", body: replace, headers: [(header, value)])
+            #expect(answer.status == 400, "\(header): \(value)")
+            #expect(answer.errorCode == "bad_request")
+            #expect(answer.text.contains("\(header) must be * or a list of versions"))
+        }
+        #expect(server.send("GET", "/v1/collections/inbox").json["version"] as? String == version)
+    }
+
+    /// The forms that name versions are taken as before: `*`, quoted, weak, without quotes, in lists with empty
+    /// elements and spaces.
+    @Test func theFormsThatNameVersionsAreTaken() throws {
+        let (server, version) = try serverWithInbox()
+        let body = #"{"ops": [{"op": "updateItems", "items": [{"id": "a", "data": 2}]}]}"#
+        let path = "/v1/collections/inbox/mutations"
+        #expect(server.send("POST", path, body: body, headers: [("If-None-Match", #"W/"\#(version)""#)]).status == 412)
+        #expect(server.send("POST", path, body: body, headers: [("If-None-Match", " , \"zz.1\" ,,")]).status == 200)
+        #expect(server.send("POST", path, body: body, headers: [("If-Match", "*")]).status == 200)
+        let current = try #require(server.send("GET", "/v1/collections/inbox").json["version"] as? String)
+        #expect(server.send("POST", path, body: body, headers: [("If-Match", "\t\(current)\t")]).status == 200)
+        #expect(
+            server.send(
+                "PUT", "/v1/collections/new", body: #"{"sections": []}"#, headers: [("If-None-Match", "*, \"a.1\"")]
+            ).status == 201)
+        #expect(server.send("POST", path, body: body, headers: [("If-Match", ", ,")]).status == 412)
+    }
+
     /// A list header may come as several lines, which mean what their joined line means (RFC 9110 §5.3): a
     /// later line's tag counts as much as the first's.
     @Test func everyLineOfAListHeaderCounts() throws {

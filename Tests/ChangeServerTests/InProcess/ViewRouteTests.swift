@@ -261,7 +261,7 @@ import Testing
         let definition = server.send("GET", "/v1/views/v").json["definition"] as? [String: Any]
         #expect(definition?["source"] as? String == "tasks")
         let stale = server.send(
-            "PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-Match", "\"\(version)x\"")])
+            "PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-Match", "\"\(version)0\"")])
         #expect(stale.status == 412)
         let weak = server.send(
             "PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-Match", "W/\"\(version)\"")])
