@@ -118,7 +118,7 @@ enum RequestDecoding {
             let members = try object(value, at: path(), allowed: ["op", "items"])
             return .updateItems(
                 try list(required(members, "items", in: path()), at: "\(path()).items") {
-                    value, path throws(HTTPError) in try item(value, at: path(), requireData: true)
+                    value, path throws(HTTPError) in try item(value, at: path())
                 })
         default:
             throw .unknownOp(
@@ -137,13 +137,12 @@ enum RequestDecoding {
             } ?? [])
     }
 
-    private static func item(_ value: JSONValue, at path: @autoclosure () -> String, requireData: Bool = false)
-        throws(HTTPError) -> Item
-    {
+    /// An item of a request: its `data` may be left out, and is then `null` (API.md), in `updateItems` too.
+    private static func item(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError) -> Item {
         let members = try object(value, at: path(), allowed: ["id", "data"])
-        let data = requireData ? try required(members, "data", in: path()) : members["data"]
         return Item(
-            id: try string(required(members, "id", in: path()), at: "\(path()).id"), data: data.map(canonical) ?? .null)
+            id: try string(required(members, "id", in: path()), at: "\(path()).id"),
+            data: members["data"].map(canonical) ?? .null)
     }
 
     private static func sectionRef(_ value: JSONValue, at path: @autoclosure () -> String) throws(HTTPError)

@@ -38,8 +38,8 @@ import Testing
             #"ops[0].sections[0].items[1] has an unknown field "x"; it takes "data", "id"."#, 0
         ),
         (
-            #"{"ops":[{"op":"updateItems","items":[{"id":"a","data":1},{"id":"b"}]}]}"#,
-            #"ops[0].items[1] needs the field "data"."#, 0
+            #"{"ops":[{"op":"updateItems","items":[{"id":"a","data":1},{"data":2}]}]}"#,
+            #"ops[0].items[1] needs the field "id"."#, 0
         ),
         (#"{"ops":[{"op":"deleteItems","items":[[0,"x"]]}]}"#, "ops[0].items[0][1] must be an integer.", 0),
     ])
@@ -48,6 +48,13 @@ import Testing
         #expect(error?.code == .badRequest)
         #expect(error?.message == message)
         #expect(error?.opIndex == op)
+    }
+
+    /// API.md: "In requests `data` may be left out (it is then `null`)", in `updateItems` as in `updateSection`.
+    @Test func anUpdateWithoutDataSetsNull() throws {
+        let ops = try RequestDecoding.ops(
+            Array(#"{"ops":[{"op":"updateItems","items":[{"id":"a"}]},{"op":"updateSection","section":0}]}"#.utf8))
+        #expect(ops == [.updateItems([Item(id: "a", data: .null)]), .updateSection(.index(0), data: .null)])
     }
 
     @Test func anUnknownFieldOfTheBodyIsNamed() {

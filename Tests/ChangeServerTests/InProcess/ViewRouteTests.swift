@@ -99,12 +99,18 @@ import Testing
               {"id": "e2", "data": {"ts": 1700000000000000100, "v": -1700000000000000100, "p": 1.0}}]}]}
             """#
         #expect(server.send("PUT", "/v1/collections/ev", body: source).status == 201)
+        let minimum = #"{"sections": [{"id": "s", "items": [{"id": "m", "data": {"k": -9223372036854775808}}]}]}"#
+        #expect(server.send("PUT", "/v1/collections/min", body: minimum).status == 201)
         let views = [
             ("newer", #"{"source": "ev", "filter": {"field": "/ts", "gt": 1700000000000000001}}"#, ["e2"]),
             ("older", #"{"source": "ev", "filter": {"field": "/ts", "lt": 1700000000000000100}}"#, ["e1"]),
             ("up to", #"{"source": "ev", "filter": {"field": "/ts", "le": 1700000000000000099}}"#, ["e1"]),
             ("by v", #"{"source": "ev", "sortBy": [{"field": "/v"}]}"#, ["e2", "e1"]),
             ("by p", #"{"source": "ev", "sortBy": [{"field": "/p", "order": "desc"}]}"#, ["e1", "e2"]),
+            // A real compares by its shortest text, -9.223372036854776e+18 (the README), below the integer -2^63
+            // that its float's binary value equals.
+            ("real le", #"{"source": "min", "filter": {"field": "/k", "le": -9.223372036854775808e18}}"#, []),
+            ("real ge", #"{"source": "min", "filter": {"field": "/k", "ge": -9.223372036854775808e18}}"#, ["m"]),
         ]
         for (index, (name, definition, expected)) in views.enumerated() {
             #expect(server.send("PUT", "/v1/views/v\(index)", body: definition).status == 201)
