@@ -108,12 +108,21 @@ private enum Wire {
         }
     }
 
+    /// An integer, or a real with no fractional part that fits (`10.0`, `1e2`), as the ops' indices are read:
+    /// JSON does not tell them apart, and some encoders write every number as a real.
     static func limit(_ value: JSON) throws(ViewDefinitionError) -> Int {
-        guard case .number(let text) = value, let limit = Int(text) else {
+        guard case .number(let text) = value, let limit = Int(text) ?? integral(text) else {
             throw ViewDefinitionError(part: "limit", reason: "must be an integer")
         }
         guard limit >= 1 else { throw ViewDefinitionError(part: "limit", reason: "must be at least 1, got \(limit)") }
         return limit
+    }
+
+    private static func integral(_ text: String) -> Int? {
+        guard let real = Double(text), real.rounded(.towardZero) == real, real >= -0x1p63, real < 0x1p63 else {
+            return nil
+        }
+        return Int(real)
     }
 
     static func filter(_ value: JSON, part: String, depth: Int) throws(ViewDefinitionError) -> ViewFilter {

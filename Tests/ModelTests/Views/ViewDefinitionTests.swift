@@ -86,6 +86,17 @@ import Testing
         }
     }
 
+    /// A `limit` written as a real with no fraction is that integer, as an op's index is, and written back as one.
+    @Test func aWholeRealLimitIsAnInteger() throws {
+        for text in ["10.0", "1e1", "10"] {
+            let definition = try Self.parse("{\"source\":\"t\",\"limit\":\(text)}")
+            #expect(definition.limit == 10, "\(text)")
+            #expect(String(decoding: definition.canonicalJSON.bytes, as: UTF8.self) == #"{"limit":10,"source":"t"}"#)
+        }
+        #expect(throws: ViewDefinitionError.self) { try Self.parse("{\"source\":\"t\",\"limit\":1e300}") }
+        #expect(throws: ViewDefinitionError.self) { try Self.parse("{\"source\":\"t\",\"limit\":0.0}") }
+    }
+
     @Test func acceptsTheLimitsExactly() throws {
         let deepest = (0..<15).reduce("{\"field\":\"/a\",\"eq\":1}") { inner, _ in "{\"not\":\(inner)}" }
         _ = try Self.parse("{\"source\":\"t\",\"filter\":\(deepest)}")
