@@ -301,13 +301,24 @@ final class App: Sendable {
         {
             throw .unsupportedContentEncoding(coding)
         }
+        // Two different values: which one the sender meant is unknown (the first had decided).
+        if request.headerLines("Content-Type") > 1, Set(request.headerValues("Content-Type")).count > 1 {
+            throw .conflictingContentTypes
+        }
         // The usual value is accepted without splitting or lowercasing it.
         guard let contentType = request.header("Content-Type"), contentType != "application/json" else { return }
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
-            String($0).trimmingSpaces().lowercased()
-        }
+        let parts = contentType.split(separator: ";").map { String($0).trimmingSpaces() }
+        let mediaType = parts.first?.lowercased()
         guard mediaType == "application/json" else {
             throw .unsupportedMediaType(contentType, isForm: mediaType == "application/x-www-form-urlencoded")
+        }
+        // JSON is UTF-8 (RFC 8259 §8.1): a body said to be in another charset would be read as UTF-8 regardless.
+        for parameter in parts.dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1).map { String($0).trimmingSpaces() }
+            guard pair.count == 2, pair[0].lowercased() == "charset" else { continue }
+            let quoted = pair[1].count >= 2 && pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"")
+            let charset = (quoted ? String(pair[1].dropFirst().dropLast()) : pair[1]).lowercased()
+            guard charset == "utf-8" || charset == "utf8" else { throw .unsupportedCharset(contentType) }
         }
     }
 }

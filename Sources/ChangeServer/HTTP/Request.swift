@@ -53,6 +53,11 @@ struct Request: Sendable {
         return joined
     }
 
+    /// The values of every line of a header of that name (case-insensitive), in order.
+    func headerValues(_ name: String) -> [String] {
+        headers.filter { Self.equalsLowercased($0.name, name) }.map(\.value)
+    }
+
     /// The lines of a header of that name (case-insensitive).
     func headerLines(_ name: String) -> Int {
         headers.reduce(0) { $0 + (Self.equalsLowercased($1.name, name) ? 1 : 0) }

@@ -39,6 +39,13 @@ extension HTTPError {
                 + (isForm ? " (curl -d sends that: use curl --json)." : "."))
     }
 
+    static func unsupportedCharset(_ contentType: String) -> HTTPError {
+        HTTPError(.unsupportedMediaType, "Bodies are JSON in UTF-8: send charset=utf-8 or none, not \(contentType).")
+    }
+
+    static let conflictingContentTypes = HTTPError(
+        .badRequest, "The request has two different Content-Type headers: how to read its body is unknown.")
+
     static func unsupportedContentEncoding(_ coding: String) -> HTTPError {
         HTTPError(
             .unsupportedMediaType,

@@ -127,8 +127,26 @@ import Testing
             "PUT", "/v1/collections/x", body: #"{"sections": []}"#, headers: [("Content-Encoding", "gzip")])
         #expect(gzip.status == 415 && gzip.errorCode == "unsupported_media_type" && gzip.text.contains("gzip"))
         #expect(server.send("GET", "/v1/collections/x").status == 404)
+        // JSON is UTF-8: another charset is refused rather than read as UTF-8 regardless.
+        for charset in ["latin1", "\"utf-16\"", "ISO-8859-1"] {
+            let other = server.send(
+                "PUT", "/v1/collections/x", body: #"{"sections": []}"#,
+                headers: [("Content-Type", "application/json; charset=\(charset)")])
+            #expect(other.status == 415 && other.errorCode == "unsupported_media_type", "\(charset)")
+            #expect(other.text.contains("charset=utf-8 or none"))
+        }
+        // Two different Content-Types: which one the sender meant is unknown.
+        let two = server.send(
+            "PUT", "/v1/collections/x", body: #"{"sections": []}"#,
+            headers: [("Content-Type", "application/json"), ("content-type", "text/plain")])
+        #expect(two.status == 400 && two.errorCode == "bad_request" && two.text.contains("two different Content-Type"))
+        #expect(server.send("GET", "/v1/collections/x").status == 404)
         let identity = server.send(
-            "PUT", "/v1/collections/x", body: #"{"sections": []}"#, headers: [("Content-Encoding", "Identity")])
+            "PUT", "/v1/collections/x", body: #"{"sections": []}"#,
+            headers: [
+                ("Content-Encoding", "Identity"), ("Content-Type", "Application/JSON ; Charset=\"UTF-8\""),
+                ("Content-Type", "Application/JSON ; Charset=\"UTF-8\""),
+            ])
         #expect(identity.status == 201)
         let unknownOp = server.send(
             "POST", "/v1/collections/inbox/mutations", body: #"{"ops": [{"op": "frobnicate"}]}"#)
