@@ -13,7 +13,7 @@ final class WriteFailures: Sendable {
         var recoveryLoggedAt: Int64?
         /// Whether a failure line came after the last recovery line.
         var failureLoggedSinceRecovery = false
-        /// Failures not logged since the last failure line, and the mutations they answered `503`.
+        /// Failures not logged since the last line (of either kind), and the mutations they answered `503`.
         var unlogged = 0
         var unloggedMutations = 0
         /// Failures, and mutations answered `503`, since the last recovery line.
@@ -72,7 +72,12 @@ final class WriteFailures: Sendable {
             if let loggedAt = state.recoveryLoggedAt, now - loggedAt < 1000, !state.failureLoggedSinceRecovery {
                 return nil
             }
-            defer { (state.recoveryLoggedAt, state.failures, state.refusedMutations) = (now, 0, 0) }
+            // The failures not logged on a line of their own are counted on this one: a later failure line must
+            // not count them again.
+            defer {
+                (state.recoveryLoggedAt, state.failures, state.refusedMutations) = (now, 0, 0)
+                (state.unlogged, state.unloggedMutations) = (0, 0)
+            }
             state.failureLoggedSinceRecovery = false
             return "\(what) succeeds again, after \(state.failures) failures that answered \(state.refusedMutations) "
                 + "mutations 503"

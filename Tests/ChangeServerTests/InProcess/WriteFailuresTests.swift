@@ -48,6 +48,26 @@ import Testing
         #expect(logged.last?.hasPrefix("journal write succeeds again, after 1 failures") == true, "\(logged)")
     }
 
+    /// The failures a recovery line counted are not counted again by the next burst's first line: each burst's
+    /// lines had added the one before's.
+    @Test func aBurstIsCountedOnce() {
+        let lines = Mutex<[String]>([])
+        let failures = WriteFailures("journal write") { _, line in lines.withLock { $0.append(line) } }
+        for _ in 0..<33 { failures.failed("No space left on device", mutations: 1) }
+        failures.succeeded()
+        let started = MonotonicClock.now()
+        while MonotonicClock.now() - started < 1050 { usleep(10_000) }
+        for _ in 0..<5 { failures.failed("No space left on device", mutations: 1) }
+        failures.succeeded()
+        #expect(
+            lines.withLock { $0 } == [
+                "journal write failed: No space left on device; 1 mutations answered 503",
+                "journal write succeeds again, after 33 failures that answered 33 mutations 503",
+                "journal write failed: No space left on device; 1 mutations answered 503",
+                "journal write succeeds again, after 5 failures that answered 5 mutations 503",
+            ])
+    }
+
     @Test func aRecoveryCountsTheFailuresSinceTheLastOne() {
         let lines = Mutex<[String]>([])
         let failures = WriteFailures("journal fsync") { _, line in lines.withLock { $0.append(line) } }
