@@ -210,6 +210,40 @@ import Testing
         for (name, (old, new)) in zip(names, zip(before, after)) { #expect(old == new, "\(name)") }
     }
 
+    /// A directory whose files can be written but where none can be created passed the start (only its `LOCK`
+    /// was opened), took writes, then failed every compaction while the journal grew. It is refused at start now.
+    /// Run as `nobody` when the tests run as root, whom no mode stops.
+    @Test func aDataDirectoryWhereNoFileCanBeCreatedIsRefused() throws {
+        let folder = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let data = folder + "/data"
+        let binary = folder + "/ChangeServer"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false)
+        do {
+            let server = try ServerProcess(dataDirectory: data)
+            #expect(try server.client.put("/v1/collections/kept", ["sections": [] as [Any]]).status == 201)
+            #expect(server.stop() == 0)
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: data).sorted()
+        try FileManager.default.copyItem(atPath: ServerProcess.binary.path, toPath: binary)
+        var command = [binary, "--host", "127.0.0.1", "--port", "0", "--data-dir", data]
+        if getuid() == 0 {
+            let nobody = try #require(getpwnam("nobody")).pointee
+            for path in [data] + files.map({ data + "/" + $0 }) {
+                #expect(chown(path, nobody.pw_uid, nobody.pw_gid) == 0)
+            }
+            chmod(folder, 0o755)
+            command = ["/usr/sbin/runuser", "-u", "nobody", "--"] + command
+        }
+        chmod(data, 0o555)
+        defer { chmod(data, 0o755) }
+        let run = try ProgramRun.run(command, in: Repository.root, timeout: 60)
+        #expect(run.status == 1, "\(run.output)")
+        #expect(run.output.contains("cannot create files in --data-dir \(data)"), "\(run.output)")
+        #expect(run.output.contains("Permission denied"), "\(run.output)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: data).sorted() == files)
+    }
+
     @Test func secondServerOnTheSameDirectoryIsRefused() throws {
         let first = try ServerProcess()
         let second = Process()

@@ -12,17 +12,37 @@ final class DataDirectory: Sendable {
         let lockPath = path + "/LOCK"
         let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw StartupError("cannot write to --data-dir \(path): \(String(cString: strerror(errno)))")
+            throw StartupError("cannot open \(lockPath) to write: \(String(cString: strerror(errno)))")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             close(descriptor)
             throw StartupError("another ChangeServer is using --data-dir \(path) (its LOCK file is held)")
         }
         let directory = DataDirectory(path: path, lockDescriptor: descriptor)
+        try directory.checkFilesCanBeCreated()
         // A snapshot being written when the last process stopped: never renamed into place, so never read, and
         // its size (the data's) may be the room a full disk lacks.
         unlink(directory.temporarySnapshotPath)
         return directory
+    }
+
+    /// The journal starts new segments and snapshots are written beside it: a directory whose files could be
+    /// written but where none could be created (its mode, its owner) passed the start, took writes, and then failed
+    /// every compaction, once a second, while the journal grew with no bound and `/healthz` said `ok`.
+    private func checkFilesCanBeCreated() throws(StartupError) {
+        let probe = path + "/.write-check"
+        let descriptor = Glibc.open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw StartupError(
+                "cannot create files in --data-dir \(path) (new journal segments and snapshots go there): "
+                    + String(cString: strerror(errno)))
+        }
+        close(descriptor)
+        guard unlink(probe) == 0 else {
+            throw StartupError(
+                "cannot remove files in --data-dir \(path) (compaction removes journal segments): "
+                    + String(cString: strerror(errno)))
+        }
     }
 
     private init(path: String, lockDescriptor: Int32) {
