@@ -566,6 +566,29 @@ import Testing
         #expect(b.process.isRunning && fresh.process.isRunning)
     }
 
+    /// A purge that fails while the database is down is tried again once it is back, by the same server: it was
+    /// put off until the next start, and a server that ran on kept the deleted collection's rows for good.
+    @Test func aPurgeThatFailedIsTriedAgain() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("retry")
+        let server = try ServerProcess(["--postgres", url, "--purge-delay-seconds", "2", "--log-level", "info"])
+        #expect(try server.client.put("/v1/collections/gone", ["sections": [["id": "s"]]]).status == 201)
+        for step in 0..<5 {
+            #expect(try server.client.put("/v1/collections/gone/items/i\(step)", ["data": step]).status == 201)
+        }
+        #expect(try server.client.request("DELETE", "/v1/collections/gone").status == 204)
+        #expect(try eventually { server.log.contains("snapshot of gone") }, "\(server.log.suffix(1500))")
+        cluster.stop()
+        let failed = try eventually { server.log.contains("purging the records of deleted collections failed") }
+        #expect(failed, "\(server.log.suffix(1500))")
+        #expect(server.log.contains("tried again in 10 s"))
+        try cluster.start()
+        let count = "SELECT count(*) FROM changeserver_records WHERE collection = 'gone'"
+        #expect(try eventually { try cluster.sql(count, database: "retry") == "0\n" }, "\(server.log.suffix(1500))")
+        #expect(server.log.contains("records of the deleted collection gone up to 7 purged"))
+        #expect(server.process.isRunning)
+    }
+
     /// Records of collections deleted by a server that stopped before purging them are purged by the next server
     /// to start, which serves the same as before: one snapshotted at its deletion, and one whose snapshot was never
     /// stored (its row is removed here, as a stop right after the deletion leaves it).

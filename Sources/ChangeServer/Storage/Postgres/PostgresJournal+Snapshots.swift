@@ -115,19 +115,27 @@ extension PostgresJournal {
     }
 
     /// Deletes, after `purgeDelay`, the records of each deleted collection up to the given sequence, where a stored
-    /// snapshot covers them (a collection of that name written since keeps its later records).
-    func purgeLater(_ deleted: [String: Int64]) {
+    /// snapshot covers them (a collection of that name written since keeps its later records). A purge that fails
+    /// (the database unreachable) is tried again after `purgeRetry` or `purgeDelay`, whichever is longer, until the
+    /// journal closes: put off until the next start, a fleet that seldom restarts kept the rows for good. Purging
+    /// twice is harmless.
+    func purgeLater(_ deleted: [String: Int64], after delay: Int64? = nil) {
         guard !deleted.isEmpty else { return }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(purgeDelay))) { [self] in
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(delay ?? purgeDelay))) { [self] in
             housekeeper.run { [self] connection throws(StorageError) in
                 for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) {
                     try connection.execute(PostgresSchema.purge, [.text(name), .int64(seq)])
                     logger.info("records of the deleted collection \(name) up to \(seq) purged")
                 }
             } failed: { [self] error in
+                let retry = max(purgeDelay, Self.purgeRetry)
                 logger.warning(
-                    "purging the records of deleted collections failed (\(error)); the next start tries again")
+                    "purging the records of deleted collections failed (\(error)); tried again in \(retry / 1000) s")
+                purgeLater(deleted, after: retry)
             }
         }
     }
+
+    /// Milliseconds before a failed purge is tried again, at least.
+    static let purgeRetry: Int64 = 10_000
 }
