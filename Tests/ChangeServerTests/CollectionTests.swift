@@ -217,7 +217,7 @@ import Testing
         let server = try ServerProcess()
         let version = try #require(try server.client.put("/v1/collections/c", Self.inbox).object["version"] as? String)
         let stale = try server.client.put(
-            "/v1/collections/c", ["sections": []], headers: ["If-Match": "\"\(version)x\""])
+            "/v1/collections/c", ["sections": []], headers: ["If-Match": "\"\(version)0\""])
         #expect(stale.status == 412)
         #expect(stale.errorCode == "precondition_failed")
         #expect(try server.client.get("/v1/collections/c").object["version"] as? String == version)

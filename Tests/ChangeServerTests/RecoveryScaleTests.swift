@@ -225,18 +225,21 @@ import Testing
         #expect(throws: StartupError.self) { _ = try Self.recover([Array(bytes[..<(bytes.count - 5)]), next]) }
     }
 
-    /// A segment whose header cannot be written (here: the path leads to /dev/full) is removed.
+    /// A segment whose header cannot be written (here: the path it is made under leads to /dev/full) is not
+    /// named: nothing is left of it.
     @Test func segmentWhoseHeaderCannotBeWrittenIsRemoved() throws {
         let path = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let directory = try DataDirectory.open(path)
-        try FileManager.default.createSymbolicLink(atPath: directory.segmentPath(1), withDestinationPath: "/dev/full")
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.temporarySegmentPath(1), withDestinationPath: "/dev/full")
         #expect(throws: StartupError.self) {
             _ = try FileJournal(
                 directory: directory, segment: 1, size: 0, bytesSinceSnapshot: 0, policy: .never, metrics: Metrics(),
                 logger: Logger(level: .critical))
         }
         #expect(try directory.segments().isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: path) == ["LOCK"])
     }
 }
 

@@ -220,6 +220,37 @@ import Testing
         #expect(throws: StartupError.self) { _ = try Self.recover(bytes) }
     }
 
+    /// The journal's first segment cut inside its header (or emptied) without a snapshot before it: what it held
+    /// is gone, and recovery refuses rather than start an empty store (it did, with a warning). This build never
+    /// leaves such a segment: it makes one whole, then names it.
+    @Test(arguments: [0, 1, 10, JournalFormat.headerSize - 1])
+    func aFirstSegmentCutInsideItsHeaderStopsRecovery(bytes: Int) throws {
+        #expect {
+            _ = try Self.recover(Array(JournalFormat.header.prefix(bytes)))
+        } throws: { error in
+            "\(error)".contains("ends inside its header (\(bytes) bytes): it was cut short")
+        }
+    }
+
+    /// A segment is made under another name and renamed whole into place; a leftover of one being made (a crash
+    /// before its rename) is removed when the directory is opened, and never read as a segment.
+    @Test func aSegmentIsNamedOnlyOnceWhole() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let leftover = try DataDirectory.open(path).temporarySegmentPath(1)
+        #expect(FileManager.default.createFile(atPath: leftover, contents: Data([1, 2, 3])))
+        let reopened = try DataDirectory.open(path)
+        #expect(!FileManager.default.fileExists(atPath: leftover))
+        _ = try FileJournal(
+            directory: reopened, segment: 1, size: 0, bytesSinceSnapshot: 0, policy: .never, metrics: Metrics(),
+            logger: Logger(level: .critical))
+        #expect(readWholeFile(reopened.segmentPath(1)) == JournalFormat.header)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: path).sorted() == [
+                "LOCK", "journal-00000000000000000001.log",
+            ])
+    }
+
     /// Every segment after a snapshot deleted: the snapshot's own segment, made before it was written, is missing,
     /// and recovery refuses to start without the mutations that followed (it started silently from the snapshot).
     /// An empty file in its place is the operator's way to start from the snapshot alone.
@@ -244,6 +275,13 @@ import Testing
         }
         #expect(FileManager.default.createFile(atPath: directory.segmentPath(3), contents: Data()))
         #expect(Self.items(try recover()) == ["a"])
+        // Cut inside its header rather than emptied, it is damage, not that way.
+        #expect(FileManager.default.createFile(atPath: directory.segmentPath(3), contents: Data([0x43, 0x53])))
+        #expect {
+            _ = try recover()
+        } throws: { error in
+            "\(error)".contains("ends inside its header (2 bytes)")
+        }
     }
 
     /// A snapshot or segment that is there but cannot be read stops recovery with the reason: a snapshot with the

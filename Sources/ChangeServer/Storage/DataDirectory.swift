@@ -23,6 +23,10 @@ final class DataDirectory: Sendable {
         // A snapshot being written when the last process stopped: never renamed into place, so never read, and
         // its size (the data's) may be the room a full disk lacks.
         unlink(directory.temporarySnapshotPath)
+        // Likewise a segment being made (`FileJournal.openSegment`): never renamed into place, so never written.
+        if let numbers = try? directory.segments(suffix: ".log.tmp") {
+            for number in numbers { unlink(directory.temporarySegmentPath(number)) }
+        }
         return directory
     }
 
@@ -74,9 +78,13 @@ final class DataDirectory: Sendable {
         return path + "/journal-" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".log"
     }
 
-    /// The numbers of the journal segments present, in order. A directory that cannot be listed must not pass
-    /// for an empty one: recovery would start an empty journal over the segments it could not see.
-    func segments() throws(FileReadFailure) -> [UInt64] {
+    /// Where segment `number` is made before it is renamed into place.
+    func temporarySegmentPath(_ number: UInt64) -> String { segmentPath(number) + ".tmp" }
+
+    /// The numbers of the journal segments present, in order (or of the files named as segments are but ending in
+    /// `suffix`). A directory that cannot be listed must not pass for an empty one: recovery would start an empty
+    /// journal over the segments it could not see.
+    func segments(suffix: String = ".log") throws(FileReadFailure) -> [UInt64] {
         guard let directory = opendir(path) else { throw FileReadFailure(errno: errno) }
         defer { closedir(directory) }
         var numbers: [UInt64] = []
@@ -89,8 +97,8 @@ final class DataDirectory: Sendable {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard name.hasPrefix("journal-"), name.hasSuffix(".log"),
-                let number = UInt64(name.dropFirst(8).dropLast(4))
+            guard name.hasPrefix("journal-"), name.hasSuffix(suffix),
+                let number = UInt64(name.dropFirst(8).dropLast(suffix.utf8.count))
             else { continue }
             numbers.append(number)
         }

@@ -114,34 +114,42 @@ final class FileJournal: Journal, @unchecked Sendable {
         }
     }
 
+    /// Opens segment `number` at `size`, or, when `size` is 0, makes it: its header is written and synced under
+    /// another name (`journal-….log.tmp`), then renamed into place, so that a segment is never seen without its
+    /// whole header, and recovery can take one that ends inside it for what it is, a file cut short.
     private static func openSegment(_ directory: DataDirectory, _ number: UInt64, size: Int) throws(StartupError)
         -> Segment
     {
         let path = directory.segmentPath(number)
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw StartupError("cannot open the journal \(path): \(String(cString: strerror(errno)))")
-        }
-        let segment = Segment(number: number, descriptor: descriptor, size: size)
-        // What recovery read may have been in the kernel's cache only (a process that stopped with `--fsync
-        // interval`): synced before a mark may say it is on disk.
-        if size > 0 && fdatasync(descriptor) != 0 {
-            throw StartupError("cannot sync the journal \(path): \(String(cString: strerror(errno)))")
-        }
-        if size == 0 {
-            // A segment left without its header would stand after the current one and keep the current one's
-            // torn tail from being cut at the next start: it is removed.
-            guard ftruncate(descriptor, 0) == 0, writeAll(descriptor, JournalFormat.header, at: 0),
-                fdatasync(descriptor) == 0
-            else {
-                let reason = String(cString: strerror(errno))
-                unlink(path)
-                directory.syncDirectory()
-                throw StartupError("cannot write the journal \(path): \(reason)")
+        guard size == 0 else {
+            let descriptor = open(path, O_RDWR | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                throw StartupError("cannot open the journal \(path): \(String(cString: strerror(errno)))")
             }
-            segment.size = JournalFormat.headerSize
-            directory.syncDirectory()
+            // What recovery read may have been in the kernel's cache only (a process that stopped with `--fsync
+            // interval`): synced before a mark may say it is on disk.
+            guard fdatasync(descriptor) == 0 else {
+                let reason = String(cString: strerror(errno))
+                Glibc.close(descriptor)
+                throw StartupError("cannot sync the journal \(path): \(reason)")
+            }
+            return Segment(number: number, descriptor: descriptor, size: size)
         }
+        let temporary = directory.temporarySegmentPath(number)
+        let descriptor = open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw StartupError("cannot create the journal \(temporary): \(String(cString: strerror(errno)))")
+        }
+        guard writeAll(descriptor, JournalFormat.header, at: 0), fdatasync(descriptor) == 0,
+            rename(temporary, path) == 0
+        else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(descriptor)
+            unlink(temporary)
+            throw StartupError("cannot write the journal \(path): \(reason)")
+        }
+        directory.syncDirectory()
+        let segment = Segment(number: number, descriptor: descriptor, size: JournalFormat.headerSize)
         return segment
     }
 

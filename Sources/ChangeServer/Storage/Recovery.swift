@@ -98,7 +98,8 @@ enum Recovery {
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
             let (count, size, version) = try replay(
-                directory, number, isLast: isLast, executor: executor, logger: logger)
+                directory, number, isLast: isLast, afterSnapshot: hasSnapshot && index == 0, executor: executor,
+                logger: logger)
             records += count
             bytesRead += size
             position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
@@ -131,7 +132,8 @@ enum Recovery {
     ///   otherwise it lies in what was being written when the machine stopped, never synced, so never
     ///   acknowledged, and a sync over zeros may have kept a later sector of it and lost an earlier one.
     private static func replay(
-        _ directory: DataDirectory, _ number: UInt64, isLast: Bool, executor: Executor, logger: Logger
+        _ directory: DataDirectory, _ number: UInt64, isLast: Bool, afterSnapshot: Bool, executor: Executor,
+        logger: Logger
     ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
         let path = directory.segmentPath(number)
         let bytes: [UInt8]
@@ -140,10 +142,22 @@ enum Recovery {
         } catch {
             throw StartupError("cannot read the journal \(path): \(error)")
         }
-        guard bytes.count >= JournalFormat.headerSize else {
-            guard isLast else { throw StartupError("the journal \(path) has no header") }
-            logger.warning("the journal \(path) ends inside its header (\(bytes.count) bytes): starting it anew")
+        // A segment that ends inside its header after a written one was removed (`dropEmptyTail`): one here is the
+        // journal's first. This build makes a segment whole before it is named (`FileJournal.openSegment`), so
+        // it was cut short since, and whatever it held is gone: starting it anew served an empty store as if
+        // nothing had been written. (Builds before 2026-12-06 could leave one by a crash during their very
+        // first start, before any write was taken.) An empty file after a snapshot is the operator's way to
+        // start from the snapshot alone, which the message of a missing segment gives.
+        if bytes.isEmpty && isLast && afterSnapshot {
+            logger.warning("the journal \(path) is empty: starting it anew after the snapshot")
             return (0, 0, JournalFormat.version)
+        }
+        guard bytes.count >= JournalFormat.headerSize else {
+            throw StartupError(
+                "the journal \(path) ends inside its header (\(bytes.count) bytes): it was cut short, and the "
+                    + "mutations it held are lost; refusing to start on wrong data. Restore the data directory from "
+                    + "a backup, or, if this server never took a write (a crash during its very first start), "
+                    + "remove the file")
         }
         guard let version = JournalFormat.version(ofHeader: bytes[...]) else {
             if let newer = JournalFormat.newerVersion(ofHeader: bytes[...]) {
