@@ -180,8 +180,9 @@ struct Config: Sendable {
             guard let value = environment[variable] else { continue }
             if name == "cors-origin" {
                 // An empty item is refused, as an empty flag is: `""` or `a,,b` would otherwise allow less than meant.
+                // Spaces around an item are not part of it (`https://a.com, https://b.com`).
                 for origin in value.split(separator: ",", omittingEmptySubsequences: false) {
-                    try config.set(name, String(origin), from: variable)
+                    try config.set(name, String(origin).trimmingSpaces(), from: variable)
                 }
             } else {
                 try config.set(name, value, from: variable)
@@ -233,7 +234,8 @@ struct Config: Sendable {
 
     private mutating func set(_ name: String, _ value: String, from source: String) throws(UsageError) {
         func integer(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
-            guard let number = Int(value), range.contains(number) else {
+            // Decimal digits alone (a `-` for a negative number): `Int` also takes `+5`.
+            guard !value.hasPrefix("+"), let number = Int(value), range.contains(number) else {
                 throw UsageError(
                     description:
                         "\(source) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")

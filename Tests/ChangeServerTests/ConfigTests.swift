@@ -144,7 +144,11 @@ import Testing
                 try Config.parse(arguments: ["--cors-origin", bad], environment: [:]).config
             }
         }
-        for variable in ["", ",", "https://a,,https://b", "https://a/"] {
+        let spaced = try Config.parse(
+            arguments: [], environment: ["CHANGESERVER_CORS_ORIGIN": "https://a.com, https://b.com ,http://c"]
+        ).config
+        #expect(spaced?.corsOrigins == ["https://a.com", "https://b.com", "http://c"])
+        for variable in ["", ",", "https://a,,https://b", "https://a/", "https://a, ,https://b"] {
             #expect(throws: Config.UsageError.self, "\(variable)") {
                 try Config.parse(arguments: [], environment: ["CHANGESERVER_CORS_ORIGIN": variable]).config
             }
@@ -170,7 +174,7 @@ import Testing
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
         ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"], ["--body-timeout", "0"],
         ["--body-timeout", "121"], ["--max-views", "0"], ["--header-timeout", "0"], ["--header-timeout", "121"],
-        ["--max-held-polls", "0"], ["--postgres-timeout", "0"], ["--postgres-timeout", "3601"],
+        ["--max-held-polls", "0"], ["--postgres-timeout", "0"], ["--postgres-timeout", "3601"], ["--history", "+5"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {
         #expect(throws: Config.UsageError.self) { try Config.parse(arguments: arguments, environment: [:]).config }
