@@ -75,7 +75,10 @@ final class App: Sendable {
     func shutDown() {
         guard state.compareExchange(expected: .serving, desired: .draining, ordering: .acquiringAndReleasing).exchanged
         else { return }
-        logger.log(.notice, "shutting down: answering \(metrics.heldPolls) held polls with 503")
+        logger.log(
+            .notice,
+            "shutting down: answering \(metrics.heldPolls) held polls with 503 and ending \(metrics.openStreams) "
+                + "event streams (their clients reconnect from their last event)")
         for worker in workers {
             worker.post {
                 worker.feed.shutDown()
