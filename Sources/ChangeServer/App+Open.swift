@@ -13,6 +13,7 @@ extension App {
         let registry = Registry()
         let views = ViewRegistry()
         let directory = try DataDirectory.open(config.dataDirectory)
+        if directory.wasCreated { logger.log(.notice, "created --data-dir \(directory.path): it did not exist") }
         let executor = Executor(registry: registry, views: views, limits: config.historyLimits)
         let position = try Recovery.run(directory, executor: executor, logger: logger)
         let journal = try FileJournal(

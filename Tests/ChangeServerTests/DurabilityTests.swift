@@ -244,6 +244,22 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: data).sorted() == files)
     }
 
+    /// A `--data-dir` that did not exist is made, parents and all, and the log says so: a typo in it starts an
+    /// empty store. One that exists is not announced.
+    @Test func aDataDirectoryMadeAtStartIsLogged() throws {
+        let folder = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let data = folder + "/no/such/data"
+        do {
+            let server = try ServerProcess(["--log-level", "notice"], dataDirectory: data)
+            #expect(server.stop() == 0)
+            #expect(server.log.contains("created --data-dir \(data): it did not exist"), "\(server.log)")
+        }
+        let again = try ServerProcess(["--log-level", "notice"], dataDirectory: data)
+        #expect(again.stop() == 0)
+        #expect(!again.log.contains("created --data-dir"), "\(again.log)")
+    }
+
     @Test func secondServerOnTheSameDirectoryIsRefused() throws {
         let first = try ServerProcess()
         let second = Process()

@@ -4,10 +4,15 @@ import Glibc
 /// `flock` so that a second server on the same directory is refused. The lock is held while this object lives.
 final class DataDirectory: Sendable {
     let path: String
+    /// Whether it did not exist and was made (with any missing parents): worth a line of the log, since a typo in
+    /// `--data-dir` starts an empty store.
+    let wasCreated: Bool
     private let lockDescriptor: Int32
 
     /// Creates the directory if needed and takes its lock.
     static func open(_ path: String) throws(StartupError) -> DataDirectory {
+        var info = stat()
+        let existed = stat(path, &info) == 0
         try makeDirectories(path)
         let lockPath = path + "/LOCK"
         let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
@@ -18,7 +23,7 @@ final class DataDirectory: Sendable {
             close(descriptor)
             throw StartupError("another ChangeServer is using --data-dir \(path) (its LOCK file is held)")
         }
-        let directory = DataDirectory(path: path, lockDescriptor: descriptor)
+        let directory = DataDirectory(path: path, wasCreated: !existed, lockDescriptor: descriptor)
         try directory.checkFilesCanBeCreated()
         // A snapshot being written when the last process stopped: never renamed into place, so never read, and
         // its size (the data's) may be the room a full disk lacks.
@@ -49,8 +54,9 @@ final class DataDirectory: Sendable {
         }
     }
 
-    private init(path: String, lockDescriptor: Int32) {
+    private init(path: String, wasCreated: Bool, lockDescriptor: Int32) {
         self.path = path
+        self.wasCreated = wasCreated
         self.lockDescriptor = lockDescriptor
     }
 
