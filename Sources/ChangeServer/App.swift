@@ -70,8 +70,8 @@ final class App: Sendable {
         state.store(.serving, ordering: .releasing)
     }
 
-    /// Answers held polls with `503`, makes pending mutations durable and answers them, and stops accepting
-    /// connections. Callable from any thread, once.
+    /// Answers held polls with `503`, ends event streams (their clients reconnect from their last event), makes
+    /// pending mutations durable and answers them, and stops accepting connections. Callable from any thread, once.
     func shutDown() {
         guard state.compareExchange(expected: .serving, desired: .draining, ordering: .acquiringAndReleasing).exchanged
         else { return }
@@ -316,12 +316,15 @@ final class App: Sendable {
             throw .unsupportedMediaType(contentType, isForm: mediaType == "application/x-www-form-urlencoded")
         }
         // JSON is UTF-8 (RFC 8259 §8.1): a body said to be in another charset would be read as UTF-8 regardless.
+        // US-ASCII is UTF-8's subset, and some clients label JSON so.
         for parameter in parts.dropFirst() {
-            let pair = parameter.split(separator: "=", maxSplits: 1).map { String($0).trimmingSpaces() }
+            let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
+                String($0).trimmingSpaces()
+            }
             guard pair.count == 2, pair[0].lowercased() == "charset" else { continue }
             let quoted = pair[1].count >= 2 && pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"")
             let charset = (quoted ? String(pair[1].dropFirst().dropLast()) : pair[1]).lowercased()
-            guard charset == "utf-8" || charset == "utf8" else { throw .unsupportedCharset(contentType) }
+            guard ["utf-8", "utf8", "us-ascii"].contains(charset) else { throw .unsupportedCharset(contentType) }
         }
     }
 }

@@ -112,7 +112,7 @@ struct Config: Sendable {
           --write-token TOKEN    mutations need "Authorization: Bearer TOKEN"; it also allows reads [CHANGESERVER_WRITE_TOKEN]
           --read-token TOKEN     reads need "Authorization: Bearer TOKEN" (or the write token); without --write-token,
                                  writes need it too [CHANGESERVER_READ_TOKEN]
-          --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated]
+          --cors-origin ORIGIN   an origin allowed to call from a browser; repeatable [CHANGESERVER_CORS_ORIGIN, comma-separated, spaces ignored]
           --max-held-polls N     long polls and event streams held at once, at least 1; more get 429 (default 20000) [CHANGESERVER_MAX_HELD_POLLS]
           --max-connections N    open connections at once (default 30000) [CHANGESERVER_MAX_CONNECTIONS]
           --connection-memory N  bytes per connection for request and response headers; larger headers get 431

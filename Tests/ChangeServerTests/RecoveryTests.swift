@@ -251,6 +251,22 @@ import Testing
             ])
     }
 
+    /// A leftover that holds more than a header was renamed and written, its rename lost (the directory's sync
+    /// failed, then a crash): it may hold acknowledged records, so the start is refused and the file kept.
+    @Test func aLeftoverThatHoldsRecordsStopsTheStart() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let leftover = try DataDirectory.open(path).temporarySegmentPath(2)
+        let (journal, _) = Self.journal(Self.records)
+        #expect(FileManager.default.createFile(atPath: leftover, contents: Data(journal)))
+        #expect {
+            _ = try DataDirectory.open(path)
+        } throws: { error in
+            "\(error)".contains("holds more than a segment's header")
+        }
+        #expect(readWholeFile(leftover) == journal)
+    }
+
     /// Every segment after a snapshot deleted: the snapshot's own segment, made before it was written, is missing,
     /// and recovery refuses to start without the mutations that followed (it started silently from the snapshot).
     /// An empty file in its place is the operator's way to start from the snapshot alone.

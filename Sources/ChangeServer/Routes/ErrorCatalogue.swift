@@ -40,7 +40,9 @@ extension HTTPError {
     }
 
     static func unsupportedCharset(_ contentType: String) -> HTTPError {
-        HTTPError(.unsupportedMediaType, "Bodies are JSON in UTF-8: send charset=utf-8 or none, not \(contentType).")
+        HTTPError(
+            .unsupportedMediaType,
+            "Bodies are JSON in UTF-8: send charset=utf-8 (or us-ascii) or none, not \(contentType).")
     }
 
     static let conflictingContentTypes = HTTPError(

@@ -28,11 +28,32 @@ final class DataDirectory: Sendable {
         // A snapshot being written when the last process stopped: never renamed into place, so never read, and
         // its size (the data's) may be the room a full disk lacks.
         unlink(directory.temporarySnapshotPath)
-        // Likewise a segment being made (`FileJournal.openSegment`): never renamed into place, so never written.
-        if let numbers = try? directory.segments(suffix: ".log.tmp") {
-            for number in numbers { unlink(directory.temporarySegmentPath(number)) }
-        }
+        try directory.removeSegmentsBeingMade()
         return directory
+    }
+
+    /// Removes the segments a stop left being made (`FileJournal.openSegment`): never renamed into place, so
+    /// never written, they hold a header at most. One that holds more was renamed, and written, but the rename was
+    /// lost with the directory's sync (a crash right after it failed): its records may have been acknowledged, so
+    /// the start is refused rather than remove it.
+    private func removeSegmentsBeingMade() throws(StartupError) {
+        let numbers: [UInt64]
+        do throws(FileReadFailure) {
+            numbers = try segments(suffix: ".log.tmp")
+        } catch {
+            throw StartupError("cannot list the data directory \(path): \(error)")
+        }
+        for number in numbers {
+            let temporary = temporarySegmentPath(number)
+            var info = stat()
+            guard lstat(temporary, &info) == 0, info.st_size <= JournalFormat.headerSize else {
+                throw StartupError(
+                    "\(temporary) holds more than a segment's header: it may hold acknowledged records under the name "
+                        + "a segment is made with; rename it to \(segmentPath(number)) if that is missing, or move it "
+                        + "away")
+            }
+            unlink(temporary)
+        }
     }
 
     /// The journal starts new segments and snapshots are written beside it: a directory whose files could be
@@ -40,7 +61,9 @@ final class DataDirectory: Sendable {
     /// every compaction, once a second, while the journal grew with no bound and `/healthz` said `ok`.
     private func checkFilesCanBeCreated() throws(StartupError) {
         let probe = path + "/.write-check"
-        let descriptor = Glibc.open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // A leftover of a stop between the two steps goes first; the probe never follows a link.
+        unlink(probe)
+        let descriptor = Glibc.open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             throw StartupError(
                 "cannot create files in --data-dir \(path) (new journal segments and snapshots go there): "
@@ -111,12 +134,13 @@ final class DataDirectory: Sendable {
         return numbers.sorted()
     }
 
-    /// Makes renames and new files in the directory durable.
-    func syncDirectory() {
+    /// Makes renames and new files in the directory durable; false (`errno` set) when it could not.
+    @discardableResult
+    func syncDirectory() -> Bool {
         let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return fsync(descriptor) == 0
     }
 }
 

@@ -148,9 +148,14 @@ final class FileJournal: Journal, @unchecked Sendable {
             unlink(temporary)
             throw StartupError("cannot write the journal \(path): \(reason)")
         }
-        directory.syncDirectory()
-        let segment = Segment(number: number, descriptor: descriptor, size: JournalFormat.headerSize)
-        return segment
+        // Records go into the segment only once its name is durable: were the rename lost, they would stand in
+        // a file that the next start takes for a segment left being made.
+        guard directory.syncDirectory() else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(descriptor)
+            throw StartupError("cannot sync the data directory after making the journal \(path): \(reason)")
+        }
+        return Segment(number: number, descriptor: descriptor, size: JournalFormat.headerSize)
     }
 
     // MARK: Journal

@@ -145,19 +145,22 @@ enum Recovery {
         // A segment that ends inside its header after a written one was removed (`dropEmptyTail`): one here is the
         // journal's first. This build makes a segment whole before it is named (`FileJournal.openSegment`), so
         // it was cut short since, and whatever it held is gone: starting it anew served an empty store as if
-        // nothing had been written. (Builds before 2026-12-06 could leave one by a crash during their very
-        // first start, before any write was taken.) An empty file after a snapshot is the operator's way to
-        // start from the snapshot alone, which the message of a missing segment gives.
+        // nothing had been written. (Builds before 23a8f5a could leave one by a crash during their very first
+        // start, before any write was taken.) An empty file after a snapshot is the operator's way to start from
+        // the snapshot alone, which the message of a missing segment gives.
         if bytes.isEmpty && isLast && afterSnapshot {
             logger.warning("the journal \(path) is empty: starting it anew after the snapshot")
             return (0, 0, JournalFormat.version)
         }
         guard bytes.count >= JournalFormat.headerSize else {
+            let way =
+                afterSnapshot
+                ? "or, to start from the snapshot alone, empty it (truncate -s 0 \(path))"
+                : "or, if this server never took a write (a crash during its very first start), remove the file"
             throw StartupError(
                 "the journal \(path) ends inside its header (\(bytes.count) bytes): it was cut short, and the "
                     + "mutations it held are lost; refusing to start on wrong data. Restore the data directory from "
-                    + "a backup, or, if this server never took a write (a crash during its very first start), "
-                    + "remove the file")
+                    + "a backup, \(way)")
         }
         guard let version = JournalFormat.version(ofHeader: bytes[...]) else {
             if let newer = JournalFormat.newerVersion(ofHeader: bytes[...]) {

@@ -128,12 +128,12 @@ import Testing
         #expect(gzip.status == 415 && gzip.errorCode == "unsupported_media_type" && gzip.text.contains("gzip"))
         #expect(server.send("GET", "/v1/collections/x").status == 404)
         // JSON is UTF-8: another charset is refused rather than read as UTF-8 regardless.
-        for charset in ["latin1", "\"utf-16\"", "ISO-8859-1"] {
+        for charset in ["latin1", "\"utf-16\"", "ISO-8859-1", ""] {
             let other = server.send(
                 "PUT", "/v1/collections/x", body: #"{"sections": []}"#,
                 headers: [("Content-Type", "application/json; charset=\(charset)")])
             #expect(other.status == 415 && other.errorCode == "unsupported_media_type", "\(charset)")
-            #expect(other.text.contains("charset=utf-8 or none"))
+            #expect(other.text.contains("send charset=utf-8 (or us-ascii) or none"))
         }
         // Two different Content-Types: which one the sender meant is unknown.
         let two = server.send(
@@ -148,6 +148,10 @@ import Testing
                 ("Content-Type", "Application/JSON ; Charset=\"UTF-8\""),
             ])
         #expect(identity.status == 201)
+        let ascii = server.send(
+            "PUT", "/v1/collections/y", body: #"{"sections": []}"#,
+            headers: [("Content-Type", "application/json; charset=US-ASCII")])
+        #expect(ascii.status == 201)
         let unknownOp = server.send(
             "POST", "/v1/collections/inbox/mutations", body: #"{"ops": [{"op": "frobnicate"}]}"#)
         #expect(unknownOp.status == 400)

@@ -1,16 +1,23 @@
-/// Capped, jittered exponential backoff for reconnecting: 50 ms doubling up to 2 s, each wait drawn at random
+/// Capped, jittered exponential backoff (for reconnecting: 50 ms doubling up to 2 s), each wait drawn at random
 /// between half and all of it, so that servers that lost the database together do not reconnect in step.
-struct Backoff {
-    static let first = 50
-    static let cap = 2000
-    private var current = Backoff.first
+struct Backoff: Sendable {
+    /// The first wait, and the longest, in milliseconds: a reconnection's by default.
+    let first: Int
+    let cap: Int
+    private var current: Int
+
+    init(first: Int = 50, cap: Int = 2000) {
+        self.first = first
+        self.cap = cap
+        current = first
+    }
 
     /// The next wait in milliseconds.
     mutating func next() -> Int {
         let wait = Int.random(in: (current / 2)...current)
-        current = min(current * 2, Self.cap)
+        current = min(current * 2, cap)
         return wait
     }
 
-    mutating func reset() { current = Self.first }
+    mutating func reset() { current = first }
 }

@@ -116,26 +116,36 @@ extension PostgresJournal {
 
     /// Deletes, after `purgeDelay`, the records of each deleted collection up to the given sequence, where a stored
     /// snapshot covers them (a collection of that name written since keeps its later records). A purge that fails
-    /// (the database unreachable) is tried again after `purgeRetry` or `purgeDelay`, whichever is longer, until the
-    /// journal closes: put off until the next start, a fleet that seldom restarts kept the rows for good. Purging
-    /// twice is harmless.
-    func purgeLater(_ deleted: [String: Int64], after delay: Int64? = nil) {
+    /// (the database unreachable) is tried again, about 10 s later, then less and less often, up to every 5 min,
+    /// until it succeeds or the journal closes: put off until the next start, a fleet that seldom restarts kept
+    /// the rows for good. Its first failure is a warning and its success a notice; the tries between are logged at
+    /// `info`. Purging twice is harmless.
+    func purgeLater(
+        _ deleted: [String: Int64], after delay: Int64? = nil, retrying backoff: Backoff = PostgresJournal.purgeBackoff,
+        failures: Int = 0
+    ) {
         guard !deleted.isEmpty else { return }
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(delay ?? purgeDelay))) { [self] in
             housekeeper.run { [self] connection throws(StorageError) in
                 for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) {
                     try connection.execute(PostgresSchema.purge, [.text(name), .int64(seq)])
-                    logger.info("records of the deleted collection \(name) up to \(seq) purged")
+                    logger.log(
+                        failures == 0 ? .info : .notice,
+                        "records of the deleted collection \(name) up to \(seq) purged"
+                            + (failures == 0 ? "" : " (after \(failures) failed tries)"))
                 }
             } failed: { [self] error in
-                let retry = max(purgeDelay, Self.purgeRetry)
-                logger.warning(
-                    "purging the records of deleted collections failed (\(error)); tried again in \(retry / 1000) s")
-                purgeLater(deleted, after: retry)
+                var backoff = backoff
+                let retry = backoff.next()
+                logger.log(
+                    failures == 0 ? .warning : .info,
+                    "purging the records of deleted collections failed (\(error)); tried again in "
+                        + "\((retry + 999) / 1000) s")
+                purgeLater(deleted, after: Int64(retry), retrying: backoff, failures: failures + 1)
             }
         }
     }
 
-    /// Milliseconds before a failed purge is tried again, at least.
-    static let purgeRetry: Int64 = 10_000
+    /// How a failed purge is tried again: 5 to 10 s after the failure, the wait doubling up to 5 min.
+    static let purgeBackoff = Backoff(first: 10_000, cap: 300_000)
 }
