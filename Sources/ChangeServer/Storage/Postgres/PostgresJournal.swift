@@ -25,7 +25,7 @@ import Synchronization
 /// are reported not durable, and both threads reconnect with capped, jittered backoff.
 ///
 /// Its parts live in extensions, a file each (`+Writing`, `+HandingOn`, `+Snapshots`, `+Following`), so the state
-/// they share is internal rather than private; nothing outside these files touches it.
+/// they share is internal rather than private: keep every use of it inside these files (the compiler does not).
 final class PostgresJournal: Journal {
     struct Queue {
         var pending: [(collection: String, local: SequencedDelivery.Local)] = []
