@@ -150,6 +150,34 @@ static inline const char *chttpd_header_end(struct MHD_Connection *connection, c
     return info == NULL ? NULL : method + info->header_size;
 }
 
+/* Past a header line's value and the one or two NULs libmicrohttpd wrote over its CR and LF; NULL if unknown. */
+static inline const char *chttpd_after_line(const char *value, const char *end) {
+    if (value == NULL || end == NULL) return NULL;
+    const char *after = value + strlen(value);
+    for (int terminators = 0; terminators < 2 && after < end && *after == '\0'; terminators++) after++;
+    return after;
+}
+
+/* `chttpd_header_is_misread`, and whether the line before this one (which ended at `*next`, NULL for none) held a
+   NUL in its value; then `*next` is set past this line. Lines are walked in order (libmicrohttpd lists them so,
+   each name where its line starts).
+   A value that holds a NUL (RFC 9110 §5.5: refuse it, or read the NUL as a space) reads as cut at the NUL, and
+   what followed is lost: `If-None-Match: "x.1"<NUL>, *` read as `"x.1"`, and a create-only write went through. The
+   line's rest then stands between its value's end and the next line's name. */
+static inline int chttpd_header_line_is_misread(const char *key, const char *value, const char *end,
+                                                const char **next) {
+    int misread = chttpd_header_is_misread(key, value, end);
+    if (*next != NULL && key != *next) misread = 1;
+    *next = chttpd_after_line(value, end);
+    return misread;
+}
+
+/* Whether the last header line (which ended at `next`) held a NUL in its value: the blank line's NULs, or the end
+   of the header lines, follow it otherwise. */
+static inline int chttpd_last_header_line_is_misread(const char *next, const char *end) {
+    return next != NULL && end != NULL && next < end && *next != '\0';
+}
+
 /* The lines of two request headers, counted in one walk (names compared without case, as HTTP names are): a
    list header may come as several lines (RFC 9110 §5.3), and Host must come as one (RFC 9112 §3.2); and the
    header lines libmicrohttpd misread (`chttpd_header_is_misread`). */
@@ -159,7 +187,11 @@ struct chttpd_header_counts {
     const char *end;
     unsigned int lines[2];
     unsigned int misread;
+    /* Where the line after the last one seen starts: past its value and the NULs written over its CR and LF. */
+    const char *next;
 };
+
+
 
 static inline enum MHD_Result chttpd_count_headers_of(void *cls, enum MHD_ValueKind kind, const char *key,
                                                       const char *value) {
@@ -168,7 +200,7 @@ static inline enum MHD_Result chttpd_count_headers_of(void *cls, enum MHD_ValueK
     if (key == NULL) return MHD_YES;
     if (strcasecmp(key, counts->first) == 0) counts->lines[0]++;
     else if (strcasecmp(key, counts->second) == 0) counts->lines[1]++;
-    if (chttpd_header_is_misread(key, value, counts->end)) counts->misread++;
+    if (chttpd_header_line_is_misread(key, value, counts->end, &counts->next)) counts->misread++;
     return MHD_YES;
 }
 
@@ -177,8 +209,9 @@ static inline enum MHD_Result chttpd_count_headers_of(void *cls, enum MHD_ValueK
 static inline void chttpd_count_headers(struct MHD_Connection *connection, const char *method, const char *first,
                                         const char *second, unsigned int *first_lines, unsigned int *second_lines,
                                         unsigned int *misread_lines) {
-    struct chttpd_header_counts counts = {first, second, chttpd_header_end(connection, method), {0, 0}, 0};
+    struct chttpd_header_counts counts = {first, second, chttpd_header_end(connection, method), {0, 0}, 0, NULL};
     MHD_get_connection_values(connection, MHD_HEADER_KIND, chttpd_count_headers_of, &counts);
+    if (chttpd_last_header_line_is_misread(counts.next, counts.end)) counts.misread++;
     *first_lines = counts.lines[0];
     *second_lines = counts.lines[1];
     *misread_lines = counts.misread;

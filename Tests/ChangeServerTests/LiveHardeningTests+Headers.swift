@@ -143,7 +143,9 @@ extension LiveHardeningTests {
     /// stale write through; a folded `Content-Length` left the body to be read as the next request, which deleted a
     /// collection. So did a space before the colon (which §5.1 says must be refused) or at the start of the first
     /// header line, kept in the name. A fold whose line ends at the end of libmicrohttpd's first read buffer (4096
-    /// bytes with the default `--connection-memory`) is grown in place, and got through the first check.
+    /// bytes with the default `--connection-memory`) is grown in place, and got through the first check. A NUL in
+    /// a value (RFC 9110 §5.5: refuse it, or read it as a space) cut the value there: `If-None-Match: "zz.1"<NUL>, *`
+    /// read as `"zz.1"`, and the create-only `PUT` replaced the collection.
     @Test func aMisreadHeaderIs400AndChangesNothing() throws {
         let server = try ServerProcess()
         let created = try server.client.put("/v1/collections/c", ["sections": [["id": "s", "items": [["id": "a"]]]]])
@@ -165,6 +167,12 @@ extension LiveHardeningTests {
                 + length,
             "POST /v1/collections/c/mutations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 + "Content-Length\t: \(deletion.utf8.count)\r\n\r\n" + deletion,
+            // A NUL in a value: libmicrohttpd reads the value as cut there, and the condition after it was lost.
+            put + "If-None-Match: \"zz.1\"\u{0}, *\r\n" + length,
+            "PUT /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                + "Content-Length: \(body.utf8.count)\r\nIf-None-Match: \"zz.1\"\u{0}, *\r\n\r\n" + body,
+            put.replacingOccurrences(of: "application/json", with: "application/json\u{0}; charset=latin1") + length,
+            "GET /v1/collections/c HTTP/1.1\nHost: 127.0.0.1\nX-Note: a\u{0}b\n\n",
         ]
         // The fold's line ending at each byte from 3,900 to 4,120 of the request: past the first read buffer's end.
         let padded = "PUT /v1/collections/c HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Pad: "

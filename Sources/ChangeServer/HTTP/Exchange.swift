@@ -108,6 +108,8 @@ final class Exchange {
             var misread = 0
             let isHeaders: Bool
             let headerEnd: UnsafePointer<CChar>?
+            /// Where the header line after the last one seen starts (`chttpd_header_line_is_misread`).
+            var next: UnsafePointer<CChar>?
         }
         let count = MHD_get_connection_values(connection, kind, nil, nil)
         guard count > 0 else { return ([], 0) }
@@ -120,13 +122,19 @@ final class Exchange {
                     guard let context, let key else { return .YES }
                     let collector = context.assumingMemoryBound(to: Collector.self)
                     let isHeaders = collector.pointee.isHeaders
-                    if isHeaders, chttpd_header_is_misread(key, value, collector.pointee.headerEnd) != 0 {
+                    if isHeaders,
+                        chttpd_header_line_is_misread(
+                            key, value, collector.pointee.headerEnd, &collector.pointee.next) != 0
+                    {
                         collector.pointee.misread += 1
                     }
                     let name = isHeaders ? lowercasedASCII(key) : String(cString: key)
                     collector.pointee.pairs.append((name, value.map { String(cString: $0) } ?? ""))
                     return .YES
                 }, collector)
+        }
+        if collector.isHeaders, chttpd_last_header_line_is_misread(collector.next, headerEnd) != 0 {
+            collector.misread += 1
         }
         return (collector.pairs, collector.misread)
     }

@@ -80,9 +80,9 @@ extension HTTPError {
 
     static let malformedHeader = HTTPError(
         .badRequest,
-        "A header line is malformed: folded onto the next (a line that starts with a space or a tab), or a name "
-            + "with a space or another character names cannot have; send each header as 'Name: value' on one line. "
-            + "The connection is closed.")
+        "A header line is malformed: folded onto the next (a line that starts with a space or a tab), a name "
+            + "with a space or another character names cannot have, or a value holding a NUL; send each header as "
+            + "'Name: value' on one line. The connection is closed.")
 
     static func unsupportedTransferEncoding(_ coding: String) -> HTTPError {
         HTTPError(
