@@ -204,18 +204,30 @@ import Testing
         #expect(position.segment == 2 && position.size == 0)
     }
 
-    /// Segment 1 ends with a torn record; segment 2, left by a rotation that did not complete, holds nothing, a
-    /// part of its header or its header only: segment 2 goes, segment 1's tail is cut, and writing goes on there.
-    @Test(arguments: [0, 7, JournalFormat.headerSize])
-    func emptyLeftoverSegmentAfterATornTail(headerBytes: Int) throws {
+    /// Segment 1 ends with a torn record; segment 2, left by a rotation that did not complete, holds its header
+    /// only: segment 2 goes, segment 1's tail is cut, and writing goes on there.
+    @Test func emptyLeftoverSegmentAfterATornTail() throws {
         let (bytes, lastFrame) = RecoveryTests.journal(RecoveryTests.records)
         let (position, registry, _, left) = try Self.recover([
-            Array(bytes[..<(bytes.count - 5)]), Array(JournalFormat.header.prefix(headerBytes)),
+            Array(bytes[..<(bytes.count - 5)]), JournalFormat.header,
         ])
         #expect(RecoveryTests.items(registry) == ["a", "b"])
         #expect(position.segment == 1)
         #expect(position.size == lastFrame)
         #expect(left == [1: lastFrame])
+    }
+
+    /// A newest segment that holds less than its header was cut short since it was made (this build makes a
+    /// segment whole before it is named), and the records it held are lost: the start is refused, where it was
+    /// removed as "a rotation that did not complete" and the records after the last one read were dropped.
+    @Test(arguments: [0, 7])
+    func aNewestSegmentCutInsideItsHeaderStopsRecovery(headerBytes: Int) throws {
+        let (bytes, _) = RecoveryTests.journal(RecoveryTests.records)
+        #expect {
+            _ = try Self.recover([bytes, Array(JournalFormat.header.prefix(headerBytes))])
+        } throws: { error in
+            "\(error)".contains("journal-00000000000000000002.log ends inside its header: it was cut short")
+        }
     }
 
     /// With a record in segment 2, segment 1's bad tail is a corrupt record followed by valid ones: refused.

@@ -228,7 +228,7 @@ import Testing
         #expect {
             _ = try Self.recover(Array(JournalFormat.header.prefix(bytes)))
         } throws: { error in
-            "\(error)".contains("ends inside its header (\(bytes) bytes): it was cut short")
+            "\(error)".contains("ends inside its header (\(bytes) byte\(bytes == 1 ? "" : "s")): it was cut short")
         }
     }
 

@@ -98,8 +98,8 @@ enum Recovery {
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
             let (count, size, version) = try replay(
-                directory, number, isLast: isLast, afterSnapshot: hasSnapshot && index == 0, executor: executor,
-                logger: logger)
+                directory, number, isFirst: index == 0, isLast: isLast, afterSnapshot: hasSnapshot && index == 0,
+                executor: executor, logger: logger)
             records += count
             bytesRead += size
             position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
@@ -132,8 +132,8 @@ enum Recovery {
     ///   otherwise it lies in what was being written when the machine stopped, never synced, so never
     ///   acknowledged, and a sync over zeros may have kept a later sector of it and lost an earlier one.
     private static func replay(
-        _ directory: DataDirectory, _ number: UInt64, isLast: Bool, afterSnapshot: Bool, executor: Executor,
-        logger: Logger
+        _ directory: DataDirectory, _ number: UInt64, isFirst: Bool, isLast: Bool, afterSnapshot: Bool,
+        executor: Executor, logger: Logger
     ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
         let path = directory.segmentPath(number)
         let bytes: [UInt8]
@@ -142,25 +142,29 @@ enum Recovery {
         } catch {
             throw StartupError("cannot read the journal \(path): \(error)")
         }
-        // A segment that ends inside its header after a written one was removed (`dropEmptyTail`): one here is the
-        // journal's first. This build makes a segment whole before it is named (`FileJournal.openSegment`), so
-        // it was cut short since, and whatever it held is gone: starting it anew served an empty store as if
-        // nothing had been written. (Builds before 23a8f5a could leave one by a crash during their very first
-        // start, before any write was taken.) An empty file after a snapshot is the operator's way to start from
-        // the snapshot alone, which the message of a missing segment gives.
+        // A segment that ends inside its header: this build makes a segment whole before it is named
+        // (`FileJournal.openSegment`), so it was cut short since, and whatever it held is gone; starting it anew
+        // served an empty store as if nothing had been written. (A build before 23a8f5a could leave one by a crash
+        // while making it: during its very first start, or a rotation, whose leftover `dropEmptyTail` meets first.)
+        // An empty file right after a snapshot is the operator's way to start from the snapshot alone, which the
+        // message of a missing segment gives.
         if bytes.isEmpty && isLast && afterSnapshot {
             logger.warning("the journal \(path) is empty: starting it anew after the snapshot")
             return (0, 0, JournalFormat.version)
         }
         guard bytes.count >= JournalFormat.headerSize else {
             let way =
-                afterSnapshot
-                ? "or, to start from the snapshot alone, empty it (truncate -s 0 \(path))"
-                : "or, if this server never took a write (a crash during its very first start), remove the file"
+                !isLast
+                ? " (the segments after it go on from it)"
+                : afterSnapshot
+                    ? ", or, to start from the snapshot alone, empty it (truncate -s 0 \(path))"
+                    : isFirst
+                        ? ", or, if this server never took a write (a build before 23a8f5a that crashed during its "
+                            + "very first start), remove the file" : ""
             throw StartupError(
-                "the journal \(path) ends inside its header (\(bytes.count) bytes): it was cut short, and the "
-                    + "mutations it held are lost; refusing to start on wrong data. Restore the data directory from "
-                    + "a backup, \(way)")
+                "the journal \(path) ends inside its header (\(bytes.count) \(bytes.count == 1 ? "byte" : "bytes")): "
+                    + "it was cut short, and the mutations it held are lost; refusing to start on wrong data. Restore "
+                    + "the data directory from a backup\(way)")
         }
         guard let version = JournalFormat.version(ofHeader: bytes[...]) else {
             if let newer = JournalFormat.newerVersion(ofHeader: bytes[...]) {
@@ -246,6 +250,15 @@ enum Recovery {
         else { return }
         for number in segments[(written + 1)...] {
             let path = directory.segmentPath(number)
+            // A header and nothing else: a rotation that did not complete. Less than a header: this build makes a
+            // segment whole before it is named, so it was cut short since, and its records are lost.
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_size == JournalFormat.headerSize else {
+                throw StartupError(
+                    "the journal \(path) ends inside its header: it was cut short, and the mutations it held are "
+                        + "lost; refusing to start on wrong data. Restore the data directory from a backup, or, if a "
+                        + "build before 23a8f5a crashed while making it, remove the file")
+            }
             guard unlink(path) == 0 else {
                 throw StartupError("cannot remove the empty journal \(path): \(String(cString: strerror(errno)))")
             }
