@@ -215,6 +215,9 @@ final class App: Sendable {
         if currentState != .serving { throw .shuttingDown }
         try authorize(request, route)
         if request.method == "PUT" || request.method == "POST" { try checkContentType(request) }
+        // A write's conditions are read again by its route; checked here, a malformed one is refused before its
+        // body is read (and before `100 Continue`).
+        if request.method != "GET" && request.method != "HEAD" { _ = try Self.conditions(request) }
         return route
     }
 
@@ -304,12 +307,18 @@ final class App: Sendable {
         {
             throw .unsupportedContentEncoding(coding)
         }
-        // Two different values: which one the sender meant is unknown (the first had decided).
-        if request.headerLines("Content-Type") > 1, Set(request.headerValues("Content-Type")).count > 1 {
-            throw .conflictingContentTypes
+        // The usual value is accepted without splitting or lowercasing it. Every line counts: with two, the first
+        // had decided, and `application/json` then `text/plain` was read as JSON.
+        guard let contentType = request.header("Content-Type") else { return }
+        if request.headerLines("Content-Type") > 1 {
+            for line in request.headerValues("Content-Type") { try checkJSONMediaType(line) }
+        } else if contentType != "application/json" {
+            try checkJSONMediaType(contentType)
         }
-        // The usual value is accepted without splitting or lowercasing it.
-        guard let contentType = request.header("Content-Type"), contentType != "application/json" else { return }
+    }
+
+    /// Throws unless `contentType` is `application/json`, in UTF-8 if it names a charset.
+    private func checkJSONMediaType(_ contentType: String) throws(HTTPError) {
         let parts = contentType.split(separator: ";").map { String($0).trimmingSpaces() }
         let mediaType = parts.first?.lowercased()
         guard mediaType == "application/json" else {

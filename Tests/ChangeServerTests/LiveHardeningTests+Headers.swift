@@ -229,6 +229,23 @@ extension LiveHardeningTests {
 
     /// The quick way to a snapshot reads one `If-None-Match` line: a request with several takes the usual way,
     /// which reads them as one list (a later line naming the version is a `304`, as on the first).
+    /// A write's condition that names no version is refused from its headers: a client that waits for `100
+    /// Continue` gets the `400` instead, before it sends its body.
+    @Test func aMalformedConditionIsRefusedBeforeTheBody() throws {
+        let server = try ServerProcess()
+        #expect(try server.client.put("/v1/collections/c", ["sections": [] as [Any]]).status == 201)
+        let waiting = try HTTPConnection(port: server.port)
+        waiting.sendRequest(
+            "PUT", "/v1/collections/c",
+            headers: [
+                "Content-Type": "application/json", "Content-Length": "100", "Expect": "100-continue",
+                "If-None-Match": #""*""#,
+            ])
+        let refused = try waiting.readResponse()
+        #expect(refused.status == 400 && refused.errorCode == "bad_request", "\(refused.status) \(refused.text)")
+        #expect(refused.text.contains("If-None-Match must be * or a list of versions"))
+    }
+
     @Test func severalIfNoneMatchLinesAreReadWholeOnTheQuickWay() throws {
         let server = try ServerProcess()
         let version = try #require(

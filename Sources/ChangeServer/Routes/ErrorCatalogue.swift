@@ -45,9 +45,6 @@ extension HTTPError {
             "Bodies are JSON in UTF-8: send charset=utf-8 (or us-ascii) or none, not \(contentType).")
     }
 
-    static let conflictingContentTypes = HTTPError(
-        .badRequest, "The request has two different Content-Type headers: how to read its body is unknown.")
-
     static func unsupportedContentEncoding(_ coding: String) -> HTTPError {
         HTTPError(
             .unsupportedMediaType,
