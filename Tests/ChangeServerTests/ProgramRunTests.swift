@@ -42,8 +42,9 @@ import Testing
         #expect(ContinuousClock.now - started < .seconds(30), "waited for the time out")
         #expect(run.status == 0)
         let pid = try printedPID(run.output)
-        #expect(
-            run.leftRunning.count == 1 && run.leftRunning.first?.hasPrefix("\(pid): ") == true, "\(run.leftRunning)")
+        // The process may not have reached its `exec` yet when the run ends, and then a child of it is found too
+        // (its `ls` of its descriptors, seen in a busy CI run): the process must be among those named.
+        #expect(run.leftRunning.contains { $0.hasPrefix("\(pid): ") }, "\(run.leftRunning)")
         expectGone(pid)
     }
 
