@@ -64,7 +64,12 @@ struct EntityTags: Sendable, Equatable {
                 if rest.starts(with: "W/".utf8) { rest = rest.dropFirst(2) }
                 let isQuoted = rest.first == UInt8(ascii: "\"")
                 if isQuoted { rest = rest.dropFirst() }
-                let end = rest.firstIndex { !isVersionByte($0) } ?? rest.endIndex
+                // The tag runs to its closing quote or the list's next separator; `Version` judges its text.
+                let end =
+                    rest.firstIndex {
+                        $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: " ")
+                            || $0 == UInt8(ascii: "\t")
+                    } ?? rest.endIndex
                 guard Version.hasForm(Substring(rest[..<end])) else { return false }
                 rest = rest[end...]
                 if isQuoted {
@@ -75,17 +80,6 @@ struct EntityTags: Sendable, Equatable {
             elements += 1
             rest = rest.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
             guard rest.isEmpty || rest.first == UInt8(ascii: ",") else { return false }
-        }
-    }
-
-    /// The bytes of a version's text: an epoch's (`[A-Za-z0-9_-]`), its dot, and digits.
-    private static func isVersionByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."):
-            return true
-        default:
-            return false
         }
     }
 
