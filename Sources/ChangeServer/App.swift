@@ -300,21 +300,25 @@ final class App: Sendable {
     }
 
     private func checkContentType(_ request: Request) throws(HTTPError) {
-        // A body is never decoded: one sent compressed would be read as JSON and refused `bad_json`, which names
-        // the wrong cause (RFC 9110 §8.4: `415` for a content coding the server does not take).
-        if let coding = request.listHeader("Content-Encoding"),
-            coding.split(separator: ",").contains(where: { String($0).trimmingSpaces().lowercased() != "identity" })
-        {
-            throw .unsupportedContentEncoding(coding)
+        // One pass over the headers (names are kept lowercased), since every write comes this way; a second one
+        // only for a `Content-Type` other than the usual value, checked after the coding as before.
+        var checksMediaTypes = false
+        for header in request.headers {
+            if header.name == "content-encoding" {
+                // A body is never decoded: one sent compressed would be read as JSON and refused `bad_json`, which
+                // names the wrong cause (RFC 9110 §8.4: `415` for a content coding the server does not take).
+                let codings = header.value.split(separator: ",")
+                if codings.contains(where: { String($0).trimmingSpaces().lowercased() != "identity" }) {
+                    throw .unsupportedContentEncoding(request.listHeader("Content-Encoding") ?? header.value)
+                }
+            } else if header.name == "content-type" && header.value != "application/json" {
+                checksMediaTypes = true
+            }
         }
-        // The usual value is accepted without splitting or lowercasing it. Every line counts: with two, the first
-        // had decided, and `application/json` then `text/plain` was read as JSON.
-        guard let contentType = request.header("Content-Type") else { return }
-        if request.headerLines("Content-Type") > 1 {
-            for line in request.headerValues("Content-Type") { try checkJSONMediaType(line) }
-        } else if contentType != "application/json" {
-            try checkJSONMediaType(contentType)
-        }
+        // Every line counts: with two, the first had decided, and `application/json` then `text/plain` was read
+        // as JSON.
+        guard checksMediaTypes else { return }
+        for header in request.headers where header.name == "content-type" { try checkJSONMediaType(header.value) }
     }
 
     /// Throws unless `contentType` is `application/json`, in UTF-8 if it names a charset.

@@ -53,11 +53,6 @@ struct Request: Sendable {
         return joined
     }
 
-    /// The values of every line of a header of that name (case-insensitive), in order.
-    func headerValues(_ name: String) -> [String] {
-        headers.filter { Self.equalsLowercased($0.name, name) }.map(\.value)
-    }
-
     /// The lines of a header of that name (case-insensitive).
     func headerLines(_ name: String) -> Int {
         headers.reduce(0) { $0 + (Self.equalsLowercased($1.name, name) ? 1 : 0) }
@@ -77,9 +72,21 @@ struct Request: Sendable {
     }
 
     /// Whether a stored (lowercased) header name is `name` in any case; header names are ASCII (RFC 9110 §5.1).
-    /// Names of another length (most of them) are told apart without comparing bytes.
+    /// Names of another length (most of them) are told apart without comparing bytes, and the rest byte by byte
+    /// in their buffers: every request looks up several headers, and comparing through the views' iterators cost
+    /// a write about 2,000 instructions.
     private static func equalsLowercased(_ stored: String, _ name: String) -> Bool {
-        stored.utf8.count == name.utf8.count
-            && stored.utf8.elementsEqual(name.utf8) { $0 == ($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
+        guard stored.utf8.count == name.utf8.count else { return false }
+        var stored = stored
+        var name = name
+        return stored.withUTF8 { stored in
+            name.withUTF8 { name in
+                for index in 0..<name.count {
+                    let byte = name[index]
+                    if stored[index] != (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) { return false }
+                }
+                return true
+            }
+        }
     }
 }

@@ -128,7 +128,8 @@ enum Route: Equatable {
     private struct Segments {
         private let bytes: UnsafeBufferPointer<UInt8>
         private var inline = InlineArray<6, Range<Int>>(repeating: 0..<0)
-        /// The decoded text of segments that had escapes, by index; empty for most paths.
+        /// The decoded text of segments that had escapes, by index; empty for most paths, so it is looked in only
+        /// when it is not (`decodedText`): a lookup hashes its key even in an empty dictionary.
         private var decoded: [Int: String] = [:]
         /// Segments in the path; those past `inline.count` are checked but not kept.
         private(set) var count = 0
@@ -156,15 +157,19 @@ enum Route: Equatable {
         /// Whether segment `index` is `literal`.
         subscript(index: Int, is literal: StaticString) -> Bool {
             let literalBytes = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
-            if let text = decoded[index] { return text.utf8.elementsEqual(literalBytes) }
+            if let text = decodedText(index) { return text.utf8.elementsEqual(literalBytes) }
             let range = inline[index]
             guard let base = bytes.baseAddress, range.count == literalBytes.count else { return false }
             return memcmp(base + range.lowerBound, literal.utf8Start, range.count) == 0
         }
 
+        private func decodedText(_ index: Int) -> String? {
+            decoded.isEmpty ? nil : decoded[index]
+        }
+
         /// Segment `index` as text.
         func text(_ index: Int) -> String {
-            if let text = decoded[index] { return text }
+            if let text = decodedText(index) { return text }
             let range = inline[index]
             return String(unsafeUninitializedCapacity: range.count) { text in
                 _ = text.initialize(from: UnsafeBufferPointer(rebasing: bytes[range]))
@@ -174,7 +179,7 @@ enum Route: Equatable {
 
         /// Whether segment `index` is a valid collection or view name (`Route.isValidCollectionName`).
         func isValidName(_ index: Int) -> Bool {
-            if let text = decoded[index] { return isValidCollectionName(text) }
+            if let text = decodedText(index) { return isValidCollectionName(text) }
             return Route.isValidName(UnsafeBufferPointer(rebasing: bytes[inline[index]]))
         }
     }
