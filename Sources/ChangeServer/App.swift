@@ -289,6 +289,9 @@ final class App: Sendable {
             accepted = config.readToken.map { [$0] + (config.writeToken.map { [$0] } ?? []) } ?? []
         }
         guard !accepted.isEmpty else { return }
+        // Which of two lines is the credential would be a guess (a front may add one to the client's): the first
+        // had decided.
+        if request.headerLines("Authorization") > 1 { throw .repeatedAuthorization }
         let presented = bearerToken(request.header("Authorization"))
         if let presented, accepted.contains(where: { constantTimeEquals($0, presented) }) { return }
         throw .unauthorized(tokenPresented: presented != nil)

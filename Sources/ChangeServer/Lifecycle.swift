@@ -77,6 +77,7 @@ enum Lifecycle {
                 .notice,
                 "ChangeServer \(Release.version) listening on \(Listener.address(host: config.host, port: port)) with \(loops) event loop\(loops == 1 ? "" : "s") (\(why))"
             )
+            if let warning = config.openAccessWarning { logger.warning(warning) }
             if let disk = app.diskSpace, !disk.allowsWrites {
                 logger.warning(
                     "--data-dir has \(disk.freeBytes ?? 0) bytes free, less than the \(disk.reserve) kept for snapshots "

@@ -22,6 +22,23 @@ import Testing
         #expect(config.maxViews == 100_000 && config.maxCollections == 100_000)
     }
 
+    /// The default (every interface, no token) is warned about at start; a token or a loopback address is not.
+    @Test func aServerAnyoneMayChangeIsWarnedAbout() throws {
+        func warning(_ arguments: [String], _ environment: [String: String] = [:]) throws -> String? {
+            try #require(try Config.parse(arguments: arguments, environment: environment).config).openAccessWarning
+        }
+        #expect(try warning([])?.contains("anyone who can reach this server on 0.0.0.0") == true)
+        for host in ["::", "192.0.2.1", "example.com", "128.0.0.1", "::2", "::ffff:127.0.0.1"] {
+            #expect(try warning(["--host", host]) != nil, "\(host)")
+        }
+        for host in ["127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST", "::1", "0:0:0:0:0:0:0:1"] {
+            #expect(try warning(["--host", host]) == nil, "\(host)")
+        }
+        #expect(try warning(["--write-token", "w"]) == nil)
+        #expect(try warning(["--read-token", "r"]) == nil)
+        #expect(try warning([], ["CHANGESERVER_WRITE_TOKEN": "w"]) == nil)
+    }
+
     @Test func purgeDelayIsReadFromFlagOrVariable() throws {
         let environment = ["CHANGESERVER_PURGE_DELAY_SECONDS": "5"]
         #expect(try Config.parse(arguments: [], environment: environment).config?.purgeDelaySeconds == 5)

@@ -32,6 +32,9 @@ extension HTTPError {
         ).with(header: "WWW-Authenticate", "Bearer realm=\"changeserver\"")
     }
 
+    static let repeatedAuthorization = HTTPError(
+        .badRequest, "The request has several Authorization headers; it takes one, with one bearer token.")
+
     static func unsupportedMediaType(_ contentType: String, isForm: Bool) -> HTTPError {
         HTTPError(
             .unsupportedMediaType,

@@ -429,6 +429,25 @@ import Testing
         #expect(server.send("GET", "/healthz").status == 200)
     }
 
+    /// Two `Authorization` lines are refused wherever a token is needed, whichever of them holds it: the first
+    /// had decided. Without tokens the header means nothing and is not looked at.
+    @Test func repeatedAuthorizationIs400() throws {
+        let server = try InProcessServer(["--write-token", "w", "--read-token", "r"])
+        for lines in [["Bearer w", "Bearer x"], ["Bearer x", "Bearer w"], ["Bearer w", "Bearer w"]] {
+            let headers = lines.map { ("Authorization", $0) }
+            let write = server.send("PUT", "/v1/collections/c", body: #"{"sections": []}"#, headers: headers)
+            #expect(write.status == 400, "\(lines)")
+            #expect(write.errorCode == "bad_request")
+            #expect(server.send("GET", "/v1/collections/c", headers: headers).status == 400, "\(lines)")
+        }
+        #expect(server.send("GET", "/v1/collections/c", headers: [("Authorization", "Bearer w")]).status == 404)
+        #expect(
+            server.send("GET", "/healthz", headers: [("Authorization", "a"), ("Authorization", "b")]).status == 200)
+        let open = try InProcessServer()
+        let headers = [("Authorization", "Bearer a"), ("Authorization", "Bearer b")]
+        #expect(open.send("PUT", "/v1/collections/c", body: #"{"sections": []}"#, headers: headers).status == 201)
+    }
+
     /// API.md: a server with any token is never writable anonymously, so with only a read token writes need it.
     @Test func readTokenAloneGuardsWritesToo() throws {
         let server = try InProcessServer(["--read-token", "r"])
