@@ -153,6 +153,7 @@ final class App: Sendable {
     {
         var template = "unmatched"
         do throws(HTTPError) {
+            if let response = unmatchedPreflight(request) { return (template, .respond(response)) }
             let route: Route
             if let screened {
                 if request.method != "OPTIONS", currentState != .serving { throw .shuttingDown }
@@ -193,6 +194,7 @@ final class App: Sendable {
     /// server's state, authorization and the media type. The route when the request passed (for `handle`), the
     /// route template (for metrics) and the refusal, if any.
     func screen(_ request: Request) -> (passed: Route?, template: String, refusal: Response?) {
+        if let response = unmatchedPreflight(request) { return (nil, "unmatched", response) }
         do throws(HTTPError) {
             let route = try check(request)
             return (route, route.template, nil)
@@ -261,17 +263,37 @@ final class App: Sendable {
 
     // MARK: Cross-cutting checks
 
+    /// A CORS preflight from an allowed origin for a path no route matches, or that names an invalid collection or
+    /// view: `204`, allowing every method the API has, so that the request itself goes and the page reads its
+    /// `404` or `400`; refused, the preflight hid that answer behind the browser's "Failed to fetch". Nil for
+    /// any other request, a plain `OPTIONS` of such a path included (its `404` or `400` as before).
+    private func unmatchedPreflight(_ request: Request) -> Response? {
+        guard request.method == "OPTIONS", request.header("Access-Control-Request-Method") != nil,
+            allowedOrigin(of: request) != nil
+        else { return nil }
+        do throws(HTTPError) {
+            if try Route.match(request.path) != nil { return nil }
+        } catch {}
+        var response = Response(.noContent, headers: Self.preflightHeaders(methods: Route.allMethods))
+        if Route.isFeedPath(request.path) {
+            response.headers.append(("Cache-Control", feedCaching.cacheControl(.notStored)))
+        }
+        return response
+    }
+
+    private static func preflightHeaders(methods: [String]) -> [(name: String, value: String)] {
+        [
+            ("Access-Control-Allow-Methods", (methods + ["OPTIONS"]).joined(separator: ", ")),
+            ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match, Last-Event-ID"),
+            ("Access-Control-Max-Age", "600"),
+        ]
+    }
+
     private func preflight(_ request: Request, _ route: Route) -> Response {
         var headers: [(name: String, value: String)] = [
             ("Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
         ]
-        if allowedOrigin(of: request) != nil {
-            headers += [
-                ("Access-Control-Allow-Methods", (route.methods + ["OPTIONS"]).joined(separator: ", ")),
-                ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match, Last-Event-ID"),
-                ("Access-Control-Max-Age", "600"),
-            ]
-        }
+        if allowedOrigin(of: request) != nil { headers += Self.preflightHeaders(methods: route.methods) }
         return Response(.noContent, headers: headers)
     }
 

@@ -510,10 +510,10 @@ function noteSubscription(base, signal) {
     warnedOrigins.add(origin);
     console.warn(
         `changefeed.js: ${count} subscriptions to ${origin} are open in this page. Over plain http a browser opens ` +
-            "at most 6 connections to a host, and each subscription holds one while its poll or stream waits: from " +
-            "the 6th, writes and other requests to that host wait up to a poll's length, and a 7th stream never " +
-            "opens. Serve the server through HTTPS (HTTP/2 carries every subscription on one connection), or follow " +
-            "fewer collections per page."
+            "at most 6 connections to a host, for all its tabs together, and each subscription holds one while its " +
+            "poll or stream waits: from the 6th (other tabs' included), writes and other requests to that host wait " +
+            "up to a poll's length, and a 7th stream never opens. Serve the server through HTTPS (HTTP/2 carries " +
+            "every subscription on one connection), or follow fewer collections."
     );
 }
 
@@ -680,10 +680,16 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
              * (Re)starts the wait for the stream's next event; past it, the stream is reopened from the client's
              * version, with no status of its own: an idle collection's stream is reopened so every `silenceSeconds`
              * (a request each time, as a poll's), and one that cannot be reopened reports "retrying" as any other.
+             * A stream still waiting for its answer's headers by then (a network or a proxy that swallows
+             * requests without refusing them) reports "retrying" (reason "silence") before it is reopened: the
+             * data shown may be stale, and "live" comes back with the next stream that opens.
              */
             const watch = () => {
                 clearTimeout(silence);
                 silence = setTimeout(() => {
+                    if (source.readyState === (EventSourceClass.CONNECTING ?? 0)) {
+                        setStatus("retrying", { reason: "silence" });
+                    }
                     source.close();
                     open();
                 }, silenceSeconds * 1000);
@@ -960,7 +966,9 @@ export class WriteError extends Error {
  * Writes to the server at `baseURL`, one request of the contract each, as `{version, changes, created}` (the
  * changeset is the one every subscriber gets: a page that follows the collection shows its own writes through its
  * subscription). Nothing is retried. `conditions`: `{ifMatch: version}` (the write is refused with `412` if the
- * collection is no longer at that version), `{ifMatch: "*"}` (it exists), `{ifNoneMatch: "*"}` (create only).
+ * collection is no longer at that version; a response's `ETag` is taken too), `{ifMatch: "*"}` (it exists),
+ * `{ifNoneMatch: "*"}` (create only). A condition that is not a string (a subscription's `version` while the
+ * collection is missing is `null`) is a `TypeError`.
  * `options`: `token` (write token), `fetch`.
  *
  *   const server = writer(location.origin);
@@ -983,14 +991,26 @@ export function writer(baseURL, options = {}) {
         return `${base}/v1/${parts.map((part) => encodeURIComponent(part)).join("/")}`;
     };
 
+    /**
+     * A condition's header value: `*`, a version (a snapshot's or an answer's `version`) quoted, or an entity tag
+     * that is quoted already (a response's `ETag`, sent as it came). A subscription's `version` is `null` while the
+     * collection is missing: a condition on it names nothing, and is a `TypeError` rather than a `400`.
+     */
+    const condition = (name, value) => {
+        if (typeof value !== "string" || value === "") {
+            throw new TypeError(`${name} must be a version, an ETag or "*", not ${JSON.stringify(value) ?? value}`);
+        }
+        return value === "*" || value.startsWith('"') || value.startsWith('W/"') ? value : `"${value}"`;
+    };
+
     async function send(method, url, body, conditions = {}, expected = [200, 201]) {
         const headers = { Accept: "application/json" };
         if (body !== undefined) headers["Content-Type"] = "application/json";
         if (options.token) headers.Authorization = `Bearer ${options.token}`;
-        if (conditions.ifMatch !== undefined) {
-            headers["If-Match"] = conditions.ifMatch === "*" ? "*" : `"${conditions.ifMatch}"`;
+        if (conditions.ifMatch !== undefined) headers["If-Match"] = condition("ifMatch", conditions.ifMatch);
+        if (conditions.ifNoneMatch !== undefined) {
+            headers["If-None-Match"] = condition("ifNoneMatch", conditions.ifNoneMatch);
         }
-        if (conditions.ifNoneMatch !== undefined) headers["If-None-Match"] = conditions.ifNoneMatch;
         let response;
         let text;
         try {

@@ -45,6 +45,9 @@ enum Route: Equatable {
         }
     }
 
+    /// Every method some route takes.
+    static let allMethods = ["GET", "HEAD", "PUT", "POST", "DELETE"]
+
     /// Matches a raw (percent-encoded) path. Nil for a path that names no resource; a `400` for a malformed
     /// segment or an invalid collection name.
     static func match(_ path: String) throws(HTTPError) -> Route? {

@@ -399,6 +399,36 @@ import Testing
         #expect(Set(waits).count > 1, "\(waits)")
     }
 
+    /// A preflight from an allowed origin passes for a path that names nothing, or an invalid name, so that the
+    /// browser sends the request and the page reads its `404` or `400`; a refused preflight showed the page
+    /// "Failed to fetch" and nothing else.
+    @Test func aPreflightOfAPathThatNamesNothingPasses() throws {
+        let server = try InProcessServer(["--cors-origin", "https://app.example"])
+        let preflight = [("Origin", "https://app.example"), ("Access-Control-Request-Method", "PUT")]
+        for path in [
+            "/v1/nowhere", "/v1/collections/bad%20name!", "/v1/views/a%20b", "/v1/collections/%zz",
+            "/v1/collections/bad%20name!/changes",
+        ] {
+            let answer = server.send("OPTIONS", path, headers: preflight)
+            #expect(answer.status == 204, "\(path)")
+            #expect(answer.header("Access-Control-Allow-Methods") == "GET, HEAD, PUT, POST, DELETE, OPTIONS", "\(path)")
+            #expect(answer.header("Allow") == nil, "\(path)")
+            #expect((answer.header("Cache-Control") == "no-store") == path.hasSuffix("/changes"), "\(path)")
+        }
+        #expect(server.send("PUT", "/v1/collections/bad%20name!", body: "{}").errorCode == "invalid_name")
+        // A plain OPTIONS, a preflight from another origin, and one with no method asked, are answered as before.
+        #expect(server.send("OPTIONS", "/v1/nowhere").status == 404)
+        #expect(server.send("OPTIONS", "/v1/collections/bad%20name!").status == 400)
+        let foreign = [("Origin", "https://other.example"), ("Access-Control-Request-Method", "PUT")]
+        #expect(server.send("OPTIONS", "/v1/nowhere", headers: foreign).status == 404)
+        #expect(server.send("OPTIONS", "/v1/nowhere", headers: [("Origin", "https://app.example")]).status == 404)
+        let named = server.send("OPTIONS", "/v1/collections/x", headers: preflight)
+        #expect(named.header("Access-Control-Allow-Methods") == "GET, HEAD, PUT, DELETE, OPTIONS")
+        #expect(
+            server.app.screen(Request(method: "OPTIONS", path: "/v1/nowhere", headers: preflight)).refusal?.status
+                == .noContent)
+    }
+
     @Test func methodsAndPreflight() throws {
         let server = try InProcessServer()
         let wrong = server.send("POST", "/v1/collections")

@@ -291,6 +291,32 @@ describe("backoff", () => {
         assert.deepEqual(statuses, ["connecting", "live", "stopped"]);
     });
 
+    test("transport sse: a stream reopened after a silence that gets no answer reports retrying until one opens", async () => {
+        // A network or proxy that swallows requests without refusing them: EventSource waits for the answer's
+        // headers with no error, and the page showed "live" over stale data until the network came back.
+        const SwallowedEventSource = fakeEventSourceClass();
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onStatus: (status, detail) => statuses.push(detail?.reason ? `${status}:${detail.reason}` : status),
+        }, { transport: "sse", EventSource: SwallowedEventSource, silenceSeconds: 0.2 });
+        const [first] = SwallowedEventSource.instances;
+        first.emit("open");
+        first.emit("reset", { collection: "c", reset: true, to: "e.4", snapshot: { collection: "c", version: "e.4", sections: [S("a", "x")] } });
+        const waitFor = async (count) => {
+            const deadline = Date.now() + 3000;
+            while (SwallowedEventSource.instances.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        };
+        await waitFor(2);
+        assert.deepEqual(statuses, ["connecting", "live"], "an idle stream that was open is reopened without a status");
+        await waitFor(3);
+        assert.deepEqual(statuses, ["connecting", "live", "retrying:silence"]);
+        const third = SwallowedEventSource.instances[2];
+        assert.equal(third.url, "http://test/v1/collections/c/changes?since=e.4");
+        third.emit("open");
+        await subscription.unsubscribe();
+        assert.deepEqual(statuses, ["connecting", "live", "retrying:silence", "live", "stopped"]);
+    });
+
     test("transport sse: a stream given up after it delivered (a proxy's 502 in a restart) is opened again once a poll is answered", async () => {
         // EventSource gives a stream up for good on an HTTP error: behind nginx or Varnish, one restart of the
         // server turned every stream into long-polling for the page's life.
@@ -903,6 +929,21 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
         const stale = await refused(api.mutate("board", [{ op: "moveItem", item: "a", to: ["todo", 0] }], { ifMatch: column.version }));
         assert.equal(stale.status, 412);
         assert.equal(stale.code, "precondition_failed");
+        // A response's ETag (quoted already) names the version as the body's `version` does.
+        const tag = (await call(server.url, "GET", "/v1/collections/board")).headers.get("etag");
+        assert.equal(tag, `"${moved.version}"`);
+        const tagged = await api.upsert("board", "t", { section: "todo" }, { ifMatch: tag });
+        assert.equal(tagged.created, true);
+        assert.equal((await refused(api.upsert("board", "t", {}, { ifMatch: tag }))).status, 412);
+        assert.equal((await refused(api.upsert("board", "t", {}, { ifNoneMatch: tagged.version }))).status, 412);
+        assert.equal((await refused(api.upsert("board", "t", {}, { ifNoneMatch: `W/"${tagged.version}"` }))).status, 412);
+        assert.deepEqual((await api.deleteItem("board", "t", { ifMatch: `"${tagged.version}"` })).changes.items.deleted.map((entry) => entry.id), ["t"]);
+        // A subscription's version while the collection is missing is null: no request is sent.
+        for (const value of [null, "", 3]) {
+            await assert.rejects(api.deleteItem("board", "a", { ifMatch: value }), TypeError, String(value));
+            await assert.rejects(api.replace("board", [], { ifNoneMatch: value }), TypeError, String(value));
+        }
+        assert.equal((await call(server.url, "GET", "/v1/collections/board/items/a")).status, 200);
         const rejected = await refused(api.mutate("board", [{ op: "updateSection", section: "done", data: 1 }, { op: "deleteItems", items: ["nope"] }]));
         assert.deepEqual([rejected.status, rejected.code, rejected.op], [409, "item_not_found", 1]);
         assert.equal((await refused(api.replace("board", [], { ifNoneMatch: "*" }))).status, 412);
