@@ -6,7 +6,9 @@ import Model
 /// each event checks the mirror against a fresh snapshot (fetched through the feed itself) when that snapshot is
 /// at the mirror's version.
 ///
-///     swift run FeedFollower http://127.0.0.1:8080 inbox [--view] [--token T] [--count N]
+///     swift run FeedFollower http://127.0.0.1:8080 inbox [more names] [--view] [--token T] [--count N]
+///
+/// With several names it follows each at once, each line led by its name.
 @main
 struct FeedFollower {
     static func main() async {
@@ -20,20 +22,28 @@ struct FeedFollower {
         let count = option("--count").flatMap { Int($0) }
         let kind: FeedClient.Kind = arguments.contains("--view") ? .view : .collection
         arguments.removeAll { $0 == "--view" }
-        guard arguments.count == 2, let baseURL = URL(string: arguments[0]) else {
-            print("usage: FeedFollower BASE_URL NAME [--view] [--token T] [--count N]")
+        guard arguments.count >= 2, let baseURL = URL(string: arguments[0]) else {
+            say("usage: FeedFollower BASE_URL NAME [NAME...] [--view] [--token T] [--count N]")
             exit(2)
         }
-        let client = FeedClient(baseURL: baseURL, name: arguments[1], kind: kind, token: token)
-        do {
-            try await follow(client, count: count)
-        } catch {
-            print("stopped: \(error)")
-            exit(1)
+        let names = arguments.dropFirst()
+        await withTaskGroup(of: Void.self) { group in
+            for name in names {
+                let client = FeedClient(baseURL: baseURL, name: name, kind: kind, token: token)
+                let lead = names.count > 1 ? "\(name): " : ""
+                group.addTask {
+                    do {
+                        try await follow(client, count: count) { say(lead + $0) }
+                    } catch {
+                        say("\(lead)stopped: \(error)")
+                        exit(1)
+                    }
+                }
+            }
         }
     }
 
-    static func follow(_ client: FeedClient, count: Int?) async throws {
+    static func follow(_ client: FeedClient, count: Int?, print: (String) -> Void) async throws {
         var live = LiveCollection()
         var seen = 0
         for try await event in client.events() {
@@ -61,6 +71,11 @@ struct FeedFollower {
             seen += 1
             if let count, seen >= count { return }
         }
+    }
+
+    /// Writes a line at once, also into a pipe (`| tee`), where `print` keeps a block before writing it.
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
     /// A fresh snapshot, from a reset of the feed.

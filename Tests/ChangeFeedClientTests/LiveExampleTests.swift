@@ -67,6 +67,32 @@ struct LiveExampleTests {
         await second.stopped()
     }
 
+    /// Feeds started together in one process stay idle while their polls are held. Sharing one session on Linux,
+    /// a feed's held poll could land on a connection opened for it (another feed had taken the one its first
+    /// request opened), and the process took 0.8 of a core for the poll's 25 s (`FeedClient.sessionOfItsOwn`).
+    @Test func feedsStartedTogetherDoNotSpinWhileTheirPollsAreHeld() async throws {
+        let server = try await ServerProcess.started()
+        for name in ["a", "b", "c", "d"] {
+            try await TestHTTP(baseURL: server.baseURL).mutate("PUT", "/v1/collections/\(name)", #"{"sections":[]}"#)
+        }
+        let follower = Process()
+        follower.executableURL = ServerProcess.binary.deletingLastPathComponent().appendingPathComponent("FeedFollower")
+        follower.arguments = [server.baseURL.absoluteString, "a", "b", "c", "d"]
+        follower.standardOutput = FileHandle.nullDevice
+        try Spawning.run(follower)
+        defer {
+            kill(follower.processIdentifier, SIGKILL)
+            follower.waitUntilExit()
+        }
+        #expect(await waitUntil(timeout: 60) { await server.heldPolls() == 4 })
+        let before = try #require(Self.cpuTicks(of: follower.processIdentifier))
+        try await Task.sleep(for: .seconds(3))
+        let used = try #require(Self.cpuTicks(of: follower.processIdentifier)) - before
+        #expect(await server.heldPolls() == 4, "the polls were not held all along")
+        #expect(used < 60, "four feeds used \(used) ticks of CPU in 3 s while their polls were held")
+        await server.stopped()
+    }
+
     /// User and system CPU time of a process so far, in clock ticks (`/proc/PID/stat`).
     static func cpuTicks(of pid: Int32) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

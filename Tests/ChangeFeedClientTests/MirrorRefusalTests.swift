@@ -45,4 +45,38 @@ import Testing
         #expect(throws: FeedError.self, "\(name)") { try live.apply(.changes(changeset)) }
         #expect(live.version == nil, "a refused changeset leaves the mirror without a version")
     }
+
+    /// A changeset that fails halfway (its deletion fits, its insertion does not) leaves the content as it was: a
+    /// view still showing it asks for its rows by the old indices, and a mirror left with half the changeset
+    /// trapped on the last row.
+    @Test func aChangesetThatFailsHalfwayLeavesTheContentAsItWas() throws {
+        var live = try Self.mirror()
+        let before = live.sections
+        let halfway = [
+            ItemChanges(
+                deleted: [ItemDeletion(at: ItemPath(section: 0, item: 0), id: "a")],
+                inserted: [ItemInsertion(at: ItemPath(section: 3, item: 0), item: Item(id: "x"))]),
+            ItemChanges(
+                deleted: [ItemDeletion(at: ItemPath(section: 0, item: 0), id: "a")],
+                inserted: [ItemInsertion(at: ItemPath(section: 0, item: 0), item: Item(id: "b"))]),
+            ItemChanges(
+                inserted: [ItemInsertion(at: ItemPath(section: 0, item: 2), item: Item(id: "c"))],
+                updated: [ItemUpdate(at: ItemPath(section: 0, item: 0), item: Item(id: "z"))]),
+        ]
+        for items in halfway {
+            live = try Self.mirror()
+            let changeset = Changeset(from: Self.start, to: Self.next, items: items)
+            #expect(throws: FeedError.self) { try live.apply(.changes(changeset)) }
+            #expect(live.version == nil)
+            #expect(live.sections == before, "\(items)")
+            #expect(live.itemCount(inSection: 0) == 2)
+            #expect(live.contains(itemID: "a") && live.contains(itemID: "b"))
+            #expect(!live.contains(itemID: "c") && !live.contains(itemID: "x"))
+        }
+        // The next reset is taken as usual.
+        let sections = [Section(id: "s", items: [Item(id: "c")])]
+        try live.apply(.reset(Snapshot(name: "c", version: Self.next, sections: sections)))
+        #expect(live.sections == sections)
+        #expect(live.contains(itemID: "c") && !live.contains(itemID: "a"))
+    }
 }

@@ -57,11 +57,12 @@ public struct FeedClient: Sendable {
     ///   - token: sent as `Authorization: Bearer <token>` when the server has a read token.
     ///   - session: the session to send requests with; its own timeouts are raised by each request's. On Linux,
     ///     give one without a `URLCache` (as `defaultSession`): FoundationNetworking traps when a request is
-    ///     cancelled while it looks in the cache.
+    ///     cancelled while it looks in the cache. Nil: `defaultSession`, but on Linux a session of this client's
+    ///     own with `defaultSession`'s configuration (see `sessionOfItsOwn`).
     public init(
         baseURL: URL, name: String, kind: Kind = .collection, token: String? = nil,
         pollTimeout: Duration = .seconds(25), backoff: Backoff = Backoff(),
-        session: URLSession = FeedClient.defaultSession
+        session: URLSession? = nil
     ) {
         self.baseURL = baseURL
         self.name = name
@@ -69,7 +70,31 @@ public struct FeedClient: Sendable {
         self.token = token
         self.pollTimeout = pollTimeout
         self.backoff = backoff
-        self.transport = Transport(session: session)
+        self.transport = Transport(
+            session: session ?? (Self.sessionOfItsOwn ? Self.makeSession() : Self.defaultSession))
+    }
+
+    /// Whether a client given no session makes one of its own: on Linux. There the first request on a new
+    /// connection must be answered at once, or FoundationNetworking wakes the process without end until it is
+    /// (see `FeedEvents.Iterator.recovering`); a feed's short poll opens its connection for its held polls, but
+    /// feeds sharing a session take each other's connections, and with three feeds started together one held
+    /// poll landed on a connection opened for it: 0.8 of a core for the poll's 25 s. Apple's URLSession does not
+    /// spin, and its feeds share `defaultSession`.
+    static var sessionOfItsOwn: Bool {
+        #if canImport(FoundationNetworking)
+            true
+        #else
+            false
+        #endif
+    }
+
+    /// A session with `defaultSession`'s configuration.
+    static func makeSession() -> URLSession {
+        let configuration = URLSessionConfiguration.default
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpMaximumConnectionsPerHost = maximumFeedsPerHost
+        return URLSession(configuration: configuration)
     }
 
     /// The events of the feed, from a reset, or from `cursor` (a version the app saved with its mirror: the
@@ -88,13 +113,7 @@ public struct FeedClient: Sendable {
     /// room for `maximumFeedsPerHost` connections to a host. A feed answer is never to be read from a local cache,
     /// and on Linux a request cancelled while FoundationNetworking looks in its cache traps the process
     /// (FoundationNetworking's task registry loses the task), which a follower stopped at the wrong moment would do.
-    public static let defaultSession: URLSession = {
-        let configuration = URLSessionConfiguration.default
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpMaximumConnectionsPerHost = maximumFeedsPerHost
-        return URLSession(configuration: configuration)
-    }()
+    public static let defaultSession: URLSession = makeSession()
 
     /// Feeds of one server that `defaultSession` follows at once without delay. Over HTTP/1.1 each feed holds a
     /// connection while its poll is held; a session's default allows 6 per host (4 on iOS), and a seventh feed's
@@ -126,6 +145,21 @@ public struct FeedClient: Sendable {
     var pollSeconds: Int64 {
         min(max(pollTimeout.components.seconds, 1), Self.maximumPollTimeout.components.seconds)
     }
+
+    /// The wait before retry `attempt`: the backoff's, at least `Retry-After`. After a `429` (`busy`: the server
+    /// holds as many polls as it may, `--max-held-polls`, and answers short ones) it is at most `busyRetryCap`
+    /// (jittered) unless `Retry-After` asks more: every `429` counts as a failure, and the backoff's doubling
+    /// took a refused feed's changes, which its short polls fetch, up to the backoff's cap late (25 s measured
+    /// with the default 30 s), and its `.live` as long after the server had room again.
+    func retryDelay(attempt: Int, retryAfter: Duration?, busy: Bool) -> Duration {
+        let delay = backoff.delay(attempt: attempt, atLeast: retryAfter ?? .zero)
+        guard busy else { return delay }
+        return min(delay, max(Self.busyRetryCap * Double.random(in: 0.5...1.0), retryAfter ?? .zero))
+    }
+
+    /// The longest wait after a `429` that did not ask for more: changes come at most about this late while the
+    /// server refuses the feed's held polls.
+    static let busyRetryCap = Duration.seconds(4)
 
     /// How long the server may hold the first held poll after a `429` (`timeout=2`): if the server takes it, its
     /// answer comes within this and the feed is `.live` again, rather than when a whole poll's timeout ends.

@@ -160,7 +160,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case 408, 429, 500...599:
                 // A stopping server closes the connection, and a front may have lost its own: the poll after the
                 // wait is short (`recovering`).
-                try await wait(after: .failure, retryAfter: answer.retryAfter)
+                try await wait(after: .failure, retryAfter: answer.retryAfter, busy: answer.status == 429)
                 heldPollsRefused = answer.status == 429
                 return nil
             default:
@@ -264,7 +264,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
 
         private enum Cause { case failure, quickRepeat, goneRepeat, staleReset }
 
-        private mutating func wait(after cause: Cause, retryAfter: Duration?) async throws {
+        /// `busy`: the failure is a `429`, whose wait is capped (`FeedClient.retryDelay`).
+        private mutating func wait(after cause: Cause, retryAfter: Duration?, busy: Bool = false) async throws {
             let attempt: Int
             switch cause {
             case .failure:
@@ -279,7 +280,7 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case .staleReset:
                 attempt = staleResets
             }
-            let delay = client.backoff.delay(attempt: attempt, atLeast: retryAfter ?? .zero)
+            let delay = client.retryDelay(attempt: attempt, retryAfter: retryAfter, busy: busy)
             if cause == .failure { report(.retrying(attempt: attempt, delay: delay)) }
             try await Task.sleep(for: delay)
         }

@@ -6,7 +6,7 @@ extension LiveCollection {
     /// coordinates, rules 2 and 3, ids at their places). Sections are rebuilt (O(sections)); items are removed in
     /// ascending order of their before-batch paths (each shifted by the removals before it in its section), then
     /// inserted in ascending order of their after-batch paths, which is exactly UIKit's batch.
-    /// - Throws: `FeedError.invalidChangeset`; the mirror may then be half changed (the caller drops its version).
+    /// - Throws: `FeedError.invalidChangeset`; the mirror may then be half changed (the caller puts it back).
     mutating func applyBatch(_ changeset: Changeset) throws(FeedError) {
         let (oldToNew, roles) = try applySectionBatch(changeset.sections)
         var movedItems = [Item?](repeating: nil, count: changeset.items.moved.count)

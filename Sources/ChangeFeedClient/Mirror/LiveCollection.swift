@@ -21,8 +21,9 @@ struct MirrorSection: Hashable, Sendable {
 ///
 /// Each changeset is checked against the mirror as it is applied: every id at the place the changeset says,
 /// every index in range, no item placed in or taken from a section that is inserted, deleted or moved (rule 3),
-/// no item id twice in the collection. A changeset that fails is refused with `FeedError.invalidChangeset`,
-/// and the mirror then drops its version, so that following again starts from a reset.
+/// no item id twice in the collection. A changeset that fails is refused with `FeedError.invalidChangeset`:
+/// the mirror keeps its content as it was before that changeset and drops its version, so that following again
+/// starts from a reset.
 ///
 /// The mirror is `Codable`: save it with its version and, after a relaunch, resume the feed from `version`
 /// (the server answers with the changes since, or a reset when it no longer keeps that version).
@@ -93,7 +94,7 @@ public struct LiveCollection: Sendable {
     /// Applies one event of the feed.
     /// - Returns: what changed, for the view.
     /// - Throws: `FeedError.invalidChangeset` when the changeset does not fit the mirror (see the type's
-    ///   documentation); the mirror then has no version.
+    ///   documentation); the mirror then has its content as before the changeset, and no version.
     /// - Complexity: a reset O(n); a changeset O(e log e + c) for e entries and c chunks of the sections it
     ///   touches (about one per 64 items), whatever the mirror's size.
     @discardableResult
@@ -109,12 +110,18 @@ public struct LiveCollection: Sendable {
                     "a changeset from \(changeset.from) for a mirror at \(self.version.map { "\($0)" } ?? "no version")"
                 )
             }
+            // Kept to put back if the changeset fails halfway: a view still showing the content before it must
+            // find that content, not half of the changeset (a cell asked for by an index the mirror lost traps).
+            // Holding it costs copies of the section list and of the chunks the changeset touches, not of items.
+            let before = mirror
             do {
                 // Decoded changesets were checked already; one built by other means is checked here, as
                 // applying relies on it (sorted arrays, indices not negative).
                 try ChangesetShape.check(changeset)
                 try applyBatch(changeset)
             } catch {
+                mirror = before
+                itemIDs = Set(before.lazy.flatMap { $0.items.chunks.joined() }.map { ExactString($0.id) })
                 self.version = nil
                 throw error
             }
