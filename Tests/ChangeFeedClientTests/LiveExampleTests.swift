@@ -45,11 +45,7 @@ struct LiveExampleTests {
         let first = try await ServerProcess.started(dataDirectory: data)
         let port = first.port
         try await TestHTTP(baseURL: first.baseURL).mutate("PUT", "/v1/collections/inbox", #"{"sections":[]}"#)
-        let follower = Process()
-        follower.executableURL = ServerProcess.binary.deletingLastPathComponent().appendingPathComponent("FeedFollower")
-        follower.arguments = [first.baseURL.absoluteString, "inbox"]
-        follower.standardOutput = FileHandle.nullDevice
-        try Spawning.run(follower)
+        let follower = try Self.startedFollower([first.baseURL.absoluteString, "inbox"])
         defer {
             kill(follower.processIdentifier, SIGKILL)
             follower.waitUntilExit()
@@ -75,11 +71,7 @@ struct LiveExampleTests {
         for name in ["a", "b", "c", "d"] {
             try await TestHTTP(baseURL: server.baseURL).mutate("PUT", "/v1/collections/\(name)", #"{"sections":[]}"#)
         }
-        let follower = Process()
-        follower.executableURL = ServerProcess.binary.deletingLastPathComponent().appendingPathComponent("FeedFollower")
-        follower.arguments = [server.baseURL.absoluteString, "a", "b", "c", "d"]
-        follower.standardOutput = FileHandle.nullDevice
-        try Spawning.run(follower)
+        let follower = try Self.startedFollower([server.baseURL.absoluteString, "a", "b", "c", "d"])
         defer {
             kill(follower.processIdentifier, SIGKILL)
             follower.waitUntilExit()
@@ -91,6 +83,16 @@ struct LiveExampleTests {
         #expect(await server.heldPolls() == 4, "the polls were not held all along")
         #expect(used < 60, "four feeds used \(used) ticks of CPU in 3 s while their polls were held")
         await server.stopped()
+    }
+
+    /// `FeedFollower` running with `arguments`, its output dropped; the caller kills it.
+    static func startedFollower(_ arguments: [String]) throws -> Process {
+        let follower = Process()
+        follower.executableURL = ServerProcess.binary.deletingLastPathComponent().appendingPathComponent("FeedFollower")
+        follower.arguments = arguments
+        follower.standardOutput = FileHandle.nullDevice
+        try Spawning.run(follower)
+        return follower
     }
 
     /// User and system CPU time of a process so far, in clock ticks (`/proc/PID/stat`).
