@@ -28,9 +28,22 @@ mkdir -p "$dir/cache" "$dir/temp" "$dir/logs"
 # A socket left by an nginx that did not exit cleanly would keep the second tier from listening.
 rm -f "$dir/collapse.sock"
 dir="$(cd "$dir" && pwd)"
-# Run as root (CI, the tests), the workers would be `nobody` and could not write DIR: keep them root there.
+# Run as root (CI, the tests, a container), the workers run as `nobody`, which gets the cache and temp directories
+# (the master opens the logs and the sockets). Where `nobody` cannot reach DIR (a parent only root may enter,
+# as /root), they stay root, with a warning: nothing but this front then separates the clients from root.
 user_line=""
-[ "$(id -u)" -eq 0 ] && user_line="user root root;"
+if [ "$(id -u)" -eq 0 ]; then
+    mkdir -p "$dir/temp/body" "$dir/temp/proxy" "$dir/temp/fastcgi" "$dir/temp/uwsgi" "$dir/temp/scgi"
+    chown -R nobody:nogroup "$dir/cache" "$dir/temp"
+    # Entered, not listed: a directory made by mktemp is 0700.
+    chmod o+x "$dir"
+    if runuser -u nobody -- test -w "$dir/cache" -a -w "$dir/temp/proxy" 2>/dev/null; then
+        user_line="user nobody nogroup;"
+    else
+        echo "nginx-front.sh: nobody cannot reach $dir (a parent directory is private): workers run as root" >&2
+        user_line="user root root;"
+    fi
+fi
 
 sed -e "s|__UPSTREAM__|$upstream|g" -e "s|__LISTEN__|$listen|g" -e "s|__CACHE_DIR__|$dir/cache|g" \
     -e "s|__COLLAPSE_SOCKET__|$dir/collapse.sock|g" \

@@ -228,7 +228,7 @@ final class App: Sendable {
     private func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
         var response = Response.error(error)
         if Route.isFeedPath(request.path) {
-            response.headers += feedCaching.headers(.init(error: error.status))
+            response.headers += feedCaching.headers(.init(error: error))
         }
         return Self.markedForCaches(response, request)
     }

@@ -29,6 +29,11 @@ sub vcl_recv {
         if (req.http.Authorization) {
             return (pass);
         }
+        # Every poll that reaches the cache is answered JSON (streams were piped above), whatever its Accept says;
+        # the server's Vary: Accept (for streams) would otherwise keep one answer per Accept value: polls that
+        # differed in it alone were not collapsed, and one whose Accept differed from the first one's waited
+        # twice its hold.
+        set req.http.Accept = "application/json";
         return (hash);
     }
     return (pass);

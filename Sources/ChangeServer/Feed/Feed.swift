@@ -221,7 +221,7 @@ final class Feed {
                 ) { $0.feedChanges(kind, name: name, changes: changes, next: next) }
             case .error(let error):
                 body = Response.error(error)
-                body.headers += caching.headers(.init(error: error.status))
+                body.headers += caching.headers(.init(error: error))
             }
             send(body, to: waiters)
         }

@@ -18,7 +18,8 @@ import Model
 ///   that it replaces what the cache held for the URL: nginx keeps an entry that a `no-store` answer would have
 ///   replaced, and (with `proxy_cache_use_stale updating`) went on serving a deleted collection's last reset to
 ///   the requests that came while another refreshed it, for as long as requests came.
-/// - Other errors (`400`, `429`, `503`) and preflights: `no-store`.
+/// - Other errors (`400`, `429`, `503`), a `410` for a cursor ahead of the current version, and preflights:
+///   `no-store`.
 /// - With `--read-token`: `private, no-store` for every one of them, and nothing else changes.
 struct FeedCaching: Sendable {
     /// What a feed answer is, as far as caches are concerned.
@@ -31,9 +32,9 @@ struct FeedCaching: Sendable {
         /// Any other error, or a preflight: never stored.
         case notStored
 
-        /// The kind of an error answer of that status.
-        init(error status: HTTPStatus) {
-            self = status == .gone || status == .notFound ? .gone : .notStored
+        /// The kind of an error answer.
+        init(error: HTTPError) {
+            self = error.mayBeStored && (error.status == .gone || error.status == .notFound) ? .gone : .notStored
         }
     }
 

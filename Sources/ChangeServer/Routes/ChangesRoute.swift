@@ -27,7 +27,7 @@ extension App {
         }
         let cursor = try pollCursor(request)
         let subject = try subject()
-        if sinceIsBeyondAnyVersion { throw .cursorExpired(request.rawQuery("since") ?? "", current: subject.version) }
+        if sinceIsBeyondAnyVersion { throw .cursorAhead(request.rawQuery("since") ?? "", current: subject.version) }
         let caching = feedCaching
         let ifNoneMatch = request.listHeader("If-None-Match").map(EntityTags.init)
         guard let since else {
@@ -50,8 +50,11 @@ extension App {
         guard let changeset else {
             // With a shared database, a cursor can come from a server that applied more than this one yet: it is
             // held until this server catches up (at its timeout it gets the empty changeset), never 410.
-            guard committer.isShared, since.epoch == current.epoch, since.seq > current.seq else {
-                throw .cursorExpired(since.description, current: current)
+            let isAhead = since.epoch == current.epoch && since.seq > current.seq
+            guard committer.isShared, isAhead else {
+                throw isAhead
+                    ? .cursorAhead(since.description, current: current)
+                    : .cursorExpired(since.description, current: current)
             }
             guard timeout > 0 else { return .respond(emptyAnswer(subject, since, timeout, cursor, caching)) }
             guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }

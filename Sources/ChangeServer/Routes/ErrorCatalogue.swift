@@ -181,6 +181,15 @@ extension HTTPError {
                 + "fetch the snapshot again.", current: current.description)
     }
 
+    /// `cursorExpired` for a version ahead of the current one (of its epoch, or beyond any version). Never stored
+    /// by caches: that URL is the `next` every client polls once the collection reaches that version, and a `410`
+    /// any client could ask for before then was handed to all of them from the cache (they reset, in a loop).
+    static func cursorAhead(_ since: String, current: Version) -> HTTPError {
+        var error = cursorExpired(since, current: current)
+        error.mayBeStored = false
+        return error
+    }
+
     /// A held poll's collection or view was deleted (`410 collection_deleted` for both, as API.md says).
     static func deleted(_ kind: FeedSubjectKind, _ name: String) -> HTTPError {
         HTTPError(.collectionDeleted, "The \(kind.rawValue) '\(name)' was deleted.")

@@ -98,6 +98,9 @@ struct HTTPError: Error, Sendable {
     /// The collection's current version, for `410` on the change feed.
     var current: String?
     var headers: [(name: String, value: String)] = []
+    /// Whether a feed's answer with this error may be stored by shared caches, as its status allows
+    /// (`FeedCaching.Kind`): not when any client could make it, at a URL other clients will ask.
+    var mayBeStored = true
 
     var status: HTTPStatus { code.status }
 

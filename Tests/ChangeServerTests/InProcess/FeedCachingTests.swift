@@ -83,6 +83,26 @@ import Testing
         #expect(deleted.status == 404 && deleted.header("Cache-Control") == "public, max-age=2")
     }
 
+    /// A `410` for a version ahead of the current one is never stored: its URL is the `next` every client polls
+    /// once the collection gets there, and any client could have a cache keep a `410` for it (the clients then
+    /// reset, again and again). A `410` for a version behind, or of another epoch, is still shared briefly.
+    @Test func aCursorAheadIsRefusedWithoutBeingStored() throws {
+        let (server, text) = try server()
+        let first = try #require(Version(text))
+        let ahead = "\(first.epoch).\(first.seq + 1)"
+        for since in [ahead, "\(first.epoch).\(first.seq + 1000)", "\(first.epoch).99999999999999999999999"] {
+            let answer = server.send("GET", "/v1/collections/inbox/changes?since=\(since)&timeout=25")
+            #expect(answer.status == 410, "\(since)")
+            #expect(answer.errorCode == "cursor_expired")
+            #expect(answer.header("Cache-Control") == "no-store", "\(since)")
+        }
+        #expect(server.send("PUT", "/v1/collections/inbox/items/b", body: #"{"data": 2}"#).status == 201)
+        // Now that version is the current one: its poll is held (answered `.later`), not refused.
+        #expect(server.send("GET", "/v1/collections/inbox/changes?since=\(ahead)&timeout=25").status != 410)
+        let behind = server.send("GET", "/v1/collections/inbox/changes?since=other.1")
+        #expect(behind.status == 410 && behind.header("Cache-Control") == "public, max-age=2")
+    }
+
     @Test func withReadTokenEveryFeedAnswerIsPrivate() throws {
         let (server, first) = try server(["--read-token", "r"], token: "r")
         let auth = [("Authorization", "Bearer r")]

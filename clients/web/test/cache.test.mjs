@@ -302,3 +302,57 @@ describe("streams through nginx (deploy/nginx/changeserver.conf)", { skip: missi
         assert.ok(last.every((answer) => !answer.body.includes("secret")));
     });
 });
+
+/** What one client's request must not do to the others' polls through a cache, for each shipped front. */
+const isolation = (title, program, startFront) => describe(title, { skip: skip(program) }, () => {
+    let server;
+    let front;
+    before(async () => {
+        server = await startServer();
+        front = await startFront(server.port);
+    });
+    after(async () => {
+        await front?.stop();
+        await server?.stop();
+    });
+
+    // The server answers a version ahead of the current one 410; stored, that answer waited in the cache at the
+    // URL every client polls next, and one anonymous request per mutation made the clients reset in a loop.
+    test("a 410 asked for the next version is not handed to the clients that poll it", { timeout: 60000 }, async () => {
+        const name = `ahead-${seed()}`;
+        const head = (await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s" }] })).body.version;
+        const [epoch, seq] = [head.slice(0, head.lastIndexOf(".")), Number(head.slice(head.lastIndexOf(".") + 1))];
+        const next = `${front.url}/v1/collections/${name}/changes?since=${epoch}.${seq + 1}&timeout=2`;
+        const planted = await fetch(next);
+        assert.equal(planted.status, 410);
+        assert.equal(planted.headers.get("cache-control"), "no-store");
+        assert.equal((await call(server.url, "PUT", `/v1/collections/${name}/items/a`, { data: 1 })).status, 201);
+        const answers = await Promise.all(Array.from({ length: 10 }, () => fetch(next)));
+        assert.deepEqual(answers.map((answer) => answer.status), Array(10).fill(200));
+    });
+
+    // The server's `Vary: Accept` (a stream and a poll share a URL) made a cache keep one answer per Accept value:
+    // polls that differed in it alone were not collapsed, and a client whose Accept differed from the first
+    // one's waited for the other's answer, then held its own: twice the poll's timeout.
+    test("polls that differ only in Accept collapse into one and are answered at the hold", { timeout: 60000 }, async () => {
+        const name = `accept-${seed()}`;
+        const head = (await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s" }] })).body.version;
+        const url = `${front.url}/v1/collections/${name}/changes?since=${head}&timeout=3`;
+        const before = await originFeedRequests(server.url);
+        const started = Date.now();
+        const first = fetch(url, { headers: { Accept: "*/*" } });
+        await sleep(200);
+        const accepts = ["application/json", "application/json, text/plain, */*", "text/html,*/*;q=0.8", "*/*"];
+        const others = Array.from({ length: 12 }, (_, index) => fetch(url, { headers: { Accept: accepts[index % accepts.length] } }));
+        const answers = await Promise.all([first, ...others]);
+        const elapsed = Date.now() - started;
+        assert.deepEqual(new Set(answers.map((answer) => answer.status)), new Set([200]));
+        for (const answer of answers) assert.equal((await answer.json()).from, head);
+        assert.ok(elapsed < 5500, `answered after ${elapsed} ms, where the hold is 3 s`);
+        const reached = (await originFeedRequests(server.url)) - before;
+        assert.ok(reached <= 2, `${reached} polls reached the server`);
+    });
+});
+
+isolation("one client's requests through nginx (deploy/nginx/changeserver.conf)", "nginx", startNginx);
+isolation("one client's requests through Varnish (deploy/varnish/changeserver.vcl)", "varnishd", startVarnish);
