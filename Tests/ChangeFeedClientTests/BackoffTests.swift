@@ -18,6 +18,18 @@ import Testing
         }
     }
 
+    /// Zero (or less) for a step or for `missingRetry` would make a feed's retries spin: 10 ms is the least.
+    @Test func noWaitIsZero() {
+        let zero = Backoff(initial: .zero, maximum: .zero)
+        var client = client
+        client.missingRetry = .zero
+        for attempt in 1...5 {
+            #expect(zero.delay(attempt: attempt) >= .milliseconds(5), "attempt \(attempt)")
+            #expect(client.missingRetryDelay(atLeast: nil) >= .milliseconds(5))
+        }
+        #expect(Backoff(initial: .seconds(-1)).delay(attempt: 1) >= .milliseconds(5))
+    }
+
     /// A refused held poll (`429` at `--max-held-polls`) is retried within a few seconds however many came
     /// before: its changes come by the short polls between, and the doubling took them up to 30 s late.
     @Test func aBusyServerIsAskedAgainWithinSeconds() {

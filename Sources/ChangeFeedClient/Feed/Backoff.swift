@@ -13,11 +13,14 @@ public struct Backoff: Hashable, Sendable {
         self.maximum = maximum
     }
 
+    /// The shortest step, whatever `initial` and `maximum` say: with zero a feed's retries would spin.
+    public static let shortestStep = Duration.milliseconds(10)
+
     /// The wait before retry number `attempt` (1 for the first retry), never less than `atLeast` (a server's
     /// `Retry-After`).
     public func delay(attempt: Int, atLeast floor: Duration = .zero) -> Duration {
         let doublings = min(max(attempt - 1, 0), 30)
-        let step = min(initial * (1 << doublings), maximum)
+        let step = max(min(initial * (1 << doublings), maximum), Self.shortestStep)
         let fraction = Double.random(in: 0.5...1.0)
         return max(step * fraction, floor)
     }

@@ -123,7 +123,7 @@ public struct FeedClient: Sendable {
     /// The wait before asking again for a collection or view that is missing: `missingRetry`, jittered, at least
     /// `Retry-After`.
     func missingRetryDelay(atLeast floor: Duration?) -> Duration {
-        max(missingRetry * Double.random(in: 0.5...1.0), floor ?? .zero)
+        max(max(missingRetry, Backoff.shortestStep) * Double.random(in: 0.5...1.0), floor ?? .zero)
     }
 
     /// The longest a server holds a poll (API.md: a `timeout` above it is clamped).
