@@ -153,7 +153,8 @@ final class App: Sendable {
     {
         var template = "unmatched"
         do throws(HTTPError) {
-            if let response = unmatchedPreflight(request) { return (template, .respond(response)) }
+            // `screen` answered such a preflight already; in-process callers come here without it.
+            if screened == nil, let response = unmatchedPreflight(request) { return (template, .respond(response)) }
             let route: Route
             if let screened {
                 if request.method != "OPTIONS", currentState != .serving { throw .shuttingDown }

@@ -2,6 +2,7 @@ import ChangeFeedClient
 import Foundation
 import Model
 import ProcessSupport
+import Synchronization
 import Testing
 
 /// The client against a fake server (a local responder) for what a real server never answers: malformed or
@@ -121,6 +122,39 @@ struct LiveFakeServerTests {
         #expect(times.count == 3)
         #expect(times[1] - times[0] >= .seconds(1))
         #expect(times[2] - times[1] >= .milliseconds(10))
+    }
+
+    /// Only the server's own `429` for held polls (`too_many_polls`) has its wait capped at a few seconds: a
+    /// front's rate limit (a `429` page of its own) backs off with the doubling, or every client would keep
+    /// asking a front that limits them every 2 to 4 s.
+    @Test(arguments: [
+        (#"{"error":{"code":"too_many_polls","message":""}}"#, true),
+        ("<html>Too Many Requests</html>", false),
+    ])
+    func onlyTheServersOwn429IsRetriedWithinSeconds(body: String, isCapped: Bool) async throws {
+        let server = try FakeServer { _, _ in FakeServer.Answer(status: 429, body: body) }
+        defer { server.stop() }
+        let delays = Mutex<[Duration]>([])
+        var client = Self.client(server)
+        client.backoff = Backoff(initial: .seconds(5), maximum: .seconds(30))
+        let following = Task {
+            for try await _ in client.events(onStatus: { status in
+                if case .retrying(_, let delay) = status { delays.withLock { $0.append(delay) } }
+            }) {}
+        }
+        defer { following.cancel() }
+        // By this backoff the first wait is 2.5 to 5 s and the second 5 to 10 s; capped, each is 2 to 4 s.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while delays.withLock({ $0.count < 2 }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let waits = delays.withLock { $0 }
+        try #require(waits.count >= 2, "\(waits)")
+        if isCapped {
+            #expect(waits.prefix(2).allSatisfy { $0 >= .seconds(2) && $0 <= .seconds(4) }, "\(waits)")
+        } else {
+            #expect(waits[1] >= .seconds(5), "\(waits)")
+        }
     }
 
     @Test func aRefusalIsATypedErrorAndPollsFollowNext() async throws {

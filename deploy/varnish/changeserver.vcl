@@ -5,7 +5,8 @@ vcl 4.1;
 #
 # Identical concurrent polls wait on Varnish's waiting list for the one request that goes to the server, and are
 # all woken when its answer lands (nginx's cache lock instead re-checks every 500 ms). Answers are kept as the
-# server marks them (Cache-Control: public, max-age=60 for changes, 2 s for empty answers, resets and 410s);
+# server marks them (Cache-Control: public, max-age=60 for changes, 2 s for empty answers, resets, 404s and 410s;
+# no-store for a 410 to a version ahead of the current one, which is not even a hit-for-miss object);
 # nothing is ever served stale, since a stale empty answer would make a client poll again at once. Requests with
 # Authorization (--read-token: answers are private, no-store) and streams (Accept: text/event-stream) bypass the
 # cache; everything else is passed through. Run varnishd with the parameters that scripts/varnish-front.sh passes
@@ -48,12 +49,20 @@ sub vcl_backend_response {
     if (bereq.url ~ "^/v1/(collections|views)/[^/]+/changes(\?|$)") {
         set beresp.grace = 0s;
         set beresp.keep = 0s;
+        # A 410 for a version ahead of the current one (no-store): anyone may ask for it, at the URL every client
+        # polls once the collection gets there. As the hit-for-miss object below, it made those polls skip the
+        # waiting list for 1 s, each reaching the server; with no object at all they wait for one another.
+        if (beresp.status == 410 && beresp.http.Cache-Control ~ "(?i)no-store") {
+            set beresp.ttl = 0s;
+            set beresp.uncacheable = true;
+            return (deliver);
+        }
         # An answer not to be stored (no-store: a 429, a 503 at shutdown, every answer with --read-token) would
         # become, by Varnish's built-in rules, a hit-for-miss object for 120 s, during which identical polls of that
         # URL no longer wait for one another: each would go to the server. Kept 1 s instead: long enough that
         # requests for a URL that keeps answering so are not fed one fetch at a time from the waiting list, short
         # enough that the polls of a restarted server's clients collapse again. (A 404 of a missing collection is
-        # stored 2 s, as a 410 is.)
+        # stored 2 s, as a 410 of an old version is.)
         if (beresp.ttl <= 0s || beresp.http.Cache-Control ~ "(?i)(no-cache|no-store|private)") {
             set beresp.ttl = 1s;
             set beresp.uncacheable = true;

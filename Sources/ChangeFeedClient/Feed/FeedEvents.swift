@@ -160,7 +160,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
             case 408, 429, 500...599:
                 // A stopping server closes the connection, and a front may have lost its own: the poll after the
                 // wait is short (`recovering`).
-                try await wait(after: .failure, retryAfter: answer.retryAfter, busy: answer.status == 429)
+                // The server's own `429` for held polls is busy, not failing; a front's rate limit backs off fully.
+                let busy = answer.status == 429 && WireDecoding.serverError(answer).code == .tooManyPolls
+                try await wait(after: .failure, retryAfter: answer.retryAfter, busy: busy)
                 heldPollsRefused = answer.status == 429
                 return nil
             default:

@@ -308,7 +308,7 @@ const isolation = (title, program, startFront) => describe(title, { skip: skip(p
     let server;
     let front;
     before(async () => {
-        server = await startServer();
+        server = await startServer({ args: ["--cors-origin", "https://good.example"] });
         front = await startFront(server.port);
     });
     after(async () => {
@@ -326,9 +326,38 @@ const isolation = (title, program, startFront) => describe(title, { skip: skip(p
         const planted = await fetch(next);
         assert.equal(planted.status, 410);
         assert.equal(planted.headers.get("cache-control"), "no-store");
+        const before = await originFeedRequests(server.url);
         assert.equal((await call(server.url, "PUT", `/v1/collections/${name}/items/a`, { data: 1 })).status, 201);
         const answers = await Promise.all(Array.from({ length: 10 }, () => fetch(next)));
         assert.deepEqual(answers.map((answer) => answer.status), Array(10).fill(200));
+        // Nor does it keep them from waiting for one another (as Varnish's hit-for-miss object of it did).
+        const reached = (await originFeedRequests(server.url)) - before;
+        assert.ok(reached <= 2, `${reached} of 10 identical polls reached the server`);
+    });
+
+    // With origins named in --cors-origin an answer carries the asking origin's headers, so the cache keeps each
+    // origin's apart; a key made of the URL and the Origin end to end let a URL and an Origin of one's choosing
+    // (`…timeout=1` from `3https://good.example`) make a page's key (`…timeout=13` from `https://good.example`),
+    // and the page got an answer without its Access-Control-Allow-Origin: "Failed to fetch".
+    test("each origin gets its own answer, and no URL and Origin make another's key", { timeout: 60000 }, async () => {
+        const name = `origin-${seed()}`;
+        const head = (await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s" }] })).body.version;
+        const base = `${front.url}/v1/collections/${name}/changes?since=${head}`;
+        const planted = await fetch(`${base}&timeout=1`, { headers: { Origin: "3https://good.example" } });
+        assert.equal(planted.status, 200);
+        assert.equal(planted.headers.get("access-control-allow-origin"), null);
+        const page = fetch(`${base}&timeout=13`, { headers: { Origin: "https://good.example" } });
+        const app = fetch(`${base}&timeout=13`);
+        await sleep(300);
+        assert.equal((await call(server.url, "PUT", `/v1/collections/${name}/items/a`, { data: 1 })).status, 201);
+        const [forPage, forApp] = await Promise.all([page, app]);
+        assert.equal(forPage.headers.get("access-control-allow-origin"), "https://good.example");
+        assert.equal(forApp.headers.get("access-control-allow-origin"), null);
+        for (const answer of [forPage, forApp]) {
+            const body = await answer.json();
+            assert.equal(body.from, head);
+            assert.equal(body.changes.items.inserted.length, 1, JSON.stringify(body));
+        }
     });
 
     // The server's `Vary: Accept` (a stream and a poll share a URL) made a cache keep one answer per Accept value:
