@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"6be638cb0264e306\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"333759100dfa7efa\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"78a3e2631c6ce3fd\"", text: file3),
@@ -570,6 +570,13 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
     /** Start overs in a row (`startOverWait`), in either transport. */
     let startOvers = 0;
     const silenceSeconds = options.silenceSeconds ?? 30;
+    /**
+     * How long past a poll's hold its answer may take to begin before the status says "retrying" (reason
+     * "silence") while the poll still waits, until `silenceSeconds` give it up: a network that swallows requests
+     * showed "live" over stale data for the hold and the silence both (55 s by default), where a server answers a
+     * held poll within about a second of its hold, a cache in front within two.
+     */
+    const lateSeconds = Math.min(5, silenceSeconds / 2);
     const kind = options.kind ?? "collection";
     if (kind !== "collection" && kind !== "view") {
         throw new TypeError(`options.kind is "collection" or "view", not ${JSON.stringify(kind)}`);
@@ -631,18 +638,20 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
      * proxy that vanished silently is given up `silenceSeconds` past the hold with no answer begun, or that long
      * without a byte while the body arrives (so a large snapshot on a slow network is never cut while it flows).
      */
-    async function request(url, holdSeconds) {
+    async function request(url, holdSeconds, onLate) {
         const headers = { Accept: "application/json" };
         if (options.token) headers.Authorization = `Bearer ${options.token}`;
         const deadline = new AbortController();
         const silent = (seconds) => () =>
             deadline.abort(new Error(`nothing from the server for ${seconds} s: giving the connection up`));
         let timer = setTimeout(silent(holdSeconds + silenceSeconds), (holdSeconds + silenceSeconds) * 1000);
+        const late = onLate ? setTimeout(onLate, (holdSeconds + lateSeconds) * 1000) : null;
         const onAbort = () => deadline.abort();
         signal.addEventListener("abort", onAbort, { once: true });
         const stopWatching = page.whenHidden(() => deadline.abort(new PageHidden("the page was hidden")));
         try {
             const response = await fetchFunction(url, { headers, signal: deadline.signal, cache: "no-store" });
+            clearTimeout(late);
             const text = await readText(response, () => {
                 clearTimeout(timer);
                 timer = setTimeout(silent(silenceSeconds), silenceSeconds * 1000);
@@ -659,6 +668,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             throw deadline.signal.aborted && deadline.signal.reason instanceof Error ? deadline.signal.reason : error;
         } finally {
             clearTimeout(timer);
+            clearTimeout(late);
             signal.removeEventListener("abort", onAbort);
             stopWatching();
         }
@@ -853,7 +863,9 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
                         ? `${feedURL}/changes?timeout=${pollTimeout}`
                         : `${feedURL}/changes?${pollingQuery(state.next ?? pollQuery(since, pollTimeout), recovering, pollTimeout)}`;
                 asked = Date.now();
-                answer = await request(url, hold);
+                // A poll from a version the page shows: an answer that is late says the data may be stale.
+                const onLate = since === null ? null : () => setStatus("retrying", { reason: "silence" });
+                answer = await request(url, hold, onLate);
             } catch (error) {
                 if (signal.aborted) break;
                 if (error instanceof PageHidden) continue;

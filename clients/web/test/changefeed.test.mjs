@@ -782,6 +782,34 @@ describe("backoff", () => {
         }
     });
 
+    test("a poll whose answer is late past its hold reports retrying while it waits, and live when it comes", async () => {
+        const snapshot = { collection: "c", reset: true, to: "e.1", next: "since=e.1&timeout=1", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } };
+        const asked = [];
+        const fakeFetch = (_, init) => {
+            asked.push(Date.now());
+            if (asked.length === 1) return Promise.resolve(new Response(JSON.stringify(snapshot), { status: 200 }));
+            const nothing = { collection: "c", from: "e.1", to: "e.1", next: `since=e.1&timeout=1&cursor=${asked.length}`, changes: empty() };
+            // The first poll's answer begins 2.5 s after it was asked: 1.5 s past its hold of 1 s, where it is
+            // late after 1 s (half of silenceSeconds) and given up after 2 s.
+            const wait = asked.length === 2 ? 2500 : 60000;
+            return new Promise((resolve, reject) => {
+                const timer = setTimeout(() => resolve(new Response(JSON.stringify(nothing), { status: 200 })), wait);
+                init.signal.addEventListener("abort", () => {
+                    clearTimeout(timer);
+                    reject(new DOMException("aborted", "AbortError"));
+                });
+            });
+        };
+        const statuses = [];
+        const subscription = subscribe("http://test", "c", {
+            onStatus: (status, detail) => statuses.push(detail?.reason ? `${status}:${detail.reason}` : status),
+        }, { fetch: fakeFetch, timeout: 1, silenceSeconds: 2, baseMs: 10, capMs: 20 });
+        const deadline = Date.now() + 8000;
+        while (asked.length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+        await subscription.unsubscribe();
+        assert.deepEqual(statuses, ["connecting", "live", "retrying:silence", "live", "stopped"]);
+    });
+
     test("empty answers that come at once do not make the loop spin", async () => {
         const snapshot = { collection: "c", reset: true, to: "e.1", next: "since=e.1&timeout=10", snapshot: { collection: "c", version: "e.1", sections: [S("a", "x")] } };
         const times = [];
