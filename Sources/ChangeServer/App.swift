@@ -265,8 +265,8 @@ final class App: Sendable {
     // MARK: Cross-cutting checks
 
     /// A CORS preflight from an allowed origin for a path no route matches, or that names an invalid collection or
-    /// view: `204`, allowing every method the API has, so that the request itself goes and the page reads its
-    /// `404` or `400`; refused, the preflight hid that answer behind the browser's "Failed to fetch". Nil for
+    /// view: `204`, allowing every method the API has (as every preflight does), so that the request itself goes
+    /// and the page reads its `404` or `400`; refused, the preflight hid that answer behind the browser's "Failed to fetch". Nil for
     /// any other request, a plain `OPTIONS` of such a path included (its `404` or `400` as before).
     private func unmatchedPreflight(_ request: Request) -> Response? {
         guard request.method == "OPTIONS", request.header("Access-Control-Request-Method") != nil,
@@ -294,7 +294,9 @@ final class App: Sendable {
         var headers: [(name: String, value: String)] = [
             ("Allow", (route.methods + ["OPTIONS"]).joined(separator: ", "))
         ]
-        if allowedOrigin(of: request) != nil { headers += Self.preflightHeaders(methods: route.methods) }
+        // Every method of the API, not the route's alone: refused by the preflight, a method the route does not
+        // take showed the page "Failed to fetch" where the request itself gets a readable `405`.
+        if allowedOrigin(of: request) != nil { headers += Self.preflightHeaders(methods: Route.allMethods) }
         return Response(.noContent, headers: headers)
     }
 

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"333759100dfa7efa\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"684af65a4b1ae1f0\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"78a3e2631c6ce3fd\"", text: file3),
@@ -690,6 +690,8 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
         return new Promise((resolve) => {
             let source = null;
             let silence = null;
+            /** The check that a stream reopened after a silence opened (`watch`). */
+            let late = null;
             let delivered = false;
             const parse = (event) => {
                 try {
@@ -701,6 +703,7 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             let reopening = null;
             const finish = (result) => {
                 clearTimeout(silence);
+                clearTimeout(late);
                 clearTimeout(reopening);
                 source?.close();
                 signal.removeEventListener("abort", onAbort);
@@ -713,17 +716,27 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
              * version, with no status of its own: an idle collection's stream is reopened so every `silenceSeconds`
              * (a request each time, as a poll's), and one that cannot be reopened reports "retrying" as any other.
              * A stream still waiting for its answer's headers by then (a network or a proxy that swallows
-             * requests without refusing them) reports "retrying" (reason "silence") before it is reopened: the
-             * data shown may be stale, and "live" comes back with the next stream that opens.
+             * requests without refusing them) reports "retrying" (reason "silence") before it is reopened, and so
+             * does one reopened from an open stream that has not opened `lateSeconds` later (a network that
+             * stopped forwarding an open stream): the data shown may be stale, and "live" comes back with the
+             * next stream that opens.
              */
             const watch = () => {
                 clearTimeout(silence);
                 silence = setTimeout(() => {
-                    if (source.readyState === (EventSourceClass.CONNECTING ?? 0)) {
-                        setStatus("retrying", { reason: "silence" });
-                    }
+                    const swallowed = source.readyState === (EventSourceClass.CONNECTING ?? 0);
+                    if (swallowed) setStatus("retrying", { reason: "silence" });
                     source.close();
                     open();
+                    if (swallowed) return;
+                    // The stream that fell silent was open: an idle collection's, or one a network stopped
+                    // forwarding. Its successor that has not opened `lateSeconds` later says which.
+                    clearTimeout(late);
+                    late = setTimeout(() => {
+                        if (source.readyState === (EventSourceClass.CONNECTING ?? 0)) {
+                            setStatus("retrying", { reason: "silence" });
+                        }
+                    }, lateSeconds * 1000);
                 }, silenceSeconds * 1000);
             };
             const onAbort = () => finish("aborted");

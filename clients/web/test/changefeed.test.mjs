@@ -298,7 +298,7 @@ describe("backoff", () => {
         const statuses = [];
         const subscription = subscribe("http://test", "c", {
             onStatus: (status, detail) => statuses.push(detail?.reason ? `${status}:${detail.reason}` : status),
-        }, { transport: "sse", EventSource: SwallowedEventSource, silenceSeconds: 0.2 });
+        }, { transport: "sse", EventSource: SwallowedEventSource, silenceSeconds: 0.4 });
         const [first] = SwallowedEventSource.instances;
         first.emit("open");
         first.emit("reset", { collection: "c", reset: true, to: "e.4", snapshot: { collection: "c", version: "e.4", sections: [S("a", "x")] } });
@@ -307,14 +307,16 @@ describe("backoff", () => {
             while (SwallowedEventSource.instances.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
         };
         await waitFor(2);
-        assert.deepEqual(statuses, ["connecting", "live"], "an idle stream that was open is reopened without a status");
+        assert.deepEqual(statuses, ["connecting", "live"], "a stream that was open is reopened without a status");
+        // Its successor has not opened half a silence later: the first "retrying"; still not at its own silence:
+        // the second, and a third stream.
         await waitFor(3);
-        assert.deepEqual(statuses, ["connecting", "live", "retrying:silence"]);
+        assert.deepEqual(statuses, ["connecting", "live", "retrying:silence", "retrying:silence"]);
         const third = SwallowedEventSource.instances[2];
         assert.equal(third.url, "http://test/v1/collections/c/changes?since=e.4");
         third.emit("open");
         await subscription.unsubscribe();
-        assert.deepEqual(statuses, ["connecting", "live", "retrying:silence", "live", "stopped"]);
+        assert.deepEqual(statuses, ["connecting", "live", "retrying:silence", "retrying:silence", "live", "stopped"]);
     });
 
     test("transport sse: a stream given up after it delivered (a proxy's 502 in a restart) is opened again once a poll is answered", async () => {
