@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Runs Debian's nginx in front of a ChangeServer with the shipped configuration (deploy/nginx/changeserver.conf):
 #
-#   scripts/nginx-front.sh --upstream HOST:PORT --listen PORT --dir DIR
+#   scripts/nginx-front.sh --upstream HOST:PORT --listen PORT --dir DIR [--any-origin]
+#
+# --any-origin: the server runs with --cors-origin '*' or without --cors-origin, so its answers are the same for
+# every Origin, and the polls of every origin collapse together (without it, each origin's collapse on their own,
+# as they must when the server names origins one by one: their answers differ).
 #
 # writes a complete DIR/nginx.conf around that file (cache, temp, log and pid files all in DIR), checks it with
 # `nginx -t`, then becomes nginx in the foreground (exec: the script's PID is nginx's master, SIGTERM stops it,
 # the script exits when nginx does). The tests, the benchmarks and developers all start the cache this way.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-upstream="" listen="" dir=""
-usage() { echo "usage: $0 --upstream HOST:PORT --listen PORT --dir DIR" >&2; exit 2; }
+upstream="" listen="" dir="" origin_key='$http_origin'
+usage() { echo "usage: $0 --upstream HOST:PORT --listen PORT --dir DIR [--any-origin]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --upstream) upstream="${2:-}"; shift 2 ;;
         --listen) listen="${2:-}"; shift 2 ;;
         --dir) dir="${2:-}"; shift 2 ;;
+        --any-origin) origin_key='""'; shift ;;
         *) usage ;;
     esac
 done
@@ -46,7 +51,7 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 sed -e "s|__UPSTREAM__|$upstream|g" -e "s|__LISTEN__|$listen|g" -e "s|__CACHE_DIR__|$dir/cache|g" \
-    -e "s|__COLLAPSE_SOCKET__|$dir/collapse.sock|g" \
+    -e "s|__COLLAPSE_SOCKET__|$dir/collapse.sock|g" -e "s|__ORIGIN_KEY__|$origin_key|g" \
     "$here/deploy/nginx/changeserver.conf" >"$dir/changeserver.conf"
 cat >"$dir/nginx.conf" <<CONF
 # Written by scripts/nginx-front.sh; the server part is deploy/nginx/changeserver.conf.

@@ -385,3 +385,37 @@ const isolation = (title, program, startFront) => describe(title, { skip: skip(p
 
 isolation("one client's requests through nginx (deploy/nginx/changeserver.conf)", "nginx", startNginx);
 isolation("one client's requests through Varnish (deploy/varnish/changeserver.vcl)", "varnishd", startVarnish);
+
+// With `--cors-origin '*'` (or none) every origin gets the same answer: `--any-origin` keeps the Origin out of
+// nginx's key, so the polls of several origins collapse together (the key with the Origin split them: 11 origin
+// requests for 11 origins, found in review).
+describe("nginx --any-origin in front of a server with --cors-origin '*'", { skip: missing }, () => {
+    test("polls from several origins are one request, each answered with the same CORS headers", { timeout: 60000 }, async () => {
+        const server = await startServer({ args: ["--cors-origin", "*"] });
+        const front = await startNginx(server.port, ["--any-origin"]);
+        try {
+            const name = `origins-${seed()}`;
+            const head = (await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s" }] })).body.version;
+            const url = `${front.url}/v1/collections/${name}/changes?since=${head}&timeout=20`;
+            const before = await originFeedRequests(server.url);
+            const origins = ["https://a.example", "https://b.example", "https://c.example", null];
+            const polls = Array.from({ length: 12 }, (_, index) => {
+                const origin = origins[index % origins.length];
+                return fetch(url, { headers: origin ? { Origin: origin } : {} });
+            });
+            await sleep(500);
+            assert.equal((await call(server.url, "PUT", `/v1/collections/${name}/items/a`, { data: 1 })).status, 201);
+            const answers = await Promise.all(polls);
+            for (const answer of answers) {
+                assert.equal(answer.status, 200);
+                assert.equal(answer.headers.get("access-control-allow-origin"), "*");
+                assert.equal((await answer.json()).from, head);
+            }
+            const reached = (await originFeedRequests(server.url)) - before;
+            assert.ok(reached <= 2, `${reached} polls from four origins reached the server`);
+        } finally {
+            await front.stop();
+            await server.stop();
+        }
+    });
+});

@@ -66,14 +66,17 @@ function frontHandle(child, port, directory, logOf) {
     };
 }
 
-/** nginx with deploy/nginx/changeserver.conf in front of `upstreamPort`, through scripts/nginx-front.sh. */
-export async function startNginx(upstreamPort) {
+/**
+ * nginx with deploy/nginx/changeserver.conf in front of `upstreamPort`, through scripts/nginx-front.sh (with its
+ * `options`, such as `--any-origin`).
+ */
+export async function startNginx(upstreamPort, options = []) {
     const port = await freePort();
     const directory = mkdtempSync(path.join(tmpdir(), "changeserver-nginx-"));
     const child = spawn(
         "bash",
         [path.join(repository, "scripts/nginx-front.sh"), "--upstream", `127.0.0.1:${upstreamPort}`,
-            "--listen", `127.0.0.1:${port}`, "--dir", directory],
+            "--listen", `127.0.0.1:${port}`, "--dir", directory, ...options],
         { stdio: ["ignore", "pipe", "pipe"] }
     );
     let log = "";
