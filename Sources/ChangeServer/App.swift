@@ -266,8 +266,8 @@ final class App: Sendable {
 
     /// A CORS preflight from an allowed origin for a path no route matches, or that names an invalid collection or
     /// view: `204`, allowing every method the API has (as every preflight does), so that the request itself goes
-    /// and the page reads its `404` or `400`; refused, the preflight hid that answer behind the browser's "Failed to fetch". Nil for
-    /// any other request, a plain `OPTIONS` of such a path included (its `404` or `400` as before).
+    /// and the page reads its `404` or `400`; refused, the preflight hid that answer behind the browser's "Failed
+    /// to fetch". Nil for any other request, a plain `OPTIONS` of such a path included (its `404` or `400`).
     private func unmatchedPreflight(_ request: Request) -> Response? {
         guard request.method == "OPTIONS", request.header("Access-Control-Request-Method") != nil,
             allowedOrigin(of: request) != nil
@@ -275,20 +275,19 @@ final class App: Sendable {
         do throws(HTTPError) {
             if try Route.match(request.path) != nil { return nil }
         } catch {}
-        var response = Response(.noContent, headers: Self.preflightHeaders(methods: Route.allMethods))
+        var response = Response(.noContent, headers: Self.preflightHeaders)
         if Route.isFeedPath(request.path) {
             response.headers.append(("Cache-Control", feedCaching.cacheControl(.notStored)))
         }
         return response
     }
 
-    private static func preflightHeaders(methods: [String]) -> [(name: String, value: String)] {
-        [
-            ("Access-Control-Allow-Methods", (methods + ["OPTIONS"]).joined(separator: ", ")),
-            ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match, Last-Event-ID"),
-            ("Access-Control-Max-Age", "600"),
-        ]
-    }
+    /// A preflight's CORS headers: every method of the API, whatever the path takes (see `preflight`).
+    private static let preflightHeaders: [(name: String, value: String)] = [
+        ("Access-Control-Allow-Methods", (Route.allMethods + ["OPTIONS"]).joined(separator: ", ")),
+        ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match, Last-Event-ID"),
+        ("Access-Control-Max-Age", "600"),
+    ]
 
     private func preflight(_ request: Request, _ route: Route) -> Response {
         var headers: [(name: String, value: String)] = [
@@ -296,7 +295,7 @@ final class App: Sendable {
         ]
         // Every method of the API, not the route's alone: refused by the preflight, a method the route does not
         // take showed the page "Failed to fetch" where the request itself gets a readable `405`.
-        if allowedOrigin(of: request) != nil { headers += Self.preflightHeaders(methods: Route.allMethods) }
+        if allowedOrigin(of: request) != nil { headers += Self.preflightHeaders }
         return Response(.noContent, headers: headers)
     }
 
