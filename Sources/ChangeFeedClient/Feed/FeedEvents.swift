@@ -266,7 +266,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
 
         private enum Cause { case failure, quickRepeat, goneRepeat, staleReset }
 
-        /// `busy`: the failure is the server's own `429 too_many_polls`, whose wait is capped (`FeedClient.retryDelay`).
+        /// `busy`: the failure is the server's own `429 too_many_polls`, whose wait is capped
+        /// (`FeedClient.retryDelay`).
         private mutating func wait(after cause: Cause, retryAfter: Duration?, busy: Bool = false) async throws {
             let attempt: Int
             switch cause {
