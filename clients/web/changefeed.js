@@ -520,7 +520,8 @@ function noteSubscription(base, signal) {
 /**
  * Follows a collection, or a view with `options.kind` "view": `handlers.onSnapshot({sections, version, collection,
  * kind})` (`collection`: the name followed, a view's too) whenever the client (re)starts from a snapshot,
- * `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty changeset applied,
+ * `handlers.onChangeset({changeset, sections, previous, from, to})` for every changeset applied (one for each new
+ * version; its arrays may all be empty: a view redefined to the same content has a new version and nothing to move),
  * `handlers.onStatus(status, detail)` with "connecting", "live", "retrying", "reset" (a 410), "missing" (a 404
  * saying the collection or view does not exist: the client waits for it) or "stopped", and `handlers.onError(error)`
  * for errors it retries after (a 404 of no such route among them: a wrong base URL).

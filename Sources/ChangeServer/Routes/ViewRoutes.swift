@@ -49,7 +49,7 @@ extension App {
             let definition: ViewDefinition
             do throws(ViewDefinitionError) {
                 definition = try ViewDefinition(json: canonical)
-                try definition.checkServerBounds()
+                try definition.checkNewDefinition()
             } catch {
                 throw .invalidView(error)
             }

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"684af65a4b1ae1f0\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"db81ee49f0a019b0\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"78a3e2631c6ce3fd\"", text: file3),
@@ -542,7 +542,8 @@ function noteSubscription(base, signal) {
 /**
  * Follows a collection, or a view with `options.kind` "view": `handlers.onSnapshot({sections, version, collection,
  * kind})` (`collection`: the name followed, a view's too) whenever the client (re)starts from a snapshot,
- * `handlers.onChangeset({changeset, sections, previous, from, to})` for every non-empty changeset applied,
+ * `handlers.onChangeset({changeset, sections, previous, from, to})` for every changeset applied (one for each new
+ * version; its arrays may all be empty: a view redefined to the same content has a new version and nothing to move),
  * `handlers.onStatus(status, detail)` with "connecting", "live", "retrying", "reset" (a 410), "missing" (a 404
  * saying the collection or view does not exist: the client waits for it) or "stopped", and `handlers.onError(error)`
  * for errors it retries after (a 404 of no such route among them: a wrong base URL).

@@ -20,18 +20,21 @@ public struct ViewDefinition: Sendable, Equatable {
     public static let maximumDepth = 16
     /// Filters may hold at most this many leaves.
     public static let maximumLeaves = 256
-    /// A definition a server takes now holds at most this many `sortBy` keys (`checkServerBounds`). Not checked by
+    /// A definition a server takes now holds at most this many `sortBy` keys (`checkNewDefinition`). Not checked by
     /// the initializers: a definition taken before the bound is still read from a journal as it was.
     public static let maximumSortKeys = 16
     /// A definition a server takes now holds at most this many values in all its `in` lists together
-    /// (`checkServerBounds`), as it bounds its leaves; a definition taken before the bound is still read as it was.
+    /// (`checkNewDefinition`), as it bounds its leaves; a definition taken before the bound is still read as it was.
     public static let maximumListValues = 10_000
 
-    /// Throws for more than `maximumSortKeys` keys in `sortBy` (each one costs every item of the view a look-up and
-    /// a comparison, so that a long list would hold up the source's writes while the view is built), or more than
-    /// `maximumListValues` values in the filter's `in` lists (each is stored, listed and built into the view's
-    /// rules with the definition).
-    public func checkServerBounds() throws(ViewDefinitionError) {
+    /// The rules a server applies to a definition it is asked for now, beyond those every definition read obeys, so
+    /// that a definition journaled before a rule is still read as it was. Throws for more than `maximumSortKeys`
+    /// keys in `sortBy` (each one costs every item of the view a look-up and a comparison, so that a long list would
+    /// hold up the source's writes while the view is built), more than `maximumListValues` values in the filter's
+    /// `in` lists (each is stored, listed and built into the view's rules with the definition), or an `lt`, `le`,
+    /// `gt` or `ge` whose operand is neither a number nor a string: such a test holds for no item (see `ViewTest`),
+    /// so it is a mistake, and under `not` it would let every item through.
+    public func checkNewDefinition() throws(ViewDefinitionError) {
         guard sortBy.count <= ViewDefinition.maximumSortKeys else {
             throw ViewDefinitionError(
                 part: "sortBy", reason: "\(sortBy.count) keys, more than \(ViewDefinition.maximumSortKeys)")
@@ -42,6 +45,7 @@ public struct ViewDefinition: Sendable, Equatable {
                 part: "filter",
                 reason: "\(values) values in its in lists, more than \(ViewDefinition.maximumListValues)")
         }
+        try filter?.checkOrderedOperands(part: "filter")
     }
 
     /// - Throws: `ViewDefinitionError` for an invalid source name, a filter nested too deeply or with too many
@@ -131,6 +135,39 @@ public indirect enum ViewFilter: Sendable, Equatable {
         case .not(let filter): filter.listValueCount
         case .leaf(_, .in(let values)): values.count
         case .leaf: 0
+        }
+    }
+
+    /// Throws for the first `lt`, `le`, `gt` or `ge` whose operand is neither a number nor a string, naming it as the
+    /// wire form does (`filter.all[1].lt`).
+    func checkOrderedOperands(part: String) throws(ViewDefinitionError) {
+        switch self {
+        case .all(let filters):
+            for (index, filter) in filters.enumerated() {
+                try filter.checkOrderedOperands(part: "\(part).all[\(index)]")
+            }
+        case .any(let filters):
+            for (index, filter) in filters.enumerated() {
+                try filter.checkOrderedOperands(part: "\(part).any[\(index)]")
+            }
+        case .not(let filter):
+            try filter.checkOrderedOperands(part: "\(part).not")
+        case .leaf(_, let test):
+            switch test {
+            case .lt(let operand), .le(let operand), .gt(let operand), .ge(let operand):
+                let found: String
+                switch operand {
+                case .number, .string: return
+                case .null: found = "null"
+                case .bool: found = "a boolean"
+                case .array: found = "an array"
+                case .object: found = "an object"
+                }
+                throw ViewDefinitionError(
+                    part: "\(part).\(test.name)",
+                    reason: "must be a number or a string (it holds for no item against \(found))")
+            default: return
+            }
         }
     }
 

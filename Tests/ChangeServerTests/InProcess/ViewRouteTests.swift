@@ -199,6 +199,14 @@ import Testing
         (#"{"source": "tasks", "limit": 0}"#, "limit"),
         (#"{"source": "tasks", "filter": {"field": "/a", "eq": 1, "lt": 2}}"#, "filter"),
         (#"{"source": "tasks", "filter": {"field": "/a", "near": 1}}"#, "filter"),
+        (
+            #"{"source": "tasks", "filter": {"not": {"field": "/a", "lt": [1]}}}"#,
+            "filter.not.lt: must be a number or a string"
+        ),
+        (
+            #"{"source": "tasks", "filter": {"any": [{"field": "/a", "eq": 1}, {"field": "/a", "ge": null}]}}"#,
+            "filter.any[1].ge"
+        ),
         (#"{"source": "tasks", "sortBy": [{"field": "no-slash"}]}"#, "sortBy"),
         (#"{"source": "-bad"}"#, "source"),
         (#"[1]"#, "object"),

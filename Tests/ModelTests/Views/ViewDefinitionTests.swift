@@ -104,18 +104,18 @@ import Testing
         _ = try Self.parse("{\"source\":\"t\",\"filter\":{\"all\":\(most)},\"limit\":1}")
     }
 
-    /// The bounds on `sortBy` and on `in` lists are a server's, checked apart (`checkServerBounds`): a definition
+    /// The bounds on `sortBy` and on `in` lists are a server's, checked apart (`checkNewDefinition`): a definition
     /// taken before them is still read as it was.
     @Test func sortKeysAndListsAreBoundedApart() throws {
         func definition(keys: Int) throws -> ViewDefinition {
             let sortBy = (0..<keys).map { "{\"field\":\"/f\($0)\"}" }.joined(separator: ",")
             return try Self.parse("{\"source\":\"t\",\"sortBy\":[\(sortBy)]}")
         }
-        try definition(keys: ViewDefinition.maximumSortKeys).checkServerBounds()
+        try definition(keys: ViewDefinition.maximumSortKeys).checkNewDefinition()
         let tooMany = try definition(keys: ViewDefinition.maximumSortKeys + 1)
         #expect(tooMany.sortBy.count == 17)
         #expect(throws: ViewDefinitionError(part: "sortBy", reason: "17 keys, more than 16")) {
-            try tooMany.checkServerBounds()
+            try tooMany.checkNewDefinition()
         }
         // Values of every `in` list count together.
         func lists(_ counts: [Int]) throws -> ViewDefinition {
@@ -124,9 +124,30 @@ import Testing
             }
             return try Self.parse("{\"source\":\"t\",\"filter\":{\"any\":[\(leaves.joined(separator: ","))]}}")
         }
-        try lists([5_000, 5_000]).checkServerBounds()
+        try lists([5_000, 5_000]).checkNewDefinition()
         #expect(throws: ViewDefinitionError(part: "filter", reason: "10001 values in its in lists, more than 10000")) {
-            try lists([5_000, 5_001]).checkServerBounds()
+            try lists([5_000, 5_001]).checkNewDefinition()
         }
+    }
+
+    /// An `lt`, `le`, `gt` or `ge` holds only between two numbers or two strings: a server refuses one whose operand
+    /// is another value, which no item passes, but a definition journaled before that rule is still read.
+    @Test func orderedTestsOfAnythingButNumbersAndStringsAreRefusedWhenNew() throws {
+        for (operand, found) in [("null", "null"), ("true", "a boolean"), ("[1]", "an array"), ("{}", "an object")] {
+            for op in ["lt", "le", "gt", "ge"] {
+                let text =
+                    "{\"source\":\"t\",\"filter\":{\"all\":[{\"field\":\"/a\",\"eq\":1},"
+                    + "{\"not\":{\"field\":\"/a\",\"\(op)\":\(operand)}}]}}"
+                let definition = try Self.parse(text)
+                let reason = "must be a number or a string (it holds for no item against \(found))"
+                #expect(throws: ViewDefinitionError(part: "filter.all[1].not.\(op)", reason: reason)) {
+                    try definition.checkNewDefinition()
+                }
+            }
+        }
+        for operand in ["1", "-2.5e3", "\"b\""] {
+            try Self.parse("{\"source\":\"t\",\"filter\":{\"field\":\"/a\",\"lt\":\(operand)}}").checkNewDefinition()
+        }
+        try Self.parse("{\"source\":\"t\",\"filter\":{\"field\":\"/a\",\"eq\":null}}").checkNewDefinition()
     }
 }
