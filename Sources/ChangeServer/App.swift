@@ -30,7 +30,9 @@ final class App: Sendable {
     let committer: Committer
     var views: ViewRegistry { committer.executor.views }
     /// Memory for request bodies in flight, shared by the workers (`--max-body-memory`).
-    let bodyBudget: BodyBudget
+    let bodyBudget: MemoryBudget
+    /// Memory for answers over 1 MiB until they are sent, shared by the workers (`--max-response-memory`).
+    let responseBudget: MemoryBudget
     /// Free space of `--data-dir`, against `--disk-reserve-bytes`; nil with `--postgres`.
     let diskSpace: DiskSpace?
     private let state = Atomic<State>(.starting)
@@ -48,7 +50,8 @@ final class App: Sendable {
         self.metrics = metrics
         self.registry = registry
         self.committer = committer
-        bodyBudget = BodyBudget(limit: config.maxBodyMemory)
+        bodyBudget = MemoryBudget(limit: config.maxBodyMemory)
+        responseBudget = MemoryBudget(limit: config.maxResponseMemory)
         // With --postgres nothing is written to --data-dir: its free space decides nothing.
         diskSpace =
             config.postgres == nil ? DiskSpace(path: config.dataDirectory, reserve: config.diskReserveBytes) : nil

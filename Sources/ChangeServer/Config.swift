@@ -39,6 +39,8 @@ struct Config: Sendable {
     var connectionMemory = 8192
     var maxConnectionsPerAddress = 0
     var maxBodyMemory = 256 << 20
+    /// `--max-response-memory`: bytes of answers over 1 MiB held until their clients take them (`ResponseBytes`).
+    var maxResponseMemory = 1 << 30
     /// `--body-timeout`: seconds a request body may go without a byte arriving before it is answered `408`.
     var bodyTimeout = 60
     /// `--header-timeout`: seconds a request's headers may take to arrive, from their first byte seen.
@@ -123,6 +125,10 @@ struct Config: Sendable {
           --max-connections-per-address N
                                  open connections from one client address per event loop, 0 for no limit (default 0) [CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS]
           --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
+          --max-response-memory N
+                                 bytes of answers over 1 MiB held at once until their clients have taken them; a
+                                 read whose answer does not fit gets 503 (one larger than N goes when no other is
+                                 held) (default 1073741824) [CHANGESERVER_MAX_RESPONSE_MEMORY]
           --body-timeout SECONDS a request whose body stalls this long (no byte arrives) gets 408, and its connection
                                  is closed (default 60, at most 120) [CHANGESERVER_BODY_TIMEOUT]
           --header-timeout SECONDS
@@ -141,7 +147,8 @@ struct Config: Sendable {
         "write-token", "read-token",
         "cors-origin", "postgres", "postgres-timeout",
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
-        "max-connections-per-address", "max-body-memory", "max-collections", "disk-reserve-bytes",
+        "max-connections-per-address", "max-body-memory", "max-response-memory", "max-collections",
+        "disk-reserve-bytes",
         "purge-delay-seconds", "body-timeout", "header-timeout", "max-views",
     ]
 
@@ -311,6 +318,7 @@ struct Config: Sendable {
         case "connection-memory": connectionMemory = try integer(1024...(1 << 20))
         case "max-connections-per-address": maxConnectionsPerAddress = try integer(0...1_000_000)
         case "max-body-memory": maxBodyMemory = try integer(1...(1 << 40))
+        case "max-response-memory": maxResponseMemory = try integer(1...(1 << 40))
         case "body-timeout": bodyTimeout = try integer(1...HTTPServer.idleTimeout)
         case "header-timeout": headerTimeout = try integer(1...HTTPServer.idleTimeout)
         case "max-collections": maxCollections = try integer(1...100_000_000)

@@ -61,7 +61,7 @@ enum Lifecycle {
                         idleTimeout: HTTPServer.idleTimeout, bodyTimeout: config.bodyTimeout,
                         headerTimeout: config.headerTimeout,
                         connectionMemory: config.connectionMemory, perAddressLimit: config.maxConnectionsPerAddress,
-                        bodyBudget: app.bodyBudget))
+                        bodyBudget: app.bodyBudget, responseBudget: app.responseBudget))
                 app.add(Worker(app: app, server: server))
             }
             let serves = phase.withLock { phase in

@@ -78,6 +78,7 @@ final class Metrics: Sendable {
         var collections: Int
         var logLinesDropped: Int
         var bodyBytesInFlight: Int
+        var responseBytesHeld: Int
         var diskFreeBytes: Int?
         var connectionsOpen = 0
     }
@@ -148,6 +149,10 @@ final class Metrics: Sendable {
         lines.append("changeserver_connection_limit_reached_total \(snapshot.connectionLimitReached)")
         metric("changeserver_body_bytes_in_flight", "gauge", "Bytes of request bodies held in memory now.")
         lines.append("changeserver_body_bytes_in_flight \(gauges.bodyBytesInFlight)")
+        metric(
+            "changeserver_response_bytes_held", "gauge",
+            "Bytes of answers over 1 MiB held in memory until their clients take them (--max-response-memory).")
+        lines.append("changeserver_response_bytes_held \(gauges.responseBytesHeld)")
         metric(
             "changeserver_writes_refused_disk_total", "counter",
             "Writes refused because the free space of --data-dir was below --disk-reserve-bytes.")

@@ -24,6 +24,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     private var lastLimitWarning: Int64?
     /// When a response failure was last logged (`responseFailed`).
     private var lastResponseFailureLog: Int64?
+    private var lastResponseMemoryWarning: Int64?
 
     init(app: App, server: HTTPServer) {
         self.app = app
@@ -80,6 +81,17 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         LogWriter.standardError.submit(Array(line.utf8), lines: 1, urgent: true)
     }
 
+    /// Logged at most once a minute per loop (each refusal is a `503` in the request log and its metrics).
+    private func responseMemoryWasFull(limit: Int) {
+        let now = MonotonicClock.now()
+        if let last = lastResponseMemoryWarning, now - last < 60_000 { return }
+        lastResponseMemoryWarning = now
+        app.logger.warning(
+            "answers not yet taken by their clients hold --max-response-memory (\(limit) bytes): reads of answers "
+                + "over 1 MiB get 503 until clients take theirs or their connections time out (logged at most once "
+                + "a minute)")
+    }
+
     /// Counted every time; logged at most once a minute per loop, so that a server kept at its limit says so
     /// without a line per connection.
     func connectionLimitReached(limit: Int) {
@@ -123,6 +135,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
 
     /// Refusals are never stored by caches, on the feed or elsewhere.
     func response(to refusal: Refusal) -> Response {
+        if case .responseMemoryFull(let limit) = refusal { responseMemoryWasFull(limit: limit) }
         var response = refusalResponse(refusal)
         response.headers.append(("Cache-Control", app.feedCaching.cacheControl(.notStored)))
         return response
@@ -137,6 +150,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .hostMissingOrRepeated(let lines): .error(.hostMissingOrRepeated(lines: lines))
         case .malformedHeader: .error(.malformedHeader)
         case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
+        case .responseMemoryFull(let limit): .error(.responseMemoryFull(limit: limit))
         case .headersTooLarge(let limit): .error(.headersTooLarge(limit: limit))
         case .unsupportedTransferEncoding(let coding): .error(.unsupportedTransferEncoding(coding))
         case .bodyTimedOut(let seconds): .error(.bodyTimedOut(seconds: seconds))

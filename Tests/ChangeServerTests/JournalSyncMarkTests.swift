@@ -316,7 +316,8 @@ import Testing
         let (directory, journal) = try Self.newJournal(.interval, metrics: metrics)
         defer { try? FileManager.default.removeItem(atPath: directory.path) }
         try Self.append([Self.records[0]], to: journal)
-        let gauges = Metrics.Gauges(collections: 0, logLinesDropped: 0, bodyBytesInFlight: 0, diskFreeBytes: nil)
+        let gauges = Metrics.Gauges(
+            collections: 0, logLinesDropped: 0, bodyBytesInFlight: 0, responseBytesHeld: 0, diskFreeBytes: nil)
         let deadline = Date().addingTimeInterval(10)
         while !metrics.render(gauges).contains("changeserver_fsync_seconds_count 1"), Date() < deadline {
             usleep(5_000)

@@ -61,14 +61,25 @@ extension FeedSubject {
 
     /// A read of the subject: `304` when `If-None-Match` names its version, else the snapshot. The `304` says the
     /// snapshot's length (`Response.notModified(answering:)`): a version not encoded yet is encoded for it, once.
-    func read(_ request: Request) -> Response {
+    /// A snapshot too large to be kept is sent from memory counted against `budget` (`ResponseBytes`), shared by
+    /// the reads of its version while any of them is being sent: a thousand clients reading it at once hold one
+    /// copy, not a thousand. `503` when the budget has no room for it.
+    func read(_ request: Request, budget: MemoryBudget) -> Response {
         let tags = request.listHeader("If-None-Match").map(EntityTags.init)
         let current = version
         if tags?.matches(current, weakly: true) == true, let notModified = encodedSnapshot.notModified(at: current) {
             return notModified
         }
+        if let body = encodedSnapshot.sharedLargeBody(at: current) { return .snapshot(sharing: body, at: current) }
+        let generation = encodedSnapshot.generation
         let snapshot = snapshotJSON()
-        return tags?.matches(snapshot.version, weakly: true) == true ? snapshot.notModified : snapshot.read
+        if tags?.matches(snapshot.version, weakly: true) == true { return snapshot.notModified }
+        guard snapshot.json.count > EncodedSnapshot.cachedLimit else { return snapshot.read }
+        guard let body = ResponseBytes(copying: snapshot.json, budget: budget) else {
+            return .error(.responseMemoryFull(limit: budget.limit))
+        }
+        encodedSnapshot.shareLargeBody(body, at: snapshot.version, writtenAt: generation)
+        return .snapshot(sharing: body, at: snapshot.version)
     }
 }
 

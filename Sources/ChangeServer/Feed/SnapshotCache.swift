@@ -11,8 +11,16 @@ final class SnapshotCache: Sendable {
         /// The `304` of the last snapshot written too large to be kept (`EncodedSnapshot.cachedLimit`), and its
         /// version: a revalidation of it is answered without encoding it again just to learn its length.
         var largeNotModified: (version: Version, response: Response)?
+        /// The body of the last snapshot too large to be kept, while an answer still holds it.
+        var largeBody: LargeBody?
         /// Raised by every `invalidate`: a read keeps what it wrote only if none came between.
         var generation: UInt64 = 0
+    }
+
+    /// A weak hold of a large snapshot's body: the answers being sent hold it, and it goes with the last of them.
+    private struct LargeBody {
+        let version: Version
+        weak var bytes: ResponseBytes?
     }
 
     private let state = Mutex(State())
@@ -52,11 +60,30 @@ final class SnapshotCache: Sendable {
         }
     }
 
+    /// The body of `version`'s snapshot, too large to be kept, while an answer still being sent holds it: a read
+    /// sends the same bytes, neither encoded nor copied again (`ResponseBytes`).
+    func sharedLargeBody(at version: Version) -> ResponseBytes? {
+        state.withLock { state in
+            guard let large = state.largeBody, large.version == version else { return nil }
+            return large.bytes
+        }
+    }
+
+    /// Holds `bytes`, the body of `version`'s snapshot, weakly for the reads that come while it is being sent,
+    /// unless the cache was invalidated since `generation` was read.
+    func shareLargeBody(_ bytes: ResponseBytes, at version: Version, writtenAt generation: UInt64) {
+        state.withLock { state in
+            guard state.generation == generation else { return }
+            state.largeBody = LargeBody(version: version, bytes: bytes)
+        }
+    }
+
     /// Drops the snapshot kept, and any written before now that is yet to be kept; call it after the change.
     func invalidate() {
         state.withLock { state in
             state.snapshot = nil
             state.largeNotModified = nil
+            state.largeBody = nil
             state.generation &+= 1
         }
     }

@@ -17,7 +17,7 @@ final class Exchange {
     var refusal: Response?
     /// Bytes of the body read and discarded because of `refusal`.
     var discardedBodyBytes = 0
-    /// Bytes of `BodyBudget` this request holds, given back when it completes.
+    /// Bytes of the body budget (`MemoryBudget`) this request holds, given back when it completes.
     var reservedBodyBytes = 0
     /// Whether the request's body is still to come (announced by its headers, not yet whole): such an upload is
     /// watched once it outlasts its loop turn (`HTTPServer.watchUploads`).

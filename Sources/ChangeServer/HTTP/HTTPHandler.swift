@@ -28,6 +28,8 @@ enum Refusal {
     case malformedHeader
     /// The bodies in flight on all connections already fill `--max-body-memory`.
     case bodyMemoryFull
+    /// A large answer finds no room in `--max-response-memory`, which answers still being sent fill.
+    case responseMemoryFull(limit: Int)
     /// The request's headers leave no room for the answer's in the connection's memory (`--connection-memory`).
     case headersTooLarge(limit: Int)
     /// The request's body comes in a transfer coding other than chunked: where it ends is unknown.

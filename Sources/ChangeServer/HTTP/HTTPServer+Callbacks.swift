@@ -295,7 +295,7 @@ extension HTTPServer {
             return exchange.droppedBodyBytes > 2 * options.maxBodyBytes ? .NO : .YES
         }
         if total > exchange.reservedBodyBytes {
-            // Reserved as it comes (`BodyBudget`): a client that announces a body and stalls holds none of it.
+            // Reserved as it comes (`MemoryBudget`): a client that announces a body and stalls holds none of it.
             guard options.bodyBudget.reserve(total - exchange.reservedBodyBytes) else {
                 exchange.refusal = handler.response(to: .bodyMemoryFull)
                 exchange.discardedBodyBytes = total

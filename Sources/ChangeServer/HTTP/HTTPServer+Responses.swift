@@ -3,8 +3,12 @@ import Glibc
 
 /// Answers queued through libmicrohttpd, and whether their headers fit in what is left of the connection's memory.
 extension HTTPServer {
+    /// A response whose body found no room in `--max-response-memory` is replaced by the handler's `503`.
     func respond(_ exchange: Exchange, _ response: Response) -> MHD_Result {
-        finish(exchange, shared(response, for: exchange))
+        let made = shared(response, for: exchange)
+        guard made.lackedMemory, let handler else { return finish(exchange, made) }
+        let refusal = handler.response(to: .responseMemoryFull(limit: options.responseBudget.limit))
+        return finish(exchange, shared(refusal, for: exchange))
     }
 
     /// The libmicrohttpd response for `response` with the exchange's own headers: the shared one when the response
@@ -12,11 +16,11 @@ extension HTTPServer {
     /// added once); else one of its own.
     func shared(_ response: Response, for exchange: Exchange) -> SharedResponse {
         if let share = response.share, exchange.extraHeadersAreTheSameForAll {
-            return share.shared(response, adding: exchange.extraHeaders)
+            return share.shared(response, adding: exchange.extraHeaders, budget: options.responseBudget)
         }
         var response = response
         response.addHeaders(exchange.extraHeaders)
-        return SharedResponse(response)
+        return SharedResponse(response, budget: options.responseBudget)
     }
 
     /// Queues the response. When it cannot go as it is, the failure is logged and counted and another answer goes

@@ -28,7 +28,9 @@ final class HTTPServer: @unchecked Sendable {
         /// Connections from one address at once on this loop (0: no limit).
         var perAddressLimit: Int = 0
         /// Memory for request bodies, shared by all loops.
-        var bodyBudget: BodyBudget
+        var bodyBudget: MemoryBudget
+        /// Memory for large answers until they are sent, shared by all loops (`ResponseBytes`).
+        var responseBudget: MemoryBudget
     }
 
     /// Seconds libmicrohttpd keeps a connection that shows no activity (an idle keep-alive connection, a stalled

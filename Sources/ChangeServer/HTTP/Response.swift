@@ -3,6 +3,9 @@ struct Response: Sendable {
     var status: HTTPStatus { didSet { share = nil } }
     var headers: [(name: String, value: String)] { didSet { share = nil } }
     var body: [UInt8] { didSet { share = nil } }
+    /// A large body held apart (`ResponseBytes`), sent in place of `body` (then empty), and shared with the other
+    /// answers made of the same bytes.
+    var sharedBody: ResponseBytes? { didSet { share = nil } }
     /// Set on a response that answers many requests byte for byte (`ResponseShare`); a copy that is changed
     /// afterwards is its own response again.
     var share: ResponseShare?
@@ -46,12 +49,12 @@ struct Response: Sendable {
     /// and the length of `ok`'s body as its `Content-Length`.
     static func notModified(answering ok: Response) -> Response {
         var response = Response(.notModified, headers: ok.headers.filter { $0.name != "Content-Type" })
-        response.notModifiedLength = ok.body.count
+        response.notModifiedLength = ok.contentLength
         return response
     }
 
     /// The `Content-Length` this response is sent with.
-    var contentLength: Int { notModifiedLength ?? body.count }
+    var contentLength: Int { notModifiedLength ?? sharedBody?.count ?? body.count }
 
     /// A JSON response; `write` writes the body.
     static func json(

@@ -12,6 +12,9 @@ final class SharedResponse: Sendable {
     nonisolated(unsafe) fileprivate let pointer: OpaquePointer?
     /// False when MHD could not create the response or refused one of its headers: it must not be sent as it is.
     let isComplete: Bool
+    /// Set when the body was too large for what is left of `--max-response-memory` (`ResponseBytes`): the response
+    /// was not made, and the request gets `503` instead.
+    let lackedMemory: Bool
     /// Bytes its headers take in a connection's memory pool, as `name: value\r\n`.
     let headerBytes: Int
     /// The response as it was asked for, from which `wire` is written.
@@ -30,7 +33,9 @@ final class SharedResponse: Sendable {
         }
     }
 
-    init(_ response: Response) {
+    /// `budget`: what a body larger than `ResponseBytes.countedSize` is counted against; nil for an answer that is
+    /// not made per request (a changeset shared by every held poll), whose body libmicrohttpd copies.
+    init(_ response: Response, budget: MemoryBudget? = nil) {
         status = response.status
         // Kept without its mark: a shared response's mark (`ResponseShare`) holds the response built for it, which
         // would then hold the mark, and neither would ever be freed. Every snapshot read (and `304`) leaked its
@@ -38,17 +43,25 @@ final class SharedResponse: Sendable {
         var source = response
         source.share = nil
         self.source = source
-        let created: OpaquePointer? =
-            if let length = response.notModifiedLength {
-                // A body of that size that is never read: libmicrohttpd sends no body with a `304`, but writes the
-                // size it is given as the `Content-Length`.
-                MHD_create_response_from_callback(UInt64(length), 1024, Self.neverRead, nil, nil)
-            } else {
-                response.body.withUnsafeBytes { body in
-                    MHD_create_response_from_buffer(
-                        body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
-                }
+        var lackedMemory = false
+        let created: OpaquePointer?
+        if let length = response.notModifiedLength {
+            // A body of that size that is never read: libmicrohttpd sends no body with a `304`, but writes the
+            // size it is given as the `Content-Length`.
+            created = MHD_create_response_from_callback(UInt64(length), 1024, Self.neverRead, nil, nil)
+        } else if let shared = response.sharedBody {
+            created = shared.makeResponse()
+        } else if let budget, response.body.count > ResponseBytes.countedSize {
+            let bytes = ResponseBytes(copying: response.body, budget: budget)
+            lackedMemory = bytes == nil
+            created = bytes?.makeResponse()
+        } else {
+            created = response.body.withUnsafeBytes { body in
+                MHD_create_response_from_buffer(
+                    body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
             }
+        }
+        self.lackedMemory = lackedMemory
         pointer = created
         var complete = created != nil
         if let created {
@@ -88,7 +101,7 @@ final class SharedResponse: Sendable {
     /// spelling libmicrohttpd 0.9.75 uses (`build_header_response`); without the body for a `HEAD`.
     static func wire(of response: Response, includingBody: Bool = true) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(256 + response.body.count)
+        bytes.reserveCapacity(256 + response.contentLength)
         bytes += "HTTP/1.1 ".utf8
         bytes.appendDecimal(response.status.rawValue)
         bytes.append(UInt8(ascii: " "))
@@ -107,7 +120,10 @@ final class SharedResponse: Sendable {
         bytes += "Content-Length: ".utf8
         bytes.appendDecimal(response.contentLength)
         bytes += "\r\n\r\n".utf8
-        if includingBody { bytes += response.body }
+        if includingBody {
+            bytes += response.body
+            if let shared = response.sharedBody { bytes += shared.bytes }
+        }
         return bytes
     }
 

@@ -29,7 +29,7 @@ extension App {
     }
 
     func snapshot(_ request: Request, _ name: String) throws(HTTPError) -> Response {
-        try existing(name).read(request)
+        try existing(name).read(request, budget: responseBudget)
     }
 
     /// Creates the collection (`201`) or replaces its whole content (`200`), diffing old against new.

@@ -118,6 +118,14 @@ extension HTTPError {
         ).with(header: "Retry-After", "1")
     }
 
+    static func responseMemoryFull(limit: Int) -> HTTPError {
+        HTTPError(
+            .serverBusy,
+            "The answers being sent already hold the \(limit) bytes allowed for large answers "
+                + "(--max-response-memory) until their clients take them; retry shortly."
+        ).with(header: "Retry-After", "1")
+    }
+
     static func insufficientStorage(free: Int, reserve: Int) -> HTTPError {
         HTTPError(
             .insufficientStorage,

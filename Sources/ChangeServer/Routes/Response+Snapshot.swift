@@ -4,14 +4,23 @@ extension Response {
     /// A snapshot read: its JSON as encoded once for its version, with the version as `ETag`. Shared by the reads
     /// of that version (`EncodedSnapshot`).
     static func snapshot(_ json: [UInt8], at version: Version) -> Response {
-        var response = Response(
-            .ok,
-            headers: [
-                ("Content-Type", jsonContentType), ("ETag", EntityTags.quoted(version)),
-                ("Cache-Control", snapshotCacheControl),
-            ], body: json)
+        var response = Response(.ok, headers: snapshotHeaders(version), body: json)
         response.share = ResponseShare()
         return response
+    }
+
+    /// A snapshot read whose body is held apart (`ResponseBytes`), with the headers of `snapshot(_:at:)`.
+    static func snapshot(sharing body: ResponseBytes, at version: Version) -> Response {
+        var response = Response(.ok, headers: snapshotHeaders(version))
+        response.sharedBody = body
+        return response
+    }
+
+    private static func snapshotHeaders(_ version: Version) -> [(name: String, value: String)] {
+        [
+            ("Content-Type", jsonContentType), ("ETag", EntityTags.quoted(version)),
+            ("Cache-Control", snapshotCacheControl),
+        ]
     }
 
     /// The answer to a read whose `If-None-Match` names the version of `read`, a `snapshot`: shared as it is.

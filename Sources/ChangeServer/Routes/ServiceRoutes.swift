@@ -15,7 +15,8 @@ extension App {
         let shared = metrics.render(
             .init(
                 collections: registry.count, logLinesDropped: LogWriter.standardError.droppedLines,
-                bodyBytesInFlight: bodyBudget.inUse, diskFreeBytes: diskSpace?.freeBytes,
+                bodyBytesInFlight: bodyBudget.inUse, responseBytesHeld: responseBudget.inUse,
+                diskFreeBytes: diskSpace?.freeBytes,
                 connectionsOpen: workers.reduce(0) { $0 + $1.server.openConnections.load(ordering: .relaxed) }))
         let text = shared + committer.storeMetricsText()
         return Response(

@@ -29,7 +29,7 @@ extension App {
     }
 
     func viewSnapshot(_ request: Request, _ name: String) throws(HTTPError) -> Response {
-        try existingView(name).read(request)
+        try existingView(name).read(request, budget: responseBudget)
     }
 
     /// Defines the view (`201`) or replaces its definition (`200`, keeping its epoch; the changeset diffs the old

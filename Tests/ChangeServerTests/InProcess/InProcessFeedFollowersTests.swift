@@ -112,7 +112,8 @@ import Testing
 
     /// `changeserver_changesets_delivered_total` of the server's metrics.
     private static func delivered(_ server: InProcessServer) -> Int {
-        let text = server.app.metrics.render(.init(collections: 0, logLinesDropped: 0, bodyBytesInFlight: 0))
+        let text = server.app.metrics.render(
+            .init(collections: 0, logLinesDropped: 0, bodyBytesInFlight: 0, responseBytesHeld: 0))
         let line = text.split(separator: "\n").first { $0.hasPrefix("changeserver_changesets_delivered_total ") }
         return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? -1
     }
