@@ -56,6 +56,11 @@ import Testing
         for index in 0..<3 {
             let response = try front.put("/v1/collections/c/items/w\(index)", ["data": index])
             statuses.append(response.status)
+            if response.status == 502 {
+                // The front's own error, in the API's form.
+                #expect(response.errorCode == "bad_gateway", "\(response.text)")
+                #expect(response.header("Content-Type") == "application/json")
+            }
             let kept = try server.client.get("/v1/collections/c/items/w\(index)").status
             #expect(kept == (response.status == 201 ? 200 : 404), "w\(index): \(response.status), then \(kept)")
         }

@@ -18,6 +18,7 @@ extension PostgresJournal {
         /// Whether the writer was told to check its connection since the loss (once is enough).
         var toldWriter = false
         var backoff = Backoff()
+        var connectFailures = RepeatedFailure()
         var lastCatchUp: Int64 = 0
         /// Whether a read stopped before a view's record that waits for a record held here (`Followed.blocked`):
         /// every collection is read again in a moment, 2 ms after the first such read, then twice as long after
@@ -40,8 +41,15 @@ extension PostgresJournal {
                     toldWriter = false
                     lastCatchUp = MonotonicClock.now()
                     backoff.reset()
+                    connectFailures.reset()
                 } catch {
-                    logger.log(.debug, "the PostgreSQL follower cannot connect: \(error)")
+                    if connectFailures.isNewReason(error) {
+                        logger.warning(
+                            "the PostgreSQL follower cannot connect (\(error)); trying again (logged again when the "
+                                + "reason changes)")
+                    } else {
+                        logger.log(.debug, "the PostgreSQL follower cannot connect: \(error)")
+                    }
                     // The writer, told of the loss, may have connected again in the moment before the database
                     // went: idle, it would not notice, and the store would read "up" throughout the outage. Told
                     // once more (not at every try: a writer whose connection works would lose it each time).

@@ -10,6 +10,7 @@ extension PostgresJournal {
         /// Whether the writer had a connection and lost it: the next one made counts as a reconnection.
         var lost = false
         var backoff = Backoff()
+        var connectFailures = RepeatedFailure()
         var unresolved: [Unanswered] = []
         var bytesSinceSnapshot: [String: Int] = [:]
         defer {
@@ -34,15 +35,22 @@ extension PostgresJournal {
                 do throws(StorageError) {
                     connection = try connect(resolving: &unresolved)
                     backoff.reset()
+                    connectFailures.reset()
                     if lost { metrics.reconnected() }
                     lost = false
                     if metrics.setUp(true) {
                         logger.log(.notice, "PostgreSQL is reachable again: mutations are accepted")
                     }
                 } catch {
-                    failPending()
+                    let wentDown = failPending()
                     let wait = backoff.next()
-                    logger.log(.debug, "cannot connect to PostgreSQL (\(error)); next try in \(wait) ms")
+                    if connectFailures.isNewReason(error) || wentDown {
+                        logger.error(
+                            "cannot connect to PostgreSQL (\(error)): mutations answer 503 until it is back (tried "
+                                + "again and again; logged again when the reason changes)")
+                    } else {
+                        logger.log(.debug, "cannot connect to PostgreSQL (\(error)); next try in \(wait) ms")
+                    }
                     if queue.withLock({ $0.isClosing }) { return }
                     _ = writerWake.wait(timeout: .now() + .milliseconds(wait))
                     continue
@@ -115,11 +123,10 @@ extension PostgresJournal {
         return fresh
     }
 
-    /// While the database is unreachable: what was appended before that was noticed is not durable.
-    private func failPending() {
-        if metrics.setUp(false) {
-            logger.error("PostgreSQL is unreachable: mutations answer 503 until it is back")
-        }
+    /// While the database cannot be connected to: what was appended before that was noticed is not durable.
+    /// Returns whether the store went down with this (the caller logs why).
+    private func failPending() -> Bool {
+        let wentDown = metrics.setUp(false)
         let (failed, waiters) = queue.withLock { queue in
             defer {
                 queue.pending = []
@@ -131,6 +138,23 @@ extension PostgresJournal {
         }
         for record in failed { record.local.done(false) }
         for waiter in waiters { waiter.signal() }
+        return wentDown
+    }
+
+    /// A transaction the database refused on a connection that still works (its disk full, say): the store takes
+    /// no writes until one commits (`changeserver_store_up` 0, `/healthz` down), though writes are still tried,
+    /// one of which finds it taking them again. Logged when the reason changes; every one counted.
+    private func transactionFailed(_ error: StorageError, records: Int, on connection: PGConnection) {
+        metrics.commitFailed()
+        let wentDown = !connection.isBroken && metrics.setCommitsFailing(true)
+        if transactionFailures.withLock({ $0.isNewReason(error) }) || wentDown {
+            logger.error(
+                "a PostgreSQL transaction of \(records) records failed (\(error)): mutations answer 503 until one "
+                    + "commits (logged again when the reason changes; changeserver_store_commit_failures_total "
+                    + "counts each)")
+        } else {
+            logger.log(.debug, "a PostgreSQL transaction of \(records) records failed: \(error)")
+        }
     }
 
     /// Tells the callers of records whose `COMMIT` got no answer what became of them: the rows that are there with
@@ -288,7 +312,7 @@ extension PostgresJournal {
             }
         } catch {
             if mayResend && connection.isBroken { return .unsent(error) }
-            logger.error("a PostgreSQL transaction of \(batch.count) records failed: \(error)")
+            transactionFailed(error, records: batch.count, on: connection)
             if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
             for record in batch { record.local.done(false) }
             return .failed
@@ -335,7 +359,7 @@ extension PostgresJournal {
             for outcome in committed.prefix(notes.count + 1) { _ = try outcome.get() }
         } catch {
             guard connection.isBroken else {
-                logger.error("a PostgreSQL transaction of \(batch.count) records failed at COMMIT: \(error)")
+                transactionFailed(error, records: batch.count, on: connection)
                 // A statement before COMMIT failed, which skipped it: the transaction is still open.
                 _ = try? connection.execute("ROLLBACK")
                 var failed: [SequencedDelivery.Local] = []
@@ -350,6 +374,10 @@ extension PostgresJournal {
             return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: movedTo, hold: hold))
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        if metrics.setCommitsFailing(false) {
+            transactionFailures.withLock { $0.reset() }
+            logger.log(.notice, "PostgreSQL commits again: mutations are accepted")
+        }
         if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }

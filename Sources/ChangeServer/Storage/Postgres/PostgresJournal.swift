@@ -101,6 +101,9 @@ final class PostgresJournal: Journal {
     /// deleted by a committed record, so that their records are purged; and the new sources of views this server
     /// moved (`snapshotIfGrown`).
     let owedSnapshots = Mutex<Set<String>>([])
+    /// The reason of the writer's last failed transaction (`transactionFailed`); the writer's alone, in a `Mutex`
+    /// for the journal to stay `Sendable`.
+    let transactionFailures = Mutex(RepeatedFailure())
     /// Told (once) when this server cannot catch up with a collection: its records were compacted into a snapshot.
     let fallenBehind = Mutex<(@Sendable (String) -> Void)?>(nil)
     /// Milliseconds a commit may go unanswered before the store is taken as down (`--postgres-timeout`), and one
@@ -241,7 +244,7 @@ final class PostgresJournal: Journal {
         guard record.count <= JournalFormat.maximumPayload else {
             throw .recordTooLarge(bytes: record.count, limit: JournalFormat.maximumPayload)
         }
-        guard metrics.isUp else { throw .unavailable(reason: "PostgreSQL is unreachable") }
+        guard metrics.triesWrites else { throw .unavailable(reason: "PostgreSQL cannot be written to") }
         let collection = RecordCodec.sequenceKey(of: record, viewSource: viewSource) ?? ""
         let wakeWriter = try queue.withLock { queue throws(StorageError) in
             // Checked again under the lock: a record queued once the watchdog emptied the queue would wait behind
@@ -293,7 +296,7 @@ final class PostgresJournal: Journal {
         }
     }
 
-    var storeState: StoreState? { metrics.isUp ? .up : .down }
+    var storeState: StoreState? { metrics.takesWrites ? .up : .down }
     var isShared: Bool { true }
 
     func metricsText() -> String { metrics.render(housekeepingJobs: housekeeper.backlog) }

@@ -9,8 +9,14 @@ final class StoreMetrics: Sendable {
         /// Set while the follower's wait for the database went past `--postgres-timeout` and it has not read on a
         /// new connection since (`PostgresJournal.watchFollower`): the store is down then too.
         var followerStalled = false
-        /// Whether the store takes writes: the database reachable, and the follower reading.
-        var takesWrites: Bool { isUp && !followerStalled }
+        /// Set when a transaction failed on a connection that works (the database refused it: its disk full, say),
+        /// until one commits.
+        var commitsFailing = false
+        /// Whether writes are tried: the database reachable, and the follower reading.
+        var triesWrites: Bool { isUp && !followerStalled }
+        /// Whether the store takes writes: they are tried, and the last one tried committed.
+        var takesWrites: Bool { triesWrites && !commitsFailing }
+        var commitFailures = 0
         var reconnects = 0
         var remoteRecords = 0
         var catchUps = 0
@@ -26,7 +32,13 @@ final class StoreMetrics: Sendable {
 
     private let state = Mutex(State())
 
-    var isUp: Bool { state.withLock { $0.takesWrites } }
+    /// Whether appends are sent to the database at all (else they are refused at once): not while it cannot be
+    /// connected to or the follower is stalled, but still while its commits fail, or nothing would find them
+    /// succeeding again.
+    var triesWrites: Bool { state.withLock { $0.triesWrites } }
+
+    /// Whether the store takes writes, as `/healthz` and `changeserver_store_up` show it.
+    var takesWrites: Bool { state.withLock { $0.takesWrites } }
 
     /// Records whether the database is reachable; returns whether that changed.
     func setUp(_ isUp: Bool) -> Bool {
@@ -44,6 +56,15 @@ final class StoreMetrics: Sendable {
         }
     }
 
+    /// Records whether the last transaction failed on a working connection; returns whether that changed.
+    func setCommitsFailing(_ failing: Bool) -> Bool {
+        state.withLock { state in
+            defer { state.commitsFailing = failing }
+            return state.commitsFailing != failing
+        }
+    }
+
+    func commitFailed() { state.withLock { $0.commitFailures += 1 } }
     func reconnected() { state.withLock { $0.reconnects += 1 } }
     func appliedRemote(_ count: Int) { state.withLock { $0.remoteRecords += count } }
     func caughtUp() { state.withLock { $0.catchUps += 1 } }
@@ -70,8 +91,13 @@ final class StoreMetrics: Sendable {
         }
         metric(
             "changeserver_store_up", "gauge",
-            "1 while PostgreSQL is reachable for writes and the follower reads from it, else 0.")
+            "1 while PostgreSQL is reachable for writes, the follower reads from it and the last transaction "
+                + "committed, else 0.")
         lines.append("changeserver_store_up \(snapshot.takesWrites ? 1 : 0)")
+        metric(
+            "changeserver_store_commit_failures_total", "counter",
+            "Group-commit transactions PostgreSQL refused on a working connection (its disk full, say).")
+        lines.append("changeserver_store_commit_failures_total \(snapshot.commitFailures)")
         metric(
             "changeserver_store_reconnects_total", "counter",
             "Connections to PostgreSQL made again after a loss (the writer's and the follower's).")
