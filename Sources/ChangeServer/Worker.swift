@@ -148,6 +148,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         case .conflictingContentLength: .error(.conflictingContentLength)
         case .lengthAndTransferCoding: .error(.lengthAndTransferCoding)
         case .hostMissingOrRepeated(let lines): .error(.hostMissingOrRepeated(lines: lines))
+        case .invalidHost(let value): .error(.invalidHost(value))
+        case .malformedTarget: .error(.malformedTarget)
         case .malformedHeader: .error(.malformedHeader)
         case .bodyMemoryFull: .error(.bodyMemoryFull(limit: app.config.maxBodyMemory))
         case .responseMemoryFull(let limit): .error(.responseMemoryFull(limit: limit))

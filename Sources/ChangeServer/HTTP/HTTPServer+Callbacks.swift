@@ -139,7 +139,11 @@ extension HTTPServer {
         var tags: UInt32 = 0
         var misread: UInt32 = 0
         chttpd_count_headers(connection, method, "Host", "If-None-Match", &hosts, &tags, &misread)
-        return hosts == 1 && tags <= 1 && misread == 0
+        // An invalid `Host` is refused the usual way too.
+        guard hosts == 1, tags <= 1, misread == 0,
+            let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host")
+        else { return false }
+        return Request.isValidHost(String(cString: host))
     }
 
     /// Answers a request `mayAnswerQuickly` let through when the handler has a shared answer for it
@@ -177,6 +181,7 @@ extension HTTPServer {
         // libmicrohttpd misreads both, so a conditional header would be lost and a `Content-Length` would let the
         // body be read as the next request: answered at once, the connection then closed.
         if exchange.misreadHeaderLines > 0 { return respond(exchange, handler.response(to: .malformedHeader)) }
+        if exchange.request.hasMalformedTarget { return respond(exchange, handler.response(to: .malformedTarget)) }
         var refusal = handler.screen(exchange)
         guard let announced = announcedLength(of: exchange.request.headers) else {
             return respond(exchange, handler.response(to: .conflictingContentLength))
@@ -193,6 +198,9 @@ extension HTTPServer {
         let hosts = exchange.request.headerLines("Host")
         if hosts > 1 || (hosts == 0 && exchange.isHTTP11) {
             return respond(exchange, handler.response(to: .hostMissingOrRepeated(lines: hosts)))
+        }
+        if let host = exchange.request.header("Host"), !Request.isValidHost(host) {
+            return respond(exchange, handler.response(to: .invalidHost(host)))
         }
         if let coding = unsupportedTransferCoding(of: exchange.request.headers) {
             return respond(exchange, handler.response(to: .unsupportedTransferEncoding(coding)))

@@ -78,6 +78,18 @@ extension HTTPError {
                 ? "An HTTP/1.1 request needs a Host header." : "The request has \(lines) Host headers; it takes one.")
     }
 
+    static func invalidHost(_ value: String) -> HTTPError {
+        HTTPError(
+            .badRequest,
+            "The Host header '\(value)' is not a host name or address with an optional port (RFC 9112 "
+                + "§3.2). The connection is closed.")
+    }
+
+    static let malformedTarget = HTTPError(
+        .badRequest,
+        "The request target holds a space, a control character or DEL, which it may hold only percent-encoded "
+            + "(%20 for a space); a bare CR in the request line does too. The connection is closed.")
+
     static let malformedHeader = HTTPError(
         .badRequest,
         "A header line is malformed: folded onto the next (a line that starts with a space or a tab), a name "

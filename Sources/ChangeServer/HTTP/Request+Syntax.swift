@@ -1,0 +1,68 @@
+/// What RFC 9112 says a request target and a `Host` value may hold, which libmicrohttpd 0.9.75 does not check.
+extension Request {
+    /// Whether the target (path or query, as received) holds a space, a control character or DEL, which it may
+    /// hold only percent-encoded (RFC 9112 §3.2, RFC 3986). libmicrohttpd takes the target as all that lies between
+    /// the method and the last space before the version: `PUT /items/a b HTTP/1.1` wrote item `a b`, and a bare CR
+    /// in the request line made the lines after it part of the target, where a front that ends a line at a bare CR
+    /// would have read two requests.
+    var hasMalformedTarget: Bool {
+        func malformed(_ text: String) -> Bool { text.utf8.contains { $0 <= 0x20 || $0 == 0x7F } }
+        return malformed(path) || query.contains { malformed($0.name) || malformed($0.value) }
+    }
+
+    /// Whether `value` is a `Host` a server must take (RFC 9112 §3.2, RFC 3986 §3.2.2): a registered name (letters,
+    /// digits, `-._~`, `!$&'()*+,;=`, percent-escapes) or an IP literal in brackets, then `:` and a port of digits
+    /// if any; empty, as a request without an authority sends it. libmicrohttpd trims the spaces around it.
+    static func isValidHost(_ value: String) -> Bool {
+        var bytes = value.utf8[...]
+        if bytes.first == UInt8(ascii: "[") {
+            guard let end = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
+            let literal = bytes[bytes.index(after: bytes.startIndex)..<end]
+            guard !literal.isEmpty, literal.allSatisfy({ isUnreserved($0) || isSubDelimiter($0) || $0 == 0x3A })
+            else { return false }
+            bytes = bytes[bytes.index(after: end)...]
+        } else {
+            let name = bytes.prefix { $0 != UInt8(ascii: ":") }
+            guard isRegisteredName(name) else { return false }
+            bytes = bytes[name.endIndex...]
+        }
+        guard let colon = bytes.first else { return true }
+        return colon == UInt8(ascii: ":") && bytes.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+    }
+
+    private static func isRegisteredName(_ name: Substring.UTF8View.SubSequence) -> Bool {
+        var index = name.startIndex
+        while index < name.endIndex {
+            let byte = name[index]
+            if byte == UInt8(ascii: "%") {
+                let digits = name[name.index(after: index)...].prefix(2)
+                guard digits.count == 2, digits.allSatisfy(isHexDigit) else { return false }
+                index = digits.endIndex
+                continue
+            }
+            guard isUnreserved(byte) || isSubDelimiter(byte) else { return false }
+            index = name.index(after: index)
+        }
+        return true
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+            UInt8(ascii: "~"):
+            true
+        default: false
+        }
+    }
+
+    private static func isSubDelimiter(_ byte: UInt8) -> Bool {
+        "!$&'()*+,;=".utf8.contains(byte)
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x46, 0x61...0x66: true
+        default: false
+        }
+    }
+}
