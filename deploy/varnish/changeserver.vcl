@@ -71,6 +71,16 @@ sub vcl_backend_response {
     }
 }
 
+# Varnish's own error (no server reached, or none answered in time) in the API's error form, not its HTML page.
+sub vcl_backend_error {
+    set beresp.status = 502;
+    set beresp.http.Content-Type = "application/json";
+    set beresp.http.Cache-Control = "no-store";
+    # (A quote and a closing brace together would end the long string: hence the spaces.)
+    synthetic({"{"error": {"code": "bad_gateway", "message": "The front reached no server for this request, or none answered in time. A write's outcome is unknown: read before writing again." } }"});
+    return (deliver);
+}
+
 sub vcl_deliver {
     if (obj.hits > 0) {
         set resp.http.X-Cache = "HIT";

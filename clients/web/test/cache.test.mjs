@@ -7,7 +7,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { subscribe } from "../changefeed.js";
-import { hasProgram, originFeedRequests, startNginx, startVarnish } from "./front.mjs";
+import { freePort, hasProgram, originFeedRequests, startNginx, startVarnish } from "./front.mjs";
 import { call, normalized, random, randomMutation, seed, serverBinary, startServer } from "./support.mjs";
 
 const binary = serverBinary();
@@ -236,6 +236,30 @@ describe("Varnish after an answer it must not store", { skip: skip("varnishd") }
         }
     });
 });
+
+/** A front's own errors, with no server behind it: the API's JSON error form, not the front's HTML page. */
+const ownErrors = (title, program, startFront, paths) => describe(title, { skip: skip(program) }, () => {
+    test("a request that reaches no server gets 502 bad_gateway as JSON", { timeout: 60000 }, async () => {
+        const front = await startFront(await freePort());
+        try {
+            for (const [target, headers] of paths) {
+                const answer = await fetch(`${front.url}${target}`, { headers });
+                const what = `${target} ${JSON.stringify(headers)}`;
+                assert.equal(answer.status, 502, what);
+                assert.match(answer.headers.get("content-type") ?? "", /^application\/json/, what);
+                assert.equal((await answer.json()).error.code, "bad_gateway", what);
+            }
+        } finally {
+            await front.stop();
+        }
+    });
+});
+
+const poll = ["/v1/collections/c/changes?timeout=1", {}];
+ownErrors("nginx's own errors (deploy/nginx/changeserver.conf)", "nginx", startNginx, [
+    ["/v1/collections/c", {}], poll, ["/v1/collections/c/changes", { accept: "text/event-stream" }],
+]);
+ownErrors("Varnish's own errors (deploy/varnish/changeserver.vcl)", "varnishd", startVarnish, [["/v1/collections/c", {}], poll]);
 
 describe("streams through nginx (deploy/nginx/changeserver.conf)", { skip: missing }, () => {
     let server;
