@@ -282,6 +282,11 @@ extension LiveHardeningTests {
             #expect(refused.text.contains("--max-response-memory"), "\(refused.text)")
         }
         #expect(try client.get("/v1/collections/big/items/item-7").status == 200)
+        // A write's answer is never refused for memory: it may report a change made already (a replacement's
+        // changeset here, over 1 MiB; it got a bare 500 for a write that took effect).
+        let items = (0..<20_000).map { ["id": "item-\($0)", "data": ["text": String(repeating: "y", count: 240)]] }
+        let replaced = try client.put("/v1/collections/big", ["sections": [["id": "s", "items": items]]])
+        #expect(replaced.status == 200 && replaced.body.count > 1 << 20, "\(replaced.status)")
         stalled.close()
         #expect(try awaitMetric(server, "changeserver_response_bytes_held", 0))
         let read = try client.get("/v1/collections/big")

@@ -63,21 +63,22 @@ extension FeedSubject {
     /// snapshot's length (`Response.notModified(answering:)`): a version not encoded yet is encoded for it, once.
     /// A snapshot too large to be kept is sent from memory counted against `budget` (`ResponseBytes`), shared by
     /// the reads of its version while any of them is being sent: a thousand clients reading it at once hold one
-    /// copy, not a thousand. `503` when the budget has no room for it.
+    /// copy, not a thousand. When the budget has no room, the snapshot goes on as it is, and the HTTP layer, which
+    /// counts every large answer to a read, refuses it `503`.
     func read(_ request: Request, budget: MemoryBudget) -> Response {
         let tags = request.listHeader("If-None-Match").map(EntityTags.init)
         let current = version
-        if tags?.matches(current, weakly: true) == true, let notModified = encodedSnapshot.notModified(at: current) {
-            return notModified
+        let namesCurrent = tags?.matches(current, weakly: true) == true
+        if namesCurrent, let notModified = encodedSnapshot.notModified(at: current) { return notModified }
+        if !namesCurrent, let body = encodedSnapshot.sharedLargeBody(at: current) {
+            return .snapshot(sharing: body, at: current)
         }
-        if let body = encodedSnapshot.sharedLargeBody(at: current) { return .snapshot(sharing: body, at: current) }
         let generation = encodedSnapshot.generation
         let snapshot = snapshotJSON()
         if tags?.matches(snapshot.version, weakly: true) == true { return snapshot.notModified }
-        guard snapshot.json.count > EncodedSnapshot.cachedLimit else { return snapshot.read }
-        guard let body = ResponseBytes(copying: snapshot.json, budget: budget) else {
-            return .error(.responseMemoryFull(limit: budget.limit))
-        }
+        guard snapshot.json.count > EncodedSnapshot.cachedLimit,
+            let body = ResponseBytes(copying: snapshot.json, budget: budget)
+        else { return snapshot.read }
         encodedSnapshot.shareLargeBody(body, at: snapshot.version, writtenAt: generation)
         return .snapshot(sharing: body, at: snapshot.version)
     }

@@ -37,6 +37,8 @@ final class Exchange {
     var screenedRoute: Route?
     /// The response for a suspended exchange, queued when MHD calls the handler again after the resume.
     var pendingResponse: SharedResponse?
+    /// Set once an answer is queued through MHD (`HTTPServer.finish`).
+    var isAnswered = false
     var isSuspended = false
     /// Whether the held request may be answered outside libmicrohttpd (`HTTPServer.answerDirectly`): decided when
     /// it is held.
@@ -95,6 +97,32 @@ final class Exchange {
         isHTTP11 = true
         misreadHeaderLines = 0
         self.request = request
+    }
+
+    /// Whether a query argument of the request holds a control character or DEL (`Request.isMalformedQueryText`),
+    /// read in place: for the quick way to a snapshot, which builds no `Request`.
+    static func hasMalformedQuery(_ connection: OpaquePointer) -> Bool {
+        guard MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, nil, nil) > 0 else { return false }
+        var malformed = false
+        withUnsafeMutablePointer(to: &malformed) { malformed in
+            _ = MHD_get_connection_values(
+                connection, .GET_ARGUMENT_KIND,
+                { context, _, key, value in
+                    func isMalformed(_ text: UnsafePointer<CChar>?) -> Bool {
+                        guard var byte = text else { return false }
+                        while byte.pointee != 0 {
+                            let value = UInt8(bitPattern: byte.pointee)
+                            if value < 0x20 || value == 0x7F { return true }
+                            byte += 1
+                        }
+                        return false
+                    }
+                    guard isMalformed(key) || isMalformed(value) else { return .YES }
+                    context?.assumingMemoryBound(to: Bool.self).pointee = true
+                    return .NO
+                }, malformed)
+        }
+        return malformed
     }
 
     /// The values of one kind, in order, and how many of them libmicrohttpd misread (`chttpd_header_is_misread`:

@@ -13,7 +13,7 @@ extension HTTPServer {
         guard let opaque = context.pointee else {
             inFlight += 1
             record(of: connection)?.requests &+= 1
-            if mayAnswerQuickly(connection, method) {
+            if mayAnswerQuickly(connection, method, url) {
                 context.pointee = UnsafeMutableRawPointer(bitPattern: Self.quickAnswerMark)
                 return .YES
             }
@@ -30,7 +30,9 @@ extension HTTPServer {
             // No quick answer: the request goes the usual way from here, its headers screened now. With no body
             // and no `Expect`, screening queues nothing (a refusal is kept and answered below).
             exchange = start(connection, method, url, version, context)
-            guard headersArrived(exchange, handler) == .YES else { return .NO }
+            let screened = headersArrived(exchange, handler)
+            // Answered from its headers (refused at once): nothing more to do.
+            guard screened == .YES, !exchange.isAnswered else { return screened }
         } else {
             exchange = Unmanaged<Exchange>.fromOpaque(opaque).takeUnretainedValue()
         }
@@ -125,7 +127,9 @@ extension HTTPServer {
     /// Whether a request may have a quick answer (`answerQuickly`): a `GET` or `HEAD` without a body or `Expect`,
     /// while the server is not stopping. Its answer is asked for in MHD's second call, as every answer is: MHD
     /// closes the connection after a response queued in the first.
-    private func mayAnswerQuickly(_ connection: OpaquePointer, _ method: UnsafePointer<CChar>) -> Bool {
+    private func mayAnswerQuickly(
+        _ connection: OpaquePointer, _ method: UnsafePointer<CChar>, _ url: UnsafePointer<CChar>
+    ) -> Bool {
         guard
             (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) && stopDeadline == nil
                 && MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") == nil
@@ -139,11 +143,12 @@ extension HTTPServer {
         var tags: UInt32 = 0
         var misread: UInt32 = 0
         chttpd_count_headers(connection, method, "Host", "If-None-Match", &hosts, &tags, &misread)
-        // An invalid `Host` is refused the usual way too.
+        // An invalid `Host` or a malformed target is refused the usual way too, at once.
         guard hosts == 1, tags <= 1, misread == 0,
-            let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host")
+            let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host"),
+            Request.isValidHost(String(cString: host)), !Request.isMalformedPath(String(cString: url))
         else { return false }
-        return Request.isValidHost(String(cString: host))
+        return !Exchange.hasMalformedQuery(connection)
     }
 
     /// Answers a request `mayAnswerQuickly` let through when the handler has a shared answer for it

@@ -3,9 +3,12 @@ import Glibc
 
 /// Answers queued through libmicrohttpd, and whether their headers fit in what is left of the connection's memory.
 extension HTTPServer {
-    /// A response whose body found no room in `--max-response-memory` is replaced by the handler's `503`.
+    /// The answer to a read (`GET`, `HEAD`) is counted against `--max-response-memory` (`ResponseBytes`), and
+    /// replaced by the handler's `503` when it finds no room. The answer to a write never is: it may report a change
+    /// made already, which a `503` must never do.
     func respond(_ exchange: Exchange, _ response: Response) -> MHD_Result {
-        let made = shared(response, for: exchange)
+        let isRead = exchange.method == "GET" || exchange.method == "HEAD"
+        let made = shared(response, for: exchange, budget: isRead ? options.responseBudget : nil)
         guard made.lackedMemory, let handler else { return finish(exchange, made) }
         let refusal = handler.response(to: .responseMemoryFull(limit: options.responseBudget.limit))
         return finish(exchange, shared(refusal, for: exchange))
@@ -13,14 +16,14 @@ extension HTTPServer {
 
     /// The libmicrohttpd response for `response` with the exchange's own headers: the shared one when the response
     /// is shared (`ResponseShare`) and those headers are the same for every request (none, or `*`'s CORS headers,
-    /// added once); else one of its own.
-    func shared(_ response: Response, for exchange: Exchange) -> SharedResponse {
+    /// added once); else one of its own. `budget`: as `SharedResponse.init`'s.
+    func shared(_ response: Response, for exchange: Exchange, budget: MemoryBudget? = nil) -> SharedResponse {
         if let share = response.share, exchange.extraHeadersAreTheSameForAll {
-            return share.shared(response, adding: exchange.extraHeaders, budget: options.responseBudget)
+            return share.shared(response, adding: exchange.extraHeaders, budget: budget)
         }
         var response = response
         response.addHeaders(exchange.extraHeaders)
-        return SharedResponse(response, budget: options.responseBudget)
+        return SharedResponse(response, budget: budget)
     }
 
     /// Queues the response. When it cannot go as it is, the failure is logged and counted and another answer goes
@@ -32,9 +35,11 @@ extension HTTPServer {
         releaseBody(of: exchange)
         let fits = fits(response, on: exchange)
         if response.isComplete, fits, response.queue(on: exchange.connection) {
+            exchange.isAnswered = true
             handler?.didRespond(exchange, status: response.status)
             return .YES
         }
+        exchange.isAnswered = true
         let (fallback, result) = response.isComplete && !fits ? answerHeadersTooLarge(exchange) : answerBare(exchange)
         handler?.responseFailed(exchange, status: response.status, fits: fits, fallback: fallback)
         if let fallback { handler?.didRespond(exchange, status: fallback) }

@@ -1,13 +1,24 @@
 /// What RFC 9112 says a request target and a `Host` value may hold, which libmicrohttpd 0.9.75 does not check.
 extension Request {
-    /// Whether the target (path or query, as received) holds a space, a control character or DEL, which it may
-    /// hold only percent-encoded (RFC 9112 §3.2, RFC 3986). libmicrohttpd takes the target as all that lies between
-    /// the method and the last space before the version: `PUT /items/a b HTTP/1.1` wrote item `a b`, and a bare CR
-    /// in the request line made the lines after it part of the target, where a front that ends a line at a bare CR
-    /// would have read two requests.
+    /// Whether the target holds a space, a control character or DEL, which it may hold only percent-encoded (RFC
+    /// 9112 §3.2, RFC 3986). libmicrohttpd takes the target as all that lies between the method and the last space
+    /// before the version: `PUT /items/a b HTTP/1.1` wrote item `a b`, and a bare CR in the request line made the
+    /// lines after it part of the target, where a front that ends a line at a bare CR would have read two requests.
+    /// A space in the query is taken: libmicrohttpd reads a `+` there as one before anything can see it.
     var hasMalformedTarget: Bool {
-        func malformed(_ text: String) -> Bool { text.utf8.contains { $0 <= 0x20 || $0 == 0x7F } }
-        return malformed(path) || query.contains { malformed($0.name) || malformed($0.value) }
+        Self.isMalformedPath(path)
+            || query.contains { Self.isMalformedQueryText($0.name) || Self.isMalformedQueryText($0.value) }
+    }
+
+    /// Whether a path, as received, holds a space, a control character or DEL.
+    static func isMalformedPath(_ path: String) -> Bool {
+        path.utf8.contains { $0 <= 0x20 || $0 == 0x7F }
+    }
+
+    /// Whether a query argument's name or value, as libmicrohttpd hands it over (a `+` read as a space), holds a
+    /// control character or DEL.
+    static func isMalformedQueryText(_ text: String) -> Bool {
+        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 
     /// Whether `value` is a `Host` a server must take (RFC 9112 §3.2, RFC 3986 §3.2.2): a registered name (letters,
@@ -16,21 +27,22 @@ extension Request {
     static func isValidHost(_ value: String) -> Bool {
         var bytes = value.utf8[...]
         if bytes.first == UInt8(ascii: "[") {
+            // An IPv6 address or IPvFuture; a zone (`[fe80::1%25en0]`, RFC 6874) as clients still send it.
             guard let end = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
             let literal = bytes[bytes.index(after: bytes.startIndex)..<end]
-            guard !literal.isEmpty, literal.allSatisfy({ isUnreserved($0) || isSubDelimiter($0) || $0 == 0x3A })
-            else { return false }
+            guard !literal.isEmpty, isHostText(literal, colons: true) else { return false }
             bytes = bytes[bytes.index(after: end)...]
         } else {
             let name = bytes.prefix { $0 != UInt8(ascii: ":") }
-            guard isRegisteredName(name) else { return false }
+            guard isHostText(name, colons: false) else { return false }
             bytes = bytes[name.endIndex...]
         }
         guard let colon = bytes.first else { return true }
         return colon == UInt8(ascii: ":") && bytes.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
-    private static func isRegisteredName(_ name: Substring.UTF8View.SubSequence) -> Bool {
+    /// Unreserved characters, sub-delimiters and percent-escapes, and colons if `colons`.
+    private static func isHostText(_ name: Substring.UTF8View.SubSequence, colons: Bool) -> Bool {
         var index = name.startIndex
         while index < name.endIndex {
             let byte = name[index]
@@ -40,7 +52,9 @@ extension Request {
                 index = digits.endIndex
                 continue
             }
-            guard isUnreserved(byte) || isSubDelimiter(byte) else { return false }
+            guard isUnreserved(byte) || isSubDelimiter(byte) || (colons && byte == UInt8(ascii: ":")) else {
+                return false
+            }
             index = name.index(after: index)
         }
         return true

@@ -6,7 +6,7 @@ import Testing
 @Suite struct InProcessRequestSyntaxTests {
     @Test(arguments: [
         "", "127.0.0.1", "127.0.0.1:8080", "localhost:", "[::1]", "[::1]:443", "[v7.fe80::a+en1]", "db.internal",
-        "x,y", "a%20b", "xn--bcher-kva.example:99999", "under_score~tilde", "sub!$&'()*+;=delims",
+        "x,y", "a%20b", "xn--bcher-kva.example:99999", "under_score~tilde", "sub!$&'()*+;=delims", "[fe80::1%25en0]:80",
     ])
     func hostsAServerTakes(host: String) {
         #expect(Request.isValidHost(host))
@@ -28,7 +28,10 @@ import Testing
         for path in ["/a b", "/a\tb", "/a\u{1}b", "/a\u{7F}b", "/a\rb", "/a\nb"] {
             #expect(request(path).hasMalformedTarget, "\(path.debugDescription)")
         }
-        #expect(request("/v1/collections", [("limit", "1 0")]).hasMalformedTarget)
+        // libmicrohttpd reads a `+` of the query as a space before anything sees it: a space there is taken.
+        #expect(!request("/v1/collections", [("limit", "1 0")]).hasMalformedTarget)
+        #expect(request("/v1/collections", [("limit", "1\r0")]).hasMalformedTarget)
         #expect(request("/v1/collections", [("li\u{1}mit", "1")]).hasMalformedTarget)
+        #expect(request("/v1/collections", [("x", "\u{7F}")]).hasMalformedTarget)
     }
 }

@@ -39,7 +39,10 @@ extension PostgresJournal {
                     if lost { metrics.reconnected() }
                     lost = false
                     if metrics.setUp(true) {
-                        logger.log(.notice, "PostgreSQL is reachable again: mutations are accepted")
+                        logger.log(
+                            .notice,
+                            "PostgreSQL is reachable again"
+                                + (metrics.takesWrites ? ": mutations are accepted" : " (its last transaction failed)"))
                     }
                 } catch {
                     let wentDown = failPending()
@@ -79,7 +82,22 @@ extension PostgresJournal {
                     snapshotIfGrown([], [], movedTo: [], &bytesSinceSnapshot)
                     continue
                 }
-                writerWake.wait()
+                guard metrics.commitsFail else {
+                    writerWake.wait()
+                    continue
+                }
+                // Idle while commits fail: a trial now and then tells when the database takes writes again, which
+                // no client's write may come to tell.
+                if writerWake.wait(timeout: .now() + .seconds(Self.trialSeconds)) == .timedOut {
+                    tryWriting(on: current)
+                    if current.isBroken {
+                        connection = nil
+                        lost = true
+                        if metrics.setUp(false) {
+                            logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
+                        }
+                    }
+                }
                 continue
             }
             var outcome = commit(batch, on: current, mayResend: true, &bytesSinceSnapshot)
@@ -145,8 +163,13 @@ extension PostgresJournal {
     /// no writes until one commits (`changeserver_store_up` 0, `/healthz` down), though writes are still tried,
     /// one of which finds it taking them again. Logged when the reason changes; every one counted.
     private func transactionFailed(_ error: StorageError, records: Int, on connection: PGConnection) {
+        // A connection that broke is the loop's to report (the store is down until a new one is made).
+        guard !connection.isBroken else {
+            logger.error("a PostgreSQL transaction of \(records) records failed as its connection broke: \(error)")
+            return
+        }
         metrics.commitFailed()
-        let wentDown = !connection.isBroken && metrics.setCommitsFailing(true)
+        let wentDown = metrics.setCommitsFailing(true)
         if transactionFailures.withLock({ $0.isNewReason(error) }) || wentDown {
             logger.error(
                 "a PostgreSQL transaction of \(records) records failed (\(error)): mutations answer 503 until one "
@@ -154,6 +177,35 @@ extension PostgresJournal {
                     + "counts each)")
         } else {
             logger.log(.debug, "a PostgreSQL transaction of \(records) records failed: \(error)")
+        }
+    }
+
+    /// Seconds between the trials of an idle writer while commits fail (`tryWriting`).
+    static let trialSeconds = 5
+
+    /// A transaction that inserts a row no record has (collection `""`, sequence -1) and rolls it back: what a
+    /// database that refuses writes (its disk full) refuses too. When it goes through, the store takes writes again.
+    private func tryWriting(on connection: PGConnection) {
+        let outcomes = connection.pipeline([
+            (sql: "BEGIN", parameters: []), (sql: PostgresSchema.trialInsert, parameters: []),
+            (sql: "ROLLBACK", parameters: []),
+        ])
+        do throws(StorageError) {
+            for outcome in outcomes { _ = try outcome.get() }
+        } catch {
+            if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
+            logger.log(.debug, "a trial write to PostgreSQL failed: \(error)")
+            return
+        }
+        committedAgain()
+    }
+
+    /// A transaction went through: the store takes writes again if commits had failed, and the next failure is
+    /// news whatever its reason.
+    private func committedAgain() {
+        transactionFailures.withLock { $0.reset() }
+        if metrics.setCommitsFailing(false) {
+            logger.log(.notice, "PostgreSQL takes writes again: mutations are accepted")
         }
     }
 
@@ -374,10 +426,7 @@ extension PostgresJournal {
             return .unanswered(Unanswered(ranges: assigned, leaving: leaving, movedTo: movedTo, hold: hold))
         }
         metrics.committed(seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
-        if metrics.setCommitsFailing(false) {
-            transactionFailures.withLock { $0.reset() }
-            logger.log(.notice, "PostgreSQL commits again: mutations are accepted")
-        }
+        committedAgain()
         if case .failure(let error) = committed[notes.count + 1] {
             logger.warning("NOTIFY after a commit failed (\(error)); the other servers catch up within a second")
         }

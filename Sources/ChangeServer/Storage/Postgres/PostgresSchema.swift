@@ -156,6 +156,9 @@ enum PostgresSchema {
 
     static let notify = "SELECT pg_notify($1, $2)"
 
+    /// The writer's trial while commits fail (`PostgresJournal.tryWriting`), always rolled back: a row no record has.
+    static let trialInsert = "INSERT INTO changeserver_records (collection, seq, record) VALUES ('', -1, '\\x00')"
+
     /// Takes the row of collection `$1` (inserting it, `last_seq` 0, when missing) until the transaction ends, and
     /// returns its `last_seq`. A transaction that moves a view takes the row of the source the view leaves, with
     /// those of its own collections, in name order before any id: a write to that source then either committed

@@ -40,6 +40,9 @@ final class StoreMetrics: Sendable {
     /// Whether the store takes writes, as `/healthz` and `changeserver_store_up` show it.
     var takesWrites: Bool { state.withLock { $0.takesWrites } }
 
+    /// Whether the last transaction failed on a working connection (`setCommitsFailing`).
+    var commitsFail: Bool { state.withLock { $0.commitsFailing } }
+
     /// Records whether the database is reachable; returns whether that changed.
     func setUp(_ isUp: Bool) -> Bool {
         state.withLock { state in
