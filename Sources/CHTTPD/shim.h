@@ -17,6 +17,10 @@
 
 typedef size_t (*chttpd_unescape_callback)(void *cls, struct MHD_Connection *connection, char *s);
 
+/* Called with a request's target as it came, before libmicrohttpd splits off its query (MHD_OPTION_URI_LOG_CALLBACK);
+   what it returns becomes the request's context, so it returns NULL. */
+typedef void *(*chttpd_uri_log_callback)(void *cls, const char *uri, struct MHD_Connection *connection);
+
 /* Starts a daemon on an already listening socket, driven by the caller's own loop (no internal thread). */
 static inline struct MHD_Daemon *chttpd_start_daemon(unsigned int flags, int listen_fd,
                                                      MHD_AccessHandlerCallback handler, void *handler_cls,
@@ -26,7 +30,8 @@ static inline struct MHD_Daemon *chttpd_start_daemon(unsigned int flags, int lis
                                                      unsigned int per_address_limit,
                                                      chttpd_unescape_callback unescape,
                                                      MHD_NotifyConnectionCallback notify_connection,
-                                                     void *notify_connection_cls) {
+                                                     void *notify_connection_cls,
+                                                     chttpd_uri_log_callback uri_log, void *uri_log_cls) {
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
@@ -36,6 +41,7 @@ static inline struct MHD_Daemon *chttpd_start_daemon(unsigned int flags, int lis
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                             MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
+                            MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
                             MHD_OPTION_END);
 }
 

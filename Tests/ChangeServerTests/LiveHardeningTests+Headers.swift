@@ -139,7 +139,8 @@ extension LiveHardeningTests {
 
     /// A request target holding a space, a control character or DEL is `400` and the connection closes (RFC 9112
     /// §3.2): libmicrohttpd took the target as all that lies before the last space of the request line, so
-    /// `PUT …/items/a b` wrote item `a b`, and a bare CR made the next lines part of the target. So is a `Host` that
+    /// `PUT …/items/a b` wrote item `a b`, a bare CR made the next lines part of the target, and a NUL ended it (`PUT
+    /// …/items/b<NUL>zz` wrote item `b`). So is a `Host` that
     /// is not a host and port, also on the quick way to a snapshot.
     @Test func aMalformedTargetOrHostIs400AndChangesNothing() throws {
         let server = try ServerProcess()
@@ -151,14 +152,14 @@ extension LiveHardeningTests {
             "PUT \(target) HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\n"
                 + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
         }
-        var cases: [(request: String, message: String)] = ["a b", "a\tb", "a\u{1}b", "a\u{7F}b"].map {
+        var cases: [(request: String, message: String)] = ["a b", "a\tb", "a\u{1}b", "a\u{7F}b", "b\u{0}zz"].map {
             (put("/v1/collections/c/items/\($0)"), "request target")
         }
         cases.append((put("/v1/collections/c/items/x?note=a\u{1}b"), "request target"))
         // Reads too, on the quick way to a snapshot (read twice above) and the usual one, a held poll among them.
         for target in [
             "/v1/collections/c x", "/v1/collections/c?x=a\u{1}b", "/v1/collections/c/changes?timeout=3&x=a\u{1}b",
-            "/v1/collections/a\u{7F}b",
+            "/v1/collections/a\u{7F}b", "/v1/collections/c\u{0}zz", "/v1/collections/c?x=a\u{0}b",
         ] {
             for method in ["GET", "HEAD"] {
                 cases.append(("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "request target"))

@@ -39,6 +39,8 @@ final class Exchange {
     var pendingResponse: SharedResponse?
     /// Set once an answer is queued through MHD (`HTTPServer.finish`).
     var isAnswered = false
+    /// Whether the target holds a NUL (`HTTPServer.targetHoldsNUL`): the request is refused.
+    var targetHoldsNUL = false
     var isSuspended = false
     /// Whether the held request may be answered outside libmicrohttpd (`HTTPServer.answerDirectly`): decided when
     /// it is held.

@@ -13,7 +13,7 @@ extension HTTPServer {
         guard let opaque = context.pointee else {
             inFlight += 1
             record(of: connection)?.requests &+= 1
-            if mayAnswerQuickly(connection, method, url) {
+            if mayAnswerQuickly(connection, method, url), !targetHoldsNUL(connection, version) {
                 context.pointee = UnsafeMutableRawPointer(bitPattern: Self.quickAnswerMark)
                 return .YES
             }
@@ -102,6 +102,7 @@ extension HTTPServer {
             path: String(validatingCString: url) ?? Self.escapingNonASCII(url),
             isHTTP11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false,
             headerEnd: chttpd_header_end(connection, method))
+        exchange.targetHoldsNUL = targetHoldsNUL(connection, version)
         context.pointee = Unmanaged.passRetained(exchange).toOpaque()
         return exchange
     }
@@ -186,7 +187,9 @@ extension HTTPServer {
         // libmicrohttpd misreads both, so a conditional header would be lost and a `Content-Length` would let the
         // body be read as the next request: answered at once, the connection then closed.
         if exchange.misreadHeaderLines > 0 { return respond(exchange, handler.response(to: .malformedHeader)) }
-        if exchange.request.hasMalformedTarget { return respond(exchange, handler.response(to: .malformedTarget)) }
+        if exchange.targetHoldsNUL || exchange.request.hasMalformedTarget {
+            return respond(exchange, handler.response(to: .malformedTarget))
+        }
         var refusal = handler.screen(exchange)
         guard let announced = announcedLength(of: exchange.request.headers) else {
             return respond(exchange, handler.response(to: .conflictingContentLength))
@@ -374,6 +377,25 @@ extension HTTPServer {
         if let status = exchange.closesUnanswered { return status }
         guard exchange.pendingResponse != nil else { return nil }
         return code.rawValue == 3 ? .closedWithoutAnswer : .clientClosedRequest
+    }
+
+    /// Notes where a request's target starts and its length up to its first NUL, before libmicrohttpd splits off
+    /// its query (`targetHoldsNUL`).
+    static let targetArrived: chttpd_uri_log_callback = { opaqueServer, uri, connection in
+        guard let opaqueServer, let uri, let connection else { return nil }
+        let server = Unmanaged<HTTPServer>.fromOpaque(opaqueServer).takeUnretainedValue()
+        server.record(of: connection)?.target = (uri, strlen(uri))
+        return nil
+    }
+
+    /// Whether the request's target holds a NUL, which libmicrohttpd hands over as the end of its C strings: `PUT
+    /// /items/b<NUL>zz` wrote item `b`. libmicrohttpd ends the target where the request line's version begins
+    /// (`version`, one byte further), so a target longer than its text up to the first NUL holds one. A version
+    /// of none (an HTTP/0.9 line, refused anyway) is not libmicrohttpd's memory and tells nothing.
+    func targetHoldsNUL(_ connection: OpaquePointer, _ version: UnsafePointer<CChar>?) -> Bool {
+        guard let target = record(of: connection)?.target, let version, version.pointee != 0, version > target.start
+        else { return false }
+        return version - target.start - 1 != target.length
     }
 
     /// Keeps paths and query arguments as they came, so that the router splits the path before decoding each

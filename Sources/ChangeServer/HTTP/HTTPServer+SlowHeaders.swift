@@ -24,6 +24,9 @@ extension HTTPServer {
         let base: Int64
         /// Requests whose headers arrived on it (counted by `access`).
         var requests = 0
+        /// Where the current request's target starts in libmicrohttpd's memory, and its length up to its first NUL,
+        /// noted before libmicrohttpd splits it (`HTTPServer.targetArrived`).
+        var target: (start: UnsafePointer<CChar>, length: Int)?
         /// The request count and bytes received when last looked at between requests; `nil` requests: not yet.
         var seenRequests: Int?
         var seenBytes: Int64 = 0

@@ -111,7 +111,8 @@ final class HTTPServer: @unchecked Sendable {
             flags, listener.descriptor, Self.accessHandler, Unmanaged.passUnretained(self).toOpaque(),
             Self.completedHandler, Unmanaged.passUnretained(self).toOpaque(), UInt32(options.connectionLimit),
             UInt32(options.idleTimeout), options.connectionMemory, UInt32(options.perAddressLimit),
-            Self.identityUnescape, Self.connectionNotice, Unmanaged.passUnretained(self).toOpaque())
+            Self.identityUnescape, Self.connectionNotice, Unmanaged.passUnretained(self).toOpaque(), Self.targetArrived,
+            Unmanaged.passUnretained(self).toOpaque())
         guard let daemon else { throw StartupError("libmicrohttpd could not start") }
         watch(chttpd_epoll_fd(daemon))
         watch(wakeDescriptor)

@@ -169,8 +169,8 @@ extension PostgresJournal {
             return
         }
         metrics.commitFailed()
-        let wentDown = metrics.setCommitsFailing(true)
-        if transactionFailures.withLock({ $0.isNewReason(error) }) || wentDown {
+        _ = metrics.setCommitsFailing(true)
+        if transactionFailures.withLock({ $0.isNewReason(error) }) {
             logger.error(
                 "a PostgreSQL transaction of \(records) records failed (\(error)): mutations answer 503 until one "
                     + "commits (logged again when the reason changes; changeserver_store_commit_failures_total "
@@ -183,12 +183,14 @@ extension PostgresJournal {
     /// Seconds between the trials of an idle writer while commits fail (`tryWriting`).
     static let trialSeconds = 5
 
-    /// A transaction that inserts a row no record has (collection `""`, sequence -1) and rolls it back: what a
-    /// database that refuses writes (its disk full) refuses too. When it goes through, the store takes writes again.
+    /// A transaction that inserts a row no record has (collection `""`, sequence -1), deletes it and commits, so
+    /// that nothing is left and no other session ever sees it, but the database writes and flushes as for a record:
+    /// what a database that refuses writes (its disk full) refuses too. When it goes through, the store takes writes
+    /// again.
     private func tryWriting(on connection: PGConnection) {
         let outcomes = connection.pipeline([
             (sql: "BEGIN", parameters: []), (sql: PostgresSchema.trialInsert, parameters: []),
-            (sql: "ROLLBACK", parameters: []),
+            (sql: PostgresSchema.trialDelete, parameters: []), (sql: "COMMIT", parameters: []),
         ])
         do throws(StorageError) {
             for outcome in outcomes { _ = try outcome.get() }
@@ -200,13 +202,13 @@ extension PostgresJournal {
         committedAgain()
     }
 
-    /// A transaction went through: the store takes writes again if commits had failed, and the next failure is
-    /// news whatever its reason.
+    /// A transaction went through: the store takes writes again if commits had failed (said at most once a minute,
+    /// as the failures are).
     private func committedAgain() {
-        transactionFailures.withLock { $0.reset() }
-        if metrics.setCommitsFailing(false) {
-            logger.log(.notice, "PostgreSQL takes writes again: mutations are accepted")
-        }
+        guard metrics.setCommitsFailing(false) else { return }
+        let now = MonotonicClock.now()
+        let says = transactionFailures.withLock { failures in failures.mayTellRecovery(now: now) }
+        if says { logger.log(.notice, "PostgreSQL takes writes again: mutations are accepted") }
     }
 
     /// Tells the callers of records whose `COMMIT` got no answer what became of them: the rows that are there with

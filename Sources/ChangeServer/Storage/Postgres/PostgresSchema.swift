@@ -156,8 +156,10 @@ enum PostgresSchema {
 
     static let notify = "SELECT pg_notify($1, $2)"
 
-    /// The writer's trial while commits fail (`PostgresJournal.tryWriting`), always rolled back: a row no record has.
+    /// The writer's trial while commits fail (`PostgresJournal.tryWriting`): a row no record has, deleted in the same
+    /// transaction.
     static let trialInsert = "INSERT INTO changeserver_records (collection, seq, record) VALUES ('', -1, '\\x00')"
+    static let trialDelete = "DELETE FROM changeserver_records WHERE collection = '' AND seq = -1"
 
     /// Takes the row of collection `$1` (inserting it, `last_seq` 0, when missing) until the transaction ends, and
     /// returns its `last_seq`. A transaction that moves a view takes the row of the source the view leaves, with

@@ -1,16 +1,30 @@
 /// The reason of the last failure of something a loop keeps trying (a connection to PostgreSQL, a transaction), so
-/// that each reason is logged once and the same one again only at `debug`: an operator sees why (a password
-/// changed, connection slots used up, the database's disk full), not a line per try or only that it failed.
+/// that each reason is logged when it changes or a minute after it was last logged, and otherwise only at `debug`:
+/// an operator sees why (a password changed, connection slots used up, the database's disk full), not a line per
+/// try, nor a line per flip of a store that goes down and up again every few seconds.
 struct RepeatedFailure {
     private var last: String?
+    private var loggedAt: Int64 = 0
 
-    /// Whether `error`'s reason differs from the one of the failure before (true for the first).
-    mutating func isNewReason(_ error: StorageError) -> Bool {
+    /// Whether a failure for `error` is to be logged: its reason differs from the last one's, or that one was
+    /// logged a minute ago or more.
+    mutating func isNewReason(_ error: StorageError, now: Int64 = MonotonicClock.now()) -> Bool {
         let reason = "\(error)"
-        defer { last = reason }
-        return reason != last
+        guard reason != last || now - loggedAt >= 60_000 else { return false }
+        last = reason
+        loggedAt = now
+        return true
     }
 
     /// Forgets the last reason: the thing succeeded.
     mutating func reset() { last = nil }
+
+    private var recoveryToldAt: Int64?
+
+    /// Whether a recovery is to be logged: the first, and then at most one a minute.
+    mutating func mayTellRecovery(now: Int64 = MonotonicClock.now()) -> Bool {
+        if let told = recoveryToldAt, now - told < 60_000 { return false }
+        recoveryToldAt = now
+        return true
+    }
 }
