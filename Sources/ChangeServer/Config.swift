@@ -127,7 +127,7 @@ struct Config: Sendable {
           --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
           --max-response-memory N
                                  bytes of answers over 1 MiB held at once until their clients have taken them; a
-                                 read whose answer does not fit gets 503 (one larger than N goes when no other is
+                                 GET whose answer does not fit gets 503 (one larger than N goes when no other is
                                  held) (default 1073741824) [CHANGESERVER_MAX_RESPONSE_MEMORY]
           --body-timeout SECONDS a request whose body stalls this long (no byte arrives) gets 408, and its connection
                                  is closed (default 60, at most 120) [CHANGESERVER_BODY_TIMEOUT]

@@ -159,7 +159,7 @@ extension LiveHardeningTests {
         // Reads too, on the quick way to a snapshot (read twice above) and the usual one, a held poll among them.
         for target in [
             "/v1/collections/c x", "/v1/collections/c?x=a\u{1}b", "/v1/collections/c/changes?timeout=3&x=a\u{1}b",
-            "/v1/collections/a\u{7F}b", "/v1/collections/c\u{0}zz", "/v1/collections/c?x=a\u{0}b",
+            "/v1/collections/a\u{7F}b", "/v1/collections/c\u{0}zz", "/v1/collections/c?x=a\u{0}b", "/v1/collections/c#",
         ] {
             for method in ["GET", "HEAD"] {
                 cases.append(("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "request target"))

@@ -114,7 +114,7 @@ final class Exchange {
                         guard var byte = text else { return false }
                         while byte.pointee != 0 {
                             let value = UInt8(bitPattern: byte.pointee)
-                            if value < 0x20 || value == 0x7F { return true }
+                            if value < 0x20 || value == 0x7F || value == UInt8(ascii: "#") { return true }
                             byte += 1
                         }
                         return false

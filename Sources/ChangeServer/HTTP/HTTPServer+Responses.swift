@@ -3,12 +3,12 @@ import Glibc
 
 /// Answers queued through libmicrohttpd, and whether their headers fit in what is left of the connection's memory.
 extension HTTPServer {
-    /// The answer to a read (`GET`, `HEAD`) is counted against `--max-response-memory` (`ResponseBytes`), and
-    /// replaced by the handler's `503` when it finds no room. The answer to a write never is: it may report a change
-    /// made already, which a `503` must never do.
+    /// The answer to a `GET` is counted against `--max-response-memory` (`ResponseBytes`), and replaced by the
+    /// handler's `503` when it finds no room. The answer to a write never is: it may report a change made already,
+    /// which a `503` must never do; nor is a `HEAD`'s, whose body is never sent, so its answer is let go as soon as
+    /// its headers are out.
     func respond(_ exchange: Exchange, _ response: Response) -> MHD_Result {
-        let isRead = exchange.method == "GET" || exchange.method == "HEAD"
-        let made = shared(response, for: exchange, budget: isRead ? options.responseBudget : nil)
+        let made = shared(response, for: exchange, budget: exchange.method == "GET" ? options.responseBudget : nil)
         guard made.lackedMemory, let handler else { return finish(exchange, made) }
         let refusal = handler.response(to: .responseMemoryFull(limit: options.responseBudget.limit))
         return finish(exchange, shared(refusal, for: exchange))

@@ -10,15 +10,16 @@ extension Request {
             || query.contains { Self.isMalformedQueryText($0.name) || Self.isMalformedQueryText($0.value) }
     }
 
-    /// Whether a path, as received, holds a space, a control character or DEL.
+    /// Whether a path, as received, holds a space, a control character, DEL or a `#` (a fragment is the client's:
+    /// a request target never holds one).
     static func isMalformedPath(_ path: String) -> Bool {
-        path.utf8.contains { $0 <= 0x20 || $0 == 0x7F }
+        path.utf8.contains { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "#") }
     }
 
     /// Whether a query argument's name or value, as libmicrohttpd hands it over (a `+` read as a space), holds a
-    /// control character or DEL.
+    /// control character, DEL or a `#`.
     static func isMalformedQueryText(_ text: String) -> Bool {
-        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+        text.utf8.contains { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "#") }
     }
 
     /// Whether `value` is a `Host` a server must take (RFC 9112 §3.2, RFC 3986 §3.2.2): a registered name (letters,

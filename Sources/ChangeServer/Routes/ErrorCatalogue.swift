@@ -87,8 +87,8 @@ extension HTTPError {
 
     static let malformedTarget = HTTPError(
         .badRequest,
-        "The request target holds a space, a control character or DEL, which it may hold only percent-encoded "
-            + "(%20 for a space); a bare CR in the request line does too. The connection is closed.")
+        "The request target holds a space, a control character, DEL or a '#', which it may hold only "
+            + "percent-encoded (%20 for a space); a bare CR in the request line does too. The connection is closed.")
 
     static let malformedHeader = HTTPError(
         .badRequest,
