@@ -64,7 +64,7 @@ extension FeedSubject {
     /// A snapshot too large to be kept is sent from memory counted against `budget` (`ResponseBytes`), shared by
     /// the reads of its version while any of them is being sent: a thousand clients reading it at once hold one
     /// copy, not a thousand. When the budget has no room, the snapshot goes on as it is, and the HTTP layer, which
-    /// counts every large answer to a read, refuses it `503`.
+    /// counts every large answer to a `GET`, refuses it `503` (a `HEAD`'s is sent: it has no body to hold).
     func read(_ request: Request, budget: MemoryBudget) -> Response {
         let tags = request.listHeader("If-None-Match").map(EntityTags.init)
         let current = version

@@ -28,7 +28,9 @@ extension HTTPServer {
         if UInt(bitPattern: opaque) == Self.quickAnswerMark {
             if answerQuickly(connection, method, url, handler) { return .YES }
             // No quick answer: the request goes the usual way from here, its headers screened now. With no body
-            // and no `Expect`, screening queues nothing (a refusal is kept and answered below).
+            // and no `Expect`, screening keeps a refusal to answer below; what it would answer at once (a malformed
+            // target or header, a bad `Host`) `mayAnswerQuickly` sent the usual way from the start, and should one
+            // be answered here all the same, the call ends with it.
             exchange = start(connection, method, url, version, context)
             let screened = headersArrived(exchange, handler)
             // Answered from its headers (refused at once): nothing more to do.
