@@ -25,7 +25,8 @@ enum Refusal {
     case hostMissingOrRepeated(lines: Int)
     /// A `Host` that is not a host name or address with an optional port (RFC 9112 §3.2).
     case invalidHost(String)
-    /// A request target holding a space, a control character or DEL (`Request.hasMalformedTarget`).
+    /// A request target holding a space, a control character, DEL, a NUL or a `#` (`Request.hasMalformedTarget`,
+    /// `HTTPServer.targetHoldsNUL`).
     case malformedTarget
     /// A header line folded onto the next (obs-fold, RFC 9112 §5.2), or whose name has a space or another
     /// character no name has (§5.1), which libmicrohttpd misreads.

@@ -82,14 +82,15 @@ extension PostgresJournal {
                     snapshotIfGrown([], [], movedTo: [], &bytesSinceSnapshot)
                     continue
                 }
-                guard metrics.commitsFail else {
+                let failing = metrics.commitsFail
+                guard failing || commitLog.withLock({ $0.owes(failing: failing) }) else {
                     writerWake.wait()
                     continue
                 }
                 // Idle while commits fail: a trial now and then tells when the database takes writes again, which
-                // no client's write may come to tell.
+                // no client's write may come to tell; and a change the log owes is said once its minute is out.
                 if writerWake.wait(timeout: .now() + .seconds(Self.trialSeconds)) == .timedOut {
-                    tryWriting(on: current)
+                    if failing { tryWriting(on: current) } else { sayCommitState(error: nil) }
                     if current.isBroken {
                         connection = nil
                         lost = true
@@ -161,7 +162,7 @@ extension PostgresJournal {
 
     /// A transaction the database refused on a connection that still works (its disk full, say): the store takes
     /// no writes until one commits (`changeserver_store_up` 0, `/healthz` down), though writes are still tried,
-    /// one of which finds it taking them again. Logged when the reason changes; every one counted.
+    /// one of which finds it taking them again. Every one is counted; the log says so as `sayCommitState` decides.
     private func transactionFailed(_ error: StorageError, records: Int, on connection: PGConnection) {
         // A connection that broke is the loop's to report (the store is down until a new one is made).
         guard !connection.isBroken else {
@@ -170,13 +171,27 @@ extension PostgresJournal {
         }
         metrics.commitFailed()
         _ = metrics.setCommitsFailing(true)
-        if transactionFailures.withLock({ $0.isNewReason(error) }) {
+        logger.log(.debug, "a PostgreSQL transaction of \(records) records failed: \(error)")
+        sayCommitState(error: error)
+    }
+
+    /// Logs whether commits fail or are taken again when the log does not say so yet, at most once a minute
+    /// (`CommitStateLog`); `error`: the failure that brings this, if one does.
+    private func sayCommitState(error: StorageError?) {
+        let failing = metrics.commitsFail
+        let line = commitLog.withLock { $0.line(failing: failing, error: error, now: MonotonicClock.now()) }
+        func changed(_ count: Int) -> String {
+            count == 0 ? "" : " (it refused and took them by turns \(count) more times in the minute before)"
+        }
+        switch line {
+        case .failing(let reason, let changes):
             logger.error(
-                "a PostgreSQL transaction of \(records) records failed (\(error)): mutations answer 503 until one "
-                    + "commits (logged again when the reason changes; changeserver_store_commit_failures_total "
-                    + "counts each)")
-        } else {
-            logger.log(.debug, "a PostgreSQL transaction of \(records) records failed: \(error)")
+                "PostgreSQL refuses this server's transactions (\(reason)): mutations answer 503 until one commits"
+                    + changed(changes) + "; changeserver_store_commit_failures_total counts each")
+        case .takenAgain(let changes):
+            logger.log(.notice, "PostgreSQL takes writes again: mutations are accepted" + changed(changes))
+        case nil:
+            break
         }
     }
 
@@ -187,28 +202,41 @@ extension PostgresJournal {
     /// that nothing is left and no other session ever sees it, but the database writes and flushes as for a record:
     /// what a database that refuses writes (its disk full) refuses too. When it goes through, the store takes writes
     /// again.
+    /// The watchdog (`watchCommit`) times it as a batch's commit: a trial the database leaves unanswered takes the
+    /// store down, and new mutations get `503` instead of waiting behind it.
     private func tryWriting(on connection: PGConnection) {
+        queue.withLock { $0.commitStarted = (MonotonicClock.now(), 0) }
         let outcomes = connection.pipeline([
             (sql: "BEGIN", parameters: []), (sql: PostgresSchema.trialInsert, parameters: []),
             (sql: PostgresSchema.trialDelete, parameters: []), (sql: "COMMIT", parameters: []),
         ])
+        var failure: StorageError?
         do throws(StorageError) {
             for outcome in outcomes { _ = try outcome.get() }
         } catch {
             if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
             logger.log(.debug, "a trial write to PostgreSQL failed: \(error)")
-            return
+            failure = error
         }
-        committedAgain()
+        let cameBack = queue.withLock { queue in
+            defer {
+                queue.commitStarted = nil
+                queue.isStalled = false
+            }
+            return queue.isStalled && !connection.isBroken && metrics.setUp(true)
+        }
+        if cameBack { logger.log(.notice, "PostgreSQL answers again: mutations are accepted") }
+        if let failure {
+            if !connection.isBroken { sayCommitState(error: failure) }
+        } else {
+            committedAgain()
+        }
     }
 
-    /// A transaction went through: the store takes writes again if commits had failed (said at most once a minute,
-    /// as the failures are).
+    /// A transaction went through: the store takes writes again if commits had failed.
     private func committedAgain() {
-        guard metrics.setCommitsFailing(false) else { return }
-        let now = MonotonicClock.now()
-        let says = transactionFailures.withLock { failures in failures.mayTellRecovery(now: now) }
-        if says { logger.log(.notice, "PostgreSQL takes writes again: mutations are accepted") }
+        guard metrics.setCommitsFailing(false) || commitLog.withLock({ $0.owes(failing: false) }) else { return }
+        sayCommitState(error: nil)
     }
 
     /// Tells the callers of records whose `COMMIT` got no answer what became of them: the rows that are there with

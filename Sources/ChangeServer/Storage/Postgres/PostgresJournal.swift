@@ -101,9 +101,9 @@ final class PostgresJournal: Journal {
     /// deleted by a committed record, so that their records are purged; and the new sources of views this server
     /// moved (`snapshotIfGrown`).
     let owedSnapshots = Mutex<Set<String>>([])
-    /// The reason of the writer's last failed transaction (`transactionFailed`); the writer's alone, in a `Mutex`
-    /// for the journal to stay `Sendable`.
-    let transactionFailures = Mutex(RepeatedFailure())
+    /// What the log last said of the writer's commits (`sayCommitState`); the writer's alone, in a `Mutex` for the
+    /// journal to stay `Sendable`.
+    let commitLog = Mutex(CommitStateLog())
     /// Told (once) when this server cannot catch up with a collection: its records were compacted into a snapshot.
     let fallenBehind = Mutex<(@Sendable (String) -> Void)?>(nil)
     /// Milliseconds a commit may go unanswered before the store is taken as down (`--postgres-timeout`), and one

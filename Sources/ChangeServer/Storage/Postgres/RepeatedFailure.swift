@@ -18,13 +18,4 @@ struct RepeatedFailure {
 
     /// Forgets the last reason: the thing succeeded.
     mutating func reset() { last = nil }
-
-    private var recoveryToldAt: Int64?
-
-    /// Whether a recovery is to be logged: the first, and then at most one a minute.
-    mutating func mayTellRecovery(now: Int64 = MonotonicClock.now()) -> Bool {
-        if let told = recoveryToldAt, now - told < 60_000 { return false }
-        recoveryToldAt = now
-        return true
-    }
 }
