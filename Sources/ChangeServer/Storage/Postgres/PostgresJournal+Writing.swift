@@ -117,14 +117,7 @@ extension PostgresJournal {
                 }
             }
             if case .unanswered(let batch) = outcome { unresolved.append(batch) }
-            let cameBack = queue.withLock { queue in
-                defer {
-                    queue.commitStarted = nil
-                    queue.isStalled = false
-                }
-                return queue.isStalled && !current.isBroken && metrics.setUp(true)
-            }
-            if cameBack { logger.log(.notice, "PostgreSQL answers again: mutations are accepted") }
+            commitAnswered(on: current)
             if current.isBroken {
                 connection = nil
                 lost = true
@@ -218,6 +211,17 @@ extension PostgresJournal {
             logger.log(.debug, "a trial write to PostgreSQL failed: \(error)")
             failure = error
         }
+        commitAnswered(on: connection)
+        if let failure {
+            if !connection.isBroken { sayCommitState(error: failure) }
+        } else {
+            committedAgain()
+        }
+    }
+
+    /// The commit the watchdog timed (`watchCommit`) has its answer: the store is up again if the watchdog had taken
+    /// it down and the connection still works.
+    private func commitAnswered(on connection: PGConnection) {
         let cameBack = queue.withLock { queue in
             defer {
                 queue.commitStarted = nil
@@ -226,11 +230,6 @@ extension PostgresJournal {
             return queue.isStalled && !connection.isBroken && metrics.setUp(true)
         }
         if cameBack { logger.log(.notice, "PostgreSQL answers again: mutations are accepted") }
-        if let failure {
-            if !connection.isBroken { sayCommitState(error: failure) }
-        } else {
-            committedAgain()
-        }
     }
 
     /// A transaction went through: the store takes writes again if commits had failed.
