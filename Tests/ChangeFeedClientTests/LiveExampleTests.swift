@@ -54,9 +54,7 @@ struct LiveExampleTests {
         await first.stopped()
         let second = try await ServerProcess.started(["--port", "\(port)"], dataDirectory: data)
         #expect(await waitUntil(timeout: 60) { await second.heldPolls() == 1 })
-        let before = try #require(Self.cpuTicks(of: follower.processIdentifier))
-        try await Task.sleep(for: .seconds(3))
-        let used = try #require(Self.cpuTicks(of: follower.processIdentifier)) - before
+        let used = try await Self.ticksOverThreeSeconds(of: follower.processIdentifier)
         #expect(await second.heldPolls() == 1, "the poll was not held all along")
         // A spinning follower takes most of the 300 ticks; an idle one, none.
         #expect(used < 60, "the follower used \(used) ticks of CPU in 3 s while its poll was held")
@@ -77,9 +75,7 @@ struct LiveExampleTests {
             follower.waitUntilExit()
         }
         #expect(await waitUntil(timeout: 60) { await server.heldPolls() == 4 })
-        let before = try #require(Self.cpuTicks(of: follower.processIdentifier))
-        try await Task.sleep(for: .seconds(3))
-        let used = try #require(Self.cpuTicks(of: follower.processIdentifier)) - before
+        let used = try await Self.ticksOverThreeSeconds(of: follower.processIdentifier)
         #expect(await server.heldPolls() == 4, "the polls were not held all along")
         #expect(used < 60, "four feeds used \(used) ticks of CPU in 3 s while their polls were held")
         await server.stopped()
@@ -93,6 +89,13 @@ struct LiveExampleTests {
         follower.standardOutput = FileHandle.nullDevice
         try Spawning.run(follower)
         return follower
+    }
+
+    /// The CPU ticks (of 100 a second) the process uses over the next 3 s.
+    static func ticksOverThreeSeconds(of pid: Int32) async throws -> Int {
+        let before = try #require(cpuTicks(of: pid))
+        try await Task.sleep(for: .seconds(3))
+        return try #require(cpuTicks(of: pid)) - before
     }
 
     /// User and system CPU time of a process so far, in clock ticks (`/proc/PID/stat`).

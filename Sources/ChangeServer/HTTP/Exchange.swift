@@ -101,8 +101,8 @@ final class Exchange {
         self.request = request
     }
 
-    /// Whether a query argument of the request holds a control character or DEL (`Request.isMalformedQueryText`),
-    /// read in place: for the quick way to a snapshot, which builds no `Request`.
+    /// Whether a query argument of the request makes its target malformed (`Request.isMalformedInTarget`), read in
+    /// place: for the quick way to a snapshot, which builds no `Request`.
     static func hasMalformedQuery(_ connection: OpaquePointer) -> Bool {
         guard MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, nil, nil) > 0 else { return false }
         var malformed = false
@@ -113,8 +113,9 @@ final class Exchange {
                     func isMalformed(_ text: UnsafePointer<CChar>?) -> Bool {
                         guard var byte = text else { return false }
                         while byte.pointee != 0 {
-                            let value = UInt8(bitPattern: byte.pointee)
-                            if value < 0x20 || value == 0x7F || value == UInt8(ascii: "#") { return true }
+                            if Request.isMalformedInTarget(UInt8(bitPattern: byte.pointee), inQuery: true) {
+                                return true
+                            }
                             byte += 1
                         }
                         return false

@@ -149,7 +149,9 @@ extension HTTPServer {
         // An invalid `Host` or a malformed target is refused the usual way too, at once.
         guard hosts == 1, tags <= 1, misread == 0,
             let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host"),
-            Request.isValidHost(String(cString: host)), !Request.isMalformedPath(String(cString: url))
+            Request.isValidHost(String(cString: host)),
+            !UnsafeBufferPointer(start: UnsafeRawPointer(url).assumingMemoryBound(to: UInt8.self), count: strlen(url))
+                .contains(where: { Request.isMalformedInTarget($0, inQuery: false) })
         else { return false }
         return !Exchange.hasMalformedQuery(connection)
     }

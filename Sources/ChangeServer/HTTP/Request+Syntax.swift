@@ -6,20 +6,18 @@ extension Request {
     /// lines after it part of the target, where a front that ends a line at a bare CR would have read two requests.
     /// A space in the query is taken: libmicrohttpd reads a `+` there as one before anything can see it.
     var hasMalformedTarget: Bool {
-        Self.isMalformedPath(path)
-            || query.contains { Self.isMalformedQueryText($0.name) || Self.isMalformedQueryText($0.value) }
+        path.utf8.contains { Self.isMalformedInTarget($0, inQuery: false) }
+            || query.contains { argument in
+                argument.name.utf8.contains { Self.isMalformedInTarget($0, inQuery: true) }
+                    || argument.value.utf8.contains { Self.isMalformedInTarget($0, inQuery: true) }
+            }
     }
 
-    /// Whether a path, as received, holds a space, a control character, DEL or a `#` (a fragment is the client's:
-    /// a request target never holds one).
-    static func isMalformedPath(_ path: String) -> Bool {
-        path.utf8.contains { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "#") }
-    }
-
-    /// Whether a query argument's name or value, as libmicrohttpd hands it over (a `+` read as a space), holds a
-    /// control character, DEL or a `#`.
-    static func isMalformedQueryText(_ text: String) -> Bool {
-        text.utf8.contains { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "#") }
+    /// Whether a byte of a target, as libmicrohttpd hands it over, makes it malformed: a control character, DEL, a
+    /// `#` (a fragment is the client's: a target never holds one), and in the path a space (in the query
+    /// libmicrohttpd has made each `+` one).
+    static func isMalformedInTarget(_ byte: UInt8, inQuery: Bool) -> Bool {
+        byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "#") || (!inQuery && byte == UInt8(ascii: " "))
     }
 
     /// Whether `value` is a `Host` a server must take (RFC 9112 §3.2, RFC 3986 §3.2.2): a registered name (letters,

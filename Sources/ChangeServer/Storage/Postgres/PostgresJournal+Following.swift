@@ -46,7 +46,7 @@ extension PostgresJournal {
                     if connectFailures.isNewReason(error) {
                         logger.warning(
                             "the PostgreSQL follower cannot connect (\(error)); trying again (logged again when the "
-                                + "reason changes)")
+                                + "reason changes, or a minute later)")
                     } else {
                         logger.log(.debug, "the PostgreSQL follower cannot connect: \(error)")
                     }

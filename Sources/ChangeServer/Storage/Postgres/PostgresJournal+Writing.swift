@@ -23,6 +23,15 @@ extension PostgresJournal {
             for token in unresolved.flatMap(\.hold.tokens) { delivery.release(token) }
             handOn(unresolved.flatMap(\.ranges), leaving: [], hold: .none)
         }
+        /// A connection found broken is let go: the next turn makes a new one, and the store is down until then.
+        func letGoIfBroken(_ current: PGConnection) {
+            guard current.isBroken else { return }
+            connection = nil
+            lost = true
+            if metrics.setUp(false) {
+                logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
+            }
+        }
         while true {
             if queue.withLock({ queue in
                 defer { queue.writerConnectionSuspect = false }
@@ -50,7 +59,7 @@ extension PostgresJournal {
                     if connectFailures.isNewReason(error) || wentDown {
                         logger.error(
                             "cannot connect to PostgreSQL (\(error)): mutations answer 503 until it is back (tried "
-                                + "again and again; logged again when the reason changes)")
+                                + "again and again; logged again when the reason changes, or a minute later)")
                     } else {
                         logger.log(.debug, "cannot connect to PostgreSQL (\(error)); next try in \(wait) ms")
                     }
@@ -91,13 +100,7 @@ extension PostgresJournal {
                 // no client's write may come to tell; and a change the log owes is said once its minute is out.
                 if writerWake.wait(timeout: .now() + .seconds(Self.trialSeconds)) == .timedOut {
                     if failing { tryWriting(on: current) } else { sayCommitState(error: nil) }
-                    if current.isBroken {
-                        connection = nil
-                        lost = true
-                        if metrics.setUp(false) {
-                            logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
-                        }
-                    }
+                    letGoIfBroken(current)
                 }
                 continue
             }
@@ -118,13 +121,7 @@ extension PostgresJournal {
             }
             if case .unanswered(let batch) = outcome { unresolved.append(batch) }
             commitAnswered(on: current)
-            if current.isBroken {
-                connection = nil
-                lost = true
-                if metrics.setUp(false) {
-                    logger.error("lost the connection to PostgreSQL: mutations answer 503 until it is back")
-                }
-            }
+            letGoIfBroken(current)
         }
     }
 
@@ -168,7 +165,7 @@ extension PostgresJournal {
         sayCommitState(error: error)
     }
 
-    /// Logs whether commits fail or are taken again when the log does not say so yet, at most once a minute
+    /// Logs whether commits fail or are taken again when the log does not say so yet, in at most two lines a minute
     /// (`CommitStateLog`); `error`: the failure that brings this, if one does.
     private func sayCommitState(error: StorageError?) {
         let failing = metrics.commitsFail
@@ -195,6 +192,7 @@ extension PostgresJournal {
     /// that nothing is left and no other session ever sees it, but the database writes and flushes as for a record:
     /// what a database that refuses writes (its disk full) refuses too. When it goes through, the store takes writes
     /// again.
+    ///
     /// The watchdog (`watchCommit`) times it as a batch's commit: a trial the database leaves unanswered takes the
     /// store down, and new mutations get `503` instead of waiting behind it.
     private func tryWriting(on connection: PGConnection) {
