@@ -7,7 +7,8 @@ extension Config {
     var openAccessWarning: String? {
         guard writeToken == nil, readToken == nil, !Self.isLoopback(host) else { return nil }
         return "no --write-token: anyone who can reach this server on \(host) can change and delete every collection; "
-            + "set CHANGESERVER_WRITE_TOKEN (and --read-token to guard reads), or listen on --host 127.0.0.1 "
+            + "set --write-token or CHANGESERVER_WRITE_TOKEN (and --read-token to guard reads), or listen on "
+            + "--host 127.0.0.1 "
             + "behind a front that checks access"
     }
 

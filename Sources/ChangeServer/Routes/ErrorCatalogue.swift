@@ -9,12 +9,9 @@ extension HTTPError {
     }
 
     static func methodNotAllowed(_ method: String, _ route: Route) -> HTTPError {
-        let allowed = route.methods + ["OPTIONS"]
-        return HTTPError(
-            .methodNotAllowed,
-            "\(method) is not allowed on \(route.template); allowed: \(route.methods.joined(separator: ", "))."
-        )
-        .with(header: "Allow", allowed.joined(separator: ", "))
+        let allowed = (route.methods + ["OPTIONS"]).joined(separator: ", ")
+        return HTTPError(.methodNotAllowed, "\(method) is not allowed on \(route.template); allowed: \(allowed).")
+            .with(header: "Allow", allowed)
     }
 
     static let shuttingDown = HTTPError(.shuttingDown, "The server is shutting down; retry shortly.")

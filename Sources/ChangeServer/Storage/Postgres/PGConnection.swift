@@ -186,7 +186,8 @@ final class PGConnection {
             let holdsPassword =
                 userInfo?.contains(":") == true || percentDecoded(url).lowercased().contains("password")
             return holdsPassword
-                ? "libpq cannot read it (its reason is not shown: it may quote the password)" : message(error)
+                ? "libpq cannot read it (its reason is not shown, since it may quote the password: give the password in "
+                    + "PGPASSWORD instead, and libpq's reason is shown)" : message(error)
         }
         PQconninfoFree(options)
         return nil

@@ -134,7 +134,8 @@ enum PostgresRecovery {
             throw StartupError("cannot read the journal from PostgreSQL: \(error)")
         }
         logger.info(
-            "recovered \(executor.registry.count) collections from PostgreSQL: \(fromSnapshots) from snapshots, "
+            "recovered \(executor.registry.count) collections and \(executor.views.count) views from PostgreSQL: "
+                + "\(fromSnapshots) from snapshots, "
                 + "\(records) records replayed in \(MonotonicClock.now() - started) ms")
         let deleted = snapshotDeleted(
             leftover, replayed, applied, viewsAtLastRecord, executor: executor, connection, logger: logger)
