@@ -20,11 +20,13 @@ extension App {
             directory: directory, segment: position.segment, size: position.size,
             bytesSinceSnapshot: position.bytesSinceSnapshot, policy: config.fsync, recordLimit: recordLimit,
             metrics: metrics, logger: logger)
+        try EpochRenewal.recordRun(directory, policy: config.fsync)
         let lanes = Lanes()
         let snapshots = Snapshots(
             directory: directory, journal: journal, registry: registry, views: views, lanes: lanes,
             threshold: config.snapshotBytes,
             logger: logger)
+        if position.renewedEpochs { snapshots.startNow() }
         let feeds = FeedFanOut()
         let committer = Committer(
             executor: executor, journal: journal, lanes: lanes, snapshots: snapshots, metrics: metrics,

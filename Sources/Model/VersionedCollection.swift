@@ -25,6 +25,18 @@ public struct VersionedCollection: Sendable {
         history.record([.replaced(old: [])], committing: version, limits: limits)
     }
 
+    /// The same content under a new epoch: at `<epoch>.1`, with `<epoch>.0` (the empty collection) in its history,
+    /// as a collection created with it. A client that followed the old epoch starts over: its cursor is of another
+    /// epoch. For a store that may have lost versions clients saw, which new writes would otherwise number again.
+    /// - Precondition: `epoch` is a valid epoch.
+    /// - Complexity: O(1): the content is shared.
+    public func renewed(epoch: String) -> VersionedCollection {
+        let version = Version(epoch: epoch, seq: 1)
+        var history = History()
+        history.record([.replaced(old: [])], committing: version, limits: limits)
+        return VersionedCollection(store: store, version: version, history: history, limits: limits)
+    }
+
     /// A collection restored as it was: its content, version and kept history (see `init(decoding:limits:)`).
     init(store: Store, version: Version, history: History, limits: HistoryLimits) {
         self.store = store

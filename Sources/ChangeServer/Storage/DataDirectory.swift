@@ -17,7 +17,14 @@ final class DataDirectory: Sendable {
         let lockPath = path + "/LOCK"
         let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw StartupError("cannot open \(lockPath) to write: \(String(cString: strerror(errno)))")
+            let code = errno
+            let reason = String(cString: strerror(code))
+            var info = stat()
+            let owner =
+                code == EACCES && stat(lockPath, &info) == 0
+                ? " (it belongs to uid \(info.st_uid) and has mode \(String(info.st_mode & 0o777, radix: 8)); this "
+                    + "server runs as uid \(getuid()): give the data directory and its files to that user)" : ""
+            throw StartupError("cannot open \(lockPath) to write: \(reason)\(owner)")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             close(descriptor)

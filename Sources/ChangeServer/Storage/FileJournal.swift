@@ -94,6 +94,8 @@ final class FileJournal: Journal, @unchecked Sendable {
         let log: @Sendable (LogLevel, String) -> Void = { logger.log($0, $1) }
         failures = WriteFailures(policy == .always ? "journal write or fsync" : "journal write", log: log)
         syncFailures = WriteFailures("journal fsync", log: log)
+        // What recovery replayed counts toward the next snapshot, and the gauge says so from the start.
+        metrics.setJournalBytes(bytesSinceSnapshot)
         let segment = try Self.openSegment(directory, number, size: size)
         // `openSegment` synced what is there: the first record written will say so (the syncer's first pass does).
         state = Mutex(
@@ -262,8 +264,14 @@ final class FileJournal: Journal, @unchecked Sendable {
                     policy == .always
                     ? state.synced == state.written && state.syncedSize == state.segment.size
                     : state.unmarkedSync == state.segment.size
-                guard isSynced, state.segment.size > JournalFormat.headerSize else { return }
-                _ = Self.endWithMark(&state)
+                guard isSynced, state.segment.size > JournalFormat.headerSize, !Self.endWithMark(&state) else { return }
+                // A mark written in part (a full disk) would read as a torn record at the next start, which cuts
+                // it and, since a cut may drop answered records, renews every epoch (`EpochRenewal`): cut it here.
+                let segment = state.segment
+                if ftruncate(segment.descriptor, off_t(segment.size)) == 0 {
+                    segment.zeroedEnd = segment.size
+                    _ = fdatasync(segment.descriptor)
+                }
             }
         }
     }

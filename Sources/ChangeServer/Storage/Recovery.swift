@@ -13,6 +13,8 @@ enum Recovery {
         var size: Int
         /// Bytes of journal the latest snapshot does not cover: what counts toward the next one.
         var bytesSinceSnapshot = 0
+        /// Whether every collection and view got a new epoch (`EpochRenewal`): a snapshot is due at once.
+        var renewedEpochs = false
     }
 
     /// Puts a snapshot's collections and views in place; a view's index is rebuilt from its source, which must be
@@ -34,7 +36,7 @@ enum Recovery {
     static func run(_ directory: DataDirectory, executor: Executor, logger: Logger) throws(StartupError) -> Position {
         let started = MonotonicClock.now()
         var nextSegment: UInt64 = 1
-        var fromSnapshot = 0
+        var fromSnapshot = (collections: 0, views: 0)
         var hasSnapshot = false
         let snapshotBytes: [UInt8]?
         do throws(FileReadFailure) {
@@ -56,12 +58,14 @@ enum Recovery {
                             + "format \(format); this build reads 1 to \(SnapshotFile.version)): run that build or a "
                             + "later one, and keep the file (the journal before it is gone)")
                 }
-                throw StartupError("the snapshot \(directory.snapshotPath) is corrupt; refusing to start on wrong data")
+                throw StartupError(
+                    "the snapshot \(directory.snapshotPath) is corrupt; refusing to start on wrong data. Restore the "
+                        + "data directory from a backup: the journal segments the snapshot covered are gone")
             }
             try restore(snapshot, into: executor)
             nextSegment = snapshot.nextSegment
             hasSnapshot = true
-            fromSnapshot = snapshot.collections.count + snapshot.views.count
+            fromSnapshot = (snapshot.collections.count, snapshot.views.count)
         }
         var segments: [UInt64]
         do throws(FileReadFailure) {
@@ -85,21 +89,27 @@ enum Recovery {
         if let first = segments.first, first != nextSegment {
             throw StartupError(
                 first > 1 && nextSegment == 1
-                    ? "journal segments start at \(first) but there is no snapshot covering the ones before"
-                    : "journal segment \(nextSegment) is missing")
+                    ? "journal segments start at \(first) but there is no snapshot covering the ones before: "
+                        + "\(directory.snapshotPath) is missing; restore it, or the data directory, from a backup"
+                    : "journal segment \(nextSegment) is missing: restore the data directory from a backup (the "
+                        + "segments after it cannot be replayed without it)")
         }
         for (index, number) in segments.enumerated() where number != nextSegment + UInt64(index) {
-            throw StartupError("journal segment \(nextSegment + UInt64(index)) is missing")
+            throw StartupError(
+                "journal segment \(nextSegment + UInt64(index)) is missing: restore the data directory from a backup "
+                    + "(the segments after it cannot be replayed without it)")
         }
         try dropEmptyTail(&segments, directory, logger: logger)
         var records = 0
         var bytesRead = 0
         var position = Position(segment: nextSegment, size: 0)
+        var closedCleanly = true
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
-            let (count, size, version) = try replay(
+            let (count, size, version, closed) = try replay(
                 directory, number, isFirst: index == 0, isLast: isLast, afterSnapshot: hasSnapshot && index == 0,
                 executor: executor, logger: logger)
+            closedCleanly = closed
             records += count
             bytesRead += size
             position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
@@ -111,11 +121,22 @@ enum Recovery {
                 position = Position(segment: number + 1, size: 0, bytesSinceSnapshot: bytesRead)
             }
         }
+        if let loss = EpochRenewal.lossSinceLastRun(directory, closedCleanly: closedCleanly) {
+            try EpochRenewal.mark(directory, reason: loss)
+        }
+        if let reason = EpochRenewal.pendingReason(directory) {
+            EpochRenewal.renew(executor)
+            position.renewedEpochs = true
+            logger.warning(
+                "every collection and view gets a new epoch, so that clients that saw versions this start may have "
+                    + "lost start over from a snapshot (410 on their next poll) instead of taking other content "
+                    + "for them: \(reason)")
+        }
         let items = executor.registry.all().reduce(0) { total, entry in total + entry.content.withLock { $0.itemCount }
         }
         logger.info(
             "recovered \(executor.registry.count) collections (\(items) items) and \(executor.views.count) views: "
-                + "\(fromSnapshot) from the snapshot, "
+                + "\(fromSnapshot.collections) collections and \(fromSnapshot.views) views from the snapshot, "
                 + "\(records) journal records (\(bytesRead) bytes) replayed in \(MonotonicClock.now() - started) ms")
         return position
     }
@@ -134,7 +155,7 @@ enum Recovery {
     private static func replay(
         _ directory: DataDirectory, _ number: UInt64, isFirst: Bool, isLast: Bool, afterSnapshot: Bool,
         executor: Executor, logger: Logger
-    ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
+    ) throws(StartupError) -> (records: Int, size: Int, version: UInt32, closed: Bool) {
         let path = directory.segmentPath(number)
         let bytes: [UInt8]
         do throws(FileReadFailure) {
@@ -150,7 +171,8 @@ enum Recovery {
         // message of a missing segment gives.
         if bytes.isEmpty && isLast && afterSnapshot {
             logger.warning("the journal \(path) is empty: starting it anew after the snapshot")
-            return (0, 0, JournalFormat.version)
+            try EpochRenewal.mark(directory, reason: "the journal was started anew from the snapshot alone")
+            return (0, 0, JournalFormat.version, true)
         }
         guard bytes.count >= JournalFormat.headerSize else {
             let way =
@@ -181,13 +203,13 @@ enum Recovery {
         var records = 0
         /// Whether the last frame read is a sync mark naming its own offset (version 2).
         var endsWithMark = false
-        func ended() throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
+        func ended() throws(StartupError) -> (records: Int, size: Int, version: UInt32, closed: Bool) {
             guard isLast || version < 2 || endsWithMark else {
                 throw StartupError(
                     "the journal \(path) ends at byte \(offset) without the mark written when the journal moved on "
                         + "to the next segment: records may be missing; refusing to start on wrong data")
             }
-            return (records, offset, version)
+            return (records, offset, version, endsWithMark)
         }
         while offset < bytes.count {
             guard let (payload, end) = JournalFormat.payload(in: bytes, at: offset) else {
@@ -198,8 +220,13 @@ enum Recovery {
                     : JournalFormat.hasFrame(in: bytes, after: offset)
                 guard isLast, !isDamage else {
                     throw StartupError(
-                        "the journal \(path) has a corrupt record at byte \(offset) followed by valid ones; "
-                            + "refusing to start on wrong data")
+                        isDamage
+                            ? "the journal \(path) has a corrupt record at byte \(offset) followed by valid ones; "
+                                + "refusing to start on wrong data. Restore the data directory from a backup"
+                            : "the journal \(path) has a bad record at byte \(offset) and nothing valid after it, "
+                                + "where a segment before the last ends with the mark that closes it: it was cut short "
+                                + "or damaged there, and the records after it are lost; refusing to start on wrong "
+                                + "data. Restore the data directory from a backup")
                 }
                 // The zeros written ahead of the records (format 2) are not data: only the bytes up to the last
                 // one that is not zero were lost.
@@ -207,8 +234,9 @@ enum Recovery {
                 logger.warning(
                     "the journal \(path) ends with a torn or corrupt record: dropped \(max(0, dataEnd - offset)) bytes "
                         + "at \(offset)\(dataEnd < bytes.count ? " (and the zeros written ahead after them)" : "")")
+                try EpochRenewal.mark(directory, reason: "the journal's tail was cut at byte \(offset) of \(path)")
                 try sync(path, cuttingAt: offset)
-                return (records, offset, version)
+                return (records, offset, version, false)
             }
             defer { offset = end }
             if version >= 2, let synced = JournalFormat.synced(byMark: payload) {

@@ -67,6 +67,15 @@ final class Snapshots: Sendable {
         if !startThread({ [self] in rotateAndSnapshot() }) { couldNotStartThread() }
     }
 
+    /// Starts a snapshot now, on a thread of its own, whatever the journal's size: the one that makes new epochs
+    /// durable (`EpochRenewal`). Should it fail, the next record applied tries again.
+    func startNow() {
+        guard snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        isOwed.store(true, ordering: .relaxed)
+        if !startThread({ [self] in rotateAndSnapshot() }) { couldNotStartThread() }
+    }
+
     /// The process is at its thread limit: no snapshot now, and a record that finds the journal grown tries again
     /// (left set, `snapshotting` would keep every later snapshot from starting, and the journal would grow for
     /// good).
@@ -130,6 +139,7 @@ final class Snapshots: Sendable {
             return failed()
         }
         isOwed.store(false, ordering: .relaxed)
+        EpochRenewal.clear(directory)
         // Segments it cannot list now are left for the next snapshot or start to drop.
         for segment in (try? directory.segments()) ?? [] where segment < next { unlink(directory.segmentPath(segment)) }
         directory.syncDirectory()

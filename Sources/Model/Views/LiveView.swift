@@ -60,6 +60,12 @@ public struct LiveView: Sendable {
         }
     }
 
+    /// Gives the view's content a new epoch (`VersionedCollection.renewed(epoch:)`); the content stays.
+    /// - Precondition: `epoch` is a valid epoch.
+    public mutating func renewEpoch(_ epoch: String) {
+        collection = collection.renewed(epoch: epoch)
+    }
+
     /// The current version of the view.
     public var version: Version { collection.version }
 
