@@ -370,4 +370,20 @@ import Testing
                 as? [Any])
         #expect(items?.count == count + 1)
     }
+
+    /// `changeserver_journal_bytes` counts the journal since the last snapshot, also what a restart replayed
+    /// (it read 0 until the first write after a start).
+    @Test func theJournalGaugeCountsWhatAStartReplayed() throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var server = try ServerProcess(dataDirectory: directory)
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        for index in 0..<20 { _ = try server.client.put("/v1/collections/c/items/i\(index)", ["data": index]) }
+        let written = try #require(try server.metric("changeserver_journal_bytes"))
+        #expect(written > 500)
+        #expect(server.stop() == 0)
+        server = try ServerProcess(dataDirectory: directory)
+        let replayed = try #require(try server.metric("changeserver_journal_bytes"))
+        #expect(replayed >= written, "written \(written), then \(replayed) after the restart")
+    }
 }
