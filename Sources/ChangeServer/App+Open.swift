@@ -20,7 +20,7 @@ extension App {
             directory: directory, segment: position.segment, size: position.size,
             bytesSinceSnapshot: position.bytesSinceSnapshot, policy: config.fsync, recordLimit: recordLimit,
             metrics: metrics, logger: logger)
-        try EpochRenewal.recordRun(directory, policy: config.fsync)
+        EpochRenewal.recordRun(directory, policy: config.fsync, logger: logger)
         let lanes = Lanes()
         let snapshots = Snapshots(
             directory: directory, journal: journal, registry: registry, views: views, lanes: lanes,

@@ -295,6 +295,28 @@ extension LiveHardeningTests {
         #expect(items?.last?["data"] as? String == "120-3999")
     }
 
+    /// A start on a disk with no byte free goes on without `last-run` (logged), and takes writes once there is
+    /// room: what a start writes beside the journal must not keep it from starting.
+    @Test func aStartOnADiskWithNoRoomLeftGoesOn() throws {
+        let (mountPoint, data) = try Self.smallDisk()
+        defer { Self.unmount(mountPoint) }
+        var server = try ServerProcess(["--disk-reserve-bytes", "0"], dataDirectory: data)
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        #expect(server.stop() == 0)
+        // Fills what is left, byte by byte at the end.
+        let filler = mountPoint + "/filler"
+        let descriptor = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        try #require(descriptor >= 0)
+        let block = [UInt8](repeating: 1, count: 4096)
+        for size in [4096, 1] { while write(descriptor, block, size) == size {} }
+        close(descriptor)
+        server = try ServerProcess(["--disk-reserve-bytes", "0"], dataDirectory: data)
+        #expect(server.log.contains("cannot write \(data)/last-run"), "\(server.log)")
+        #expect(try server.client.get("/v1/collections/c").status == 200)
+        try FileManager.default.removeItem(atPath: filler)
+        #expect(try Self.writesResume(server, "/v1/collections/c/items/after", within: 10))
+    }
+
     /// Whether a write of `path` (an item not there before) is taken within `seconds`, tried every 100 ms: writes
     /// refused for the disk's reserve come back.
     static func writesResume(_ server: ServerProcess, _ path: String, within seconds: Double) throws -> Bool {

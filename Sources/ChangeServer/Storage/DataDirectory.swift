@@ -142,6 +142,24 @@ final class DataDirectory: Sendable {
     }
 
     /// Makes renames and new files in the directory durable; false (`errno` set) when it could not.
+    /// Writes `bytes` to `path` (in this directory) under a temporary name, syncs them, renames the file into
+    /// place and syncs the directory: the file is either as it was or whole. False (errno set) when a step failed.
+    func writeDurably(_ bytes: [UInt8], to path: String) -> Bool {
+        let temporary = path + ".tmp"
+        let descriptor = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        if written >= 0 && written < bytes.count { errno = ENOSPC }
+        guard written == bytes.count, fdatasync(descriptor) == 0, rename(temporary, path) == 0 else {
+            let failure = errno
+            unlink(temporary)
+            errno = failure
+            return false
+        }
+        return syncDirectory()
+    }
+
     @discardableResult
     func syncDirectory() -> Bool {
         let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -14,14 +14,16 @@ import Model
 /// then renews again, which is harmless, since epochs are random and never taken twice. `last-run` holds the
 /// machine's boot id and the fsync policy of the last start.
 enum EpochRenewal {
-    /// Notes that this start renews every epoch, and why (the log says it). Synced before it returns, so that what
-    /// is cut after it cannot be forgotten.
-    static func mark(_ directory: DataDirectory, reason: String) throws(StartupError) {
-        guard writeDurably(Array((reason + "\n").utf8), to: markerPath(directory), in: directory) else {
-            throw StartupError(
-                "cannot write \(markerPath(directory)): \(String(cString: strerror(errno))); it notes that "
-                    + "collections need new epochs before the journal is cut, so the start stops here")
+    /// Notes that this start renews every epoch, and why, synced before it returns, so that what is cut after it
+    /// cannot be forgotten; returns `reason`. A note that cannot be written (a full disk) is logged, and the epochs
+    /// are renewed all the same: only a crash before the next snapshot would then forget it.
+    static func mark(_ directory: DataDirectory, reason: String, logger: Logger) -> String {
+        if !directory.writeDurably(Array((reason + "\n").utf8), to: markerPath(directory)) {
+            logger.error(
+                "cannot write \(markerPath(directory)): \(String(cString: strerror(errno))); the collections get new "
+                    + "epochs all the same, but a crash before the next snapshot would forget that they need them")
         }
+        return reason
     }
 
     /// Why every epoch is renewed, when a start decided so and no snapshot holds the new epochs yet.
@@ -63,11 +65,14 @@ enum EpochRenewal {
             + "has restarted since: what it wrote after its last sync may be lost"
     }
 
-    /// Notes this start's boot id and fsync policy in `last-run`, for the next start's `lossSinceLastRun`.
-    static func recordRun(_ directory: DataDirectory, policy: Config.FsyncPolicy) throws(StartupError) {
+    /// Notes this start's boot id and fsync policy in `last-run`, for the next start's `lossSinceLastRun`. A
+    /// start on a full disk goes on without it (logged): the next start then reads the run before this one's.
+    static func recordRun(_ directory: DataDirectory, policy: Config.FsyncPolicy, logger: Logger) {
         let line = "\(bootID() ?? "unknown") \(policy.rawValue)\n"
-        guard writeDurably(Array(line.utf8), to: lastRunPath(directory), in: directory) else {
-            throw StartupError("cannot write \(lastRunPath(directory)): \(String(cString: strerror(errno)))")
+        guard directory.writeDurably(Array(line.utf8), to: lastRunPath(directory)) else {
+            return logger.warning(
+                "cannot write \(lastRunPath(directory)): \(String(cString: strerror(errno))); a crash of this run "
+                    + "followed by a restart of the machine may go unnoticed at the next start")
         }
     }
 
@@ -88,20 +93,6 @@ enum EpochRenewal {
     static func markerPath(_ directory: DataDirectory) -> String { directory.path + "/epochs-renewal" }
     static func lastRunPath(_ directory: DataDirectory) -> String { directory.path + "/last-run" }
 
-    /// Writes `bytes` under a temporary name, syncs them, renames the file into place and syncs the directory.
-    private static func writeDurably(_ bytes: [UInt8], to path: String, in directory: DataDirectory) -> Bool {
-        let temporary = path + ".tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { return false }
-        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        let synced = written == bytes.count && fdatasync(descriptor) == 0
-        close(descriptor)
-        guard synced, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            return false
-        }
-        return directory.syncDirectory()
-    }
 }
 
 extension String {

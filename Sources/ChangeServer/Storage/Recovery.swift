@@ -104,11 +104,13 @@ enum Recovery {
         var bytesRead = 0
         var position = Position(segment: nextSegment, size: 0)
         var closedCleanly = true
+        /// Why this start renews every epoch (`EpochRenewal`), once it knows.
+        var renewal: String?
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
             let (count, size, version, closed) = try replay(
                 directory, number, isFirst: index == 0, isLast: isLast, afterSnapshot: hasSnapshot && index == 0,
-                executor: executor, logger: logger)
+                executor: executor, renewal: &renewal, logger: logger)
             closedCleanly = closed
             records += count
             bytesRead += size
@@ -121,10 +123,10 @@ enum Recovery {
                 position = Position(segment: number + 1, size: 0, bytesSinceSnapshot: bytesRead)
             }
         }
-        if let loss = EpochRenewal.lossSinceLastRun(directory, closedCleanly: closedCleanly) {
-            try EpochRenewal.mark(directory, reason: loss)
+        if renewal == nil, let loss = EpochRenewal.lossSinceLastRun(directory, closedCleanly: closedCleanly) {
+            renewal = EpochRenewal.mark(directory, reason: loss, logger: logger)
         }
-        if let reason = EpochRenewal.pendingReason(directory) {
+        if let reason = renewal ?? EpochRenewal.pendingReason(directory) {
             EpochRenewal.renew(executor)
             position.renewedEpochs = true
             logger.warning(
@@ -154,7 +156,7 @@ enum Recovery {
     ///   acknowledged, and a sync over zeros may have kept a later sector of it and lost an earlier one.
     private static func replay(
         _ directory: DataDirectory, _ number: UInt64, isFirst: Bool, isLast: Bool, afterSnapshot: Bool,
-        executor: Executor, logger: Logger
+        executor: Executor, renewal: inout String?, logger: Logger
     ) throws(StartupError) -> (records: Int, size: Int, version: UInt32, closed: Bool) {
         let path = directory.segmentPath(number)
         let bytes: [UInt8]
@@ -171,7 +173,8 @@ enum Recovery {
         // message of a missing segment gives.
         if bytes.isEmpty && isLast && afterSnapshot {
             logger.warning("the journal \(path) is empty: starting it anew after the snapshot")
-            try EpochRenewal.mark(directory, reason: "the journal was started anew from the snapshot alone")
+            renewal = EpochRenewal.mark(
+                directory, reason: "the journal was started anew from the snapshot alone", logger: logger)
             return (0, 0, JournalFormat.version, true)
         }
         guard bytes.count >= JournalFormat.headerSize else {
@@ -234,7 +237,8 @@ enum Recovery {
                 logger.warning(
                     "the journal \(path) ends with a torn or corrupt record: dropped \(max(0, dataEnd - offset)) bytes "
                         + "at \(offset)\(dataEnd < bytes.count ? " (and the zeros written ahead after them)" : "")")
-                try EpochRenewal.mark(directory, reason: "the journal's tail was cut at byte \(offset) of \(path)")
+                renewal = EpochRenewal.mark(
+                    directory, reason: "the journal's tail was cut at byte \(offset) of \(path)", logger: logger)
                 try sync(path, cuttingAt: offset)
                 return (records, offset, version, false)
             }
