@@ -97,6 +97,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         // What recovery replayed counts toward the next snapshot, and the gauge says so from the start.
         metrics.setJournalBytes(bytesSinceSnapshot)
         let segment = try Self.openSegment(directory, number, size: size)
+        JournalHead.record(number, in: directory, logger: logger)
         // `openSegment` synced what is there: the first record written will say so (the syncer's first pass does).
         state = Mutex(
             State(
@@ -358,6 +359,7 @@ final class FileJournal: Journal, @unchecked Sendable {
             logger.error("cannot start a new journal segment: \(error)")
             return nil
         }
+        JournalHead.record(next, in: directory, logger: logger)
         state.withLock { state in
             state.segment = segment
             state.syncedSize = segment.size

@@ -73,6 +73,7 @@ enum Recovery {
         } catch {
             throw StartupError("cannot list the data directory \(directory.path): \(error)")
         }
+        try JournalHead.check(directory, newest: segments.last)
         for covered in segments where covered < nextSegment {
             unlink(directory.segmentPath(covered))
         }
