@@ -19,7 +19,8 @@ import Testing
         }
         if let head { try head.write(toFile: JournalHead.path(directory), atomically: true, encoding: .utf8) }
         _ = try Recovery.run(
-            directory, executor: Executor(registry: Registry(), limits: HistoryLimits()), logger: Logger(level: .critical))
+            directory, executor: Executor(registry: Registry(), limits: HistoryLimits()),
+            logger: Logger(level: .critical))
     }
 
     static var closedSegment: [UInt8] {
