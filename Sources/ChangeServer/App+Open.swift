@@ -20,13 +20,12 @@ extension App {
             directory: directory, segment: position.segment, size: position.size,
             bytesSinceSnapshot: position.bytesSinceSnapshot, policy: config.fsync, recordLimit: recordLimit,
             metrics: metrics, logger: logger)
-        EpochRenewal.recordRun(directory, policy: config.fsync, logger: logger)
         let lanes = Lanes()
         let snapshots = Snapshots(
             directory: directory, journal: journal, registry: registry, views: views, lanes: lanes,
             threshold: config.snapshotBytes,
             logger: logger)
-        if position.renewedEpochs { snapshots.startNow() }
+        if position.renewedEpochs { try snapshots.writeAtStart() }
         let feeds = FeedFanOut()
         let committer = Committer(
             executor: executor, journal: journal, lanes: lanes, snapshots: snapshots, metrics: metrics,

@@ -46,37 +46,48 @@ import Testing
     @Test func aNoteLeftByAnEarlierStartRenewsAgain() throws {
         let (bytes, _) = RecoveryTests.journal(RecoveryTests.records)
         let recovered = try Self.recover(bytes) { directory in
-            _ = EpochRenewal.mark(directory, reason: "an earlier start's reason", logger: Logger(level: .critical))
+            _ = try EpochRenewal.mark(directory, reason: "an earlier start's reason", logger: Logger(level: .critical))
         }
         #expect(recovered.epoch != "epoch1" && recovered.position.renewedEpochs)
         #expect(recovered.note == "an earlier start's reason")
     }
 
-    /// `last-run` says the boot and the policy of the run before: only a run that could lose acknowledged writes
-    /// (`interval`, `never`), stopped without its closing mark (this journal has none), on another boot, renews.
+    /// `last-run` says the boot, the policy and the state of the run before: only a run that could lose
+    /// acknowledged writes (`interval`, `never`), still `running` (it stopped without closing its journal), on
+    /// another boot, renews. The journal's own last bytes do not count: after a power loss its file may go back to
+    /// an older clean stop.
     @Test(arguments: [
-        ("another-boot interval", true), ("another-boot never", true), ("another-boot always", false),
-        ("this-boot interval", false), ("garbage", false),
+        ("another-boot interval running", true), ("another-boot never running", true),
+        ("another-boot always running", false), ("this-boot interval running", false),
+        ("another-boot interval closed", false), ("garbage", false),
     ])
     func aMachineRestartAfterAnUncleanRunThatCouldLoseWritesRenews(lastRun: String, renews: Bool) throws {
-        let (bytes, _) = RecoveryTests.journal(RecoveryTests.records)
+        var (bytes, _) = RecoveryTests.journal(RecoveryTests.records)
+        // Closed with a mark, as a clean stop leaves it: a power loss can bring an older clean stop back.
+        bytes += JournalFormat.frame(JournalFormat.mark(synced: bytes.count), at: bytes.count)
         let line = lastRun.replacingOccurrences(of: "this-boot", with: EpochRenewal.bootID() ?? "none")
         let recovered = try Self.recover(bytes) { directory in
-            try line.write(toFile: EpochRenewal.lastRunPath(directory), atomically: true, encoding: .utf8)
+            try line.write(toFile: RunRecord.path(directory), atomically: true, encoding: .utf8)
         }
         #expect(recovered.position.renewedEpochs == renews)
         #expect((recovered.epoch != "epoch1") == renews)
     }
 
-    /// The same run, closed with its mark at a clean stop, lost nothing.
-    @Test func aCleanStopRenewsNothing() throws {
-        var (bytes, _) = RecoveryTests.journal(RecoveryTests.records)
-        bytes += JournalFormat.frame(JournalFormat.mark(synced: bytes.count), at: bytes.count)
-        let recovered = try Self.recover(bytes) { directory in
-            try "another-boot interval".write(
-                toFile: EpochRenewal.lastRunPath(directory), atomically: true, encoding: .utf8)
-        }
-        #expect(recovered.epoch == "epoch1" && !recovered.position.renewedEpochs)
+    /// The record is a line of fixed length, rewritten in place (no new block: a full disk takes it).
+    @Test func theRunRecordIsRewrittenInPlace() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        let logger = Logger(level: .critical)
+        RunRecord.write(directory, policy: .interval, closed: false, logger: logger)
+        let boot = EpochRenewal.bootID() ?? "unknown"
+        #expect(RunRecord.read(directory) == RunRecord(boot: boot, policy: .interval, closed: false))
+        let before = try FileManager.default.attributesOfItem(atPath: RunRecord.path(directory))
+        RunRecord.write(directory, policy: .interval, closed: true, logger: logger)
+        let after = try FileManager.default.attributesOfItem(atPath: RunRecord.path(directory))
+        #expect(RunRecord.read(directory) == RunRecord(boot: boot, policy: .interval, closed: true))
+        #expect(after[.systemFileNumber] as? Int == before[.systemFileNumber] as? Int)
+        #expect(after[.size] as? Int == RunRecord.lineLength)
     }
 
     @Test func theBootIDIsRead() {

@@ -54,11 +54,14 @@ extension LiveDurabilityTests {
     @Test func aMachineRestartAfterACrashRenewsEpochsOnlyWhereWritesCouldBeLost() throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        var lastStop = SIGKILL
         func run(_ fsync: String, boot: String?, stop signal: Int32) throws -> (String, renewed: Bool) {
+            let lastRun = directory + "/last-run"
+            let fields = try String(contentsOfFile: lastRun, encoding: .utf8).split(whereSeparator: \.isWhitespace)
+            // The server says how the run before it ended.
+            #expect(fields.count == 3 && fields[2] == (lastStop == SIGKILL ? "running" : "closed"), "\(fields)")
             if let boot {
-                let lastRun = directory + "/last-run"
-                let policy = try String(contentsOfFile: lastRun, encoding: .utf8).split(separator: " ")[1]
-                try "\(boot) \(policy)".write(toFile: lastRun, atomically: true, encoding: .utf8)
+                try "\(boot) \(fields[1]) \(fields[2])".write(toFile: lastRun, atomically: true, encoding: .utf8)
             }
             let server = try ServerProcess(["--fsync", fsync], dataDirectory: directory)
             let renewed = server.log.contains("every collection and view gets a new epoch")
@@ -66,6 +69,7 @@ extension LiveDurabilityTests {
             #expect(waitUntil(timeout: 20) { !FileManager.default.fileExists(atPath: directory + "/epochs-renewal") })
             #expect(try server.client.put("/v1/collections/c/items/x\(UUID().uuidString.prefix(8))", [:]).status == 201)
             let version = try Self.version(server, "/v1/collections/c")
+            lastStop = signal
             if signal == SIGKILL {
                 kill(server.process.processIdentifier, SIGKILL)
                 server.process.waitUntilExit()

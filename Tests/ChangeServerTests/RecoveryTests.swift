@@ -247,7 +247,7 @@ import Testing
         #expect(readWholeFile(reopened.segmentPath(1)) == JournalFormat.header)
         #expect(
             try FileManager.default.contentsOfDirectory(atPath: path).sorted() == [
-                "LOCK", "journal-00000000000000000001.log", "journal-head",
+                "LOCK", "journal-00000000000000000001.log", "journal-head", "last-run",
             ])
     }
 

@@ -160,6 +160,19 @@ final class DataDirectory: Sendable {
         return syncDirectory()
     }
 
+    /// Overwrites the file at `path` with `bytes` in place and syncs it, when it holds exactly as many bytes: no
+    /// new block is needed, so it works on a full disk. False when the file is missing, of another length, or a
+    /// step failed.
+    func overwriteInPlace(_ bytes: [UInt8], at path: String) -> Bool {
+        let descriptor = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, Int(info.st_size) == bytes.count else { return false }
+        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        return written == bytes.count && fdatasync(descriptor) == 0
+    }
+
     @discardableResult
     func syncDirectory() -> Bool {
         let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

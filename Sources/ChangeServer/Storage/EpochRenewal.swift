@@ -9,20 +9,25 @@ import Model
 /// it saw and never hear of the difference; with a new epoch its next poll is `410` and it starts over from a
 /// snapshot.
 ///
-/// The decision is a file in the data directory, `epochs-renewal`, written and synced before anything is cut, and
-/// removed once a snapshot holds the new epochs (`Snapshots`, which starts one at once): a start that stops before
-/// then renews again, which is harmless, since epochs are random and never taken twice. `last-run` holds the
-/// machine's boot id and the fsync policy of the last start.
+/// The decision is a file in the data directory, `epochs-renewal`, written and synced before anything is cut. The
+/// start then writes a snapshot that holds the new epochs before it takes any write (`Snapshots.writeAtStart`), and
+/// removes the file: replay must meet the new epochs before the writes made under them, whose conditions
+/// (`If-Match`) name them. A start that stops before that renews again at the next.
 enum EpochRenewal {
     /// Notes that this start renews every epoch, and why, synced before it returns, so that what is cut after it
-    /// cannot be forgotten; returns `reason`. A note that cannot be written (a full disk) is logged, and the epochs
-    /// are renewed all the same: only a crash before the next snapshot would then forget it.
-    static func mark(_ directory: DataDirectory, reason: String, logger: Logger) -> String {
-        if !directory.writeDurably(Array((reason + "\n").utf8), to: markerPath(directory)) {
-            logger.error(
-                "cannot write \(markerPath(directory)): \(String(cString: strerror(errno))); the collections get new "
-                    + "epochs all the same, but a crash before the next snapshot would forget that they need them")
+    /// cannot be forgotten; returns `reason`. On a full disk an empty note (which needs no block) says it without
+    /// the reason; a start that cannot write even that stops before cutting anything.
+    static func mark(_ directory: DataDirectory, reason: String, logger: Logger) throws(StartupError) -> String {
+        let path = markerPath(directory)
+        guard !directory.writeDurably(Array((reason + "\n").utf8), to: path) else { return reason }
+        let failure = String(cString: strerror(errno))
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0, close(descriptor) == 0, directory.syncDirectory() else {
+            throw StartupError(
+                "cannot write \(path) (\(failure)), which must note that the collections need new epochs before the "
+                    + "start goes on: \(reason); free some space and start again")
         }
+        logger.warning("cannot write the reason into \(path) (\(failure)): it is noted empty")
         return reason
     }
 
@@ -52,28 +57,15 @@ enum EpochRenewal {
     }
 
     /// Whether the run before this start may have lost acknowledged writes that clients saw, though its journal
-    /// reads whole: it used `--fsync interval` or `never`, stopped without closing its journal (`closedCleanly`
-    /// false), and the machine has restarted since (another boot id, or one that cannot be read). Nil when not;
-    /// otherwise the reason, for `mark`.
-    static func lossSinceLastRun(_ directory: DataDirectory, closedCleanly: Bool) -> String? {
-        guard !closedCleanly, let bytes = readWholeFile(lastRunPath(directory)) else { return nil }
-        let fields = String(decoding: bytes, as: UTF8.self).split(separator: " ").map(String.init)
-        guard fields.count == 2, let policy = Config.FsyncPolicy(rawValue: fields[1].trimmingTrailingNewlines),
-            policy != .always, fields[0] != bootID()
-        else { return nil }
-        return "the last run, with --fsync \(policy.rawValue), stopped without closing its journal and the machine "
-            + "has restarted since: what it wrote after its last sync may be lost"
-    }
-
-    /// Notes this start's boot id and fsync policy in `last-run`, for the next start's `lossSinceLastRun`. A
-    /// start on a full disk goes on without it (logged): the next start then reads the run before this one's.
-    static func recordRun(_ directory: DataDirectory, policy: Config.FsyncPolicy, logger: Logger) {
-        let line = "\(bootID() ?? "unknown") \(policy.rawValue)\n"
-        guard directory.writeDurably(Array(line.utf8), to: lastRunPath(directory)) else {
-            return logger.warning(
-                "cannot write \(lastRunPath(directory)): \(String(cString: strerror(errno))); a crash of this run "
-                    + "followed by a restart of the machine may go unnoticed at the next start")
+    /// reads whole: by its `RunRecord`, it used `--fsync interval` or `never`, did not close its journal, and the
+    /// machine has restarted since (another boot id, or one that cannot be read). Nil when not; otherwise the
+    /// reason, for `mark`.
+    static func lossSinceLastRun(_ directory: DataDirectory) -> String? {
+        guard let last = RunRecord.read(directory), !last.closed, last.policy != .always, last.boot != bootID() else {
+            return nil
         }
+        return "the last run, with --fsync \(last.policy.rawValue), stopped without closing its journal and the "
+            + "machine has restarted since: what it wrote after its last sync may be lost"
     }
 
     /// The machine's boot (Linux's `/proc/sys/kernel/random/boot_id`; a container sees its host's), nil when it
@@ -91,7 +83,6 @@ enum EpochRenewal {
     }
 
     static func markerPath(_ directory: DataDirectory) -> String { directory.path + "/epochs-renewal" }
-    static func lastRunPath(_ directory: DataDirectory) -> String { directory.path + "/last-run" }
 
 }
 

@@ -98,6 +98,7 @@ final class FileJournal: Journal, @unchecked Sendable {
         metrics.setJournalBytes(bytesSinceSnapshot)
         let segment = try Self.openSegment(directory, number, size: size)
         JournalHead.record(number, in: directory, logger: logger)
+        RunRecord.write(directory, policy: policy, closed: false, logger: logger)
         // `openSegment` synced what is there: the first record written will say so (the syncer's first pass does).
         state = Mutex(
             State(
@@ -253,19 +254,22 @@ final class FileJournal: Journal, @unchecked Sendable {
         wakeSyncer()
         closing.signal()
         thread.withLock { $0 }?.join()
-        markAtClose()
+        if markAtClose() { RunRecord.write(directory, policy: policy, closed: true, logger: logger) }
     }
 
     /// Ends the segment with a sync mark naming its size, synced, when all of it is known to be on disk: so that
     /// damage to the last records written before a stop is refused at the next start, not cut as a torn write.
-    private func markAtClose() {
+    /// True when everything written is on disk (the run is closed: `RunRecord`), mark or not.
+    private func markAtClose() -> Bool {
         ordering.withLock { _ in
             state.withLock { state in
                 let isSynced =
                     policy == .always
                     ? state.synced == state.written && state.syncedSize == state.segment.size
-                    : state.unmarkedSync == state.segment.size
-                guard isSynced, state.segment.size > JournalFormat.headerSize, !Self.endWithMark(&state) else { return }
+                    : state.unmarkedSync == state.segment.size || state.segment.size <= JournalFormat.headerSize
+                guard isSynced, state.segment.size > JournalFormat.headerSize, !Self.endWithMark(&state) else {
+                    return isSynced
+                }
                 // A mark written in part (a full disk) would read as a torn record at the next start, which cuts
                 // it and, since a cut may drop answered records, renews every epoch (`EpochRenewal`): cut it here.
                 let segment = state.segment
@@ -273,6 +277,7 @@ final class FileJournal: Journal, @unchecked Sendable {
                     segment.zeroedEnd = segment.size
                     _ = fdatasync(segment.descriptor)
                 }
+                return true
             }
         }
     }

@@ -10,7 +10,12 @@ enum JournalHead {
     /// Notes `number` as the newest segment; a failure (a full disk) is logged: the check then holds for the segment
     /// noted before.
     static func record(_ number: UInt64, in directory: DataDirectory, logger: Logger) {
-        guard directory.writeDurably(Array("\(number)\n".utf8), to: path(directory)) else {
+        // 20 digits and a line break: one length, rewritten in place (no new block, so a full disk takes it).
+        let digits = String(number)
+        let bytes = Array((String(repeating: " ", count: max(0, 20 - digits.count)) + digits + "\n").utf8)
+        guard
+            directory.overwriteInPlace(bytes, at: path(directory)) || directory.writeDurably(bytes, to: path(directory))
+        else {
             return logger.warning(
                 "cannot write \(path(directory)): \(String(cString: strerror(errno))); a start that does not find "
                     + "journal segment \(number) will not notice")
@@ -20,7 +25,7 @@ enum JournalHead {
     /// The newest segment noted, nil when there is none (a directory of a build before, or a fresh one).
     static func read(_ directory: DataDirectory) -> UInt64? {
         guard let bytes = readWholeFile(path(directory)) else { return nil }
-        return UInt64(String(decoding: bytes, as: UTF8.self).filter { $0 != "\n" })
+        return UInt64(String(decoding: bytes, as: UTF8.self).filter { $0 != "\n" && $0 != " " })
     }
 
     /// Refuses a start whose newest segment (`newest`, before empty ones are dropped; nil when there is none) is

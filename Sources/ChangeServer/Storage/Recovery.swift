@@ -104,15 +104,13 @@ enum Recovery {
         var records = 0
         var bytesRead = 0
         var position = Position(segment: nextSegment, size: 0)
-        var closedCleanly = true
         /// Why this start renews every epoch (`EpochRenewal`), once it knows.
         var renewal: String?
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
-            let (count, size, version, closed) = try replay(
+            let (count, size, version) = try replay(
                 directory, number, isFirst: index == 0, isLast: isLast, afterSnapshot: hasSnapshot && index == 0,
                 executor: executor, renewal: &renewal, logger: logger)
-            closedCleanly = closed
             records += count
             bytesRead += size
             position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
@@ -124,8 +122,8 @@ enum Recovery {
                 position = Position(segment: number + 1, size: 0, bytesSinceSnapshot: bytesRead)
             }
         }
-        if renewal == nil, let loss = EpochRenewal.lossSinceLastRun(directory, closedCleanly: closedCleanly) {
-            renewal = EpochRenewal.mark(directory, reason: loss, logger: logger)
+        if renewal == nil, let loss = EpochRenewal.lossSinceLastRun(directory) {
+            renewal = try EpochRenewal.mark(directory, reason: loss, logger: logger)
         }
         if let reason = renewal ?? EpochRenewal.pendingReason(directory) {
             EpochRenewal.renew(executor)
@@ -158,7 +156,7 @@ enum Recovery {
     private static func replay(
         _ directory: DataDirectory, _ number: UInt64, isFirst: Bool, isLast: Bool, afterSnapshot: Bool,
         executor: Executor, renewal: inout String?, logger: Logger
-    ) throws(StartupError) -> (records: Int, size: Int, version: UInt32, closed: Bool) {
+    ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
         let path = directory.segmentPath(number)
         let bytes: [UInt8]
         do throws(FileReadFailure) {
@@ -174,9 +172,9 @@ enum Recovery {
         // message of a missing segment gives.
         if bytes.isEmpty && isLast && afterSnapshot {
             logger.warning("the journal \(path) is empty: starting it anew after the snapshot")
-            renewal = EpochRenewal.mark(
+            renewal = try EpochRenewal.mark(
                 directory, reason: "the journal was started anew from the snapshot alone", logger: logger)
-            return (0, 0, JournalFormat.version, true)
+            return (0, 0, JournalFormat.version)
         }
         guard bytes.count >= JournalFormat.headerSize else {
             let way =
@@ -207,13 +205,13 @@ enum Recovery {
         var records = 0
         /// Whether the last frame read is a sync mark naming its own offset (version 2).
         var endsWithMark = false
-        func ended() throws(StartupError) -> (records: Int, size: Int, version: UInt32, closed: Bool) {
+        func ended() throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
             guard isLast || version < 2 || endsWithMark else {
                 throw StartupError(
                     "the journal \(path) ends at byte \(offset) without the mark written when the journal moved on "
                         + "to the next segment: records may be missing; refusing to start on wrong data")
             }
-            return (records, offset, version, endsWithMark)
+            return (records, offset, version)
         }
         while offset < bytes.count {
             guard let (payload, end) = JournalFormat.payload(in: bytes, at: offset) else {
@@ -228,9 +226,9 @@ enum Recovery {
                             ? "the journal \(path) has a corrupt record at byte \(offset) followed by valid ones; "
                                 + "refusing to start on wrong data. Restore the data directory from a backup"
                             : "the journal \(path) has a bad record at byte \(offset) and nothing valid after it, "
-                                + "where a segment before the last ends with the mark that closes it: it was cut short "
-                                + "or damaged there, and the records after it are lost; refusing to start on wrong "
-                                + "data. Restore the data directory from a backup")
+                                + "though later segments follow it: it was cut short or damaged there, and the records "
+                                + "after it are lost; refusing to start on wrong data. Restore the data directory from "
+                                + "a backup")
                 }
                 // The zeros written ahead of the records (format 2) are not data: only the bytes up to the last
                 // one that is not zero were lost.
@@ -238,10 +236,10 @@ enum Recovery {
                 logger.warning(
                     "the journal \(path) ends with a torn or corrupt record: dropped \(max(0, dataEnd - offset)) bytes "
                         + "at \(offset)\(dataEnd < bytes.count ? " (and the zeros written ahead after them)" : "")")
-                renewal = EpochRenewal.mark(
+                renewal = try EpochRenewal.mark(
                     directory, reason: "the journal's tail was cut at byte \(offset) of \(path)", logger: logger)
                 try sync(path, cuttingAt: offset)
-                return (records, offset, version, false)
+                return (records, offset, version)
             }
             defer { offset = end }
             if version >= 2, let synced = JournalFormat.synced(byMark: payload) {

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Model
 import Synchronization
@@ -67,13 +68,26 @@ final class Snapshots: Sendable {
         if !startThread({ [self] in rotateAndSnapshot() }) { couldNotStartThread() }
     }
 
-    /// Starts a snapshot now, on a thread of its own, whatever the journal's size: the one that makes new epochs
-    /// durable (`EpochRenewal`). Should it fail, the next record applied tries again.
-    func startNow() {
-        guard snapshotting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        else { return }
-        isOwed.store(true, ordering: .relaxed)
-        if !startThread({ [self] in rotateAndSnapshot() }) { couldNotStartThread() }
+    /// Writes a snapshot now and waits for it, before the server takes any write: the one that makes new epochs
+    /// durable (`EpochRenewal`), since replay must meet them before the writes made under them.
+    /// - Throws: when it cannot be written: the start stops, and the next one renews the epochs again.
+    func writeAtStart() throws(StartupError) {
+        let switched = DispatchSemaphore(value: 0)
+        let segment = Mutex<UInt64?>(nil)
+        journal.rotate { number in
+            segment.withLock { $0 = number }
+            switched.signal()
+        }
+        switched.wait()
+        guard let next = segment.withLock({ $0 }) else {
+            throw StartupError("cannot start the journal segment after the snapshot that holds the new epochs")
+        }
+        let collections = registry.all().map { ($0.name, $0.content.withLock { $0 }) }.sorted { $0.0 < $1.0 }
+        let saved = views.sources.flatMap { views.saved(feedingFrom: $0) }.sorted { $0.name < $1.name }
+        if let failure = write(collections, saved, coveringBefore: next) {
+            throw StartupError(
+                "cannot write the snapshot that holds the new epochs (\(failure)); free some space and start again")
+        }
     }
 
     /// The process is at its thread limit: no snapshot now, and a record that finds the journal grown tries again
@@ -128,15 +142,18 @@ final class Snapshots: Sendable {
             })
     }
 
+    /// Writes the snapshot and drops the segments it covers; the failure, logged, when it could not be written.
+    @discardableResult
     private func write(
         _ collections: [(name: String, content: VersionedCollection)], _ views: [SnapshotFile.SavedView],
         coveringBefore next: UInt64
-    ) {
+    ) -> String? {
         let started = MonotonicClock.now()
         let bytes = SnapshotFile.encode(nextSegment: next, collections: collections, views: views)
         if let failure = SnapshotFile.write(bytes, in: directory) {
             logger.error("snapshot failed (\(failure)); the journal is kept and it will be tried again")
-            return failed()
+            failed()
+            return failure
         }
         isOwed.store(false, ordering: .relaxed)
         EpochRenewal.clear(directory)
@@ -147,5 +164,6 @@ final class Snapshots: Sendable {
             "snapshot of \(collections.count) collections and \(views.count) views (\(bytes.count) bytes) written in "
                 + "\(MonotonicClock.now() - started) ms; journal segments before \(next) dropped")
         snapshotting.store(false, ordering: .releasing)
+        return nil
     }
 }
