@@ -199,6 +199,13 @@ import Testing
         let third = try server.client.get("/v1/collections/c/changes?since=\(version)&timeout=30")
         #expect(third.status == 429)
         #expect(third.header("Retry-After") == "1")
+        // The refused client's connection closes: kept to retry on, it held one of the connections kept back for
+        // `/healthz` and writes.
+        let keptAlive = try HTTPConnection(port: server.port)
+        keptAlive.sendRequest("GET", "/v1/collections/c/changes?since=\(version)&timeout=30")
+        let refused = try keptAlive.readResponse()
+        #expect(refused.status == 429 && refused.header("Connection") == "close")
+        #expect(keptAlive.isClosed(within: 5))
     }
 }
 

@@ -124,7 +124,7 @@ extension HTTPError {
         HTTPError(
             .serverBusy,
             "The request bodies being received already take the \(limit) bytes allowed (--max-body-memory); retry shortly."
-        ).with(header: "Retry-After", "1")
+        ).with(header: "Retry-After", "1").closingTheConnection
     }
 
     static func responseMemoryFull(limit: Int) -> HTTPError {
@@ -132,7 +132,7 @@ extension HTTPError {
             .serverBusy,
             "The answers being sent already hold the \(limit) bytes allowed for large answers "
                 + "(--max-response-memory) until their clients take them; retry shortly."
-        ).with(header: "Retry-After", "1")
+        ).with(header: "Retry-After", "1").closingTheConnection
     }
 
     static func insufficientStorage(free: Int, reserve: Int) -> HTTPError {
@@ -230,7 +230,7 @@ extension HTTPError {
 
     static func tooManyPolls(limit: Int) -> HTTPError {
         HTTPError(.tooManyPolls, "The server holds \(limit) polls already (--max-held-polls); retry shortly.")
-            .with(header: "Retry-After", "1")
+            .with(header: "Retry-After", "1").closingTheConnection
     }
 
     /// An `If-Match` or `If-None-Match` on a write that is neither `*` nor a list of versions.

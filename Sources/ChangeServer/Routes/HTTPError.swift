@@ -116,4 +116,9 @@ struct HTTPError: Error, Sendable {
         copy.headers.append((name, value))
         return copy
     }
+
+    /// The refusal of a server at one of its limits (held polls, memory for bodies or answers), with
+    /// `Connection: close`: a client that kept its connection to retry on it (as keep-alive clients do) held one of
+    /// the connections kept back for `/healthz` and writes, and enough of them took them all.
+    var closingTheConnection: HTTPError { with(header: "Connection", "close") }
 }
