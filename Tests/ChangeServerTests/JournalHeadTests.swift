@@ -34,6 +34,43 @@ import Testing
         try Self.recover([Self.closedSegment], head: nil)
     }
 
+    /// A newest segment that holds only its header (a rotation that did not complete) is removed, and the head
+    /// goes back with it first: a start that stops before the journal opens finds no segment missing.
+    @Test func anEmptyNewestSegmentRemovedTakesTheHeadBack() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        try #require(
+            FileManager.default.createFile(atPath: directory.segmentPath(1), contents: Data(Self.closedSegment)))
+        try #require(
+            FileManager.default.createFile(atPath: directory.segmentPath(2), contents: Data(JournalFormat.header)))
+        try "2\n".write(toFile: JournalHead.path(directory), atomically: true, encoding: .utf8)
+        for _ in 0..<2 {
+            _ = try Recovery.run(
+                directory, executor: Executor(registry: Registry(), limits: HistoryLimits()),
+                logger: Logger(level: .critical))
+        }
+        #expect(JournalHead.read(directory) == 1)
+    }
+
+    /// With every segment after a snapshot gone, the snapshot's own message (how to start from it alone) comes
+    /// first.
+    @Test func aSnapshotWithoutItsSegmentSaysHowToStartFromIt() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        let snapshot = SnapshotFile.encode(nextSegment: 3, collections: [], views: [])
+        try #require(SnapshotFile.write(snapshot, in: directory) == nil)
+        try "3\n".write(toFile: JournalHead.path(directory), atomically: true, encoding: .utf8)
+        #expect {
+            _ = try Recovery.run(
+                directory, executor: Executor(registry: Registry(), limits: HistoryLimits()),
+                logger: Logger(level: .critical))
+        } throws: { error in
+            "\(error)".contains("to start from the snapshot alone, create")
+        }
+    }
+
     /// Segment 1 closed with the mark of a journal that moved on, segment 2 gone: it read as a clean stop.
     @Test func aMissingNewestSegmentIsRefused() throws {
         #expect {

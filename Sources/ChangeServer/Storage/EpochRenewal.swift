@@ -61,9 +61,13 @@ enum EpochRenewal {
     /// machine has restarted since (another boot id, or one that cannot be read). Nil when not; otherwise the
     /// reason, for `mark`.
     static func lossSinceLastRun(_ directory: DataDirectory) -> String? {
-        guard let last = RunRecord.read(directory), !last.closed, last.policy != .always, last.boot != bootID() else {
-            return nil
+        var info = stat()
+        guard lstat(RunRecord.path(directory), &info) == 0 else { return nil }
+        guard let last = RunRecord.read(directory) else {
+            return "\(RunRecord.path(directory)) cannot be read (a rewrite torn by a crash?), so whether the last run "
+                + "lost acknowledged writes is unknown"
         }
+        guard !last.closed, last.policy != .always, last.boot != bootID() else { return nil }
         return "the last run, with --fsync \(last.policy.rawValue), stopped without closing its journal and the "
             + "machine has restarted since: what it wrote after its last sync may be lost"
     }

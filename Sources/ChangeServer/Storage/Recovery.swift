@@ -73,7 +73,6 @@ enum Recovery {
         } catch {
             throw StartupError("cannot list the data directory \(directory.path): \(error)")
         }
-        try JournalHead.check(directory, newest: segments.last)
         for covered in segments where covered < nextSegment {
             unlink(directory.segmentPath(covered))
         }
@@ -100,6 +99,8 @@ enum Recovery {
                 "journal segment \(nextSegment + UInt64(index)) is missing: restore the data directory from a backup "
                     + "(the segments after it cannot be replayed without it)")
         }
+        // After the snapshot's own checks, whose message says how to start from a snapshot alone.
+        try JournalHead.check(directory, newest: segments.last)
         try dropEmptyTail(&segments, directory, logger: logger)
         var records = 0
         var bytesRead = 0
@@ -279,6 +280,9 @@ enum Recovery {
         guard let written = segments.lastIndex(where: { !isEmpty(directory.segmentPath($0)) }),
             written < segments.count - 1
         else { return }
+        // Noted first: a start that stops before the journal opens (and notes its segment) must not find the head
+        // naming a segment removed here.
+        JournalHead.record(segments[written], in: directory, logger: logger)
         for number in segments[(written + 1)...] {
             let path = directory.segmentPath(number)
             // A header and nothing else: a rotation that did not complete. Less than a header: this build makes a

@@ -78,8 +78,9 @@ final class Snapshots: Sendable {
             segment.withLock { $0 = number }
             switched.signal()
         }
-        switched.wait()
-        guard let next = segment.withLock({ $0 }) else {
+        logger.log(.notice, "writing the snapshot that holds the new epochs before taking any write")
+        // Bounded: the syncer that switches segments (`--fsync always`) might not have started (a thread limit).
+        guard switched.wait(timeout: .now() + .seconds(60)) == .success, let next = segment.withLock({ $0 }) else {
             throw StartupError("cannot start the journal segment after the snapshot that holds the new epochs")
         }
         let collections = registry.all().map { ($0.name, $0.content.withLock { $0 }) }.sorted { $0.0 < $1.0 }
