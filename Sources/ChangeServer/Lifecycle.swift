@@ -46,9 +46,13 @@ enum Lifecycle {
         let fitted = config.fitted(toOpenFiles: raiseOpenFileLimit(), loops: loops)
         config = fitted.config
         if let note = fitted.note { logger.log(.notice, note) }
+        /// Closed when the start fails after it opened: its journal then says the run closed (`RunRecord`), so
+        /// that a restart of the machine before the next start renews nothing.
+        var opened: App?
         do throws(StartupError) {
             try Listener.check(host: config.host, port: config.port)
             let app = try App.open(config: config, logger: logger)
+            opened = app
             var port = config.port
             let perLoop = (config.maxConnections + loops - 1) / loops
             for loop in 0..<loops {
@@ -93,6 +97,7 @@ enum Lifecycle {
             return app.exitStatus
         } catch {
             phase.withLock { $0 = .ending }
+            opened?.finish()
             logger.log(.critical, "cannot start: \(error)")
             return 1
         }
