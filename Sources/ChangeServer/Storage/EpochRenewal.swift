@@ -58,7 +58,8 @@ enum EpochRenewal {
 
     /// Whether the run before this start may have lost acknowledged writes that clients saw, though its journal
     /// reads whole: by its `RunRecord`, it used `--fsync interval` or `never`, did not close its journal, and the
-    /// machine has restarted since (another boot id, or one that cannot be read). Nil when not; otherwise the
+    /// machine has restarted since (another boot id, or one that cannot be read); or its record is there and cannot
+    /// be read. Nil when not (also without a record: a fresh directory, or one of a build before); otherwise the
     /// reason, for `mark`.
     static func lossSinceLastRun(_ directory: DataDirectory) -> String? {
         var info = stat()
@@ -87,7 +88,6 @@ enum EpochRenewal {
     }
 
     static func markerPath(_ directory: DataDirectory) -> String { directory.path + "/epochs-renewal" }
-
 }
 
 extension String {
