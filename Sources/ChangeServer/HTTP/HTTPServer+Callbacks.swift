@@ -12,6 +12,7 @@ extension HTTPServer {
         guard let handler else { return .NO }
         guard let opaque = context.pointee else {
             inFlight += 1
+            if stopDeadline != nil { lastArrival = MonotonicClock.now() }
             record(of: connection)?.requests &+= 1
             if mayAnswerQuickly(connection, method, url), !targetHoldsNUL(connection, version) {
                 context.pointee = UnsafeMutableRawPointer(bitPattern: Self.quickAnswerMark)

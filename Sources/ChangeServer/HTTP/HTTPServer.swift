@@ -48,6 +48,10 @@ final class HTTPServer: @unchecked Sendable {
     private(set) var handler: HTTPHandler?
     var runAgain = false
     private(set) var stopDeadline: Int64?
+    /// While stopping: when the last request arrived (or the stop began), in monotonic milliseconds.
+    var lastArrival: Int64 = 0
+    /// How long a stopping loop waits with no request in flight and none arriving before it closes its connections.
+    static let stopQuiet: Int64 = 200
     /// During a stop, the loop runs at least until then (monotonic milliseconds): for the connections let go last
     /// to be closed.
     private var continueUntil: Int64 = 0
@@ -139,7 +143,12 @@ final class HTTPServer: @unchecked Sendable {
                 // mutations whose records are in the journal wait for their outcome (`awaitSubmitted`).
                 if now >= stopDeadline && !suspended.isEmpty { answerSuspendedOnStop() }
                 if now >= stopDeadline && awaitSubmitted(now: now) { continueUntil = max(continueUntil, now + 500) }
-                if inFlight == 0 || now >= max(stopDeadline + 500, continueUntil) { break }
+                // Not the moment the last request is done: a keep-alive client sends its next one as it reads
+                // the answer, and a connection closed then took a request without a word. It goes once no request
+                // came for `stopQuiet` (each is answered `503` with `Connection: close`, so its client moves to a
+                // new connection, which the closed listener refuses plainly).
+                let isQuiet = inFlight == 0 && now >= lastArrival + Self.stopQuiet
+                if isQuiet || now >= max(stopDeadline + 500, continueUntil) { break }
                 if now >= stopDeadline && !writing.isEmpty { abandonWrites() }
             }
             let timeout = runAgain ? 0 : waitTimeout(now: now)
@@ -292,11 +301,41 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     /// Stops accepting connections and lets the open ones finish for at most `grace` milliseconds (loop thread).
+    /// Takes the connections the kernel completed on `listener` that the loop has not accepted yet, and gives them
+    /// to MHD, which answers their requests (`503 shutting_down`, with `Connection: close`): their clients may have
+    /// sent a request already, and closing the listener reset them without a word. One that comes after the last
+    /// `accept` is refused with the listener, before its client can send anything.
+    private func takeBacklog(of listener: Int32, into daemon: OpaquePointer) {
+        // Never waits: an empty backlog ends the loop.
+        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
+        while true {
+            var address = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let accepted = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    accept(listener, $0, &length)
+                }
+            }
+            guard accepted >= 0 else { return }
+            _ = fcntl(accepted, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(accepted, F_SETFL, fcntl(accepted, F_GETFL) | O_NONBLOCK)
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    MHD_add_connection(daemon, accepted, $0, length)
+                }
+            }
+        }
+    }
+
     func stop(grace: Int64) {
         guard stopDeadline == nil, let daemon else { return }
         let listener = MHD_quiesce_daemon(daemon)
-        if listener >= 0 { close(listener) }
-        stopDeadline = MonotonicClock.now() + grace
+        if listener >= 0 {
+            takeBacklog(of: listener, into: daemon)
+            close(listener)
+        }
+        lastArrival = MonotonicClock.now()
+        stopDeadline = lastArrival + grace
         runAgain = true
     }
 

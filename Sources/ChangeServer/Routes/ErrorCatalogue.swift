@@ -14,12 +14,14 @@ extension HTTPError {
             .with(header: "Allow", allowed)
     }
 
+    /// With `Connection: close`: a client's next request goes to a new connection, which a stopping server
+    /// refuses plainly, instead of one the server may close as it sends (`HTTPServer.run`).
     static let shuttingDown = HTTPError(.shuttingDown, "The server is shutting down; retry shortly.")
-        .with(header: "Retry-After", "1")
+        .with(header: "Retry-After", "1").closingTheConnection
 
     static let stoppedBeforeCompletion = HTTPError(
         .shuttingDown, "The server stopped before this request could be completed; retry shortly."
-    ).with(header: "Retry-After", "1")
+    ).with(header: "Retry-After", "1").closingTheConnection
 
     static func unauthorized(tokenPresented: Bool) -> HTTPError {
         HTTPError(

@@ -117,8 +117,8 @@ struct HTTPError: Error, Sendable {
         return copy
     }
 
-    /// The refusal of a server at one of its limits (held polls, memory for bodies or answers), with
-    /// `Connection: close`: a client that kept its connection to retry on it (as keep-alive clients do) held one of
-    /// the connections kept back for `/healthz` and writes, and enough of them took them all.
+    /// With `Connection: close`: for the refusal of a server at one of its limits (held polls, memory for bodies
+    /// or answers), a client that kept its connection to retry on it (as keep-alive clients do) held one of the
+    /// connections kept back for `/healthz` and writes, and enough of them took them all; for a stopping server's.
     var closingTheConnection: HTTPError { with(header: "Connection", "close") }
 }
