@@ -73,8 +73,9 @@ final class App: Sendable {
         state.store(.serving, ordering: .releasing)
     }
 
-    /// Answers held polls with `503`, ends event streams (their clients reconnect from their last event), makes
-    /// pending mutations durable and answers them, and stops accepting connections. Callable from any thread, once.
+    /// Stops accepting connections, answers held polls with `503`, ends event streams (their clients reconnect
+    /// from their last event), makes pending mutations durable and answers them, and ends the loops once their
+    /// requests are done. Callable from any thread, once.
     func shutDown() {
         guard state.compareExchange(expected: .serving, desired: .draining, ordering: .acquiringAndReleasing).exchanged
         else { return }
@@ -84,6 +85,7 @@ final class App: Sendable {
                 + "event streams (their clients reconnect from their last event)")
         for worker in workers {
             worker.post {
+                worker.server.quiesce()
                 worker.feed.shutDown()
                 worker.streams.shutDown()
             }

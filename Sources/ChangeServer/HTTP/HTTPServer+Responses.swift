@@ -68,7 +68,9 @@ extension HTTPServer {
     /// socket did not take it whole.
     func sendClosing(_ response: Response, on connection: OpaquePointer, includingBody: Bool) -> Bool {
         var response = response
-        response.headers.append(("Connection", "close"))
+        if !response.headers.contains(where: { $0.name.lowercased() == "connection" }) {
+            response.headers.append(("Connection", "close"))
+        }
         let wire = SharedResponse.wire(of: response, includingBody: includingBody)
         let socket = chttpd_connection_fd(connection)
         guard socket >= 0 else { return false }

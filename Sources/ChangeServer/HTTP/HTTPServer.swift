@@ -48,10 +48,14 @@ final class HTTPServer: @unchecked Sendable {
     private(set) var handler: HTTPHandler?
     var runAgain = false
     private(set) var stopDeadline: Int64?
+    /// Whether the listener is closed (`quiesce`).
+    private var isQuiesced = false
     /// While stopping: when the last request arrived (or the stop began), in monotonic milliseconds.
     var lastArrival: Int64 = 0
     /// How long a stopping loop waits with no request in flight and none arriving before it closes its connections.
     static let stopQuiet: Int64 = 200
+    /// The most connections a stop takes from its listener's backlog: the backlog's own length.
+    static let backlogTaken = 4096
     /// During a stop, the loop runs at least until then (monotonic milliseconds): for the connections let go last
     /// to be closed.
     private var continueUntil: Int64 = 0
@@ -147,7 +151,8 @@ final class HTTPServer: @unchecked Sendable {
                 // the answer, and a connection closed then took a request without a word. It goes once no request
                 // came for `stopQuiet` (each is answered `503` with `Connection: close`, so its client moves to a
                 // new connection, which the closed listener refuses plainly).
-                let isQuiet = inFlight == 0 && now >= lastArrival + Self.stopQuiet
+                // With no connection left no request can come (the listener is closed): no need to wait.
+                let isQuiet = inFlight == 0 && (connectionRecords.isEmpty || now >= lastArrival + Self.stopQuiet)
                 if isQuiet || now >= max(stopDeadline + 500, continueUntil) { break }
                 if now >= stopDeadline && !writing.isEmpty { abandonWrites() }
             }
@@ -257,7 +262,7 @@ final class HTTPServer: @unchecked Sendable {
         direct.reserveCapacity(exchanges.count)
         for exchange in exchanges where exchange.isSuspended {
             exchange.isSuspended = false
-            if exchange.answersDirectly, response.isComplete, fits(response, on: exchange) {
+            if exchange.answersDirectly, !response.closesConnection, response.isComplete, fits(response, on: exchange) {
                 // Its bookkeeping waits until the fan-out's answers are out (`sendDirectAnswers`).
                 direct.append(exchange)
                 continue
@@ -303,12 +308,14 @@ final class HTTPServer: @unchecked Sendable {
     /// Stops accepting connections and lets the open ones finish for at most `grace` milliseconds (loop thread).
     /// Takes the connections the kernel completed on `listener` that the loop has not accepted yet, and gives them
     /// to MHD, which answers their requests (`503 shutting_down`, with `Connection: close`): their clients may have
-    /// sent a request already, and closing the listener reset them without a word. One that comes after the last
-    /// `accept` is refused with the listener, before its client can send anything.
+    /// sent a request already, and closing the listener reset them without a word. Those past the loop's connection
+    /// limits MHD closes unread, and one still in its handshake when the listener closes (about a loopback round
+    /// trip) is reset: its client may have sent its request too.
     private func takeBacklog(of listener: Int32, into daemon: OpaquePointer) {
         // Never waits: an empty backlog ends the loop.
         _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
-        while true {
+        // Bounded: clients that reconnect as fast as they are answered would otherwise keep the loop here.
+        for _ in 0..<Self.backlogTaken {
             var address = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let accepted = withUnsafeMutablePointer(to: &address) {
@@ -316,7 +323,10 @@ final class HTTPServer: @unchecked Sendable {
                     accept(listener, $0, &length)
                 }
             }
-            guard accepted >= 0 else { return }
+            guard accepted >= 0 else {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                return
+            }
             _ = fcntl(accepted, F_SETFD, FD_CLOEXEC)
             _ = fcntl(accepted, F_SETFL, fcntl(accepted, F_GETFL) | O_NONBLOCK)
             _ = withUnsafePointer(to: &address) {
@@ -327,13 +337,24 @@ final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    func stop(grace: Int64) {
-        guard stopDeadline == nil, let daemon else { return }
+    /// Stops accepting connections: the first step of a stop, taken as soon as the server refuses new requests
+    /// (`503 shutting_down`, with `Connection: close`), so that their clients' new connections are refused
+    /// rather than taken and refused again. Callable more than once.
+    func quiesce() {
+        guard !isQuiesced, let daemon else { return }
+        isQuiesced = true
         let listener = MHD_quiesce_daemon(daemon)
         if listener >= 0 {
             takeBacklog(of: listener, into: daemon)
             close(listener)
         }
+    }
+
+    /// Ends the loop once its requests are done and no new one came for `stopQuiet`, or `grace` from now at most
+    /// (longer while mutations in the journal wait for their outcome, `awaitSubmitted`).
+    func stop(grace: Int64) {
+        guard stopDeadline == nil, daemon != nil else { return }
+        quiesce()
         lastArrival = MonotonicClock.now()
         stopDeadline = lastArrival + grace
         runAgain = true

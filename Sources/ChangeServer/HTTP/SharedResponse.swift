@@ -17,6 +17,9 @@ final class SharedResponse: Sendable {
     let lackedMemory: Bool
     /// Bytes its headers take in a connection's memory pool, as `name: value\r\n`.
     let headerBytes: Int
+    /// Whether it says `Connection: close`: MHD then closes the connection after it, which an answer sent outside
+    /// MHD (`HTTPServer.answerDirectly`), whose connection is handed back open, would not.
+    let closesConnection: Bool
     /// The response as it was asked for, from which `wire` is written.
     private let source: Response
     private let wireBytes = Mutex<[UInt8]?>(nil)
@@ -43,6 +46,9 @@ final class SharedResponse: Sendable {
         var source = response
         source.share = nil
         self.source = source
+        closesConnection = response.headers.contains {
+            $0.name.lowercased() == "connection" && $0.value.lowercased() == "close"
+        }
         var lackedMemory = false
         let created: OpaquePointer?
         if let length = response.notModifiedLength {
