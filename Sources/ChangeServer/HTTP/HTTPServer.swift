@@ -150,8 +150,7 @@ final class HTTPServer: @unchecked Sendable {
                 // Not the moment the last request is done: a keep-alive client sends its next one as it reads
                 // the answer, and a connection closed then took a request without a word. It goes once no request
                 // came for `stopQuiet` (each is answered `503` with `Connection: close`, so its client moves to a
-                // new connection, which the closed listener refuses plainly).
-                // With no connection left no request can come (the listener is closed): no need to wait.
+                // new connection, which the closed listener refuses plainly); at once with no connection left.
                 let isQuiet = inFlight == 0 && (connectionRecords.isEmpty || now >= lastArrival + Self.stopQuiet)
                 if isQuiet || now >= max(stopDeadline + 500, continueUntil) { break }
                 if now >= stopDeadline && !writing.isEmpty { abandonWrites() }
@@ -305,7 +304,6 @@ final class HTTPServer: @unchecked Sendable {
         return true
     }
 
-    /// Stops accepting connections and lets the open ones finish for at most `grace` milliseconds (loop thread).
     /// Takes the connections the kernel completed on `listener` that the loop has not accepted yet, and gives them
     /// to MHD, which answers their requests (`503 shutting_down`, with `Connection: close`): their clients may have
     /// sent a request already, and closing the listener reset them without a word. Those past the loop's connection
@@ -350,8 +348,9 @@ final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// Ends the loop once its requests are done and no new one came for `stopQuiet`, or `grace` from now at most
-    /// (longer while mutations in the journal wait for their outcome, `awaitSubmitted`).
+    /// Stops accepting connections (`quiesce`) and ends the loop once its requests are done and no new one came for
+    /// `stopQuiet`, or `grace` milliseconds from now at most (longer while mutations in the journal wait for their
+    /// outcome, `awaitSubmitted`). Loop thread.
     func stop(grace: Int64) {
         guard stopDeadline == nil, daemon != nil else { return }
         quiesce()
