@@ -212,6 +212,9 @@ final class App: Sendable {
 
     /// The checks every request passes before its route runs; the matched route.
     private func check(_ request: Request) throws(HTTPError) -> Route {
+        // First: while stopping every request but a preflight is `503` (with `Connection: close`), whatever its
+        // route, so that no connection is kept for another.
+        if request.method != "OPTIONS", currentState != .serving { throw .shuttingDown }
         guard let route = try Route.match(request.path) else { throw .routeNotFound(request.path) }
         if request.method == "OPTIONS" { return route }
         guard route.methods.contains(request.method) else {
@@ -220,7 +223,6 @@ final class App: Sendable {
             default: throw .methodNotAllowed(request.method, route)
             }
         }
-        if currentState != .serving { throw .shuttingDown }
         try authorize(request, route)
         if request.method == "PUT" || request.method == "POST" { try checkContentType(request) }
         // A write's conditions are read again by its route; checked here, a malformed one is refused before its

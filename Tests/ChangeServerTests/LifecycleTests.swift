@@ -74,6 +74,36 @@ import Testing
         #expect(seen["refused"] == 8, "every writer ends refused: \(seen)")
     }
 
+    /// While the server stops, every request but a preflight is `503 shutting_down` with `Connection: close`,
+    /// whatever its route (a `404` or `405` kept its connection open for the next request). An upload still to come
+    /// keeps the one event loop in its stop.
+    @Test func requestsDuringAStopAre503WhateverTheirRoute() throws {
+        let server = try ServerProcess(["--threads", "1"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        let kept = try (0..<3).map { _ in try HTTPConnection(port: server.port) }
+        for connection in kept {
+            connection.sendRequest("GET", "/healthz")
+            #expect(try connection.readResponse().status == 200)
+        }
+        let upload = try HTTPConnection(port: server.port)
+        upload.send(
+            Array(
+                ("PUT /v1/collections/c/items/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 100\r\n\r\n{").utf8))
+        #expect(waitUntil(timeout: 10) { (try? server.metric("changeserver_body_bytes_in_flight")) == 1 })
+        kill(server.process.processIdentifier, SIGTERM)
+        #expect(waitUntil(timeout: 10) { server.log.contains("shutting down") })
+        for (connection, (method, path)) in zip(
+            kept, [("GET", "/v2/nothing"), ("POST", "/healthz"), ("GET", "/healthz")])
+        {
+            connection.sendRequest(method, path)
+            let answer = try connection.readResponse()
+            #expect(answer.status == 503 && answer.errorCode == "shutting_down", "\(method) \(path): \(answer.status)")
+            #expect(answer.header("Connection") == "close", "\(method) \(path)")
+        }
+        #expect(server.waitForExit(timeout: 10) == 0)
+    }
+
     @Test func sigtermAnswersHeldPolls503AndExitsZero() throws {
         let (server, version) = try LiveMutationTests.seeded()
         let polls = try (0..<20).map { _ in try HTTPConnection(port: server.port) }
