@@ -68,7 +68,7 @@ extension HTTPServer {
     /// socket did not take it whole.
     func sendClosing(_ response: Response, on connection: OpaquePointer, includingBody: Bool) -> Bool {
         var response = response
-        if !response.headers.contains(where: { $0.name.lowercased() == "connection" }) {
+        if !response.headers.contains(where: { $0.name == "Connection" }) {
             response.headers.append(("Connection", "close"))
         }
         let wire = SharedResponse.wire(of: response, includingBody: includingBody)

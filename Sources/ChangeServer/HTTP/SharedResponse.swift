@@ -46,9 +46,8 @@ final class SharedResponse: Sendable {
         var source = response
         source.share = nil
         self.source = source
-        closesConnection = response.headers.contains {
-            $0.name.lowercased() == "connection" && $0.value.lowercased() == "close"
-        }
+        // As `HTTPError.closingTheConnection` writes it: compared as written, so that no response allocates for it.
+        closesConnection = response.headers.contains { $0.name == "Connection" && $0.value == "close" }
         var lackedMemory = false
         let created: OpaquePointer?
         if let length = response.notModifiedLength {

@@ -142,28 +142,49 @@ final class DataDirectory: Sendable {
     }
 
     /// Makes renames and new files in the directory durable; false (`errno` set) when it could not.
-    /// Writes `bytes` to `path` (in this directory) under a temporary name, syncs them, renames the file into
-    /// place and syncs the directory: the file is either as it was or whole. False (errno set) when a step failed.
-    func writeDurably(_ bytes: [UInt8], to path: String) -> Bool {
+    /// Writes `bytes` to `path` (in this directory) under a temporary name (`path` and `.tmp`), syncs them,
+    /// renames the file into place and syncs the directory, so that a crash leaves either the old file or the new
+    /// one, whole. The reason, when it could not be written.
+    func writeDurably(_ bytes: [UInt8], to path: String) -> String? {
         let temporary = path + ".tmp"
         let descriptor = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        if written >= 0 && written < bytes.count { errno = ENOSPC }
-        guard written == bytes.count, fdatasync(descriptor) == 0, rename(temporary, path) == 0 else {
-            let failure = errno
-            unlink(temporary)
-            errno = failure
-            return false
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let reason = count == 0 ? String(cString: strerror(ENOSPC)) : String(cString: strerror(errno))
+                close(descriptor)
+                unlink(temporary)
+                return reason
+            }
+            offset += count
         }
-        return syncDirectory()
+        let synced = fsync(descriptor) == 0
+        let reason = String(cString: strerror(errno))
+        close(descriptor)
+        guard synced, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            return reason
+        }
+        syncDirectory()
+        return nil
+    }
+
+    /// Writes `text` as one line of `length` bytes (padded with spaces) to `path`: rewritten in place when the file
+    /// has that length already, which needs no new block, so a full disk takes it; else `writeDurably`. The
+    /// reason, when it could not be written.
+    func writeLine(_ text: String, length: Int, to path: String) -> String? {
+        var line = Array(text.utf8)
+        line += [UInt8](repeating: UInt8(ascii: " "), count: max(0, length - 1 - line.count)) + [UInt8(ascii: "\n")]
+        return overwriteInPlace(line, at: path) ? nil : writeDurably(line, to: path)
     }
 
     /// Overwrites the file at `path` with `bytes` in place and syncs it, when it holds exactly as many bytes: no
     /// new block is needed, so it works on a full disk. False when the file is missing, of another length, or a
     /// step failed.
-    func overwriteInPlace(_ bytes: [UInt8], at path: String) -> Bool {
+    private func overwriteInPlace(_ bytes: [UInt8], at path: String) -> Bool {
         let descriptor = Glibc.open(path, O_WRONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }

@@ -19,8 +19,7 @@ enum EpochRenewal {
     /// the reason; a start that cannot write even that stops before cutting anything.
     static func mark(_ directory: DataDirectory, reason: String, logger: Logger) throws(StartupError) -> String {
         let path = markerPath(directory)
-        guard !directory.writeDurably(Array((reason + "\n").utf8), to: path) else { return reason }
-        let failure = String(cString: strerror(errno))
+        guard let failure = directory.writeDurably(Array((reason + "\n").utf8), to: path) else { return reason }
         let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0, close(descriptor) == 0, directory.syncDirectory() else {
             throw StartupError(

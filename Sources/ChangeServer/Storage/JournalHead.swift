@@ -11,14 +11,10 @@ enum JournalHead {
     /// noted before.
     static func record(_ number: UInt64, in directory: DataDirectory, logger: Logger) {
         // 20 digits and a line break: one length, rewritten in place (no new block, so a full disk takes it).
-        let digits = String(number)
-        let bytes = Array((String(repeating: " ", count: max(0, 20 - digits.count)) + digits + "\n").utf8)
-        guard
-            directory.overwriteInPlace(bytes, at: path(directory)) || directory.writeDurably(bytes, to: path(directory))
-        else {
-            return logger.warning(
-                "cannot write \(path(directory)): \(String(cString: strerror(errno))); a start that does not find "
-                    + "journal segment \(number) will not notice")
+        if let failure = directory.writeLine(String(number), length: 21, to: path(directory)) {
+            logger.warning(
+                "cannot write \(path(directory)): \(failure); a start that does not find journal segment \(number) "
+                    + "will not notice")
         }
     }
 

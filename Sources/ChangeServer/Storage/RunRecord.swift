@@ -28,13 +28,11 @@ struct RunRecord: Equatable {
     /// older record.
     static func write(_ directory: DataDirectory, policy: Config.FsyncPolicy, closed: Bool, logger: Logger) {
         let boot = EpochRenewal.bootID() ?? "unknown"
-        var line = Array("\(boot) \(policy.rawValue) \(closed ? "closed" : "running")".utf8)
-        line += [UInt8](repeating: UInt8(ascii: " "), count: max(0, lineLength - 1 - line.count)) + [UInt8(ascii: "\n")]
-        let file = path(directory)
-        guard directory.overwriteInPlace(line, at: file) || directory.writeDurably(line, to: file) else {
-            return logger.warning(
-                "cannot write \(file): \(String(cString: strerror(errno))); a crash of this run followed by a restart "
-                    + "of the machine may go unnoticed at the next start")
+        let line = "\(boot) \(policy.rawValue) \(closed ? "closed" : "running")"
+        if let failure = directory.writeLine(line, length: lineLength, to: path(directory)) {
+            logger.warning(
+                "cannot write \(path(directory)): \(failure); a crash of this run followed by a restart of the "
+                    + "machine may go unnoticed at the next start")
         }
     }
 

@@ -97,30 +97,7 @@ enum SnapshotFile {
     /// Writes the snapshot to a temporary file, syncs it, renames it into place and syncs the directory, so that
     /// a crash leaves either the old snapshot or the new one, whole.
     static func write(_ bytes: [UInt8], in directory: DataDirectory) -> String? {
-        let temporary = directory.temporarySnapshotPath
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else {
-                let reason = String(cString: strerror(errno))
-                close(descriptor)
-                unlink(temporary)
-                return reason
-            }
-            offset += count
-        }
-        let synced = fsync(descriptor) == 0
-        let reason = String(cString: strerror(errno))
-        close(descriptor)
-        guard synced, rename(temporary, directory.snapshotPath) == 0 else {
-            unlink(temporary)
-            return reason
-        }
-        directory.syncDirectory()
-        return nil
+        directory.writeDurably(bytes, to: directory.snapshotPath)
     }
 }
 
