@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <netinet/in.h>
+#include <malloc.h>
 #include <microhttpd.h>
 
 /* MHD_start_daemon and MHD_get_daemon_info are variadic, which Swift cannot call: these wrappers fix
@@ -221,6 +222,17 @@ static inline void chttpd_count_headers(struct MHD_Connection *connection, const
     *first_lines = counts.lines[0];
     *second_lines = counts.lines[1];
     *misread_lines = counts.misread;
+}
+
+/* The allocator's free bytes not yet given back to the system (glibc's mallinfo2, whose struct and malloc.h Swift's
+   Glibc module leaves out), and giving back the pages of free memory (malloc_trim): MemoryTrimmer. Not
+   libmicrohttpd's, but the server's one shim. */
+static inline size_t chttpd_heap_free_bytes(void) {
+    return mallinfo2().fordblks;
+}
+
+static inline int chttpd_heap_trim(void) {
+    return malloc_trim(0);
 }
 
 #endif

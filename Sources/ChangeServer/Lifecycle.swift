@@ -87,11 +87,13 @@ enum Lifecycle {
                     "--data-dir has \(disk.freeBytes ?? 0) bytes free, less than the \(disk.reserve) kept for snapshots "
                         + "(--disk-reserve-bytes): writes are refused 503 until there is room")
             }
+            let trimmer = MemoryTrimmer(logger: logger)
             let threads = app.workers.dropFirst().map { worker in
                 JoinableThread { worker.server.run(handler: worker) }
             }
             if let first = app.workers.first { first.server.run(handler: first) }
             for thread in threads { thread.join() }
+            trimmer.stop()
             app.finish()
             logger.log(.notice, "stopped")
             return app.exitStatus

@@ -81,6 +81,7 @@ final class Metrics: Sendable {
         var responseBytesHeld: Int
         var diskFreeBytes: Int?
         var connectionsOpen = 0
+        var residentBytes = 0
     }
 
     /// The exposition text, with the gauges read at the moment of the scrape.
@@ -157,6 +158,8 @@ final class Metrics: Sendable {
             "changeserver_writes_refused_disk_total", "counter",
             "Writes refused because the free space of --data-dir was below --disk-reserve-bytes.")
         lines.append("changeserver_writes_refused_disk_total \(snapshot.writesRefusedForDisk)")
+        metric("process_resident_memory_bytes", "gauge", "Resident memory of the server's process, in bytes.")
+        lines.append("process_resident_memory_bytes \(gauges.residentBytes)")
         if let free = gauges.diskFreeBytes {
             metric("changeserver_disk_free_bytes", "gauge", "Free bytes in the file system of --data-dir.")
             lines.append("changeserver_disk_free_bytes \(free)")

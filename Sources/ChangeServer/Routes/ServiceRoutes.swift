@@ -17,7 +17,8 @@ extension App {
                 collections: registry.count, logLinesDropped: LogWriter.standardError.droppedLines,
                 bodyBytesInFlight: bodyBudget.inUse, responseBytesHeld: responseBudget.inUse,
                 diskFreeBytes: diskSpace?.freeBytes,
-                connectionsOpen: workers.reduce(0) { $0 + $1.server.openConnections.load(ordering: .relaxed) }))
+                connectionsOpen: workers.reduce(0) { $0 + $1.server.openConnections.load(ordering: .relaxed) },
+                residentBytes: MemoryTrimmer.residentBytes()))
         let text = shared + committer.storeMetricsText()
         return Response(
             .ok, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: Array(text.utf8))

@@ -75,14 +75,8 @@ enum EpochRenewal {
     /// The machine's boot (Linux's `/proc/sys/kernel/random/boot_id`; a container sees its host's), nil when it
     /// cannot be read: then every boot counts as another.
     static func bootID() -> String? {
-        // A file of /proc says its size is 0: read what comes.
-        let descriptor = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var bytes = [UInt8](repeating: 0, count: 64)
-        let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard count > 0 else { return nil }
-        let id = String(decoding: bytes[..<count], as: UTF8.self).trimmingTrailingNewlines
+        guard let text = readProcFile("/proc/sys/kernel/random/boot_id", limit: 64) else { return nil }
+        let id = text.trimmingTrailingNewlines
         return id.isEmpty || id.contains(" ") ? nil : id
     }
 
