@@ -22,7 +22,11 @@ struct ChunkedList: Sendable {
     /// - Parameter placed: called with each handle and the id of the chunk holding it.
     /// - Complexity: O(n).
     init(_ handles: some Collection<Int32>, placed: (Int32, Int32) -> Void) {
-        var chunk = ChunkedList.emptyChunk()
+        // A short list's one chunk is made to its size (a section of one item took 4 KiB for its room to grow, 1 GB
+        // for 250,000 such sections); it grows by doubling, as an array does, if it ever grows.
+        let isShort = handles.count < ChunkedList.maximumChunk / 2
+        var chunk = isShort ? [] : ChunkedList.emptyChunk()
+        chunk.reserveCapacity(isShort ? handles.count : 0)
         for handle in handles {
             chunk.append(handle)
             placed(handle, Int32(chunks.count))

@@ -9,7 +9,7 @@
 /// costs O(log n + chunk) amortized (a
 /// split, merge or emptied chunk rebuilds the tree, O(n / chunk), once per many edits of a chunk). Chunks are
 /// small (a quarter to a whole of 128 elements of 32 bytes) so that an edit moves a few kilobytes at most, and
-/// have room for 129 from the start so that an edit never reallocates one.
+/// have room for 129 from the start so that an edit never reallocates one (but for the one chunk of a short index).
 struct OrderedIndex: Sendable {
     struct Element: Sendable {
         var key: [UInt8]
@@ -83,9 +83,16 @@ struct OrderedIndex: Sendable {
     /// - Complexity: O(n).
     init(sorted elements: some Sequence<Element>) {
         var chunk: [Element] = []
+        // Room for a whole chunk and one more, so that an edit never reallocates it; but a short index's one
+        // chunk is made to its size (a view of a few items took 4 KiB for each of its two indexes), and grows by
+        // doubling, as an array does, if it ever grows.
+        let known = elements.underestimatedCount
+        var room = known < OrderedIndex.maximumChunk / 2 ? known : OrderedIndex.maximumChunk + 1
         for element in elements {
-            // Room for a whole chunk and one more, so that an edit never reallocates it.
-            if chunk.isEmpty { chunk.reserveCapacity(OrderedIndex.maximumChunk + 1) }
+            if chunk.isEmpty {
+                chunk.reserveCapacity(room)
+                room = OrderedIndex.maximumChunk + 1
+            }
             chunk.append(element)
             if chunk.count == OrderedIndex.maximumChunk / 2 { append(chunk: &chunk) }
         }
