@@ -249,7 +249,7 @@ final class App: Sendable {
         case (.health, _): return .respond(health())
         case (.metrics, _): return .respond(metricsText())
         case (.collections, _): return .respond(try listCollections(request))
-        case (.collection(let name), "GET"): return .respond(try snapshot(request, name))
+        case (.collection(let name), "GET"): return try snapshot(request, name, connection)
         case (.collection(let name), "PUT"): return try replace(request, name, connection())
         case (.collection(let name), _): return try deleteCollection(request, name, connection())
         case (.mutations(let name), _): return try mutate(request, name, connection())
@@ -260,7 +260,7 @@ final class App: Sendable {
         case (.item(let name, let id), _): return try deleteItem(request, name, id, connection())
         case (.asset(let path), _): return .respond(asset(request, path))
         case (.views, _): return .respond(try listViews(request))
-        case (.view(let name), "GET"): return .respond(try viewSnapshot(request, name))
+        case (.view(let name), "GET"): return try viewSnapshot(request, name, connection)
         case (.view(let name), "PUT"): return try defineView(request, name, connection())
         case (.view(let name), _): return try deleteView(request, name, connection())
         case (.viewChanges(let name), _):

@@ -13,6 +13,11 @@ final class SnapshotCache: Sendable {
         var largeNotModified: (version: Version, response: Response)?
         /// The body of the last snapshot too large to be kept, while an answer still holds it.
         var largeBody: LargeBody?
+        /// The body of the feed's last reset (`{"reset": true, …, "snapshot"}`) too large to be kept, while an
+        /// answer still holds it: every client of a large collection resets at once after a `410` or an epoch's
+        /// renewal, and each reset was encoded and held apart (30 resets of an 86 MB snapshot held 1 GB, and
+        /// most were refused `503`).
+        var largeReset: LargeReset?
         /// Raised by every `invalidate`: a read keeps what it wrote only if none came between.
         var generation: UInt64 = 0
     }
@@ -20,6 +25,13 @@ final class SnapshotCache: Sendable {
     /// A weak hold of a large snapshot's body: the answers being sent hold it, and it goes with the last of them.
     private struct LargeBody {
         let version: Version
+        weak var bytes: ResponseBytes?
+    }
+
+    /// A weak hold of a large reset's body, which depends on the poll's timeout too (its `next` URL names it).
+    private struct LargeReset {
+        let version: Version
+        let timeout: Int
         weak var bytes: ResponseBytes?
     }
 
@@ -78,12 +90,31 @@ final class SnapshotCache: Sendable {
         }
     }
 
+    /// The body of the feed's reset to `version` for polls of `timeout`, too large to be kept, while an answer
+    /// still being sent holds it.
+    func sharedLargeReset(at version: Version, timeout: Int) -> ResponseBytes? {
+        state.withLock { state in
+            guard let large = state.largeReset, large.version == version, large.timeout == timeout else { return nil }
+            return large.bytes
+        }
+    }
+
+    /// Holds `bytes`, the body of the reset to `version` for polls of `timeout`, weakly for the resets that come
+    /// while it is being sent, unless the cache was invalidated since `generation` was read.
+    func shareLargeReset(_ bytes: ResponseBytes, at version: Version, timeout: Int, writtenAt generation: UInt64) {
+        state.withLock { state in
+            guard state.generation == generation else { return }
+            state.largeReset = LargeReset(version: version, timeout: timeout, bytes: bytes)
+        }
+    }
+
     /// Drops the snapshot kept, and any written before now that is yet to be kept; call it after the change.
     func invalidate() {
         state.withLock { state in
             state.snapshot = nil
             state.largeNotModified = nil
             state.largeBody = nil
+            state.largeReset = nil
             state.generation &+= 1
         }
     }

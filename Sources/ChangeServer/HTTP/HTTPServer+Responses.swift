@@ -8,10 +8,16 @@ extension HTTPServer {
     /// which a `503` must never do; nor is a `HEAD`'s, whose body is never sent, so its answer is let go as soon as
     /// its headers are out.
     func respond(_ exchange: Exchange, _ response: Response) -> MHD_Result {
+        finish(exchange, counted(response, for: exchange))
+    }
+
+    /// The libmicrohttpd response for `response`, counted against `--max-response-memory` when it answers a `GET`
+    /// (as `respond` explains), or the handler's `503` when there is no room for it: for answers given at once, and
+    /// for reads answered later (a large snapshot encoded off the loop, `App.answerRead`).
+    func counted(_ response: Response, for exchange: Exchange) -> SharedResponse {
         let made = shared(response, for: exchange, budget: exchange.method == "GET" ? options.responseBudget : nil)
-        guard made.lackedMemory, let handler else { return finish(exchange, made) }
-        let refusal = handler.response(to: .responseMemoryFull(limit: options.responseBudget.limit))
-        return finish(exchange, shared(refusal, for: exchange))
+        guard made.lackedMemory, let handler else { return made }
+        return shared(handler.response(to: .responseMemoryFull(limit: options.responseBudget.limit)), for: exchange)
     }
 
     /// The libmicrohttpd response for `response` with the exchange's own headers: the shared one when the response

@@ -244,9 +244,9 @@ final class HTTPServer: @unchecked Sendable {
         _ = write(wakeDescriptor, &one, 8)
     }
 
-    /// Answers a held exchange with a response of its own (loop thread only).
+    /// Answers a held exchange with a response of its own (loop thread only), a `GET`'s counted as `counted` says.
     func answer(_ exchange: Exchange, with response: Response) {
-        answer(exchange, with: shared(response, for: exchange))
+        answer(exchange, with: counted(response, for: exchange))
     }
 
     /// Answers a held exchange (loop thread only).

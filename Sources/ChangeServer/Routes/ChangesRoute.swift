@@ -31,20 +31,12 @@ extension App {
         let caching = feedCaching
         let ifNoneMatch = request.listHeader("If-None-Match").map(EntityTags.init)
         guard let since else {
-            let snapshot = subject.snapshotJSON()
-            let version = snapshot.version
-            let tag = FeedCaching.resetEntityTag(version)
-            let headers = caching.headers(.reset) + [("ETag", tag)]
-            let ok = Response.json(.ok, headers: headers) { writer in
-                writer.object { writer in
-                    writer.field(subject.kind.key, subject.name)
-                    writer.field("reset") { $0.raw("true") }
-                    writer.field("to", version.description)
-                    writer.field("next", FeedCaching.next(to: version, timeout: timeout))
-                    writer.field("snapshot") { $0.raw(snapshot.json) }
-                }
+            if let shared = Self.sharedReset(subject, timeout: timeout, ifNoneMatch: ifNoneMatch, caching: caching) {
+                return .respond(shared)
             }
-            return .respond(ifNoneMatch?.matchesWeakly(tag) == true ? .notModified(answering: ok) : ok)
+            return answerRead(of: subject, connection) { [self] in
+                reset(subject, timeout: timeout, ifNoneMatch: ifNoneMatch, caching: caching)
+            }
         }
         let (current, changeset) = subject.changes(since: since)
         guard let changeset else {
@@ -78,6 +70,57 @@ extension App {
         guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
         connection.hold(on: subject, since: since, timeout: timeout, cursor: cursor)
         return .later
+    }
+
+    /// The feed's answer to a poll without `since`: the whole snapshot. One too large to be kept is held apart
+    /// (`ResponseBytes`) and shared with the resets to the same version and timeout while it is being sent, as a
+    /// snapshot read's body is (`SnapshotCache.sharedLargeReset`).
+    private func reset(_ subject: FeedSubject, timeout: Int, ifNoneMatch: EntityTags?, caching: FeedCaching)
+        -> Response
+    {
+        // Resets that came together were handed off the loop before the first was written: they share it here.
+        if let shared = Self.sharedReset(subject, timeout: timeout, ifNoneMatch: ifNoneMatch, caching: caching) {
+            return shared
+        }
+        let generation = subject.encodedSnapshot.generation
+        let snapshot = subject.snapshotJSON()
+        let version = snapshot.version
+        var ok = Response.json(.ok, headers: Self.resetHeaders(caching, version)) { writer in
+            writer.object { writer in
+                writer.field(subject.kind.key, subject.name)
+                writer.field("reset") { $0.raw("true") }
+                writer.field("to", version.description)
+                writer.field("next", FeedCaching.next(to: version, timeout: timeout))
+                writer.field("snapshot") { $0.raw(snapshot.json) }
+            }
+        }
+        if ifNoneMatch?.matchesWeakly(FeedCaching.resetEntityTag(version)) == true {
+            return .notModified(answering: ok)
+        }
+        guard ok.body.count > ResponseBytes.countedSize,
+            let bytes = ResponseBytes(copying: ok.body, budget: responseBudget)
+        else { return ok }
+        subject.encodedSnapshot.shareLargeReset(bytes, at: version, timeout: timeout, writtenAt: generation)
+        ok.body = []
+        ok.sharedBody = bytes
+        return ok
+    }
+
+    /// The reset to the current version for polls of `timeout` from the body of one still being sent, if any.
+    private static func sharedReset(
+        _ subject: FeedSubject, timeout: Int, ifNoneMatch: EntityTags?, caching: FeedCaching
+    ) -> Response? {
+        let version = subject.version
+        guard let shared = subject.encodedSnapshot.sharedLargeReset(at: version, timeout: timeout) else { return nil }
+        var ok = Response(.ok, headers: [("Content-Type", Response.jsonContentType)] + resetHeaders(caching, version))
+        ok.sharedBody = shared
+        let tag = FeedCaching.resetEntityTag(version)
+        return ifNoneMatch?.matchesWeakly(tag) == true ? .notModified(answering: ok) : ok
+    }
+
+    /// A reset's headers but its media type: what caches may do with it, and its `ETag`.
+    private static func resetHeaders(_ caching: FeedCaching, _ version: Version) -> [(name: String, value: String)] {
+        caching.headers(.reset) + [("ETag", FeedCaching.resetEntityTag(version))]
     }
 
     /// The empty answer of a poll that does not wait: at `since`, with the next cursor so that the URL it names

@@ -28,8 +28,14 @@ extension App {
         }
     }
 
-    func snapshot(_ request: Request, _ name: String) throws(HTTPError) -> Response {
-        try existing(name).read(request, budget: responseBudget)
+    func snapshot(_ request: Request, _ name: String, _ connection: () -> Connection) throws(HTTPError)
+        -> RouteResult
+    {
+        let collection = try existing(name)
+        if let answer = collection.readWithoutEncoding(request) { return .respond(answer) }
+        return answerRead(of: collection, connection()) { [responseBudget] in
+            collection.read(request, budget: responseBudget)
+        }
     }
 
     /// Creates the collection (`201`) or replaces its whole content (`200`), diffing old against new.

@@ -28,8 +28,12 @@ extension App {
         }
     }
 
-    func viewSnapshot(_ request: Request, _ name: String) throws(HTTPError) -> Response {
-        try existingView(name).read(request, budget: responseBudget)
+    func viewSnapshot(_ request: Request, _ name: String, _ connection: () -> Connection) throws(HTTPError)
+        -> RouteResult
+    {
+        let view = try existingView(name)
+        if let answer = view.readWithoutEncoding(request) { return .respond(answer) }
+        return answerRead(of: view, connection()) { [responseBudget] in view.read(request, budget: responseBudget) }
     }
 
     /// Defines the view (`201`) or replaces its definition (`200`, keeping its epoch; the changeset diffs the old

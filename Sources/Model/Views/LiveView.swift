@@ -69,6 +69,9 @@ public struct LiveView: Sendable {
     /// The current version of the view.
     public var version: Version { collection.version }
 
+    /// The items the view shows.
+    public var itemCount: Int { collection.itemCount }
+
     /// Limits of the view's kept history.
     public var limits: HistoryLimits {
         get { collection.limits }

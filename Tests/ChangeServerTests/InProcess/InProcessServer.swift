@@ -68,12 +68,16 @@ struct Answer {
     var held: (since: Version, timeout: Int)?
     /// The response's share when it is one the server builds once and queues for many requests.
     var share: ObjectIdentifier?
+    /// The large body held apart (`ResponseBytes`) that the response is sent from, shared by the answers made of it;
+    /// held as an answer being sent holds it.
+    var sharedBody: ResponseBytes?
 
     init(_ response: Response) {
         status = response.status.rawValue
         headers = response.headers
-        body = response.body
+        body = response.sharedBody.map { Array($0.bytes) } ?? response.body
         share = response.share.map(ObjectIdentifier.init)
+        sharedBody = response.sharedBody
     }
 
     init(held since: Version, timeout: Int) {
