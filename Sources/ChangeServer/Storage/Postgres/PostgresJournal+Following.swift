@@ -144,6 +144,9 @@ extension PostgresJournal {
     /// Returns whether it stopped before a view's record (`Followed.blocked`).
     @discardableResult
     private func catchUp(_ connection: PGConnection) throws(StorageError) -> Bool {
+        // Read before the transaction's snapshot: every record applied here was committed before it, so its
+        // collection's `last_seq` in the snapshot is at least this, unless the database lost commits.
+        let appliedBefore = delivery.everyApplied
         // It holds no lock, so it may sit idle longer than a commit (handing on a page of large records).
         let opened = connection.pipeline([
             (sql: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", parameters: []),
@@ -158,6 +161,7 @@ extension PostgresJournal {
                 let name = result.string(row, 0)
                 let last = result.int64(row, 1)
                 if last > delivery.applied(name) { behind[name] = last }
+                if let applied = appliedBefore[name], last < applied { tellWentBack(name, to: last, from: applied) }
             }
             var blocked = false
             if !behind.isEmpty { blocked = try follow(behind, connection, everyName: true) == .blocked }
@@ -280,17 +284,37 @@ extension PostgresJournal {
     /// The records of `name` after the last one applied are gone (compacted into a snapshot, or purged): told
     /// once, since the catch-ups that come while the server stops meet the same gap.
     private func tellFallenBehind(_ name: String) {
-        guard
-            let tell = fallenBehind.withLock({ tell in
-                defer { tell = nil }
-                return tell
-            })
-        else { return }
+        guard let tell = takeFallenBehind() else { return }
         logger.log(
             .critical,
             "collection \(name): records after \(delivery.applied(name)) were compacted into a snapshot "
                 + "before this server read them; it cannot go on with it from here")
         tell(name)
+    }
+
+    /// The database holds fewer records of `name` than this server applied: it lost commits it had acknowledged (a
+    /// crash under `synchronous_commit = off`, a failover to a replica that was behind, a restore while servers
+    /// ran). The versions this server served are gone, and the next writes take their sequences again: they were
+    /// committed and never answered, while servers went on with different content under the same version. Told
+    /// once, as a fall behind is: the server stops, and starts again from what the database holds.
+    private func tellWentBack(_ name: String, to last: Int64, from applied: Int64) {
+        guard let tell = takeFallenBehind() else { return }
+        logger.log(
+            .critical,
+            "collection \(name): PostgreSQL holds its records up to \(last), but this server applied up to "
+                + "\(applied): the database lost commits it had acknowledged (synchronous_commit off and a crash, a "
+                + "failover to a replica that was behind, or a restore while servers ran); every server should start "
+                + "again, and clients that saw the lost versions start over from a snapshot only if their epochs "
+                + "change (scripts/new-epochs.py)")
+        tell(name)
+    }
+
+    /// What to call when the server cannot go on, once: the catch-ups that come while it stops meet the same gap.
+    private func takeFallenBehind() -> (@Sendable (String) -> Void)? {
+        fallenBehind.withLock { tell in
+            defer { tell = nil }
+            return tell
+        }
     }
 
     private func waitForFollowerWake(milliseconds: Int) {

@@ -91,6 +91,9 @@ final class SequencedDelivery: Sendable {
         state.withLock { $0.applied[name] ?? 0 }
     }
 
+    /// The last sequence applied of every collection.
+    var everyApplied: [String: Int64] { state.withLock { $0.applied } }
+
     /// The sequence of `name` up to which every record is here: handed on, or held in order after that (this
     /// server's own once the follower saw them or the writer released them). The follower reads on from there:
     /// from the last one handed on, it read again, page after page, the records held behind one that waits (this
