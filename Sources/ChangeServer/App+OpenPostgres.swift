@@ -33,8 +33,8 @@ extension App {
             fellBehind: { [unowned app] name in
                 app.logger.log(
                     .critical,
-                    "stopping with exit status \(App.fallenBehindStatus) so that this server starts again from the "
-                        + "snapshot of \(name) instead of serving it stale")
+                    "stopping with exit status \(App.fallenBehindStatus) so that this server starts again from what the "
+                        + "database holds of \(name) instead of serving what it no longer holds")
                 app.stop(exitStatus: App.fallenBehindStatus)
             })
         journal.purgeLater(recovered.deleted)

@@ -22,6 +22,11 @@ final class BulkThreads: Sendable {
     /// limits time, not parallelism: bulk work waiting for a lock must not hold up another collection's).
     static let shared = BulkThreads(limit: max(2, CPUBudget.current().affinity))
 
+    /// A pool of the same size for reads whose snapshot takes long to encode (`App.answerRead`), so that a burst of
+    /// them (every client of a large collection resetting at once) never queues ahead of bulk writes, whose
+    /// collections' lanes wait for them.
+    static let reads = BulkThreads(limit: max(2, CPUBudget.current().affinity))
+
     /// The nice value of every thread of the pool: 10 more than the process's main thread (so that it is lower
     /// than the loops' however the process was started), at most 19.
     static let niceness: Int32 = min(19, mainThreadNiceness + 10)

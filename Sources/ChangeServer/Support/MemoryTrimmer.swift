@@ -34,7 +34,7 @@ final class MemoryTrimmer: Sendable {
                 let after = Self.residentBytes()
                 logger.log(
                     .info,
-                    "gave \((before - after) >> 20) MiB of freed memory back to the system (\(free >> 20) MiB were "
+                    "gave \(max(0, before - after) >> 20) MiB of freed memory back to the system (\(free >> 20) MiB were "
                         + "free): \(after >> 20) MiB resident, in \(milliseconds) ms")
             }
         }

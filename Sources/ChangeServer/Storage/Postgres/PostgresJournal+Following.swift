@@ -296,8 +296,9 @@ extension PostgresJournal {
     /// crash under `synchronous_commit = off`, a failover to a replica that was behind, a restore while servers
     /// ran). The versions this server served are gone, and the next writes take their sequences again: they were
     /// committed and never answered, while servers went on with different content under the same version. Told
-    /// once, as a fall behind is: the server stops, and starts again from what the database holds.
-    private func tellWentBack(_ name: String, to last: Int64, from applied: Int64) {
+    /// once, as a fall behind is: the server stops, and starts again from what the database holds. Found by the
+    /// follower's catch-up, or by the writer when it is handed sequences this server applied already.
+    func tellWentBack(_ name: String, to last: Int64, from applied: Int64) {
         guard let tell = takeFallenBehind() else { return }
         logger.log(
             .critical,

@@ -396,6 +396,11 @@ extension PostgresJournal {
             for record in batch { record.local.done(false) }
             return .failed
         }
+        // Sequences are handed out above every committed one, so above what was applied here, unless the database
+        // lost commits (writes would refill the lost sequences before the follower's next catch-up could see it).
+        for range in assigned where range.first <= delivery.applied(range.name) {
+            tellWentBack(range.name, to: range.first - 1, from: delivery.applied(range.name))
+        }
         for range in assigned { delivery.register(range.name, first: range.first, byCollection[range.name] ?? []) }
         // The records of the sources left that commit after this batch wait for it here, as they come after it in
         // the database's order (`PostgresSchema.lockCollection`); set before the commit, which they cannot precede.
