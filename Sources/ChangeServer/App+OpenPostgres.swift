@@ -5,10 +5,11 @@ extension App {
     /// journal, whose follower hands the records of other servers to the commit path in order with this server's.
     static func openOnPostgres(url: String, config: Config, logger: Logger) throws(StartupError) -> App {
         let metrics = Metrics()
-        let registry = Registry()
-        let views = ViewRegistry()
-        let executor = Executor(registry: registry, views: views, limits: config.historyLimits)
-        let recovered = try PostgresRecovery.run(url: url, executor: executor, logger: logger)
+        let (executor, recovered) = try PostgresRecovery.recover(url: url, logger: logger) {
+            Executor(registry: Registry(), views: ViewRegistry(), limits: config.historyLimits)
+        }
+        let registry = executor.registry
+        let views = executor.views
         let journal = try PostgresJournal(
             url: url, applied: recovered.applied, snapshotBytes: config.snapshotBytes,
             purgeDelay: Int64(config.purgeDelaySeconds) * 1000, stallLimit: Int64(config.postgresTimeout) * 1000,

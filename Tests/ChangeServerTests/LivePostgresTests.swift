@@ -364,6 +364,45 @@ import Testing
         for cursor in cursors { #expect(try fresh.client.get(cursor).text == b.client.get(cursor).text, "\(cursor)") }
     }
 
+    /// A start whose connection the database ends on the way (a restart or failover of the database while the
+    /// server sets up the schema or replays) tries again, as it does when the database cannot be reached: it ended
+    /// at once, with exit status 1. Here the server waits on the schema's advisory lock, held by the test, when its
+    /// backend is terminated.
+    @Test func aStartWhoseConnectionIsLostTriesAgain() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("startlost")
+        let holder = Thread {
+            _ = try? cluster.sql(
+                "SELECT pg_advisory_lock(\(PostgresSchema.setupLock)); SELECT pg_sleep(8)", database: "startlost")
+        }
+        holder.start()
+        #expect(
+            try eventually {
+                try cluster.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+                    .trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+            })
+        let terminated = Mutex(0)
+        let terminator = Thread {
+            let waiting =
+                "FROM pg_stat_activity WHERE application_name = 'changeserver recovery' AND wait_event_type = 'Lock'"
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                let count = (try? cluster.sql("SELECT count(pg_terminate_backend(pid)) \(waiting)")) ?? ""
+                if let ended = Int(count.trimmingCharacters(in: .whitespacesAndNewlines)), ended > 0 {
+                    terminated.withLock { $0 += ended }
+                    return
+                }
+                usleep(50_000)
+            }
+        }
+        terminator.start()
+        let server = try ServerProcess(["--postgres", url])
+        #expect(terminated.withLock { $0 } == 1, "\(server.log)")
+        #expect(server.log.contains("the start lost its PostgreSQL connection"), "\(server.log)")
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        while !holder.isFinished || !terminator.isFinished { usleep(10_000) }
+    }
+
     /// A database that lost commits it had acknowledged (here its records and `last_seq` taken back by hand, as a
     /// crash under `synchronous_commit = off` or a failover to a replica behind does) is noticed by the next
     /// catch-up: the server stops with exit status 75 and says why, where it went on serving versions the database

@@ -19,6 +19,18 @@ import Testing
         #expect(!log.owes(failing: false))
     }
 
+    /// An outage whose reason changed on the way (the file a full disk names, a timeout after it) says its end at
+    /// once: the lines of its reasons took the minute's two lines, and "takes writes again" came 45 s late.
+    @Test func anOutageWhoseReasonChangesSaysItsEndAtOnce() {
+        var log = CommitStateLog()
+        let other = StorageError.unavailable(reason: "could not extend file \"base/16384/16390\"")
+        #expect(log.line(failing: true, error: full, now: 0) == .failing(reason: "\(full)", changes: 0))
+        #expect(log.line(failing: true, error: other, now: 5_000) == .failing(reason: "\(other)", changes: 0))
+        #expect(log.line(failing: true, error: frozen, now: 10_000) == .failing(reason: "\(frozen)", changes: 0))
+        #expect(log.line(failing: false, error: nil, now: 20_000) == .takenAgain(changes: 0))
+        #expect(!log.owes(failing: false))
+    }
+
     /// An outage gets its two lines at once; a store that flips more often says so once its minute is out, with how
     /// often it flipped, and the log never ends on a state the store has left (a review found both orders: "takes
     /// writes again" last while it failed, and a failure last while it took them).

@@ -1,5 +1,5 @@
 /// What the log last said of whether PostgreSQL takes this server's transactions, so that a store whose commits fail
-/// and succeed by turns (a disk with room for a trial's row but not for a batch) says so in at most two lines a minute,
+/// and succeed by turns (a disk with room for a trial's row but not for a batch) says so in at most two lines a minute
 /// and the log never ends on a state the store has left: a change not said within its minute is owed, and said once
 /// the minute is out, with how many times the store changed meanwhile. A single outage gets its two lines at once.
 struct CommitStateLog {
@@ -13,8 +13,12 @@ struct CommitStateLog {
 
     /// What the log says now.
     private(set) var saysFailing = false
-    /// When the last two lines were said (monotonic milliseconds), the last one last.
-    private var saidAt: [Int64] = []
+    /// When the last two lines that said a change of state were said (monotonic milliseconds), the last one last:
+    /// lines that give a failure's new reason do not count, or an outage whose reason changed twice said its end
+    /// only once its minute was out (45 s after writes were taken again, in an operator's test).
+    private var changesSaidAt: [Int64] = []
+    /// When the last line was said.
+    private var lastSaidAt: Int64?
     private var saidReason: String?
     /// The store's state as last looked at, and the reason of the last failure.
     private var failing = false
@@ -32,16 +36,17 @@ struct CommitStateLog {
         }
         if failing == saysFailing {
             // Said already: another reason is news, and so is the same one a minute after the last line.
-            let minuteIsOut = saidAt.last.map { now - $0 >= 60_000 } ?? true
+            let minuteIsOut = lastSaidAt.map { now - $0 >= 60_000 } ?? true
             guard failing, error != nil, latestReason != saidReason || minuteIsOut else { return nil }
         } else {
-            // A change: said unless two lines were said in the last minute.
-            guard saidAt.count < 2 || now - saidAt[0] >= 60_000 else { return nil }
+            // A change: said unless two changes were said in the last minute.
+            guard changesSaidAt.count < 2 || now - changesSaidAt[0] >= 60_000 else { return nil }
+            changesSaidAt = Array((changesSaidAt + [now]).suffix(2))
         }
         // The changes before the one this line says.
         let unsaid = changes - (failing == saysFailing ? 0 : 1)
         saysFailing = failing
-        saidAt = Array((saidAt + [now]).suffix(2))
+        lastSaidAt = now
         saidReason = failing ? latestReason : nil
         changes = 0
         return failing ? .failing(reason: latestReason, changes: unsaid) : .takenAgain(changes: unsaid)

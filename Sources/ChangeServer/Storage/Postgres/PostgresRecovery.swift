@@ -20,13 +20,56 @@ enum PostgresRecovery {
         var deleted: [String: Int64]
     }
 
-    /// `pageBytes`: record bytes a page of records read holds at most, but for its first record.
+    /// Recovers into an executor of its own, made by `makeExecutor`, and tries again with a new one when the
+    /// database's connection breaks on the way (a restart or failover of the database while the server starts), as
+    /// when it cannot be reached at all, within `connectPatience`.
+    static func recover(
+        url: String, logger: Logger, makeExecutor: () -> Executor
+    ) throws(StartupError) -> (executor: Executor, outcome: Outcome) {
+        let deadline = MonotonicClock.now() + connectPatience
+        var tries = Tries(logger: logger)
+        while true {
+            let executor = makeExecutor()
+            do throws(StartupError) {
+                return (executor, try run(url: url, executor: executor, logger: logger, deadline: deadline))
+            } catch {
+                guard error.mayPass, MonotonicClock.now() < deadline else { throw error }
+                tries.failed("the start lost its PostgreSQL connection (\(error))")
+            }
+        }
+    }
+
+    /// The tries of a start that waits for its database: the first failure, and each that gives another reason,
+    /// logged at `warning`, the others at `debug` (a database down for 30 s wrote 27 lines the same).
+    struct Tries {
+        let logger: Logger
+        private var backoff = Backoff()
+        private var lastReason: String?
+
+        init(logger: Logger) { self.logger = logger }
+
+        /// Logs the failure and waits before the next try.
+        mutating func failed(_ message: String) {
+            logger.log(message == lastReason ? .debug : .warning, "\(message); trying again")
+            lastReason = message
+            usleep(UInt32(backoff.next() * 1000))
+        }
+    }
+
+    /// `pageBytes`: record bytes a page of records read holds at most, but for its first record. `deadline`: until
+    /// when a database that cannot be reached is tried again.
     static func run(
-        url: String, executor: Executor, logger: Logger, pageBytes: Int = PostgresSchema.pageBytes
+        url: String, executor: Executor, logger: Logger, pageBytes: Int = PostgresSchema.pageBytes,
+        deadline: Int64 = MonotonicClock.now() + connectPatience
     ) throws(StartupError) -> Outcome {
+        let connection = try connect(url, logger: logger, deadline: deadline)
+        // The wait for the database is not the replay's time.
         let started = MonotonicClock.now()
-        let connection = try connect(url, logger: logger)
-        try PostgresSchema.prepare(connection)
+        do throws(StartupError) {
+            try PostgresSchema.prepare(connection)
+        } catch {
+            throw StartupError(error.description, mayPass: connection.isBroken)
+        }
         var applied: [String: Int64] = [:]
         var fromSnapshots = 0
         var records = 0
@@ -131,7 +174,7 @@ enum PostgresRecovery {
         } catch let error as StartupError {
             throw error
         } catch {
-            throw StartupError("cannot read the journal from PostgreSQL: \(error)")
+            throw StartupError("cannot read the journal from PostgreSQL: \(error)", mayPass: connection.isBroken)
         }
         logger.info(
             "recovered \(executor.registry.count) collections and \(executor.views.count) views from PostgreSQL: "
@@ -197,10 +240,9 @@ enum PostgresRecovery {
         }
     }
 
-    /// Connects, trying again with backoff for up to `connectPatience` (the database may be starting too).
-    private static func connect(_ url: String, logger: Logger) throws(StartupError) -> PGConnection {
-        let deadline = MonotonicClock.now() + connectPatience
-        var backoff = Backoff()
+    /// Connects, trying again with backoff until `deadline` (the database may be starting too).
+    private static func connect(_ url: String, logger: Logger, deadline: Int64) throws(StartupError) -> PGConnection {
+        var tries = Tries(logger: logger)
         while true {
             do throws(StorageError) {
                 return try PGConnection(url, role: "recovery")
@@ -208,8 +250,7 @@ enum PostgresRecovery {
                 guard MonotonicClock.now() < deadline, !PGConnection.refusesItsOptions(error) else {
                     throw StartupError("cannot connect to PostgreSQL: \(error)")
                 }
-                logger.warning("cannot connect to PostgreSQL yet (\(error)); trying again")
-                usleep(UInt32(backoff.next() * 1000))
+                tries.failed("cannot connect to PostgreSQL yet (\(error))")
             }
         }
     }

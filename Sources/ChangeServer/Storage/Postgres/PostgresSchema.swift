@@ -32,7 +32,7 @@ enum PostgresSchema {
     /// The channel of `NOTIFY`: a wake-up whose payload names collections and sequences, never records.
     static let channel = "changeserver"
     /// The advisory lock that serialises schema set-up among servers starting at once.
-    private static let setupLock: Int64 = 0x4353_5347_0001
+    static let setupLock: Int64 = 0x4353_5347_0001
 
     /// Creates the tables when they are missing, in one transaction under an advisory lock, so that servers
     /// starting at the same moment do it once; refuses a schema newer than this server's before it changes
