@@ -367,13 +367,13 @@ import Testing
     /// A start whose connection the database ends on the way (a restart or failover of the database while the
     /// server sets up the schema or replays) tries again, as it does when the database cannot be reached: it ended
     /// at once, with exit status 1. Here the server waits on the schema's advisory lock, held by the test, when its
-    /// backend is terminated.
+    /// backend is terminated; then the lock's holder is too.
     @Test func aStartWhoseConnectionIsLostTriesAgain() throws {
         let cluster = try PostgresCluster()
         let url = try cluster.createDatabase("startlost")
         let holder = Thread {
             _ = try? cluster.sql(
-                "SELECT pg_advisory_lock(\(PostgresSchema.setupLock)); SELECT pg_sleep(8)", database: "startlost")
+                "SELECT pg_advisory_lock(\(PostgresSchema.setupLock)); SELECT pg_sleep(60)", database: "startlost")
         }
         holder.start()
         #expect(
@@ -390,6 +390,10 @@ import Testing
                 let count = (try? cluster.sql("SELECT count(pg_terminate_backend(pid)) \(waiting)")) ?? ""
                 if let ended = Int(count.trimmingCharacters(in: .whitespacesAndNewlines)), ended > 0 {
                     terminated.withLock { $0 += ended }
+                    // Then the lock goes with its holder's session, and the start's next try takes it.
+                    _ = try? cluster.sql(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'psql' "
+                            + "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)")
                     return
                 }
                 usleep(50_000)
@@ -401,6 +405,27 @@ import Testing
         #expect(server.log.contains("the start lost its PostgreSQL connection"), "\(server.log)")
         #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
         while !holder.isFinished || !terminator.isFinished { usleep(10_000) }
+    }
+
+    /// A snapshot that failed (here its table renamed away; a full disk for the operator who found it) is tried again
+    /// with a growing wait, also when its collection is not written again: it was tried again only once the
+    /// collection grew by `--snapshot-bytes` more, and a collection never written again kept its records for good.
+    @Test func aFailedSnapshotIsTriedAgainWithoutAnotherWrite() throws {
+        let cluster = try PostgresCluster()
+        let url = try cluster.createDatabase("retry")
+        let server = try ServerProcess(["--postgres", url, "--snapshot-bytes", "4096"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        try cluster.sql("ALTER TABLE changeserver_snapshots RENAME TO snapshots_away", database: "retry")
+        let padding = String(repeating: "p", count: 5000)
+        #expect(try server.client.put("/v1/collections/c/items/a", ["data": padding]).status == 201)
+        #expect(waitUntil(timeout: 20) { server.log.contains("snapshot of c failed") }, "\(server.log.suffix(2000))")
+        try cluster.sql("ALTER TABLE snapshots_away RENAME TO changeserver_snapshots", database: "retry")
+        let stored = try eventually {
+            try cluster.sql("SELECT count(*) FROM changeserver_snapshots WHERE collection = 'c'", database: "retry")
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+        }
+        #expect(stored, "\(server.log.suffix(2000))")
+        #expect(server.log.contains("it will be tried again in 1 s"), "\(server.log.suffix(2000))")
     }
 
     /// A database that lost commits it had acknowledged (here its records and `last_seq` taken back by hand, as a

@@ -25,9 +25,11 @@ import Testing
         var log = CommitStateLog()
         let other = StorageError.unavailable(reason: "could not extend file \"base/16384/16390\"")
         #expect(log.line(failing: true, error: full, now: 0) == .failing(reason: "\(full)", changes: 0))
-        #expect(log.line(failing: true, error: other, now: 5_000) == .failing(reason: "\(other)", changes: 0))
-        #expect(log.line(failing: true, error: frozen, now: 10_000) == .failing(reason: "\(frozen)", changes: 0))
-        #expect(log.line(failing: false, error: nil, now: 20_000) == .takenAgain(changes: 0))
+        #expect(log.line(failing: true, error: other, now: 10_000) == .failing(reason: "\(other)", changes: 0))
+        // Reasons that change by turns are said at most every 10 s.
+        #expect(log.line(failing: true, error: full, now: 12_000) == nil)
+        #expect(log.line(failing: true, error: frozen, now: 20_000) == .failing(reason: "\(frozen)", changes: 0))
+        #expect(log.line(failing: false, error: nil, now: 25_000) == .takenAgain(changes: 0))
         #expect(!log.owes(failing: false))
     }
 

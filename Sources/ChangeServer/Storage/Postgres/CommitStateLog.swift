@@ -35,9 +35,12 @@ struct CommitStateLog {
             self.failing = failing
         }
         if failing == saysFailing {
-            // Said already: another reason is news, and so is the same one a minute after the last line.
-            let minuteIsOut = lastSaidAt.map { now - $0 >= 60_000 } ?? true
-            guard failing, error != nil, latestReason != saidReason || minuteIsOut else { return nil }
+            // Said already: another reason is news, at most every 10 s (a full disk's failures that name a table's
+            // file and an index's by turns would say each), and so is the same one a minute after the last line.
+            let since = lastSaidAt.map { now - $0 } ?? .max
+            guard failing, error != nil, latestReason != saidReason && since >= 10_000 || since >= 60_000 else {
+                return nil
+            }
         } else {
             // A change: said unless two changes were said in the last minute.
             guard changesSaidAt.count < 2 || now - changesSaidAt[0] >= 60_000 else { return nil }

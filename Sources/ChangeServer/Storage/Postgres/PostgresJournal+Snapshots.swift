@@ -39,7 +39,14 @@ extension PostgresJournal {
             return owed
         }
         let grown = bytesSince.filter { $0.value >= snapshotBytes }.map(\.key)
+        let now = MonotonicClock.now()
+        let waiting = snapshotRetryAt.withLock { at in at.filter { $0.value > now } }
         for name in Set(grown).union(owed) where !name.hasPrefix(LaneRouter.lane(ofView: "")) {
+            // Failed a moment ago: owed (or grown) still, tried once its wait is over, by a batch or the timer.
+            if let retryAt = waiting[name] {
+                trySnapshotsOwedLater(after: Int((retryAt - now + 999) / 1000))
+                continue
+            }
             guard snapshotting.withLock({ $0.insert(name).inserted }) else { continue }
             _ = owedSnapshots.withLock { $0.remove(name) }
             bytesSince[name] = 0
@@ -69,6 +76,8 @@ extension PostgresJournal {
             try connection.execute(PostgresSchema.compact, [.text(name), .int64(seq - Self.keptRecords)])
             try connection.execute("COMMIT")
             metrics.snapshotStored()
+            snapshotFailures.withLock { $0 = 0 }
+            _ = snapshotRetryAt.withLock { $0.removeValue(forKey: name) }
             _ = snapshotting.withLock { $0.remove(name) }
             logger.info(
                 "snapshot of \(name) at record \(seq) (\(bytes.count) bytes, \(copy.views.count) views) written in "
@@ -76,27 +85,35 @@ extension PostgresJournal {
             if copy.content == nil { purgeLater([name: seq]) }
             trySnapshotsOwedLater()
         } failed: { [self] error in
-            // A grown collection is tried again as it grows on; one owed a snapshot, which may never be written
-            // again, a second later.
-            if owed || copy.content == nil { _ = owedSnapshots.withLock { $0.insert(name) } }
+            // Owed, grown or not: a collection that is not written again would otherwise keep its records (a grown
+            // one was tried again only once it grew by `snapshotBytes` more). Tried again after a wait that doubles
+            // with the failures in a row, so that a full disk is not asked every second.
+            _ = owedSnapshots.withLock { $0.insert(name) }
+            let failures = snapshotFailures.withLock { failures in
+                failures += 1
+                return failures
+            }
             metrics.snapshotFailed()
             _ = snapshotting.withLock { $0.remove(name) }
-            logger.error("snapshot of \(name) failed (\(error)); its records are kept and it will be tried again")
-            trySnapshotsOwedLater()
+            let wait = min(60, 1 << min(failures - 1, 6))
+            snapshotRetryAt.withLock { $0[name] = MonotonicClock.now() + Int64(wait) * 1000 }
+            logger.error(
+                "snapshot of \(name) failed (\(error)); its records are kept and it will be tried again in \(wait) s")
+            trySnapshotsOwedLater(after: wait)
         }
     }
 
-    /// Has the writer try the snapshots still owed a second from now (one that failed, or one left out while its
+    /// Has the writer try the snapshots still owed `seconds` from now (one that failed, or one left out while its
     /// collection was being snapshotted already), even if no batch comes: a view's move must not wait for the next
     /// write for the snapshot of its new source.
-    func trySnapshotsOwedLater() {
+    func trySnapshotsOwedLater(after seconds: Int = 1) {
         guard !owedSnapshots.withLock({ $0.isEmpty }) else { return }
         let timed = queue.withLock { queue in
             defer { queue.owedSnapshotsTimed = true }
             return queue.owedSnapshotsTimed
         }
         guard !timed else { return }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(1)) { [self] in
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [self] in
             queue.withLock { queue in
                 queue.owedSnapshotsDue = true
                 queue.owedSnapshotsTimed = false

@@ -101,6 +101,12 @@ final class PostgresJournal: Journal {
     /// deleted by a committed record, so that their records are purged; and the new sources of views this server
     /// moved (`snapshotIfGrown`).
     let owedSnapshots = Mutex<Set<String>>([])
+    /// Snapshots that failed in a row (none stored since): the wait before one is tried again doubles with them,
+    /// from a second up to a minute.
+    let snapshotFailures = Mutex(0)
+    /// When each collection whose snapshot failed may be tried again (monotonic milliseconds): not with every
+    /// batch before then, which asked a full disk, and logged its refusal, for each batch.
+    let snapshotRetryAt = Mutex<[String: Int64]>([:])
     /// What the log last said of the writer's commits (`sayCommitState`); the writer's alone, in a `Mutex` for the
     /// journal to stay `Sendable`.
     let commitLog = Mutex(CommitStateLog())

@@ -22,26 +22,37 @@ enum PostgresRecovery {
 
     /// Recovers into an executor of its own, made by `makeExecutor`, and tries again with a new one when the
     /// database's connection breaks on the way (a restart or failover of the database while the server starts), as
-    /// when it cannot be reached at all, within `connectPatience`.
+    /// when it cannot be reached at all: each break gives the next try `connectPatience` of its own (a long replay
+    /// would leave a break late in it no time at all), up to `restartLimit` breaks.
     static func recover(
         url: String, logger: Logger, makeExecutor: () -> Executor
     ) throws(StartupError) -> (executor: Executor, outcome: Outcome) {
-        let deadline = MonotonicClock.now() + connectPatience
-        var tries = Tries(logger: logger)
+        let tries = Tries(logger: logger)
+        var breaks = 0
+        var deadline = MonotonicClock.now() + connectPatience
         while true {
             let executor = makeExecutor()
             do throws(StartupError) {
-                return (executor, try run(url: url, executor: executor, logger: logger, deadline: deadline))
+                return (
+                    executor, try run(url: url, executor: executor, logger: logger, deadline: deadline, tries: tries)
+                )
             } catch {
-                guard error.mayPass, MonotonicClock.now() < deadline else { throw error }
+                breaks += 1
+                guard error.mayPass, breaks <= restartLimit else { throw error }
                 tries.failed("the start lost its PostgreSQL connection (\(error))")
+                deadline = MonotonicClock.now() + connectPatience
             }
         }
     }
 
-    /// The tries of a start that waits for its database: the first failure, and each that gives another reason,
-    /// logged at `warning`, the others at `debug` (a database down for 30 s wrote 27 lines the same).
-    struct Tries {
+    /// How many times a start begins again after its connection broke, before it gives up: a query that ends its
+    /// own backend every time would otherwise restart the database for as long as the start went on.
+    static let restartLimit = 5
+
+    /// The tries of a start that waits for its database, over every connection it makes: the first failure, and each
+    /// that gives another reason, logged at `warning`, the others at `debug` (a database down for 30 s wrote 27
+    /// lines the same).
+    final class Tries {
         let logger: Logger
         private var backoff = Backoff()
         private var lastReason: String?
@@ -49,7 +60,7 @@ enum PostgresRecovery {
         init(logger: Logger) { self.logger = logger }
 
         /// Logs the failure and waits before the next try.
-        mutating func failed(_ message: String) {
+        func failed(_ message: String) {
             logger.log(message == lastReason ? .debug : .warning, "\(message); trying again")
             lastReason = message
             usleep(UInt32(backoff.next() * 1000))
@@ -57,12 +68,12 @@ enum PostgresRecovery {
     }
 
     /// `pageBytes`: record bytes a page of records read holds at most, but for its first record. `deadline`: until
-    /// when a database that cannot be reached is tried again.
+    /// when a database that cannot be reached is tried again; `tries`: the start's, when it is one of several.
     static func run(
         url: String, executor: Executor, logger: Logger, pageBytes: Int = PostgresSchema.pageBytes,
-        deadline: Int64 = MonotonicClock.now() + connectPatience
+        deadline: Int64 = MonotonicClock.now() + connectPatience, tries: Tries? = nil
     ) throws(StartupError) -> Outcome {
-        let connection = try connect(url, logger: logger, deadline: deadline)
+        let connection = try connect(url, deadline: deadline, tries: tries ?? Tries(logger: logger))
         // The wait for the database is not the replay's time.
         let started = MonotonicClock.now()
         do throws(StartupError) {
@@ -241,8 +252,7 @@ enum PostgresRecovery {
     }
 
     /// Connects, trying again with backoff until `deadline` (the database may be starting too).
-    private static func connect(_ url: String, logger: Logger, deadline: Int64) throws(StartupError) -> PGConnection {
-        var tries = Tries(logger: logger)
+    private static func connect(_ url: String, deadline: Int64, tries: Tries) throws(StartupError) -> PGConnection {
         while true {
             do throws(StorageError) {
                 return try PGConnection(url, role: "recovery")
