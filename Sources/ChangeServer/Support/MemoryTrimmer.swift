@@ -34,8 +34,8 @@ final class MemoryTrimmer: Sendable {
                 let after = Self.residentBytes()
                 logger.log(
                     .info,
-                    "gave \(max(0, before - after) >> 20) MiB of freed memory back to the system (\(free >> 20) MiB were "
-                        + "free): \(after >> 20) MiB resident, in \(milliseconds) ms")
+                    "gave \(max(0, before - after) >> 20) MiB of freed memory back to the system "
+                        + "(\(free >> 20) MiB were free): \(after >> 20) MiB resident, in \(milliseconds) ms")
             }
         }
     }
