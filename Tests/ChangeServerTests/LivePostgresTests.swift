@@ -400,11 +400,18 @@ import Testing
             }
         }
         terminator.start()
+        // Whatever happens, the threads end before the test does, so that the cluster they hold is stopped with it
+        // (a start that gave up left the holder asleep, and the cluster running past the test process).
+        defer {
+            _ = try? cluster.sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'psql' "
+                    + "AND pid <> pg_backend_pid()")
+            while !holder.isFinished || !terminator.isFinished { usleep(10_000) }
+        }
         let server = try ServerProcess(["--postgres", url])
         #expect(terminated.withLock { $0 } == 1, "\(server.log)")
         #expect(server.log.contains("the start lost its PostgreSQL connection"), "\(server.log)")
         #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
-        while !holder.isFinished || !terminator.isFinished { usleep(10_000) }
     }
 
     /// A snapshot that failed (here its table renamed away; a full disk for the operator who found it) is tried again
