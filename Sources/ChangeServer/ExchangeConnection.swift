@@ -18,6 +18,11 @@ final class ExchangeConnection: Connection, @unchecked Sendable {
         worker.post { [worker] in worker.server.answer(held.value, with: response) }
     }
 
+    func startStream(_ start: StreamStart) {
+        let held = LoopBound(exchange)
+        worker.post { [worker] in worker.startStream(start, on: held.value) }
+    }
+
     func claimCommit() -> Bool { exchange.commit.submit() }
 
     var isAbandoned: Bool { exchange.commit.isAbandoned }

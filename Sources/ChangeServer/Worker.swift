@@ -122,15 +122,23 @@ final class Worker: HTTPHandler, @unchecked Sendable {
         switch result {
         case .respond(let response): return .respond(response)
         case .later: return .hold
-        case .stream(let start):
-            let stream = EventStream(
-                connection: exchange.connection, isChunked: exchange.isHTTP11,
-                resume: { [unowned server] in server.resumeStream($0) },
-                firstWait: { [unowned server] in server.watchStream($0, on: $1) },
-                wasCut: { [unowned server] in server.cutStream($0) })
-            streams.open(stream, start)
-            return .stream(stream, headers: ServerSentEvents.headers(app.feedCaching))
+        case .stream(let start): return open(start, on: exchange)
         }
+    }
+
+    /// Starts the event stream `start` on a held exchange (loop thread only): its first event was made off the loop.
+    func startStream(_ start: StreamStart, on exchange: Exchange) {
+        server.resume(exchange) { [self] in open(start, on: exchange) }
+    }
+
+    private func open(_ start: StreamStart, on exchange: Exchange) -> HandlerResult {
+        let stream = EventStream(
+            connection: exchange.connection, isChunked: exchange.isHTTP11,
+            resume: { [unowned server] in server.resumeStream($0) },
+            firstWait: { [unowned server] in server.watchStream($0, on: $1) },
+            wasCut: { [unowned server] in server.cutStream($0) })
+        streams.open(stream, start)
+        return .stream(stream, headers: ServerSentEvents.headers(app.feedCaching))
     }
 
     /// Refusals are never stored by caches, on the feed or elsewhere.

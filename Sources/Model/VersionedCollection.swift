@@ -49,6 +49,9 @@ public struct VersionedCollection: Sendable {
     public var sectionCount: Int { store.sectionCount }
     /// The number of items in all sections.
     public var itemCount: Int { store.itemCount }
+    /// The bytes of the ids and data of all sections and items: about what the snapshot takes, encoded, beyond a
+    /// few dozen bytes per item.
+    public var contentBytes: Int { store.contentBytes }
 
     /// The whole content.
     /// - Complexity: O(n).

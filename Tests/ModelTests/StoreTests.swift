@@ -11,7 +11,7 @@ import Testing
         var store = Store(validated: model)
         for step in 0..<6000 {
             let s = random.int(0...model.count - 1)
-            switch random.int(0...9) {
+            switch random.int(0...11) {
             case 0...3:
                 let item = Item(id: random.freshID("n"), data: random.data())
                 let i = random.int(0...model[s].items.count)
@@ -32,6 +32,18 @@ import Testing
                 let at = random.int(0...model.count)
                 model.insert(Section(id: id), at: at)
                 store.insertSection(id: id, data: .null, at: at)
+            case 9 where !model[s].items.isEmpty:
+                let i = random.int(0...model[s].items.count - 1)
+                let data = random.data()
+                model[s].items[i].data = data
+                store.setItemData(data, at: path(s, i))
+            case 10 where model[s].items.isEmpty && model.count > 1:
+                model.remove(at: s)
+                store.removeSection(at: s)
+            case 10:
+                let data = JSONData(canonical: "\(random.int(0...1_000_000))")
+                model[s].data = data
+                store.setSectionData(data, at: s)
             default:
                 let to = random.int(0...model.count - 1)
                 model.insert(model.remove(at: s), at: to)
@@ -39,6 +51,7 @@ import Testing
             }
             if step % 500 == 0 || step == 5999 {
                 #expect(store.snapshot() == model, "seed \(seed) step \(step)")
+                #expect(store.contentBytes == Self.contentBytes(model), "seed \(seed) step \(step)")
                 for (s, section) in model.enumerated() {
                     #expect(store.sectionIndex(of: section.id) == s)
                     for (i, item) in section.items.enumerated() where i % 7 == 0 {
@@ -48,6 +61,15 @@ import Testing
             }
         }
         #expect(store.itemCount == model.reduce(0) { $0 + $1.items.count })
+    }
+
+    /// What `Store.contentBytes` counts: the bytes of every id and every data.
+    static func contentBytes(_ sections: [Section]) -> Int {
+        sections.reduce(0) { total, section in
+            section.items.reduce(total + section.id.utf8.count + section.data.bytes.count) {
+                $0 + $1.id.utf8.count + $1.data.bytes.count
+            }
+        }
     }
 
     @Test func manySectionsSplitAndMergeTheSectionList() {

@@ -14,8 +14,9 @@ protocol FeedSubject: AnyObject, Sendable {
     func writeSnapshot(into writer: inout JSONWriter) -> Version
     /// Where the snapshot's JSON is kept between reads.
     var encodedSnapshot: SnapshotCache { get }
-    /// The items its snapshot shows: what encoding the snapshot costs.
-    var itemCount: Int { get }
+    /// The items its snapshot shows, and the bytes of their ids and data and of its sections': what encoding the
+    /// snapshot costs.
+    var size: (items: Int, bytes: Int) { get }
     /// The held polls and open streams that follow the subject, on every loop.
     var followers: Followers { get }
 }
@@ -83,12 +84,20 @@ extension FeedSubject {
 
 extension FeedSubject {
     /// Whether the snapshot is one whose encoding takes long enough to hold up an event loop's other requests
-    /// (`largeReadItems` items or more), and it is not kept encoded: a read that needs it encodes it off the loop
-    /// (`App.answerRead`). An 86 MB snapshot took 0.4 s to encode, and `/healthz` on the same loop waited as long.
-    var encodingIsSlow: Bool { itemCount >= Self.largeReadItems && cachedSnapshot(at: version) == nil }
+    /// (`largeReadItems` items or more, or `largeReadBytes` of content), and it is not kept encoded: a read that
+    /// needs it encodes it off the loop (`App.answerRead`). An 86 MB snapshot took 0.4 s to encode, and `/healthz`
+    /// on the same loop waited as long.
+    var encodingIsSlow: Bool {
+        let size = size
+        return (size.items >= Self.largeReadItems || size.bytes >= Self.largeReadBytes)
+            && cachedSnapshot(at: version) == nil
+    }
 
     /// 10,000 items encode in a few milliseconds.
     static var largeReadItems: Int { 10_000 }
+    /// A megabyte of content encodes in about 5 ms (an 86 MB snapshot took 0.4 s); a snapshot of more is never kept
+    /// encoded (`EncodedSnapshot.cachedLimit`), so every read of it would hold its loop as long.
+    static var largeReadBytes: Int { EncodedSnapshot.cachedLimit }
 
     /// A read answered from what is kept (a `304`, the snapshot kept encoded, or the body of a large one still being
     /// sent); nil when its snapshot must be encoded.
@@ -123,7 +132,7 @@ extension CollectionEntry: FeedSubject {
 
     var version: Version { content.withLock { $0.version } }
 
-    var itemCount: Int { content.withLock { $0.itemCount } }
+    var size: (items: Int, bytes: Int) { content.withLock { ($0.itemCount, $0.contentBytes) } }
 
     func changes(since: Version) -> (current: Version, changeset: Changeset?) {
         content.withLock { ($0.version, $0.changes(since: since)) }
@@ -141,7 +150,7 @@ extension ViewEntry: FeedSubject {
 
     var version: Version { live.withLock { $0.version } }
 
-    var itemCount: Int { live.withLock { $0.itemCount } }
+    var size: (items: Int, bytes: Int) { live.withLock { ($0.itemCount, $0.contentBytes) } }
 
     func changes(since: Version) -> (current: Version, changeset: Changeset?) {
         live.withLock { ($0.version, $0.changes(since: since)) }

@@ -69,11 +69,50 @@ enum ServerSentEvents {
     }
 }
 
-/// What a stream route hands to its event loop: the collection or view, the version the stream is at once `initial` is
-/// sent, and whether the stream ends after it (`event: gone`).
-struct StreamStart {
+/// The `event: reset` a stream opened without a version starts with (the snapshot, as a poll's reset has it), shared
+/// by every stream opened at its version while one of them still holds it (`SnapshotCache.sharedStreamReset`): the
+/// streams of a large collection that reconnect together hold one copy of it, not one each.
+final class StreamReset: Sendable {
+    let version: Version
+    let bytes: [UInt8]
+
+    private init(version: Version, bytes: [UInt8]) {
+        self.version = version
+        self.bytes = bytes
+    }
+
+    /// The reset to `subject`'s current version: the one streams hold, or a new one, shared from now on.
+    /// - Complexity: O(n) in the snapshot's size when it is not shared already.
+    static func current(of subject: FeedSubject) -> StreamReset {
+        if let shared = subject.encodedSnapshot.sharedStreamReset(at: subject.version) { return shared }
+        let generation = subject.encodedSnapshot.generation
+        let snapshot = subject.snapshotJSON()
+        let version = snapshot.version
+        var writer = JSONWriter()
+        writer.object { writer in
+            writer.field(subject.kind.key, subject.name)
+            writer.field("reset") { $0.raw("true") }
+            writer.field("to", version: version)
+            writer.field("next", FeedCaching.next(to: version, timeout: App.defaultPollTimeout))
+            writer.field("snapshot") { $0.raw(snapshot.json) }
+        }
+        let reset = StreamReset(
+            version: version, bytes: ServerSentEvents.event("reset", id: version.description, json: writer.bytes))
+        subject.encodedSnapshot.shareStreamReset(reset, writtenAt: generation)
+        return reset
+    }
+}
+
+/// What a stream route hands to its event loop: the collection or view, the version the stream is at once its first
+/// bytes are sent (`initial`, then the shared `reset` when there is one), and whether the stream ends after them
+/// (`event: gone`).
+struct StreamStart: Sendable {
     let subject: FeedSubject
     let version: Version
     let initial: [UInt8]
+    var reset: StreamReset? = nil
     let ends: Bool
+
+    /// Everything the stream starts with.
+    var bytes: [UInt8] { initial + (reset?.bytes ?? []) }
 }

@@ -12,27 +12,30 @@ final class SnapshotCache: Sendable {
         /// version: a revalidation of it is answered without encoding it again just to learn its length.
         var largeNotModified: (version: Version, response: Response)?
         /// The body of the last snapshot too large to be kept, while an answer still holds it.
-        var largeBody: LargeBody?
+        var largeBody: WeakShare<ResponseBytes>?
         /// The body of the feed's last reset (`{"reset": true, …, "snapshot"}`) too large to be kept, while an
         /// answer still holds it: every client of a large collection resets at once after a `410` or an epoch's
         /// renewal, and each reset was encoded and held apart (30 resets of an 86 MB snapshot held 1 GB, and
-        /// most were refused `503`).
-        var largeReset: LargeReset?
+        /// most were refused `503`). Its `next` URL names the poll's timeout, so that is part of its key.
+        var largeReset: WeakShare<ResponseBytes>?
+        /// The last `event: reset` of the event streams opened without a version, while a stream still holds it:
+        /// 20 streams of a 16 MB snapshot that read nothing held 20 copies (467 MB).
+        var streamReset: WeakShare<StreamReset>?
         /// Raised by every `invalidate`: a read keeps what it wrote only if none came between.
         var generation: UInt64 = 0
     }
 
-    /// A weak hold of a large snapshot's body: the answers being sent hold it, and it goes with the last of them.
-    private struct LargeBody {
+    /// A weak hold of what the answers being sent share: it goes with the last of them.
+    private struct WeakShare<Shared: AnyObject> {
         let version: Version
-        weak var bytes: ResponseBytes?
-    }
-
-    /// A weak hold of a large reset's body, which depends on the poll's timeout too (its `next` URL names it).
-    private struct LargeReset {
-        let version: Version
+        /// The poll timeout a reset's `next` URL names; 0 for what does not depend on one.
         let timeout: Int
-        weak var bytes: ResponseBytes?
+        weak var shared: Shared?
+
+        static func find(_ share: Self?, at version: Version, timeout: Int = 0) -> Shared? {
+            guard let share, share.version == version, share.timeout == timeout else { return nil }
+            return share.shared
+        }
     }
 
     private let state = Mutex(State())
@@ -75,10 +78,7 @@ final class SnapshotCache: Sendable {
     /// The body of `version`'s snapshot, too large to be kept, while an answer still being sent holds it: a read
     /// sends the same bytes, neither encoded nor copied again (`ResponseBytes`).
     func sharedLargeBody(at version: Version) -> ResponseBytes? {
-        state.withLock { state in
-            guard let large = state.largeBody, large.version == version else { return nil }
-            return large.bytes
-        }
+        state.withLock { WeakShare.find($0.largeBody, at: version) }
     }
 
     /// Holds `bytes`, the body of `version`'s snapshot, weakly for the reads that come while it is being sent,
@@ -86,17 +86,14 @@ final class SnapshotCache: Sendable {
     func shareLargeBody(_ bytes: ResponseBytes, at version: Version, writtenAt generation: UInt64) {
         state.withLock { state in
             guard state.generation == generation else { return }
-            state.largeBody = LargeBody(version: version, bytes: bytes)
+            state.largeBody = WeakShare(version: version, timeout: 0, shared: bytes)
         }
     }
 
     /// The body of the feed's reset to `version` for polls of `timeout`, too large to be kept, while an answer
     /// still being sent holds it.
     func sharedLargeReset(at version: Version, timeout: Int) -> ResponseBytes? {
-        state.withLock { state in
-            guard let large = state.largeReset, large.version == version, large.timeout == timeout else { return nil }
-            return large.bytes
-        }
+        state.withLock { WeakShare.find($0.largeReset, at: version, timeout: timeout) }
     }
 
     /// Holds `bytes`, the body of the reset to `version` for polls of `timeout`, weakly for the resets that come
@@ -104,7 +101,21 @@ final class SnapshotCache: Sendable {
     func shareLargeReset(_ bytes: ResponseBytes, at version: Version, timeout: Int, writtenAt generation: UInt64) {
         state.withLock { state in
             guard state.generation == generation else { return }
-            state.largeReset = LargeReset(version: version, timeout: timeout, bytes: bytes)
+            state.largeReset = WeakShare(version: version, timeout: timeout, shared: bytes)
+        }
+    }
+
+    /// The `event: reset` to `version` of the streams opened without a version, while a stream still holds it.
+    func sharedStreamReset(at version: Version) -> StreamReset? {
+        state.withLock { WeakShare.find($0.streamReset, at: version) }
+    }
+
+    /// Holds `reset` weakly for the streams opened while one still holds it, unless the cache was invalidated since
+    /// `generation` was read.
+    func shareStreamReset(_ reset: StreamReset, writtenAt generation: UInt64) {
+        state.withLock { state in
+            guard state.generation == generation else { return }
+            state.streamReset = WeakShare(version: reset.version, timeout: 0, shared: reset)
         }
     }
 
@@ -115,6 +126,7 @@ final class SnapshotCache: Sendable {
             state.largeNotModified = nil
             state.largeBody = nil
             state.largeReset = nil
+            state.streamReset = nil
             state.generation &+= 1
         }
     }

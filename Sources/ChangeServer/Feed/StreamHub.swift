@@ -44,7 +44,7 @@ final class StreamHub {
     /// sent on the loop's next turn (`tick`): this runs inside libmicrohttpd's callback, where a stream that a large
     /// catch-up would overflow must not be cut.
     func open(_ stream: EventStream, _ start: StreamStart) {
-        stream.send(StreamEvent(start.initial))
+        stream.start([start.initial] + (start.reset.map { [$0.bytes] } ?? []), holding: start.reset)
         if start.ends {
             stream.end()
             return

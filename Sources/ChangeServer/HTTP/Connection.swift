@@ -5,6 +5,9 @@ import Model
 protocol Connection: AnyObject, Sendable {
     /// Answers the request; callable from any thread, once.
     func answer(_ response: Response)
+    /// Answers the request with the event stream `start` (whose first event took long to make); callable from any
+    /// thread, once, in place of `answer`.
+    func startStream(_ start: StreamStart)
     /// Claims the request's record for the journal, right before it is submitted; false when a stopping server
     /// gave up on the request and answered it `503` already: the record must then not be submitted.
     func claimCommit() -> Bool

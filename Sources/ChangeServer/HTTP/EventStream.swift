@@ -89,6 +89,8 @@ final class EventStream {
     private var isWaiting = false
     /// Called once, when libmicrohttpd frees the response.
     var onClose: ((EventStream) -> Void)?
+    /// What shares the bytes the stream started with (`start`), held until they are out.
+    private var startedWith: AnyObject?
 
     /// `resume` resumes the suspended connection and makes the loop run libmicrohttpd again
     /// (`HTTPServer.resumeStream`); `firstWait` starts watching the connection for the client leaving
@@ -125,6 +127,18 @@ final class EventStream {
         pendingBytes += event.bytes.count
         wake()
         return true
+    }
+
+    /// Queues the events the stream starts with, however large (a snapshot), and keeps `owner`, what shares their
+    /// bytes with other streams, until they are out: streams opened meanwhile find it and share them too.
+    func start(_ events: [[UInt8]], holding owner: AnyObject?) {
+        guard state == .open else { return }
+        for bytes in events where !bytes.isEmpty {
+            queue.append(bytes)
+            pendingBytes += bytes.count
+        }
+        startedWith = owner
+        wake()
     }
 
     /// Whether the stream ended (or is open) with bytes written past libmicrohttpd that its client has not taken.
@@ -215,6 +229,7 @@ final class EventStream {
         guard state == .open || state == .ending else { return }
         state = .cut
         queue = []
+        startedWith = nil
         head = 0
         offset = 0
         pendingBytes = 0
@@ -261,6 +276,7 @@ final class EventStream {
         if head == queue.count {
             queue.removeAll(keepingCapacity: queue.count <= 64)
             head = 0
+            startedWith = nil
         } else if head >= 64 && head * 2 >= queue.count {
             queue.removeFirst(head)
             head = 0
@@ -279,6 +295,7 @@ final class EventStream {
     private func didClose() {
         state = .closed
         queue = []
+        startedWith = nil
         pendingBytes = 0
         unsent = []
         unsentHead = 0

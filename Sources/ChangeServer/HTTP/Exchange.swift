@@ -37,6 +37,9 @@ final class Exchange {
     var screenedRoute: Route?
     /// The response for a suspended exchange, queued when MHD calls the handler again after the resume.
     var pendingResponse: SharedResponse?
+    /// What answers a suspended exchange in place of the handler, made when MHD calls the handler again after the
+    /// resume: an event stream whose first event was made off the loop (`HTTPServer.resume(_:answeringWith:)`).
+    var pendingResult: (() -> HandlerResult)?
     /// Set once an answer is queued through MHD (`HTTPServer.finish`).
     var isAnswered = false
     /// Whether the target holds a NUL (`HTTPServer.targetHoldsNUL`): the request is refused.

@@ -52,6 +52,10 @@ extension HTTPServer {
             exchange.pendingResponse = nil
             return finish(exchange, pending)
         }
+        if let pending = exchange.pendingResult {
+            exchange.pendingResult = nil
+            return answer(exchange, with: pending(), connection, version, handler)
+        }
         if uploadSize.pointee > 0 {
             let size = uploadSize.pointee
             uploadSize.pointee = 0
@@ -63,7 +67,15 @@ extension HTTPServer {
         if !leavesRoomForCommittedAnswerAfterTrailers(exchange) {
             return respond(exchange, handler.response(to: .headersTooLarge(limit: options.connectionMemory)))
         }
-        switch handler.handle(exchange) {
+        return answer(exchange, with: handler.handle(exchange), connection, version, handler)
+    }
+
+    /// Answers, holds or streams as the handler's `result` says.
+    private func answer(
+        _ exchange: Exchange, with result: HandlerResult, _ connection: OpaquePointer,
+        _ version: UnsafePointer<CChar>?, _ handler: HTTPHandler
+    ) -> MHD_Result {
+        switch result {
         case .respond(let response):
             return respond(exchange, response)
         case .hold:
@@ -380,7 +392,7 @@ extension HTTPServer {
     /// for the same) or `444` when a stop ended it (`MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN`, 3).
     private func unloggedEnd(of exchange: Exchange, code: MHD_RequestTerminationCode) -> HTTPStatus? {
         if let status = exchange.closesUnanswered { return status }
-        guard exchange.pendingResponse != nil else { return nil }
+        guard exchange.pendingResponse != nil || exchange.pendingResult != nil else { return nil }
         return code.rawValue == 3 ? .closedWithoutAnswer : .clientClosedRequest
     }
 

@@ -274,6 +274,18 @@ final class HTTPServer: @unchecked Sendable {
         if !direct.isEmpty { answerDirectly(direct, response) }
     }
 
+    /// Resumes a held exchange to be answered by what `result` returns when libmicrohttpd calls the handler again
+    /// (loop thread only), as `handle` would have answered it: an event stream whose first event was made off the
+    /// loop. An exchange no longer held (a stop answered it) is left as it is.
+    func resume(_ exchange: Exchange, answeringWith result: @escaping () -> HandlerResult) {
+        guard exchange.isSuspended else { return }
+        exchange.isSuspended = false
+        forget(exchange)
+        exchange.pendingResult = result
+        MHD_resume_connection(exchange.connection)
+        runAgain = true
+    }
+
     /// The grace period is over and requests are still held: those whose records never reached the journal get
     /// `503` with `Retry-After` (and their records never will), so that no client is left with a reset
     /// connection; those whose records did are left to their outcome (`awaitSubmitted`).

@@ -23,7 +23,7 @@ extension App {
         return resumed.epoch == opened.epoch && resumed.seq > opened.seq
     }
 
-    func stream(_ request: Request, _ subject: FeedSubject) throws(HTTPError) -> RouteResult {
+    func stream(_ request: Request, _ subject: FeedSubject, _ connection: Connection) throws(HTTPError) -> RouteResult {
         _ = try pollTimeout(request)
         var raw = request.rawQuery("since")
         var text = try raw.map { (raw) throws(HTTPError) -> String in
@@ -48,20 +48,7 @@ extension App {
         guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
         var generator = SystemRandomNumberGenerator()
         let opening = ServerSentEvents.opening(using: &generator)
-        guard let since else {
-            let snapshot = subject.snapshotJSON()
-            let version = snapshot.version
-            var writer = JSONWriter()
-            writer.object { writer in
-                writer.field(subject.kind.key, subject.name)
-                writer.field("reset") { $0.raw("true") }
-                writer.field("to", version: version)
-                writer.field("next", FeedCaching.next(to: version, timeout: Self.defaultPollTimeout))
-                writer.field("snapshot") { $0.raw(snapshot.json) }
-            }
-            let reset = ServerSentEvents.event("reset", id: version.description, json: writer.bytes)
-            return .stream(StreamStart(subject: subject, version: version, initial: opening + reset, ends: false))
-        }
+        guard let since else { return resetStream(subject, opening, connection) }
         let current: Version
         let changeset: Changeset?
         if let since {
@@ -85,5 +72,21 @@ extension App {
         metrics.changesetsDelivered(1)
         let changes = ServerSentEvents.changes(subject.kind, name: subject.name, changeset: changeset)
         return .stream(StreamStart(subject: subject, version: current, initial: opening + changes, ends: false))
+    }
+
+    /// A stream opened without a version starts with the snapshot (`event: reset`), shared with the streams opened
+    /// at its version while one still holds it (`StreamReset`); one that takes long to encode
+    /// (`FeedSubject.encodingIsSlow`) is made on a bulk thread of the reads' pool, and the stream starts from there,
+    /// as a large read is answered (`answerRead`).
+    private func resetStream(_ subject: FeedSubject, _ opening: [UInt8], _ connection: Connection) -> RouteResult {
+        let start = { @Sendable in
+            let reset = StreamReset.current(of: subject)
+            return StreamStart(subject: subject, version: reset.version, initial: opening, reset: reset, ends: false)
+        }
+        guard subject.encodedSnapshot.sharedStreamReset(at: subject.version) == nil, subject.encodingIsSlow else {
+            return .stream(start())
+        }
+        BulkThreads.reads.run { connection.startStream(start()) }
+        return .later
     }
 }

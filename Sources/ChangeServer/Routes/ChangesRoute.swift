@@ -10,7 +10,7 @@ extension App {
     func changes(_ request: Request, _ subject: () throws(HTTPError) -> FeedSubject, _ connection: Connection)
         throws(HTTPError) -> RouteResult
     {
-        if Self.acceptsEventStream(request) { return try stream(request, try subject()) }
+        if Self.acceptsEventStream(request) { return try stream(request, try subject(), connection) }
         let timeout = try pollTimeout(request)
         var since: Version?
         /// A cursor of the right form whose sequence number does not even fit in 64 bits: ahead of any version.

@@ -26,6 +26,9 @@ struct Store: Sendable {
     private var freeSections: [Int32] = []
     private var sectionHandles: [ExactString: Int32] = [:]
     private var order = ChunkedList()
+    /// The bytes of the ids and data of its sections and items: about what its snapshot takes, encoded, beyond a
+    /// few dozen bytes per item.
+    private(set) var contentBytes = 0
 
     init() {}
 
@@ -46,8 +49,10 @@ struct Store: Sendable {
         for section in content {
             let handle = Int32(sectionSlots.count)
             sectionHandles[ExactString(section.id)] = handle
+            contentBytes += Self.bytes(section.id, section.data)
             let first = itemSlots.count
             for item in section.items {
+                contentBytes += Self.bytes(item.id, item.data)
                 itemIDs.append(item.id)
                 itemSlots.append(ItemSlot(data: item.data, section: handle, chunk: 0))
             }
@@ -59,6 +64,8 @@ struct Store: Sendable {
         sections = sectionSlots
         itemHandles = IDTable(positions: itemIDs.indices, of: itemIDs)
     }
+
+    private static func bytes(_ id: String, _ data: JSONData) -> Int { id.utf8.count + data.bytes.count }
 
     var sectionCount: Int { order.count }
     var itemCount: Int { itemHandles.count }
@@ -118,6 +125,7 @@ struct Store: Sendable {
 
     mutating func insertSection(id: String, data: JSONData, at index: Int) {
         let slot = SectionSlot(id: id, data: data)
+        contentBytes += Self.bytes(id, data)
         let handle: Int32
         if let free = freeSections.popLast() {
             handle = free
@@ -139,6 +147,7 @@ struct Store: Sendable {
         let handle = Int(removed.handle)
         precondition(sections[handle].items.count == 0, "removing a section that has items")
         sectionHandles[ExactString(sections[handle].id)] = nil
+        contentBytes -= Self.bytes(sections[handle].id, sections[handle].data)
         sections[handle] = SectionSlot(id: "", data: .null)
         freeSections.append(removed.handle)
     }
@@ -151,11 +160,16 @@ struct Store: Sendable {
         if let moved = placed.moved { relocateSections(inChunk: moved) }
     }
 
-    mutating func setSectionData(_ data: JSONData, at index: Int) { sections[Int(order[index])].data = data }
+    mutating func setSectionData(_ data: JSONData, at index: Int) {
+        let handle = Int(order[index])
+        contentBytes += data.bytes.count - sections[handle].data.bytes.count
+        sections[handle].data = data
+    }
 
     mutating func insertItem(_ item: Item, at path: ItemPath) {
         let section = order[path.section]
         let slot = ItemSlot(data: item.data, section: section, chunk: 0)
+        contentBytes += Self.bytes(item.id, item.data)
         let handle: Int32
         if let free = freeItems.popLast() {
             handle = free
@@ -173,6 +187,7 @@ struct Store: Sendable {
     mutating func removeItem(at path: ItemPath) -> Item {
         let handle = unplace(from: order[path.section], at: path.item)
         let removed = item(handle: handle)
+        contentBytes -= Self.bytes(removed.id, removed.data)
         itemHandles.remove(removed.id, in: itemIDs)
         items[Int(handle)] = ItemSlot(data: .null, section: -1, chunk: -1)
         itemIDs[Int(handle)] = ""
@@ -189,7 +204,9 @@ struct Store: Sendable {
     }
 
     mutating func setItemData(_ data: JSONData, at path: ItemPath) {
-        items[Int(sections[Int(order[path.section])].items[path.item])].data = data
+        let handle = Int(sections[Int(order[path.section])].items[path.item])
+        contentBytes += data.bytes.count - items[handle].data.bytes.count
+        items[handle].data = data
     }
 
     private mutating func place(_ handle: Int32, in section: Int32, at index: Int) {

@@ -72,6 +72,9 @@ public struct LiveView: Sendable {
     /// The items the view shows.
     public var itemCount: Int { collection.itemCount }
 
+    /// The bytes of the ids and data of the sections and items the view shows (`VersionedCollection.contentBytes`).
+    public var contentBytes: Int { collection.contentBytes }
+
     /// Limits of the view's kept history.
     public var limits: HistoryLimits {
         get { collection.limits }

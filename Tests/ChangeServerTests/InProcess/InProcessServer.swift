@@ -47,7 +47,7 @@ final class InProcessServer {
         case .respond(let response): return Answer(response)
         case .later: return connection.wait()
         case .stream(let start):
-            return Answer(Response(.ok, headers: ServerSentEvents.headers(app.feedCaching), body: start.initial))
+            return Answer(start, app.feedCaching)
         }
     }
 
@@ -71,6 +71,8 @@ struct Answer {
     /// The large body held apart (`ResponseBytes`) that the response is sent from, shared by the answers made of it;
     /// held as an answer being sent holds it.
     var sharedBody: ResponseBytes?
+    /// The `event: reset` an event stream starts with, shared by the streams opened at its version.
+    var streamReset: StreamReset?
 
     init(_ response: Response) {
         status = response.status.rawValue
@@ -78,6 +80,12 @@ struct Answer {
         body = response.sharedBody.map { Array($0.bytes) } ?? response.body
         share = response.share.map(ObjectIdentifier.init)
         sharedBody = response.sharedBody
+    }
+
+    /// An event stream's answer: a `200` with the bytes it starts with.
+    init(_ stream: StreamStart, _ caching: FeedCaching) {
+        self.init(Response(.ok, headers: ServerSentEvents.headers(caching), body: stream.bytes))
+        streamReset = stream.reset
     }
 
     init(held since: Version, timeout: Int) {
@@ -108,6 +116,10 @@ final class RecordingConnection: Connection, @unchecked Sendable {
 
     func answer(_ response: Response) {
         finish(Answer(response))
+    }
+
+    func startStream(_ start: StreamStart) {
+        finish(Answer(start, FeedCaching(isShared: true)))
     }
 
     func claimCommit() -> Bool { true }
