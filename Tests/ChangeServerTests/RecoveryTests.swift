@@ -72,6 +72,47 @@ import Testing
         }
     }
 
+    /// Builds before 2026-12-03 took ids that spell the same Unicode text for one ("é" as U+00E9 and as e with
+    /// U+0301, "K" and the Kelvin sign); their records, in journals of format 1, replay by the bytes: a deletion of
+    /// the other spelling's section came back as a deletion of nothing, under the same version. When a record of
+    /// format 1 names an id its collection (or the record) holds spelled otherwise, every epoch is renewed, so that
+    /// clients reload; ids of other texts, and records of format 2, keep them.
+    @Test(arguments: [
+        ("s-\u{E9}", "s-e\u{301}", UInt32(1), true), ("K", "\u{212A}", 1, true), ("\u{E9}", "\u{E8}", 1, false),
+        ("s-\u{E9}", "s-e\u{301}", 2, false),
+    ])
+    func aVersion1RecordNamingAnIdSpelledOtherwiseRenewsTheEpochs(
+        held: String, named: String, version: UInt32, renews: Bool
+    ) throws {
+        let records: [JournalRecord] = [
+            .put(
+                collection: "c", epoch: "epoch1", sections: [Section(id: held), Section(id: "t")], conditions: .none),
+            .upsert(collection: "c", id: "i", data: .null, section: .id("t"), index: nil, conditions: .none),
+            .ops(collection: "c", ops: [.deleteSections([.id(named)])], conditions: .none),
+        ]
+        let (registry, position, _) = try Self.recover(Self.journal(records, version: version).bytes)
+        #expect(position.renewedEpochs == renews)
+        let current = try #require(registry.entry("c")?.content.withLock { $0.version })
+        #expect((current.epoch != "epoch1") == renews)
+    }
+
+    /// Two spellings of one id in one record of format 1 (an insertion those builds refused as a duplicate) renew
+    /// the epochs too.
+    @Test func aVersion1RecordWithTwoSpellingsOfAnIdRenewsTheEpochs() throws {
+        let records: [JournalRecord] = [
+            .put(collection: "c", epoch: "epoch1", sections: [Section(id: "s")], conditions: .none),
+            .ops(
+                collection: "c",
+                ops: [
+                    .insertItems(
+                        at: ItemPosition(section: .id("s"), index: 0),
+                        items: [Item(id: "p-\u{E9}"), Item(id: "p-e\u{301}")])
+                ], conditions: .none),
+        ]
+        let (_, position, _) = try Self.recover(Self.journal(records, version: 1).bytes)
+        #expect(position.renewedEpochs)
+    }
+
     /// A view definition recorded before 2026-12-05 (kind 5) kept the view's version when only the definition
     /// changed; one recorded since (kind 7) commits a version. Each is replayed as it was applied, so that a
     /// journal written by the build before gives the same view versions its clients hold cursors for.

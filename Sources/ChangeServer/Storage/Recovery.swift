@@ -107,11 +107,12 @@ enum Recovery {
         var position = Position(segment: nextSegment, size: 0)
         /// Why this start renews every epoch (`EpochRenewal`), once it knows.
         var renewal: String?
+        var legacyIDs = LegacyIDSpellings()
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
             let (count, size, version) = try replay(
                 directory, number, isFirst: index == 0, isLast: isLast, afterSnapshot: hasSnapshot && index == 0,
-                executor: executor, renewal: &renewal, logger: logger)
+                executor: executor, renewal: &renewal, legacyIDs: &legacyIDs, logger: logger)
             records += count
             bytesRead += size
             position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
@@ -156,7 +157,7 @@ enum Recovery {
     ///   acknowledged, and a sync over zeros may have kept a later sector of it and lost an earlier one.
     private static func replay(
         _ directory: DataDirectory, _ number: UInt64, isFirst: Bool, isLast: Bool, afterSnapshot: Bool,
-        executor: Executor, renewal: inout String?, logger: Logger
+        executor: Executor, renewal: inout String?, legacyIDs: inout LegacyIDSpellings, logger: Logger
     ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
         let path = directory.segmentPath(number)
         let bytes: [UInt8]
@@ -253,6 +254,19 @@ enum Recovery {
                 record = try RecordCodec.decode(payload)
             } catch {
                 throw StartupError("the journal \(path) has an unreadable record at byte \(offset)")
+            }
+            if version < 2, !legacyIDs.mayHaveDiverged,
+                legacyIDs.mayReplayDifferently(record, in: executor.registry)
+            {
+                legacyIDs.mayHaveDiverged = true
+                let reason =
+                    "the journal \(path) holds at byte \(offset) a record of collection \"\(record.name)\" that "
+                    + "names an id the collection also holds in another Unicode spelling (\"é\" as one code point "
+                    + "and as e with an accent): builds before 2026-12-03 (9028546) took such ids for one, this "
+                    + "build compares their bytes, so this record and later ones may give other content than they "
+                    + "did under the same versions; check that collection's content"
+                logger.error(reason)
+                if renewal == nil { renewal = try EpochRenewal.mark(directory, reason: reason, logger: logger) }
             }
             executor.replay(record)
             records += 1

@@ -77,7 +77,11 @@ enum PostgresRecovery {
         // The wait for the database is not the replay's time.
         let started = MonotonicClock.now()
         do throws(StartupError) {
-            try PostgresSchema.prepare(connection)
+            if let earlier = try PostgresSchema.prepare(connection) {
+                logger.warning(
+                    "the database's schema went from version \(earlier) to \(PostgresSchema.version) (records are "
+                        + "ordered by an id, since 2026-12-03): servers of earlier builds refuse it from now on")
+            }
         } catch {
             throw StartupError(error.description, mayPass: connection.isBroken)
         }

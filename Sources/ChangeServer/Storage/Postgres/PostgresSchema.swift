@@ -36,14 +36,18 @@ enum PostgresSchema {
 
     /// Creates the tables when they are missing, in one transaction under an advisory lock, so that servers
     /// starting at the same moment do it once; refuses a schema newer than this server's before it changes
-    /// anything (it added its own version, and any column it missed, to a database it would not serve).
-    static func prepare(_ connection: PGConnection) throws(StartupError) {
+    /// anything (it added its own version, and any column it missed, to a database it would not serve). Returns the
+    /// version the database had when this start raised it (servers of that version refuse it from now on).
+    @discardableResult
+    static func prepare(_ connection: PGConnection) throws(StartupError) -> Int64? {
         var current: Int64 = 0
+        var before: Int64 = 0
         do throws(StorageError) {
             try connection.execute("BEGIN")
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [.int64(setupLock)])
             try connection.execute("CREATE TABLE IF NOT EXISTS changeserver_schema (version bigint PRIMARY KEY)")
             current = try connection.execute("SELECT coalesce(max(version), 0) FROM changeserver_schema").int64(0, 0)
+            before = current
             if current > version {
                 try connection.execute("ROLLBACK")
             } else {
@@ -58,6 +62,7 @@ enum PostgresSchema {
             throw StartupError("cannot set up the schema in PostgreSQL: \(error)")
         }
         guard current == version else { throw newer(current) }
+        return before > 0 && before < version ? before : nil
     }
 
     /// Creates the tables and columns that are missing (within `prepare`'s transaction).
