@@ -117,9 +117,11 @@ struct LiveWriteClientTests {
                 let result = try await client.upsert(
                     "n", in: "counter", data: JSONData(canonical: "\(value + 1)"), if: .at(version))
                 try await follower.catchUp(to: "\(result.version)")
-            } catch let error as WriteError where error.code == .preconditionFailed {
+            } catch WriteError.refused(let error) where error.code == .preconditionFailed {
                 refused += 1
-                let current = try await client.snapshot(of: "counter").version
+                // The refusal names the version to catch up to.
+                let current = try #require(error.current)
+                #expect(current == (try await client.snapshot(of: "counter").version))
                 try await follower.catchUp(to: "\(current)")
             }
         }
@@ -190,7 +192,7 @@ struct LiveWriteClientTests {
 
         let moved = try await client.upsert("b", in: "c")
         let stale = await refusal { _ = try await client.upsert("a", in: "c", if: .at(first.version)) }
-        #expect(stale?.status == 412 && stale?.code == .preconditionFailed)
+        #expect(stale?.status == 412 && stale?.code == .preconditionFailed && stale?.current == moved.version)
         #expect(
             try await client.upsert("a", in: "c", data: JSONData(canonical: "1"), if: .at(moved.version)).version
                 == moved.version.next)

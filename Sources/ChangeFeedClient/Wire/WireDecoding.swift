@@ -47,7 +47,8 @@ enum WireDecoding {
         let op = (try? error.value("op")).flatMap { try? WireReader.index($0, path: "answer.error.op") }
         return ServerError(
             status: answer.status, code: (try? error.string("code")).map(ErrorCode.init(rawValue:)),
-            message: (try? error.string("message")) ?? "", op: op, retryAfter: answer.retryAfter)
+            message: (try? error.string("message")) ?? "", op: op, retryAfter: answer.retryAfter,
+            current: try? root.version("current"))
     }
 
     /// The answer to a committed write, `{"collection" or "view", "version", "changes"}`.

@@ -1,3 +1,5 @@
+import Model
+
 /// An error answer (a `4xx` or `5xx`) to a request `ChangeServerClient` sent: the status, and the contract's error
 /// body, `{"error": {"code", "message", "op"?, "current"?}}`.
 public struct ServerError: Error, Hashable, Sendable {
@@ -12,13 +14,20 @@ public struct ServerError: Error, Hashable, Sendable {
     public var op: Int?
     /// How long the server asked to wait before asking again (`Retry-After`), with `503` and `429`.
     public var retryAfter: Duration?
+    /// The collection's (or view's) version when the server refused: with `412 precondition_failed` (a
+    /// conditional write is retried from it with no other request) and `410 cursor_expired`.
+    public var current: Version?
 
-    public init(status: Int, code: ErrorCode?, message: String, op: Int? = nil, retryAfter: Duration? = nil) {
+    public init(
+        status: Int, code: ErrorCode?, message: String, op: Int? = nil, retryAfter: Duration? = nil,
+        current: Version? = nil
+    ) {
         self.status = status
         self.code = code
         self.message = message
         self.op = op
         self.retryAfter = retryAfter
+        self.current = current
     }
 }
 

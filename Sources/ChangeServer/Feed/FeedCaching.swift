@@ -13,7 +13,8 @@ import Model
 /// - Answers with changes: `public, max-age=60`: long enough to collapse a burst of clients arriving at a
 ///   version; any later client at `since` may be served them too, and then polls from their `to`.
 /// - Empty answers (the poll's timeout), resets, `410`s and `404`s (no such collection or view): `public,
-///   max-age=2`: long enough for a cache's waiting requests to be served the answer that just landed (nginx
+///   max-age=2` (resets add `stale-while-revalidate=2`: served expired while a cache refreshes one, a reset of an
+///   idle URL was minutes old, behind the kept versions or of a deleted collection): long enough for a cache's waiting requests to be served the answer that just landed (nginx
 ///   re-checks every 500 ms), short enough that a late client is not kept on an old version. A `404` is stored so
 ///   that it replaces what the cache held for the URL: nginx keeps an entry that a `no-store` answer would have
 ///   replaced, and (with `proxy_cache_use_stale updating`) went on serving a deleted collection's last reset to
@@ -58,7 +59,8 @@ struct FeedCaching: Sendable {
         guard isShared else { return "private, no-store" }
         switch kind {
         case .changes: return "public, max-age=\(Self.changesMaxAge)"
-        case .empty, .reset, .gone: return "public, max-age=\(Self.briefMaxAge)"
+        case .empty, .gone: return "public, max-age=\(Self.briefMaxAge)"
+        case .reset: return "public, max-age=\(Self.briefMaxAge), stale-while-revalidate=\(Self.briefMaxAge)"
         case .notStored: return "no-store"
         }
     }

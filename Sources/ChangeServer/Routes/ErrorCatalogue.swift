@@ -283,12 +283,13 @@ extension HTTPError {
             case .ifMatch:
                 let current = failure.current.map { " (it is at \($0))" } ?? " (it does not exist)"
                 self.init(
-                    .preconditionFailed, "If-Match \(failure.value) does not match the \(subject)'s version\(current).")
+                    .preconditionFailed, "If-Match \(failure.value) does not match the \(subject)'s version\(current).",
+                    current: failure.current?.description)
             case .ifNoneMatch:
                 self.init(
                     .preconditionFailed,
                     "If-None-Match \(failure.value) matches the \(subject)'s version "
-                        + (failure.current.map(\.description) ?? ""))
+                        + (failure.current.map(\.description) ?? ""), current: failure.current?.description)
             }
         }
     }

@@ -21,7 +21,7 @@ import Testing
         let (server, first) = try server()
         let reset = server.send("GET", "/v1/collections/inbox/changes?timeout=9")
         #expect(reset.json["next"] as? String == "since=\(first)&timeout=9")
-        #expect(reset.header("Cache-Control") == "public, max-age=2")
+        #expect(reset.header("Cache-Control") == "public, max-age=2, stale-while-revalidate=2")
         #expect(reset.header("ETag") == "\"reset-\(first)\"")
         let defaulted = server.send("GET", "/v1/collections/inbox/changes")
         #expect(defaulted.json["next"] as? String == "since=\(first)&timeout=25")

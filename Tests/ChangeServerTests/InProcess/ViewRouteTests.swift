@@ -261,7 +261,7 @@ import Testing
         Self.tasks(server)
         let missing = server.send(
             "PUT", "/v1/views/v", body: #"{"source": "tasks"}"#, headers: [("If-Match", #""nope.7""#)])
-        #expect(missing.status == 412)
+        #expect(missing.status == 412 && missing.json["current"] == nil)
         #expect(server.send("GET", "/v1/views/v").errorCode == "view_not_found")
         let created = server.send(
             "PUT", "/v1/views/v", body: #"{"source": "tasks"}"#, headers: [("If-None-Match", "*")])
@@ -269,7 +269,7 @@ import Testing
         let version = try #require(created.json["version"] as? String)
         let again = server.send("PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-None-Match", "*")])
         #expect(again.status == 412)
-        #expect(again.errorCode == "precondition_failed")
+        #expect(again.errorCode == "precondition_failed" && again.json["current"] as? String == version)
         let message = (again.json["error"] as? [String: Any])?["message"] as? String ?? ""
         #expect(message.contains("the view's version"), "\(message)")
         let definition = server.send("GET", "/v1/views/v").json["definition"] as? [String: Any]

@@ -325,6 +325,24 @@ describe("streams through nginx (deploy/nginx/changeserver.conf)", { skip: missi
         assert.deepEqual(new Set(last.map((answer) => answer.status)), new Set([404]), `statuses by round: ${rounds.map((answers) => answers.map((answer) => answer.status).join(",")).join(" | ")}`);
         assert.ok(last.every((answer) => !answer.body.includes("secret")));
     });
+
+    // An expired reset is handed out for 2 s more at most (the server's stale-while-revalidate=2) while a request
+    // refreshes it: with `proxy_cache_use_stale updating` the requests that came meanwhile all got the old one,
+    // however old (a version past the kept history, a deleted collection's snapshot).
+    test("an expired reset is not handed out past its stale-while-revalidate", { timeout: 60000 }, async () => {
+        const name = `reset-${seed()}`;
+        const items = Array.from({ length: 20000 }, (_, index) => ({ id: `i${index}`, data: "x".repeat(100) }));
+        const first = (await call(server.url, "PUT", `/v1/collections/${name}`, { sections: [{ id: "s", items }] })).body.version;
+        const url = `${front.url}/v1/collections/${name}/changes?timeout=25`;
+        assert.equal((await (await fetch(url)).json()).to, first);
+        await sleep(4500); // its max-age of 2 s, then its 2 s of stale-while-revalidate
+        const second = (await call(server.url, "PUT", `/v1/collections/${name}/items/late`, { data: 1 })).body.version;
+        const answers = await Promise.all(Array.from({ length: 30 }, () => fetch(url).then(async (answer) => ({
+            status: answer.status, cache: answer.headers.get("x-cache-status"), to: (await answer.json()).to,
+        }))));
+        const old = answers.filter((answer) => answer.to !== second);
+        assert.deepEqual(old, [], `${old.length} of 30 resets were not at ${second}`);
+    });
 });
 
 /** What one client's request must not do to the others' polls through a cache, for each shipped front. */

@@ -959,6 +959,7 @@ describe("against a real server", { skip: binary ? false : "no ChangeServer bina
         const stale = await refused(api.mutate("board", [{ op: "moveItem", item: "a", to: ["todo", 0] }], { ifMatch: column.version }));
         assert.equal(stale.status, 412);
         assert.equal(stale.code, "precondition_failed");
+        assert.equal(stale.current, moved.version, "the refusal names the version the collection is at");
         // A response's ETag (quoted already) names the version as the body's `version` does.
         const tag = (await call(server.url, "GET", "/v1/collections/board")).headers.get("etag");
         assert.equal(tag, `"${moved.version}"`);
