@@ -39,6 +39,8 @@ final class App: Sendable {
     private let workerList = Mutex<[Worker]>([])
     /// The process's exit status once the loops have returned: 0, or `fallenBehindStatus`.
     private let exitStatusValue = Atomic<Int32>(0)
+    /// The warning that clients fall behind the kept history (`noteCursorBehindHistory`).
+    let historyWarning = OncePerMinute()
 
     /// The exit status of a server that stopped because it could not catch up with a shared database (sysexits'
     /// `EX_TEMPFAIL`: a supervisor restarts it, and it starts from the snapshot).

@@ -21,6 +21,7 @@ final class Metrics: Sendable {
         var quickReads = 0
         var writesRefusedForDisk = 0
         var connectionLimitReached = 0
+        var cursorsBehindHistory = 0
         /// Cumulative fsync latency histogram: counts per upper bound (seconds), plus sum and count.
         var fsyncBuckets = [Int](repeating: 0, count: Metrics.fsyncBounds.count)
         var fsyncSum = 0.0
@@ -62,6 +63,7 @@ final class Metrics: Sendable {
     func quickReadsAnswered(_ count: Int) { state.withLock { $0.quickReads += count } }
     func writeRefusedForDisk() { state.withLock { $0.writesRefusedForDisk += 1 } }
     func connectionLimitReached() { state.withLock { $0.connectionLimitReached += 1 } }
+    func cursorBehindHistory() { state.withLock { $0.cursorsBehindHistory += 1 } }
 
     func fsyncTook(seconds: Double) {
         state.withLock { state in
@@ -116,6 +118,11 @@ final class Metrics: Sendable {
             "changeserver_changesets_delivered_total", "counter",
             "Changesets answered on the change feed that move a client to a newer version.")
         lines.append("changeserver_changesets_delivered_total \(snapshot.changesetsDelivered)")
+        metric(
+            "changeserver_cursors_behind_history_total", "counter",
+            "Polls and streams from a version of the current epoch older than the kept history (--history, "
+                + "--history-bytes): each was answered 410, and its client reloads a snapshot.")
+        lines.append("changeserver_cursors_behind_history_total \(snapshot.cursorsBehindHistory)")
         metric("changeserver_poll_timeouts_total", "counter", "Long polls answered empty at their timeout.")
         lines.append("changeserver_poll_timeouts_total \(snapshot.pollTimeouts)")
         metric("changeserver_collections", "gauge", "Collections held.")

@@ -62,6 +62,7 @@ extension App {
             if let since, committer.isShared, since.epoch == current.epoch, since.seq > current.seq {
                 return .stream(StreamStart(subject: subject, version: since, initial: opening, ends: false))
             }
+            if let since { noteCursorBehindHistory(subject, since: since, current: current) }
             let gone = ServerSentEvents.gone(.cursorExpired(raw ?? "", current: current))
             return .stream(StreamStart(subject: subject, version: current, initial: opening + gone, ends: true))
         }

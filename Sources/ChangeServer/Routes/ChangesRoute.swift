@@ -44,6 +44,7 @@ extension App {
             // held until this server catches up (at its timeout it gets the empty changeset), never 410.
             let isAhead = since.epoch == current.epoch && since.seq > current.seq
             guard committer.isShared, isAhead else {
+                noteCursorBehindHistory(subject, since: since, current: current)
                 throw isAhead
                     ? .cursorAhead(since.description, current: current)
                     : .cursorExpired(since.description, current: current)
@@ -121,6 +122,19 @@ extension App {
     /// A reset's headers but its media type: what caches may do with it, and its `ETag`.
     private static func resetHeaders(_ caching: FeedCaching, _ version: Version) -> [(name: String, value: String)] {
         caching.headers(.reset) + [("ETag", FeedCaching.resetEntityTag(version))]
+    }
+
+    /// Counts a poll or stream from a version of the current epoch older than the kept history, and warns at most
+    /// once a minute: clients that fall behind under load reload whole snapshots, which nothing else said.
+    func noteCursorBehindHistory(_ subject: FeedSubject, since: Version, current: Version) {
+        guard since.epoch == current.epoch, since.seq < current.seq else { return }
+        metrics.cursorBehindHistory()
+        guard historyWarning.allows() else { return }
+        logger.warning(
+            "a client of \(subject.kind.rawValue) \(subject.name) came from version \(since), older than the history it "
+                + "keeps (it is at \(current); --history \(config.history) versions, --history-bytes "
+                + "\(config.historyBytes)): it reloads a snapshot; if clients fall behind so under load, raise them "
+                + "(logged at most once a minute; changeserver_cursors_behind_history_total counts each)")
     }
 
     /// The empty answer of a poll that does not wait: at `since`, with the next cursor so that the URL it names

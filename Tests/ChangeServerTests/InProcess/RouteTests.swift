@@ -325,6 +325,26 @@ import Testing
         #expect((snapshot["sections"] as? [[String: Any]])?.map { $0["id"] as? String } == ["default"])
     }
 
+    /// Polls and streams from a version older than the kept history are `410` as any expired cursor, and counted
+    /// apart (clients falling behind under load reload whole snapshots); other epochs and versions ahead are not.
+    @Test func cursorsBehindTheKeptHistoryAreCounted() throws {
+        let server = try InProcessServer(["--history", "2"])
+        let first = try #require(
+            server.send("PUT", "/v1/collections/c", body: #"{"sections": [{"id": "s"}]}"#).json["version"] as? String)
+        for index in 0..<4 {
+            #expect(server.send("PUT", "/v1/collections/c/items/i\(index)", body: #"{"data": 1}"#).status == 201)
+        }
+        func counted() -> Bool {
+            server.send("GET", "/metrics").text.contains("changeserver_cursors_behind_history_total 2")
+        }
+        #expect(server.send("GET", "/v1/collections/c/changes?since=\(first)").status == 410)
+        #expect(server.send("GET", "/v1/collections/c/changes?since=other.1").status == 410)
+        let stream = server.send(
+            "GET", "/v1/collections/c/changes?since=\(first)", headers: [("Accept", "text/event-stream")])
+        #expect(stream.text.contains("event: gone"))
+        #expect(counted())
+    }
+
     @Test func feed() throws {
         let (server, version) = try serverWithInbox()
         let reset = server.send("GET", "/v1/collections/inbox/changes")
