@@ -221,7 +221,7 @@ final class App: Sendable {
         if request.method == "OPTIONS" { return route }
         guard route.methods.contains(request.method) else {
             switch route {
-            case .viewWrite: throw .viewsAreReadOnly(request.method, route)
+            case .viewWrite, .viewItem: throw .viewsAreReadOnly(request.method, route)
             default: throw .methodNotAllowed(request.method, route)
             }
         }
@@ -267,6 +267,7 @@ final class App: Sendable {
         case (.view(let name), _): return try deleteView(request, name, connection())
         case (.viewChanges(let name), _):
             return try changes(request, { () throws(HTTPError) in try existingView(name) }, connection())
+        case (.viewItem(let name, let id), _): return .respond(try viewItem(name, id))
         case (.viewWrite, _): throw .viewsAreReadOnly(request.method, route)
         }
     }

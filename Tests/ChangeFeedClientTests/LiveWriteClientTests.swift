@@ -248,7 +248,7 @@ struct LiveWriteClientTests {
         await server.stopped()
     }
 
-    /// Views are defined and deleted through the client, and read as snapshots.
+    /// Views are defined and deleted through the client, and read as snapshots and by item.
     @Test func views() async throws {
         let server = try await ServerProcess.started()
         let client = ChangeServerClient(baseURL: server.baseURL)
@@ -264,6 +264,14 @@ struct LiveWriteClientTests {
         let top = try await client.snapshot(of: "top", kind: .view)
         #expect(top.sections.flatMap(\.items).map(\.id) == ["bob", "cy"])
         #expect(try top.sections[0].items[0].data.decoded(as: Score.self) == Score(score: 7))
+        // A player's rank, read alone; one the view leaves out is not found there.
+        #expect(try await client.item("cy", in: "top", kind: .view).at == ItemPath(section: 0, item: 1))
+        do throws(WriteError) {
+            _ = try await client.item("ann", in: "top", kind: .view)
+            Issue.record("an item the view leaves out was read from it")
+        } catch {
+            #expect(error.code == .itemNotFound)
+        }
         do throws(WriteError) {
             _ = try await client.defineView("top", definition: JSONData(canonical: #"{"source":"scores","nope":1}"#))
             Issue.record("an invalid definition was taken")

@@ -92,9 +92,13 @@ public struct ChangeServerClient: Sendable {
         return try Self.decoded { () throws(FeedError) in try WireDecoding.snapshot(Array(answer.body), kind: kind) }
     }
 
-    /// One item and where it stands (`GET /v1/collections/{name}/items/{id}`).
-    public func item(_ id: String, in collection: String) async throws(WriteError) -> (item: Item, at: ItemPath) {
-        let answer = try await send("GET", ["collections", collection, "items", id], body: nil, .always)
+    /// One item and where it stands (`GET /v1/collections/{name}/items/{id}`), or where a view shows it
+    /// (`GET /v1/views/{name}/items/{id}`, `kind: .view`: in a leaderboard, a player's rank); `404
+    /// item_not_found` for one the view leaves out.
+    public func item(_ id: String, in name: String, kind: FeedClient.Kind = .collection) async throws(WriteError) -> (
+        item: Item, at: ItemPath
+    ) {
+        let answer = try await send("GET", [kind.pathSegment, name, "items", id], body: nil, .always)
         return try Self.decoded { () throws(FeedError) in try WireDecoding.placedItem(Array(answer.body)) }
     }
 

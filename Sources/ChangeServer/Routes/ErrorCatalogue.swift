@@ -193,6 +193,12 @@ extension HTTPError {
         HTTPError(.itemNotFound, "There is no item '\(id)' in the collection '\(name)'.")
     }
 
+    static func itemNotInView(_ id: String, _ view: String) -> HTTPError {
+        HTTPError(
+            .itemNotFound,
+            "The view '\(view)' shows no item '\(id)' (its source may hold one that the view leaves out).")
+    }
+
     static func cursorExpired(_ since: String, current: Version) -> HTTPError {
         HTTPError(
             .cursorExpired,

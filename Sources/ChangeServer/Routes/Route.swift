@@ -12,7 +12,9 @@ enum Route: Equatable {
     case views
     case view(String)
     case viewChanges(String)
-    /// `/v1/views/{name}/mutations` and `/v1/views/{name}/items/{id}`: views are written only through their source.
+    /// `/v1/views/{name}/items/{id}`: read only, as the view is.
+    case viewItem(view: String, id: String)
+    /// `/v1/views/{name}/mutations`: views are written only through their source.
     case viewWrite(String, template: String)
     /// A file of the web client or the demo page (`StaticRoutes.swift`), by its path.
     case asset(String)
@@ -30,6 +32,7 @@ enum Route: Equatable {
         case .views: "/v1/views"
         case .view: "/v1/views/{name}"
         case .viewChanges: "/v1/views/{name}/changes"
+        case .viewItem: "/v1/views/{name}/items/{id}"
         case .viewWrite(_, let template): template
         case .asset(let path): path
         }
@@ -38,7 +41,7 @@ enum Route: Equatable {
     /// The methods the route answers (besides OPTIONS), for `405` and its `Allow` header.
     var methods: [String] {
         switch self {
-        case .health, .metrics, .collections, .changes, .asset, .views, .viewChanges: ["GET", "HEAD"]
+        case .health, .metrics, .collections, .changes, .asset, .views, .viewChanges, .viewItem: ["GET", "HEAD"]
         case .collection, .item, .view: ["GET", "HEAD", "PUT", "DELETE"]
         case .mutations: ["POST"]
         case .viewWrite: []
@@ -106,12 +109,13 @@ enum Route: Equatable {
         case 3: writeTemplate = nil
         case 4 where segments[3, is: "changes"]: writeTemplate = nil
         case 4 where segments[3, is: "mutations"]: writeTemplate = "/v1/views/{name}/mutations"
-        case 5 where segments[3, is: "items"]: writeTemplate = "/v1/views/{name}/items/{id}"
+        case 5 where segments[3, is: "items"]: writeTemplate = nil
         default: return nil
         }
         guard segments.isValidName(2) else { throw .invalidName(.view) }
         let name = segments.text(2)
         if let writeTemplate { return .viewWrite(name, template: writeTemplate) }
+        if segments.count == 5 { return .viewItem(view: name, id: segments.text(4)) }
         return segments.count == 3 ? .view(name) : .viewChanges(name)
     }
 

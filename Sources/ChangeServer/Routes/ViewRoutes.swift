@@ -36,6 +36,14 @@ extension App {
         return answerRead(of: view, connection()) { [responseBudget] in view.read(request, budget: responseBudget) }
     }
 
+    /// `GET /v1/views/{name}/items/{id}`: an item the view shows, and where (`{"id", "data", "at": [s, i]}`, as a
+    /// collection's item): in a view sorted by score, its rank, without reading the whole view.
+    func viewItem(_ name: String, _ id: String) throws(HTTPError) -> Response {
+        let view = try existingView(name)
+        guard let (item, at) = view.live.withLock({ $0.item(id: id) }) else { throw .itemNotInView(id, name) }
+        return .json(.ok) { $0.placedItem(item, at: at) }
+    }
+
     /// Defines the view (`201`) or replaces its definition (`200`, keeping its epoch; the changeset diffs the old
     /// content against the new). The definition is validated before it is journaled, so that a journaled one never
     /// fails (off the event loop for a large body, as every decoding); `If-Match` and `If-None-Match` are checked

@@ -85,6 +85,10 @@ public struct LiveView: Sendable {
     /// - Complexity: O(n) for the n items shown.
     public func snapshot() -> [Section] { collection.snapshot() }
 
+    /// The item the view shows with this id, and where it shows it (in a view sorted by score, its rank).
+    /// - Complexity: O(log n).
+    public func item(id: String) -> (item: Item, at: ItemPath)? { collection.item(id: id) }
+
     /// ONE coalesced changeset from `since` to the current version, as `VersionedCollection.changes(since:)`.
     /// - Complexity: proportional to what changed since then, up to O(n log n).
     public func changes(since: Version) -> Changeset? { collection.changes(since: since) }

@@ -20,7 +20,7 @@ import Testing
         #expect(try Route.match("/v1/client/changefeed.js") == .asset("/v1/client/changefeed.js"))
         #expect(try Route.match("/") == .asset("/"))
         #expect(try Route.match("/v1/%63ollections/c/%69tems/x") == .item(collection: "c", id: "x"))
-        #expect(try Route.match("/v1/views/v/items/x") == .viewWrite("v", template: "/v1/views/{name}/items/{id}"))
+        #expect(try Route.match("/v1/views/v/items/x") == .viewItem(view: "v", id: "x"))
         #expect(try Route.match("/v1/views/v/mutations/") == .viewWrite("v", template: "/v1/views/{name}/mutations"))
         #expect(try Route.match("/healthz/") == .health)
     }

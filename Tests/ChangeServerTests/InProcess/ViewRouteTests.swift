@@ -221,6 +221,28 @@ import Testing
         #expect(server.send("GET", "/v1/views/v").errorCode == "view_not_found")
     }
 
+    /// An item of a view is read with where the view shows it (in a leaderboard, its rank), without the whole view;
+    /// one the view leaves out is `404`, and the item's URL takes no write.
+    @Test func anItemIsReadWithWhereTheViewShowsIt() throws {
+        let server = try InProcessServer()
+        let players =
+            #"{"sections": [{"id": "s", "items": [{"id": "a", "data": {"score": 5}}, "#
+            + #"{"id": "b", "data": {"score": 9}}, {"id": "c", "data": {"score": 7}}]}]}"#
+        #expect(server.send("PUT", "/v1/collections/players", body: players).status == 201)
+        let top =
+            #"{"source": "players", "filter": {"field": "/score", "ge": 6}, "sortBy": [{"field": "/score", "order": "desc"}]}"#
+        #expect(server.send("PUT", "/v1/views/top", body: top).status == 201)
+        let c = server.send("GET", "/v1/views/top/items/c")
+        #expect(c.status == 200 && c.text == #"{"id":"c","data":{"score":7},"at":[0,1]}"#, "\(c.text)")
+        #expect(server.send("HEAD", "/v1/views/top/items/b").status == 200)
+        let left = server.send("GET", "/v1/views/top/items/a")
+        #expect(left.status == 404 && left.errorCode == "item_not_found" && left.text.contains("view 'top'"))
+        #expect(server.send("GET", "/v1/views/none/items/a").errorCode == "view_not_found")
+        let write = server.send("PUT", "/v1/views/top/items/c", body: #"{"data": 1}"#)
+        #expect(write.status == 405 && write.header("Allow") == "GET, HEAD, OPTIONS")
+        #expect(server.send("DELETE", "/v1/views/top/items/c").status == 405)
+    }
+
     @Test func viewsAreReadOnlyAndDeletable() throws {
         let server = try InProcessServer()
         let defined = server.send("PUT", "/v1/views/v", body: #"{"source": "tasks"}"#)
