@@ -235,7 +235,7 @@ final class App: Sendable {
 
     /// An error's response, whether found when the headers arrived (`screen`) or later; on the feed, `410`s and
     /// `404`s may be shared briefly by caches (`FeedCaching`), nothing else.
-    private func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
+    func errorResponse(_ error: HTTPError, _ request: Request) -> Response {
         var response = Response.error(error)
         if Route.isFeedPath(request.path) {
             response.headers += feedCaching.headers(.init(error: error))

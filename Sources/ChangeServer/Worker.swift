@@ -127,8 +127,19 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     }
 
     /// Starts the event stream `start` on a held exchange (loop thread only): its first event was made off the loop.
+    /// A stop or the held-connection limit reached meanwhile answers it as the route would have (`503`, `429`):
+    /// a stream opened after the hub's stop began would never be ended, and streams that all passed the limit's
+    /// check while their snapshot was encoded would take the connections kept back for everything else.
     func startStream(_ start: StreamStart, on exchange: Exchange) {
-        server.resume(exchange) { [self] in open(start, on: exchange) }
+        if app.currentState != .serving {
+            return server.answer(exchange, with: app.errorResponse(.shuttingDown, exchange.request))
+        }
+        if app.metrics.heldConnections >= app.config.maxHeldPolls {
+            let refusal = app.errorResponse(.tooManyPolls(limit: app.config.maxHeldPolls), exchange.request)
+            return server.answer(exchange, with: refusal)
+        }
+        // Unowned: the closure is kept by the exchange it opens the stream on.
+        server.resume(exchange) { [self, unowned exchange] in open(start, on: exchange) }
     }
 
     private func open(_ start: StreamStart, on exchange: Exchange) -> HandlerResult {

@@ -983,7 +983,7 @@ export class WriteError extends Error {
         this.status = status;
         this.code = body?.error?.code ?? null;
         this.op = body?.error?.op ?? null;
-        /** The version a `412` (or `410`) names: where the collection is, for a conditional write tried again. */
+        /** The version a `412` names: where the collection is, for a conditional write decided again. */
         this.current = body?.current ?? null;
         this.body = body;
         this.outcomeUnknown = status === 0 || (this.code === null && status >= 500);

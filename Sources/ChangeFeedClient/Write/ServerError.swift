@@ -1,7 +1,7 @@
 import Model
 
 /// An error answer (a `4xx` or `5xx`) to a request `ChangeServerClient` sent: the status, and the contract's error
-/// body, `{"error": {"code", "message", "op"?, "current"?}}`.
+/// body, `{"error": {"code", "message", "op"?}, "current"?}`.
 public struct ServerError: Error, Hashable, Sendable {
     /// The HTTP status.
     public var status: Int
@@ -14,8 +14,8 @@ public struct ServerError: Error, Hashable, Sendable {
     public var op: Int?
     /// How long the server asked to wait before asking again (`Retry-After`), with `503` and `429`.
     public var retryAfter: Duration?
-    /// The collection's (or view's) version when the server refused: with `412 precondition_failed` (a
-    /// conditional write is retried from it with no other request) and `410 cursor_expired`.
+    /// The collection's (or view's) version when the server refused with `412 precondition_failed`: a conditional
+    /// write is decided again from it, with no other request.
     public var current: Version?
 
     public init(

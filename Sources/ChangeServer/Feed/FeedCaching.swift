@@ -13,12 +13,13 @@ import Model
 /// - Answers with changes: `public, max-age=60`: long enough to collapse a burst of clients arriving at a
 ///   version; any later client at `since` may be served them too, and then polls from their `to`.
 /// - Empty answers (the poll's timeout), resets, `410`s and `404`s (no such collection or view): `public,
-///   max-age=2` (resets add `stale-while-revalidate=2`: served expired while a cache refreshes one, a reset of an
-///   idle URL was minutes old, behind the kept versions or of a deleted collection): long enough for a cache's waiting requests to be served the answer that just landed (nginx
-///   re-checks every 500 ms), short enough that a late client is not kept on an old version. A `404` is stored so
-///   that it replaces what the cache held for the URL: nginx keeps an entry that a `no-store` answer would have
-///   replaced, and (with `proxy_cache_use_stale updating`) went on serving a deleted collection's last reset to
-///   the requests that came while another refreshed it, for as long as requests came.
+///   max-age=2` (resets add `stale-while-revalidate=2`: served expired while a cache refreshed one, an idle URL's
+///   reset was minutes old, behind the kept versions or of a deleted collection): long enough for a cache's
+///   waiting requests to be served the answer that just landed (nginx re-checks every 500 ms), short enough that
+///   a late client is not kept on an old version. A `404` is stored so that it replaces what the cache held for
+///   the URL: nginx keeps an entry that a `no-store` answer would have replaced, and (with
+///   `proxy_cache_use_stale updating`) went on serving a deleted collection's last reset to the requests that came
+///   while another refreshed it, for as long as requests came.
 /// - Other errors (`400`, `429`, `503`), a `410` for a cursor ahead of the current version, and preflights:
 ///   `no-store`.
 /// - With `--read-token`: `private, no-store` for every one of them, and nothing else changes.

@@ -91,6 +91,10 @@ final class EventStream {
     var onClose: ((EventStream) -> Void)?
     /// What shares the bytes the stream started with (`start`), held until they are out.
     private var startedWith: AnyObject?
+    /// The bytes the stream started with that libmicrohttpd has not taken yet: they are not held against
+    /// `maximumPendingBytes` (a snapshot of several MB would have the first event after it cut the stream, and its
+    /// client, which never got the snapshot's id, would start over with another).
+    private var startBytesPending = 0
 
     /// `resume` resumes the suspended connection and makes the loop run libmicrohttpd again
     /// (`HTTPServer.resumeStream`); `firstWait` starts watching the connection for the client leaving
@@ -108,14 +112,17 @@ final class EventStream {
     }
 
     /// Queues an event. False when the stream no longer takes events: it is ending, cut or closed, or this event
-    /// would put it past `maximumPendingBytes` (it is cut then). An event is always taken when nothing is pending,
-    /// however large: a reader that keeps up is never cut, and one that resumes gets its coalesced catch-up.
+    /// would put it past `maximumPendingBytes` (it is cut then). An event is always taken when nothing is pending
+    /// but what the stream started with, however large: a reader that keeps up is never cut, and one that resumes
+    /// gets its coalesced catch-up.
     ///
     /// - Complexity: O(1) amortized: the bytes are shared, not copied.
     @discardableResult
     func send(_ event: StreamEvent) -> Bool {
         guard state == .open else { return false }
-        guard pendingBytes == 0 || pendingBytes + event.bytes.count <= Self.maximumPendingBytes else {
+        // What the stream started with does not count: a reader that takes a large snapshot is not behind.
+        let behind = pendingBytes - startBytesPending
+        guard behind == 0 || behind + event.bytes.count <= Self.maximumPendingBytes else {
             cut()
             return false
         }
@@ -136,6 +143,7 @@ final class EventStream {
         for bytes in events where !bytes.isEmpty {
             queue.append(bytes)
             pendingBytes += bytes.count
+            startBytesPending += bytes.count
         }
         startedWith = owner
         wake()
@@ -230,6 +238,7 @@ final class EventStream {
         state = .cut
         queue = []
         startedWith = nil
+        startBytesPending = 0
         head = 0
         offset = 0
         pendingBytes = 0
@@ -273,6 +282,8 @@ final class EventStream {
             }
         }
         pendingBytes -= written
+        // The start's events are the first queued: they are taken first.
+        startBytesPending = Swift.max(0, startBytesPending - written)
         if head == queue.count {
             queue.removeAll(keepingCapacity: queue.count <= 64)
             head = 0
@@ -296,6 +307,7 @@ final class EventStream {
         state = .closed
         queue = []
         startedWith = nil
+        startBytesPending = 0
         pendingBytes = 0
         unsent = []
         unsentHead = 0

@@ -381,6 +381,9 @@ extension HTTPServer {
         if let status = server.unloggedEnd(of: exchange, code: code) {
             server.handler?.didRespond(exchange, status: status)
         }
+        // An answer left for a call that did not come (the client left first): what it holds goes with it.
+        exchange.pendingResponse = nil
+        exchange.pendingResult = nil
         server.releaseBody(of: exchange)
         server.unwatch(exchange)
     }

@@ -48,7 +48,13 @@ extension App {
         guard metrics.heldConnections < config.maxHeldPolls else { throw .tooManyPolls(limit: config.maxHeldPolls) }
         var generator = SystemRandomNumberGenerator()
         let opening = ServerSentEvents.opening(using: &generator)
-        guard let since else { return resetStream(subject, opening, connection) }
+        guard let since else {
+            // A `HEAD` gets the headers alone: no snapshot is encoded for it.
+            if request.method == "HEAD" {
+                return .stream(StreamStart(subject: subject, version: subject.version, initial: opening, ends: true))
+            }
+            return resetStream(subject, opening, connection)
+        }
         let current: Version
         let changeset: Changeset?
         if let since {
@@ -80,14 +86,12 @@ extension App {
     /// (`FeedSubject.encodingIsSlow`) is made on a bulk thread of the reads' pool, and the stream starts from there,
     /// as a large read is answered (`answerRead`).
     private func resetStream(_ subject: FeedSubject, _ opening: [UInt8], _ connection: Connection) -> RouteResult {
-        let start = { @Sendable in
-            let reset = StreamReset.current(of: subject)
-            return StreamStart(subject: subject, version: reset.version, initial: opening, reset: reset, ends: false)
+        @Sendable func start(_ reset: StreamReset) -> StreamStart {
+            StreamStart(subject: subject, version: reset.version, initial: opening, reset: reset, ends: false)
         }
-        guard subject.encodedSnapshot.sharedStreamReset(at: subject.version) == nil, subject.encodingIsSlow else {
-            return .stream(start())
-        }
-        BulkThreads.reads.run { connection.startStream(start()) }
+        if let shared = subject.encodedSnapshot.sharedStreamReset(at: subject.version) { return .stream(start(shared)) }
+        guard subject.encodingIsSlow else { return .stream(start(StreamReset.current(of: subject))) }
+        BulkThreads.reads.run { connection.startStream(start(StreamReset.current(of: subject))) }
         return .later
     }
 }

@@ -131,8 +131,8 @@ extension App {
         metrics.cursorBehindHistory()
         guard historyWarning.allows() else { return }
         logger.warning(
-            "a client of \(subject.kind.rawValue) \(subject.name) came from version \(since), older than the history it "
-                + "keeps (it is at \(current); --history \(config.history) versions, --history-bytes "
+            "a client of \(subject.kind.rawValue) \(subject.name) came from version \(since), older than the history "
+                + "it keeps (it is at \(current); --history \(config.history) versions, --history-bytes "
                 + "\(config.historyBytes)): it reloads a snapshot; if clients fall behind so under load, raise them "
                 + "(logged at most once a minute; changeserver_cursors_behind_history_total counts each)")
     }

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"6c2c35a0b8103759\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"0c2a40c1e539c17a\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"78a3e2631c6ce3fd\"", text: file3),
@@ -1005,7 +1005,7 @@ export class WriteError extends Error {
         this.status = status;
         this.code = body?.error?.code ?? null;
         this.op = body?.error?.op ?? null;
-        /** The version a `412` (or `410`) names: where the collection is, for a conditional write tried again. */
+        /** The version a `412` names: where the collection is, for a conditional write decided again. */
         this.current = body?.current ?? null;
         this.body = body;
         this.outcomeUnknown = status === 0 || (this.code === null && status >= 500);

@@ -9,9 +9,9 @@ import Model
 /// of format 1, and renews every epoch when one may have, so that clients reload rather than keep what they were
 /// told under the same versions.
 struct LegacyIDSpellings {
-    /// Per collection, the spellings met of each id that may be spelled otherwise (`note`), keyed by `String`, under
-    /// which all spellings of a text are one key.
-    private var spellings: [ExactString: [String: Set<[UInt8]>]] = [:]
+    /// Per collection, the first spelling met of each id that may be spelled otherwise (`note`), keyed by `String`,
+    /// under which all spellings of a text are one key: another spelling is found by its key, and its bytes differ.
+    private var spellings: [ExactString: [String: [UInt8]]] = [:]
     /// The collections whose content before their first record here was read in.
     private var read: Set<ExactString> = []
     /// Set by recovery once a record may have replayed otherwise: the epochs are renewed, and no more is asked.
@@ -33,7 +33,7 @@ struct LegacyIDSpellings {
         }
         for id in ids { note(id, in: name) }
         guard let known = spellings[ExactString(name)] else { return false }
-        return ids.contains { id in known[id]?.contains { !$0.elementsEqual(id.utf8) } ?? false }
+        return ids.contains { id in known[id].map { !$0.elementsEqual(id.utf8) } ?? false }
     }
 
     /// Notes the spelling of an id that may have another: one that is not ASCII, or an ASCII one holding a letter
@@ -44,7 +44,9 @@ struct LegacyIDSpellings {
             $0 >= 0x80 || $0 == UInt8(ascii: "K") || $0 == UInt8(ascii: ";") || $0 == UInt8(ascii: "`")
         }
         guard mayHaveTwin else { return }
-        spellings[ExactString(collection), default: [:]][id, default: []].insert(Array(id.utf8))
+        if spellings[ExactString(collection)]?[id] == nil {
+            spellings[ExactString(collection), default: [:]][id] = Array(id.utf8)
+        }
     }
 }
 

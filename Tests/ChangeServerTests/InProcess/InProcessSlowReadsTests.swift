@@ -107,6 +107,14 @@ import Testing
             return
         }
         #expect(second.reset === reset && second.version == reset.version)
+        // A `HEAD` gets the headers alone, at once: nothing is encoded for it.
+        let head = Request(
+            method: "HEAD", path: "/v1/collections/big/changes", headers: [("Accept", "text/event-stream")])
+        guard case .stream(let headers) = server.app.handle(head, on: RecordingConnection()).result else {
+            Issue.record("a HEAD of a stream was not answered at once")
+            return
+        }
+        #expect(headers.reset == nil && headers.ends)
         // After a change, the next stream has a reset of the new version.
         #expect(server.send("PUT", "/v1/collections/big/items/i1", body: #"{"data":1}"#).status == 200)
         let later = RecordingConnection()
