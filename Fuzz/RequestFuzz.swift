@@ -39,6 +39,11 @@ private final class FuzzConnection: Connection, @unchecked Sendable {
         done.signal()
     }
 
+    func startStream(_ start: StreamStart) {
+        status = 200
+        done.signal()
+    }
+
     func claimCommit() -> Bool { true }
 
     var isAbandoned: Bool { false }

@@ -117,7 +117,7 @@ struct LiveWriteClientTests {
                 let result = try await client.upsert(
                     "n", in: "counter", data: JSONData(canonical: "\(value + 1)"), if: .at(version))
                 try await follower.catchUp(to: "\(result.version)")
-            } catch WriteError.refused(let error) where error.code == .preconditionFailed {
+            } catch let error as WriteError where error.code == .preconditionFailed {
                 refused += 1
                 // The refusal names the version to catch up to.
                 let current = try #require(error.current)

@@ -867,6 +867,14 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             }
             if (signal.aborted) break;
             const { status: code, body } = answer;
+            // A 200 without a JSON object is an answer cut short on its way (Chromium hands one cut inside its
+            // headers to the page as a 200 with an empty body): a failed connection, polled again from where the
+            // client is. Taken for a changeset, it threw the mirror away for a reset the server never asked for.
+            if (code === 200 && (body === null || typeof body !== "object")) {
+                call("onError", new FeedError(code, body, "an answer cut short: no JSON body"));
+                await backOff(null, "network");
+                continue;
+            }
             if (code === 200) {
                 recovering = false;
                 answering = true;

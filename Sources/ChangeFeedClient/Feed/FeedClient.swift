@@ -57,7 +57,9 @@ public struct FeedClient: Sendable {
     ///   - token: sent as `Authorization: Bearer <token>` when the server has a read token.
     ///   - session: the session to send requests with; its own timeouts are raised by each request's. On Linux,
     ///     give one without a `URLCache` (as `defaultSession`): FoundationNetworking traps when a request is
-    ///     cancelled while it looks in the cache. Nil: `defaultSession`, but on Linux a session of this client's
+    ///     cancelled while it looks in the cache. Nil: `defaultSession`, but on Linux a connection of the client's
+    ///     own for each request to an `http://` URL (`SocketHTTP`: FoundationNetworking traps on an answer cut
+    ///     inside its headers and spins while a connection goes unanswered), and for `https://` a session of its
     ///     own with `defaultSession`'s configuration (see `sessionOfItsOwn`).
     public init(
         baseURL: URL, name: String, kind: Kind = .collection, token: String? = nil,
@@ -71,7 +73,8 @@ public struct FeedClient: Sendable {
         self.pollTimeout = pollTimeout
         self.backoff = backoff
         self.transport = Transport(
-            session: session ?? (Self.sessionOfItsOwn ? Self.makeSession() : Self.defaultSession))
+            session: session ?? (Self.sessionOfItsOwn ? Self.makeSession() : Self.defaultSession),
+            usesSockets: session == nil && Self.sessionOfItsOwn)
     }
 
     /// Whether a client given no session makes one of its own: on Linux. There the first request on a new

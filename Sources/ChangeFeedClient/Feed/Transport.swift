@@ -11,10 +11,12 @@ struct HTTPAnswer: Sendable {
     var body: Data
 }
 
-/// Requests through `URLSession`, each cancelled at once when the task awaiting it is cancelled (a held poll is a
-/// request the server may keep for minutes).
+/// Requests through `URLSession`, or on Linux through a connection of their own (`SocketHTTP`), each cancelled at
+/// once when the task awaiting it is cancelled (a held poll is a request the server may keep for minutes).
 struct Transport: Sendable {
     let session: URLSession
+    /// Whether `http://` requests go through `SocketHTTP` rather than `session`.
+    var usesSockets = false
 
     /// - Throws: `CancellationError` when the calling task is cancelled, or the session's error.
     func get(_ url: URL, token: String?, timeout: Duration) async throws -> HTTPAnswer {
@@ -27,6 +29,13 @@ struct Transport: Sendable {
         _ method: String, _ url: URL, token: String?, body: [UInt8]? = nil, headers: [(String, String)] = [],
         timeout: Duration
     ) async throws -> HTTPAnswer {
+        if usesSockets, SocketHTTP.handles(url) {
+            var lines = [("Accept", "application/json")]
+            if let token { lines.append(("Authorization", "Bearer \(token)")) }
+            if body != nil { lines.append(("Content-Type", "application/json")) }
+            return try await SocketHTTP.send(
+                method, url, headers: lines + headers, body: body, timeout: timeout + .seconds(1))
+        }
         var request = URLRequest(url: url)
         request.httpMethod = method
         request.timeoutInterval = Double(timeout.components.seconds) + 1

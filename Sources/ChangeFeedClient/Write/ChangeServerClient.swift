@@ -21,15 +21,17 @@ public struct ChangeServerClient: Sendable {
     /// A client of the server at `baseURL`.
     /// - Parameters:
     ///   - token: sent as `Authorization: Bearer <token>` when the server has a write (or read) token.
-    ///   - session: as `FeedClient`'s: on Linux, one without a `URLCache` (as `FeedClient.defaultSession`).
+    ///   - session: as `FeedClient`'s: nil, `FeedClient.defaultSession`, but on Linux a connection of the client's
+    ///     own for each request to an `http://` URL (`SocketHTTP`): a write is then sent once, never again by the
+    ///     transport.
     public init(
-        baseURL: URL, token: String? = nil, timeout: Duration = .seconds(30),
-        session: URLSession = FeedClient.defaultSession
+        baseURL: URL, token: String? = nil, timeout: Duration = .seconds(30), session: URLSession? = nil
     ) {
         self.baseURL = baseURL
         self.token = token
         self.timeout = timeout
-        self.transport = Transport(session: session)
+        self.transport = Transport(
+            session: session ?? FeedClient.defaultSession, usesSockets: session == nil && FeedClient.sessionOfItsOwn)
     }
 
     /// Creates the collection with `sections` (`created`), or replaces its whole content, which the server diffs

@@ -1,3 +1,5 @@
+import Model
+
 /// Why a request of `ChangeServerClient` failed, as one typed error.
 public enum WriteError: Error, Hashable, Sendable {
     /// The server (or a front) answered with an error. With the contract's body (`code` not nil) the server says
@@ -30,6 +32,12 @@ public enum WriteError: Error, Hashable, Sendable {
     /// The error body's code, when the server refused the request with one.
     public var code: ErrorCode? {
         if case .refused(let error) = self { return error.code }
+        return nil
+    }
+
+    /// The version a `412 precondition_failed` names (`ServerError.current`).
+    public var current: Version? {
+        if case .refused(let error) = self { return error.current }
         return nil
     }
 }

@@ -11,7 +11,7 @@ enum EmbeddedWeb {
 
     /// By path relative to `clients/web`.
     static let files: [String: File] = [
-        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"0c2a40c1e539c17a\"", text: file0),
+        "changefeed.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"b4fa3d3b216c44ae\"", text: file0),
         "demo/index.html": File(contentType: "text/html; charset=utf-8", etag: "\"d2b8f1246f5620b8\"", text: file1),
         "demo/demo.css": File(contentType: "text/css; charset=utf-8", etag: "\"4368d1d7ee31a221\"", text: file2),
         "demo/demo.js": File(contentType: "text/javascript; charset=utf-8", etag: "\"78a3e2631c6ce3fd\"", text: file3),
@@ -889,6 +889,14 @@ export function subscribe(baseURL, name, handlers = {}, options = {}) {
             }
             if (signal.aborted) break;
             const { status: code, body } = answer;
+            // A 200 without a JSON object is an answer cut short on its way (Chromium hands one cut inside its
+            // headers to the page as a 200 with an empty body): a failed connection, polled again from where the
+            // client is. Taken for a changeset, it threw the mirror away for a reset the server never asked for.
+            if (code === 200 && (body === null || typeof body !== "object")) {
+                call("onError", new FeedError(code, body, "an answer cut short: no JSON body"));
+                await backOff(null, "network");
+                continue;
+            }
             if (code === 200) {
                 recovering = false;
                 answering = true;

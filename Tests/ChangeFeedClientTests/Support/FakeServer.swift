@@ -22,21 +22,7 @@ final class FakeServer: @unchecked Sendable {
 
     init(respond: @escaping @Sendable (_ index: Int, _ target: String) -> Answer) throws {
         self.respond = respond
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) }
-        }
-        guard bound == 0, listen(listener, 16) == 0 else { throw TestFailure("fake server: bind/listen failed") }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
-        }
-        self.listener = listener
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try loopbackListener()
         Thread.detachNewThread { [self] in serve() }
     }
 
@@ -82,4 +68,25 @@ final class FakeServer: @unchecked Sendable {
         }
         finished.signal()
     }
+}
+
+/// A listening socket on 127.0.0.1, on a port the system picks, and that port.
+func loopbackListener() throws -> (socket: Int32, port: Int) {
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) }
+    }
+    guard bound == 0, listen(listener, 16) == 0 else {
+        close(listener)
+        throw TestFailure("bind/listen on 127.0.0.1 failed")
+    }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+    }
+    return (listener, Int(UInt16(bigEndian: address.sin_port)))
 }

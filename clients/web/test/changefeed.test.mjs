@@ -407,6 +407,29 @@ describe("backoff", () => {
         assert.equal(subscription.version, "f.1");
     });
 
+    test("a 200 cut short (no body) is a failed connection: polled again from the same version, the mirror kept", async () => {
+        const reset = { collection: "c", reset: true, to: "e.1", snapshot: { collection: "c", version: "e.1", sections: [S("s", "a")] } };
+        const changes = { collection: "c", from: "e.1", to: "e.2", next: "since=e.2&timeout=25", changes: changeset({ items: { deleted: [{ at: [0, 0], id: "a" }] } }) };
+        const answers = [[200, reset], () => Promise.resolve(new Response("", { status: 200 })), [200, changes]];
+        const requests = [];
+        const snapshots = [];
+        const statuses = [];
+        const applied = [];
+        const subscription = subscribe("http://test", "c", {
+            onSnapshot: ({ version }) => snapshots.push(version),
+            onChangeset: ({ to }) => applied.push(to),
+            onStatus: (status) => statuses.push(status),
+        }, { fetch: scriptedFetch(answers, requests), baseMs: 5, capMs: 10 });
+        const deadline = Date.now() + 3000;
+        while (applied.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+        await subscription.unsubscribe();
+        assert.deepEqual(snapshots, ["e.1"], "the mirror was not thrown away");
+        assert.deepEqual(applied, ["e.2"], `${statuses} ${requests}`);
+        // From the same version, by the short poll that follows a failure.
+        assert.equal(requests[2], "http://test/v1/collections/c/changes?since=e.1&timeout=0");
+        assert.ok(!statuses.includes("reset"), `${statuses}`);
+    });
+
     test("transport sse: a reset of the deleted epoch after a gone event is waited out", async () => {
         const FakeEventSource = fakeEventSourceClass();
         const snapshots = [];

@@ -1,0 +1,191 @@
+import ChangeFeedClient
+import Foundation
+import Model
+import ProcessSupport
+import Testing
+
+/// The client's requests when the network misbehaves between it and the server, against a scripted peer on
+/// 127.0.0.1. On Linux FoundationNetworking trapped on an answer cut inside its headers, sent a request again on
+/// its own when a kept-alive connection died before the answer (a `DELETE` applied twice and reported refused), and
+/// spun while a connection went unanswered; the client's own connections (`SocketHTTP`) do none of that.
+@Suite("LiveTransportTests", .tags(.liveServer), .serialized, .timeLimit(.minutes(5)))
+struct LiveTransportTests {
+    /// A peer that reads requests and does with each what `script` says for its index (from 0), on as many
+    /// connections as come, until `stop()`.
+    final class ScriptedPeer: @unchecked Sendable {
+        // @unchecked: `requests`, `held` and `stopped` are guarded by `lock`; the rest is set once in init.
+        enum Step {
+            /// `200` with this JSON body, the connection kept open for the next request.
+            case answer(String)
+            /// These bytes, then the connection closes.
+            case raw(String)
+            /// Nothing: the connection stays open, unanswered, until `stop()`.
+            case silence
+        }
+
+        let port: Int
+        private let listener: Int32
+        private let script: @Sendable (Int) -> Step
+        private let lock = NSLock()
+        private var requests: [String] = []
+        private var held: [Int32] = []
+        private var stopped = false
+        private let finished = DispatchSemaphore(value: 0)
+
+        init(_ script: @escaping @Sendable (Int) -> Step) throws {
+            self.script = script
+            (listener, port) = try loopbackListener()
+            Thread.detachNewThread { [self] in serve() }
+        }
+
+        var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+        /// The request lines received so far.
+        var received: [String] { lock.withLock { requests } }
+
+        func stop() {
+            lock.withLock { stopped = true }
+            if finished.wait(timeout: .now() + 30) == .timedOut { Issue.record("the peer did not stop") }
+            for connection in lock.withLock({ held }) { close(connection) }
+            close(listener)
+        }
+
+        private var isStopped: Bool { lock.withLock { stopped } }
+
+        private func serve() {
+            while !isStopped {
+                var ready = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+                guard poll(&ready, 1, 50) > 0 else { continue }
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { continue }
+                Thread.detachNewThread { [self] in converse(on: connection) }
+            }
+            finished.signal()
+        }
+
+        /// Answers the requests of one connection as the script says.
+        private func converse(on connection: Int32) {
+            var pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while !isStopped {
+                guard let end = Self.find([13, 10, 13, 10], in: pending) else {
+                    var ready = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+                    guard poll(&ready, 1, 50) > 0 else { continue }
+                    let count = read(connection, &buffer, buffer.count)
+                    guard count > 0 else { break }
+                    pending += buffer[..<count]
+                    continue
+                }
+                let head = String(decoding: pending[..<end], as: UTF8.self)
+                let length =
+                    head.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                guard pending.count >= end + 4 + length else {
+                    let count = read(connection, &buffer, buffer.count)
+                    guard count > 0 else { break }
+                    pending += buffer[..<count]
+                    continue
+                }
+                pending.removeFirst(end + 4 + length)
+                let index = lock.withLock {
+                    requests.append(head.components(separatedBy: "\r\n").first ?? "")
+                    return requests.count - 1
+                }
+                switch script(index) {
+                case .answer(let body):
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    let bytes = Array((head + "Content-Length: \(body.utf8.count)\r\n\r\n" + body).utf8)
+                    _ = bytes.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                case .raw(let text):
+                    _ = Array(text.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                    close(connection)
+                    return
+                case .silence:
+                    lock.withLock { held.append(connection) }
+                    return
+                }
+            }
+            close(connection)
+        }
+
+        private static func find(_ marker: [UInt8], in bytes: [UInt8]) -> Int? {
+            guard bytes.count >= marker.count else { return nil }
+            return (0...(bytes.count - marker.count)).first { bytes[$0..<($0 + marker.count)].elementsEqual(marker) }
+        }
+    }
+
+    static let written =
+        #"{"collection":"c","version":"e.2","changes":{"from":"e.1","to":"e.2","#
+        + #""sections":{"deleted":[],"inserted":[],"moved":[],"updated":[]},"#
+        + #""items":{"deleted":[],"inserted":[],"moved":[],"updated":[]}}}"#
+
+    /// An answer cut inside its headers is a write with no answer, its outcome unknown: the process goes on.
+    @Test func anAnswerCutInsideItsHeadersIsNoAnswer() async throws {
+        let peer = try ScriptedPeer { _ in .raw("HTTP/1.1 200 OK\r\nContent-Type: applic") }
+        defer { peer.stop() }
+        let client = ChangeServerClient(baseURL: peer.baseURL, timeout: .seconds(10))
+        do throws(WriteError) {
+            _ = try await client.upsert("a", in: "c")
+            Issue.record("a cut answer was taken")
+        } catch {
+            guard case .noAnswer = error else { throw error }
+            #expect(error.outcomeUnknown)
+        }
+        #expect(peer.received.count == 1)
+    }
+
+    /// A write whose connection dies before its answer is sent once, and reported as a write whose outcome is
+    /// unknown: it was not sent again (a `DELETE` sent again got `404`, reported as refused, where the first had
+    /// deleted the item), nor reported refused.
+    @Test func aWriteWhoseConnectionDiesIsSentOnce() async throws {
+        let peer = try ScriptedPeer { index in index == 0 ? .answer(Self.written) : .raw("") }
+        defer { peer.stop() }
+        let client = ChangeServerClient(baseURL: peer.baseURL, timeout: .seconds(10))
+        #expect(try await client.upsert("a", in: "c").version.seq == 2)
+        do throws(WriteError) {
+            try await client.deleteItem("a", from: "c")
+            Issue.record("a write without an answer succeeded")
+        } catch {
+            guard case .noAnswer = error else { throw error }
+            #expect(error.outcomeUnknown)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(peer.received.map { String($0.prefix(6)) } == ["PUT /v", "DELETE"], "\(peer.received)")
+    }
+
+    /// A connection accepted and never answered ends at the request's timeout, as no answer.
+    @Test func anUnansweredRequestEndsAtItsTimeout() async throws {
+        let peer = try ScriptedPeer { _ in .silence }
+        defer { peer.stop() }
+        let client = ChangeServerClient(baseURL: peer.baseURL, timeout: .seconds(2))
+        let started = ContinuousClock.now
+        do throws(WriteError) {
+            _ = try await client.snapshot(of: "c")
+            Issue.record("an unanswered read succeeded")
+        } catch {
+            guard case .noAnswer = error else { throw error }
+        }
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .seconds(2) && waited < .seconds(20), "\(waited)")
+    }
+
+    /// Cancelling the task of a request under way ends it at once.
+    @Test func aCancelledRequestEndsAtOnce() async throws {
+        let peer = try ScriptedPeer { _ in .silence }
+        defer { peer.stop() }
+        let client = ChangeServerClient(baseURL: peer.baseURL, timeout: .seconds(60))
+        let started = ContinuousClock.now
+        let task = Task { try await client.snapshot(of: "c") }
+        while peer.received.isEmpty && ContinuousClock.now - started < .seconds(20) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        task.cancel()
+        do {
+            _ = try await task.value
+            Issue.record("a cancelled read succeeded")
+        } catch let error as WriteError {
+            #expect(error == .cancelled)
+        }
+        #expect(ContinuousClock.now - started < .seconds(20))
+    }
+}
