@@ -134,6 +134,43 @@ struct LiveTransportTests {
         #expect(peer.received.count == 1)
     }
 
+    static let snapshot = #"{"collection":"c","version":"e.1","sections":[]}"#
+    /// The snapshot with its length, and chunked in two with an extension and a trailer.
+    static let sized = "Content-Length: \(snapshot.utf8.count)\r\n\r\n" + snapshot
+    static let chunked =
+        "5 ;x=1\r\n\(snapshot.prefix(5))\r\n\(String(snapshot.utf8.count - 5, radix: 16))\r\n"
+        + "\(snapshot.dropFirst(5))\r\n0\r\nTrailer: t\r\n\r\n"
+
+    /// A `200` whose header lines and body follow.
+    static func ok(_ rest: String) -> String { "HTTP/1.1 200 OK\r\n" + rest }
+
+    /// Answers as a server, a proxy or a broken one may send them, each read as HTTP/1.1 says or refused as no
+    /// answer, never a trap: the whole process stopped on a negative `Content-Length` and on a chunk size past
+    /// `Int`, and an interim `103` was taken for the answer.
+    @Test(arguments: [
+        ("chunked, with an extension", ok("Transfer-Encoding: chunked\r\n\r\n" + chunked), true),
+        ("read until the connection closes", ok("\r\n" + snapshot), true),
+        ("after a 103", "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" + ok(sized), true),
+        ("a negative Content-Length", ok("Content-Length: -5\r\n\r\n" + snapshot), false),
+        ("a Content-Length with a sign", ok("Content-Length: +49\r\n\r\n" + snapshot), false),
+        ("a chunk size past Int", ok("Transfer-Encoding: chunked\r\n\r\n7fffffffffffffff\r\nabc"), false),
+        ("a chunk without its CRLF", ok("Transfer-Encoding: chunked\r\n\r\n2\r\nabXY0\r\n\r\n"), false),
+        ("a body cut short", ok("Content-Length: 500\r\n\r\n" + snapshot), false),
+        ("no HTTP at all", "SSH-2.0-OpenSSH\r\n\r\n", false),
+    ])
+    func answersAreReadOrRefusedNeverTrapped(what: String, answer: String, isRead: Bool) async throws {
+        let peer = try ScriptedPeer { _ in .raw(answer) }
+        defer { peer.stop() }
+        let client = ChangeServerClient(baseURL: peer.baseURL, timeout: .seconds(10))
+        do throws(WriteError) {
+            let read = try await client.snapshot(of: "c")
+            #expect(isRead && read.version.description == "e.1", "\(what)")
+        } catch {
+            #expect(!isRead, "\(what): \(error)")
+            guard case .noAnswer = error else { throw error }
+        }
+    }
+
     /// A write whose connection dies before its answer is sent once, and reported as a write whose outcome is
     /// unknown: it was not sent again (a `DELETE` sent again got `404`, reported as refused, where the first had
     /// deleted the item), nor reported refused.

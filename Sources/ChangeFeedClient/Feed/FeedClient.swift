@@ -72,9 +72,11 @@ public struct FeedClient: Sendable {
         self.token = token
         self.pollTimeout = pollTimeout
         self.backoff = backoff
+        // On Linux an `http://` server is asked through sockets: no session of its own is made for nothing.
+        let usesSockets = session == nil && Self.sessionOfItsOwn
+        let ownSession = Self.sessionOfItsOwn && !(usesSockets && SocketHTTP.handles(baseURL))
         self.transport = Transport(
-            session: session ?? (Self.sessionOfItsOwn ? Self.makeSession() : Self.defaultSession),
-            usesSockets: session == nil && Self.sessionOfItsOwn)
+            session: session ?? (ownSession ? Self.makeSession() : Self.defaultSession), usesSockets: usesSockets)
     }
 
     /// Whether a client given no session makes one of its own: on Linux. There the first request on a new

@@ -24,18 +24,20 @@ enum SocketHTTP {
     static func handles(_ url: URL) -> Bool { url.scheme?.lowercased() == "http" && url.host != nil }
 
     /// Sends the request and returns its answer; throws `CancellationError` when the calling task is cancelled,
-    /// `Failure` when no whole answer came within `timeout`.
+    /// `Failure` when no whole answer came, or nothing came for `timeout` (between two bytes, as URLSession's
+    /// `timeoutInterval`: a large answer on a slow link is not cut at a total).
     static func send(
         _ method: String, _ url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration
     ) async throws -> HTTPAnswer {
         let cancel = try CancelSignal()
-        let deadline = ContinuousClock.now + timeout
+        // An hour at most: a longer one (`.seconds(Int64.max)` for "no timeout") would overflow in milliseconds.
+        let timeout = min(max(timeout, .zero), .seconds(3600))
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPAnswer, Error>) in
                 let thread = Thread {
                     defer { cancel.close() }
                     do {
-                        let exchange = Exchange(cancel: cancel, deadline: deadline)
+                        let exchange = Exchange(cancel: cancel, timeout: timeout)
                         continuation.resume(
                             returning: try exchange.run(method, url, headers: headers, body: body))
                     } catch {
@@ -63,6 +65,8 @@ enum SocketHTTP {
             guard pipe(&ends) == 0 else { throw Failure(description: "no pipe: \(String(cString: strerror(errno)))") }
             readEnd = ends[0]
             writeEnd = ends[1]
+            // Not inherited by a program the app starts meanwhile.
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         }
 
         var isFired: Bool { lock.withLock { fired } }
@@ -87,9 +91,19 @@ enum SocketHTTP {
     }
 
     /// The work of one request, on its thread.
-    private struct Exchange {
+    private final class Exchange {
         let cancel: CancelSignal
-        let deadline: ContinuousClock.Instant
+        let timeout: Duration
+        /// When the request gives up, unless bytes come or go before: moved on by each.
+        private var deadline: ContinuousClock.Instant
+        /// The buffer every `recv` reads into, allocated once.
+        private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+
+        init(cancel: CancelSignal, timeout: Duration) {
+            self.cancel = cancel
+            self.timeout = timeout
+            deadline = .now + timeout
+        }
 
         func run(_ method: String, _ url: URL, headers: [(String, String)], body: [UInt8]?) throws -> HTTPAnswer {
             guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false), let host = url.host
@@ -148,6 +162,7 @@ enum SocketHTTP {
                 next = address.pointee.ai_next
                 let socket = Foundation.socket(address.pointee.ai_family, address.pointee.ai_socktype, 0)
                 guard socket >= 0 else { continue }
+                _ = fcntl(socket, F_SETFD, FD_CLOEXEC)
                 _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
                 var noSignal: Int32 = 1
                 #if canImport(Darwin)
@@ -196,17 +211,18 @@ enum SocketHTTP {
                     continue
                 }
                 offset += sent
+                deadline = .now + timeout
             }
         }
 
         /// Reads more bytes into `buffer`; false at the end of the stream.
         private func receive(from socket: Int32, into buffer: inout [UInt8]) throws -> Bool {
-            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
             while true {
                 try wait(socket, for: Int16(POLLIN))
                 let count = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
                 if count > 0 {
                     buffer += chunk[..<count]
+                    deadline = .now + timeout
                     return true
                 }
                 if count == 0 { return false }
@@ -218,22 +234,30 @@ enum SocketHTTP {
 
         private func readAnswer(from socket: Int32, isHead: Bool) throws -> HTTPAnswer {
             var bytes: [UInt8] = []
-            var headEnd: Int?
-            while headEnd == nil {
-                guard try receive(from: socket, into: &bytes) else {
-                    throw Failure(description: "the connection closed before the answer's headers were whole")
+            var lines: [String] = []
+            var status = 0
+            // Interim answers (`100 Continue`, `103 Early Hints`) come before the final one: they are passed over.
+            repeat {
+                var searched = 0
+                var headEnd: Int?
+                while true {
+                    headEnd = Self.find([13, 10, 13, 10], in: bytes, from: searched)
+                    if headEnd != nil { break }
+                    searched = Swift.max(0, bytes.count - 3)
+                    guard try receive(from: socket, into: &bytes) else {
+                        throw Failure(description: "the connection closed before the answer's headers were whole")
+                    }
+                    if bytes.count > 1 << 20 { throw Failure(description: "an answer's headers over 1 MiB") }
                 }
-                headEnd = Self.find([13, 10, 13, 10], in: bytes)
-                if headEnd == nil && bytes.count > 1 << 20 {
-                    throw Failure(description: "an answer's headers over 1 MiB")
-                }
-            }
-            let end = headEnd ?? 0
-            let lines = String(decoding: bytes[..<end], as: UTF8.self).components(separatedBy: "\r\n")
-            let statusParts = lines[0].split(separator: " ", maxSplits: 2)
-            guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let status = Int(statusParts[1]) else {
-                throw Failure(description: "not an HTTP/1.1 answer: \(lines[0].prefix(80))")
-            }
+                let end = headEnd ?? 0
+                lines = String(decoding: bytes[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+                bytes.removeFirst(end + 4)
+                let statusParts = lines[0].split(separator: " ", maxSplits: 2)
+                guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let code = Int(statusParts[1]),
+                    (100...599).contains(code)
+                else { throw Failure(description: "not an HTTP/1.1 answer: \(lines[0].prefix(80))") }
+                status = code
+            } while (100..<200).contains(status) && status != 101
             var fields: [String: String] = [:]
             for line in lines.dropFirst() {
                 guard let colon = line.firstIndex(of: ":") else { continue }
@@ -241,12 +265,15 @@ enum SocketHTTP {
                 let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
                 fields[name] = fields[name].map { $0 + ", " + value } ?? value
             }
-            var body = Array(bytes[(end + 4)...])
+            var body = bytes
             if isHead || status == 204 || status == 304 || (100..<200).contains(status) {
                 body = []
             } else if fields["transfer-encoding"]?.lowercased().contains("chunked") == true {
                 body = try readChunked(body, from: socket)
-            } else if let length = fields["content-length"].flatMap({ Int($0) }) {
+            } else if fields["transfer-encoding"] == nil, let text = fields["content-length"] {
+                guard let length = Int(text), length >= 0, text.allSatisfy({ ("0"..."9").contains($0) }) else {
+                    throw Failure(description: "a Content-Length that is not one: \(text.prefix(40))")
+                }
                 while body.count < length {
                     guard try receive(from: socket, into: &body) else {
                         throw Failure(description: "the connection closed \(body.count) bytes into a body of \(length)")
@@ -276,15 +303,21 @@ enum SocketHTTP {
                     lineEnd = Self.find([13, 10], in: bytes, from: offset)
                 }
                 let sizeText = String(decoding: bytes[offset..<(lineEnd ?? offset)], as: UTF8.self)
-                guard let size = Int(sizeText.split(separator: ";").first ?? "", radix: 16), size >= 0 else {
-                    throw Failure(description: "a chunk size that is not one: \(sizeText.prefix(20))")
-                }
+                let digits = (sizeText.split(separator: ";", omittingEmptySubsequences: false).first ?? "")
+                    .trimmingCharacters(in: .whitespaces)
+                // At most 15 hexadecimal digits: a size that fits, with room for what is added to it.
+                guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy(\.isHexDigit),
+                    let size = Int(digits, radix: 16)
+                else { throw Failure(description: "a chunk size that is not one: \(sizeText.prefix(20))") }
                 offset = (lineEnd ?? offset) + 2
                 if size == 0 { return body }
                 while bytes.count < offset + size + 2 {
                     guard try receive(from: socket, into: &bytes) else {
                         throw Failure(description: "the connection closed inside a chunk")
                     }
+                }
+                guard bytes[offset + size] == 13, bytes[offset + size + 1] == 10 else {
+                    throw Failure(description: "a chunk not ended by CRLF")
                 }
                 body += bytes[offset..<(offset + size)]
                 offset += size + 2
