@@ -13,7 +13,8 @@ import Foundation
 /// accepted but never answered. Here a request is sent once, on a new connection, and every failure is an error.
 ///
 /// The request runs on a thread of its own, blocked in `poll` on the socket and on a pipe that cancelling the
-/// calling task writes to: it waits without spinning, and ends at once when cancelled.
+/// calling task writes to: it waits without spinning, and ends at once when cancelled (but during the name's
+/// lookup, which `getaddrinfo` does without a way to stop it, within the system resolver's own timeout).
 enum SocketHTTP {
     /// A request that did not get a whole answer.
     struct Failure: Error, CustomStringConvertible {
