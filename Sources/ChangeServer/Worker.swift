@@ -20,11 +20,11 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     private var pendingRequests = (method: "", route: "", status: 0, count: 0)
     /// Quick answers of this loop turn (`didAnswerQuickly`), counted into `Metrics` at its end.
     private var quickReads = 0
-    /// When `connectionLimitReached` last logged (monotonic milliseconds).
-    private var lastLimitWarning: Int64?
-    /// When a response failure was last logged (`responseFailed`).
-    private var lastResponseFailureLog: Int64?
-    private var lastResponseMemoryWarning: Int64?
+    /// The lines this loop writes at most once a minute (`connectionLimitReached`, `responseFailed`,
+    /// `responseMemoryWasFull`).
+    private let limitWarning = OncePerMinute()
+    private let responseFailureLog = OncePerMinute()
+    private let responseMemoryWarning = OncePerMinute()
 
     init(app: App, server: HTTPServer) {
         self.app = app
@@ -65,9 +65,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     func responseFailed(_ exchange: Exchange, status: HTTPStatus, fits: Bool, fallback: HTTPStatus?) {
         app.metrics.responseFailed()
         guard app.logger.level <= .error else { return }
-        let now = MonotonicClock.now()
-        if let last = lastResponseFailureLog, now - last < 60_000 { return }
-        lastResponseFailureLog = now
+        guard responseFailureLog.allows() else { return }
         let request = "\(escapedForLog(exchange.method)) \(escapedForLog(exchange.path))"
         let failure =
             fits
@@ -83,9 +81,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
 
     /// Logged at most once a minute per loop (each refusal is a `503` in the request log and its metrics).
     private func responseMemoryWasFull(limit: Int) {
-        let now = MonotonicClock.now()
-        if let last = lastResponseMemoryWarning, now - last < 60_000 { return }
-        lastResponseMemoryWarning = now
+        guard responseMemoryWarning.allows() else { return }
         app.logger.warning(
             "answers not yet taken by their clients hold --max-response-memory (\(limit) bytes): reads of answers "
                 + "over 1 MiB get 503 until clients take theirs or their connections time out (logged at most once "
@@ -96,9 +92,7 @@ final class Worker: HTTPHandler, @unchecked Sendable {
     /// without a line per connection.
     func connectionLimitReached(limit: Int) {
         app.metrics.connectionLimitReached()
-        let now = MonotonicClock.now()
-        if let last = lastLimitWarning, now - last < 60_000 { return }
-        lastLimitWarning = now
+        guard limitWarning.allows() else { return }
         app.logger.warning(
             "an event loop holds its share of --max-connections open (\(limit)): new connections wait in the listen "
                 + "backlog until one closes")

@@ -89,13 +89,9 @@ final class StreamReset: Sendable {
         let snapshot = subject.snapshotJSON()
         let version = snapshot.version
         var writer = JSONWriter()
-        writer.object { writer in
-            writer.field(subject.kind.key, subject.name)
-            writer.field("reset") { $0.raw("true") }
-            writer.field("to", version: version)
-            writer.field("next", FeedCaching.next(to: version, timeout: App.defaultPollTimeout))
-            writer.field("snapshot") { $0.raw(snapshot.json) }
-        }
+        writer.feedReset(
+            subject.kind, name: subject.name, to: version,
+            next: FeedCaching.next(to: version, timeout: App.defaultPollTimeout), snapshot: snapshot.json)
         let reset = StreamReset(
             version: version, bytes: ServerSentEvents.event("reset", id: version.description, json: writer.bytes))
         subject.encodedSnapshot.shareStreamReset(reset, writtenAt: generation)

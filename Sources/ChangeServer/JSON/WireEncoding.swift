@@ -51,6 +51,19 @@ extension JSONWriter {
         }
     }
 
+    /// `{"collection"|"view", "reset": true, "to", "next", "snapshot"}`: the change feed's answer without `since`,
+    /// around a snapshot encoded already.
+    mutating func feedReset(_ kind: FeedSubjectKind, name: String, to version: Version, next: String, snapshot: [UInt8])
+    {
+        object { writer in
+            writer.field(kind.key, name)
+            writer.field("reset") { $0.raw("true") }
+            writer.field("to", version: version)
+            writer.field("next", next)
+            writer.field("snapshot") { $0.raw(snapshot) }
+        }
+    }
+
     /// `{"collection"|"view", "from", "to", "next", "changes"}` around a changeset encoded already.
     mutating func feedChanges(_ kind: FeedSubjectKind, name: String, changes: EncodedChangeset, next: String) {
         object { writer in

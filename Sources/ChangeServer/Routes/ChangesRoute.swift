@@ -86,14 +86,10 @@ extension App {
         let generation = subject.encodedSnapshot.generation
         let snapshot = subject.snapshotJSON()
         let version = snapshot.version
-        var ok = Response.json(.ok, headers: Self.resetHeaders(caching, version)) { writer in
-            writer.object { writer in
-                writer.field(subject.kind.key, subject.name)
-                writer.field("reset") { $0.raw("true") }
-                writer.field("to", version.description)
-                writer.field("next", FeedCaching.next(to: version, timeout: timeout))
-                writer.field("snapshot") { $0.raw(snapshot.json) }
-            }
+        var ok = Response.json(.ok, headers: Self.resetHeaders(caching, version)) {
+            $0.feedReset(
+                subject.kind, name: subject.name, to: version, next: FeedCaching.next(to: version, timeout: timeout),
+                snapshot: snapshot.json)
         }
         if ifNoneMatch?.matchesWeakly(FeedCaching.resetEntityTag(version)) == true {
             return .notModified(answering: ok)

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Lets something through at most once a minute, from any thread: a warning that clients can cause at will.
+/// Lets something through at most once a minute, from any thread: a log line that clients can cause at will.
 final class OncePerMinute: Sendable {
     private let last = Atomic<Int64>(Int64.min)
 
