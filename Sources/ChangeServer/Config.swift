@@ -41,6 +41,9 @@ struct Config: Sendable {
     var maxBodyMemory = 256 << 20
     /// `--max-response-memory`: bytes of answers over 1 MiB held until their clients take them (`ResponseBytes`).
     var maxResponseMemory = 1 << 30
+    /// `--idle-timeout`: seconds a connection may show no activity (an idle keep-alive connection, a client that
+    /// reads nothing) before libmicrohttpd closes it without an answer.
+    var idleTimeout = 120
     /// `--body-timeout`: seconds a request body may go without a byte arriving before it is answered `408`.
     var bodyTimeout = 60
     /// `--header-timeout`: seconds a request's headers may take to arrive, from their first byte seen.
@@ -129,11 +132,14 @@ struct Config: Sendable {
                                  bytes of answers over 1 MiB held at once until their clients have taken them; a
                                  GET whose answer does not fit gets 503 (one larger than N goes when no other is
                                  held) (default 1073741824) [CHANGESERVER_MAX_RESPONSE_MEMORY]
+          --idle-timeout SECONDS a connection with no activity this long (an idle keep-alive connection, a client
+                                 that reads nothing) is closed without an answer; keep it longer than the idle
+                                 timeout of a load balancer in front, 20 to 3600 (default 120) [CHANGESERVER_IDLE_TIMEOUT]
           --body-timeout SECONDS a request whose body stalls this long (no byte arrives) gets 408, and its connection
-                                 is closed (default 60, at most 120) [CHANGESERVER_BODY_TIMEOUT]
+                                 is closed (default 60, at most --idle-timeout) [CHANGESERVER_BODY_TIMEOUT]
           --header-timeout SECONDS
                                  a request whose headers are not all in this long after their first bytes gets 408,
-                                 and its connection is closed (default 60, at most 120) [CHANGESERVER_HEADER_TIMEOUT]
+                                 and its connection is closed (default 60, at most --idle-timeout) [CHANGESERVER_HEADER_TIMEOUT]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
           --max-views N          views at once; defining one more gets 409 (default 100000) [CHANGESERVER_MAX_VIEWS]
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503; unused with --postgres (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
@@ -149,7 +155,7 @@ struct Config: Sendable {
         "max-held-polls", "max-connections", "connection-memory", "threads", "log-level",
         "max-connections-per-address", "max-body-memory", "max-response-memory", "max-collections",
         "disk-reserve-bytes",
-        "purge-delay-seconds", "body-timeout", "header-timeout", "max-views",
+        "purge-delay-seconds", "body-timeout", "header-timeout", "idle-timeout", "max-views",
     ]
 
     /// Reads the arguments (without the program name), then the environment for the options the arguments do not
@@ -183,7 +189,7 @@ struct Config: Sendable {
         for (name, value) in given { try config.set(name, value, from: "--\(name)") }
         let onCommandLine = Set(given.map(\.name))
         for name in valued.sorted() where !onCommandLine.contains(name) {
-            let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
+            let variable = Self.variable(of: name)
             guard let value = environment[variable] else { continue }
             if name == "cors-origin" {
                 // An empty item is refused, as an empty flag is: `""` or `a,,b` would otherwise allow less than meant.
@@ -197,22 +203,40 @@ struct Config: Sendable {
         }
         // A body larger than all the memory for bodies would be refused `503 server_busy` ("retry shortly") for good:
         // the default grows with `--max-body-bytes`, and a smaller one given is refused.
-        if !onCommandLine.contains("max-body-memory"), environment["CHANGESERVER_MAX_BODY_MEMORY"] == nil {
+        if !onCommandLine.contains("max-body-memory"), environment[Self.variable(of: "max-body-memory")] == nil {
             config.maxBodyMemory = max(config.maxBodyMemory, config.maxBodyBytes)
         }
+        func isInEnvironment(_ name: String) -> Bool { environment[Self.variable(of: name)] != nil }
+        /// Named as the operator gave them: a flag, or its variable.
+        func source(of name: String) -> String {
+            !onCommandLine.contains(name) && isInEnvironment(name) ? Self.variable(of: name) : "--\(name)"
+        }
         guard config.maxBodyMemory >= config.maxBodyBytes else {
-            /// Named as the operator gave them: a flag, or its variable.
-            func source(of name: String) -> String {
-                let variable = "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
-                return !onCommandLine.contains(name) && environment[variable] != nil ? variable : "--\(name)"
-            }
             throw UsageError(
                 description:
                     "\(source(of: "max-body-memory")) (\(config.maxBodyMemory)) must be at least "
                     + "\(source(of: "max-body-bytes")) (\(config.maxBodyBytes)): a body that large could never be "
                     + "taken")
         }
+        // A stalled body or header is answered `408` only if libmicrohttpd has not closed the connection first: the
+        // defaults follow a shorter `--idle-timeout`, and a longer one given is refused.
+        for (name, timeout) in [("body-timeout", \Config.bodyTimeout), ("header-timeout", \Config.headerTimeout)]
+        where config[keyPath: timeout] > config.idleTimeout {
+            guard onCommandLine.contains(name) || isInEnvironment(name) else {
+                config[keyPath: timeout] = config.idleTimeout
+                continue
+            }
+            throw UsageError(
+                description:
+                    "\(source(of: name)) (\(config[keyPath: timeout])) must be at most \(source(of: "idle-timeout")) "
+                    + "(\(config.idleTimeout)): libmicrohttpd closes a silent connection, without an answer, after it")
+        }
         return .serve(config)
+    }
+
+    /// The environment variable of an option: `CHANGESERVER_` and its name in capitals, `_` for `-`.
+    private static func variable(of name: String) -> String {
+        "CHANGESERVER_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
     }
 
     /// `scheme://host[:port]`, as a browser writes an `Origin`: a scheme of letters, digits, `+`, `-` and `.`
@@ -319,8 +343,10 @@ struct Config: Sendable {
         case "max-connections-per-address": maxConnectionsPerAddress = try integer(0...1_000_000)
         case "max-body-memory": maxBodyMemory = try integer(1...(1 << 40))
         case "max-response-memory": maxResponseMemory = try integer(1...(1 << 40))
-        case "body-timeout": bodyTimeout = try integer(1...HTTPServer.idleTimeout)
-        case "header-timeout": headerTimeout = try integer(1...HTTPServer.idleTimeout)
+        case "body-timeout": bodyTimeout = try integer(1...3600)
+        case "header-timeout": headerTimeout = try integer(1...3600)
+        // Above the 15 s heartbeat of event streams, whose connections are otherwise quiet.
+        case "idle-timeout": idleTimeout = try integer(20...3600)
         case "max-collections": maxCollections = try integer(1...100_000_000)
         case "max-views": maxViews = try integer(1...100_000_000)
         case "disk-reserve-bytes": diskReserveBytes = try integer(0...(1 << 50))

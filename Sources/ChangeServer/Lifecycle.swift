@@ -62,7 +62,7 @@ enum Lifecycle {
                     listener: listener,
                     options: .init(
                         maxBodyBytes: config.maxBodyBytes, connectionLimit: perLoop,
-                        idleTimeout: HTTPServer.idleTimeout, bodyTimeout: config.bodyTimeout,
+                        idleTimeout: config.idleTimeout, bodyTimeout: config.bodyTimeout,
                         headerTimeout: config.headerTimeout,
                         connectionMemory: config.connectionMemory, perAddressLimit: config.maxConnectionsPerAddress,
                         bodyBudget: app.bodyBudget, responseBudget: app.responseBudget))

@@ -62,6 +62,42 @@ import Testing
             try Config.parse(arguments: ["--header-timeout", "1"], environment: environment).config?.headerTimeout == 1)
     }
 
+    /// A load balancer that keeps idle connections to its backends longer than the server does may send a request
+    /// on one just as the server closes it (a `502` for its client): the idle timeout can be raised to outlast it.
+    @Test func idleTimeoutIsReadFromFlagOrVariable() throws {
+        #expect(try Config.parse(arguments: [], environment: [:]).config?.idleTimeout == 120)
+        let environment = ["CHANGESERVER_IDLE_TIMEOUT": "620"]
+        #expect(try Config.parse(arguments: [], environment: environment).config?.idleTimeout == 620)
+        #expect(
+            try Config.parse(arguments: ["--idle-timeout", "3600"], environment: environment).config?.idleTimeout
+                == 3600)
+    }
+
+    /// A stalled body or header is answered `408` only while libmicrohttpd keeps the connection: their defaults
+    /// follow a shorter idle timeout, and one given longer than it is refused, naming both as they were given.
+    @Test func bodyAndHeaderTimeoutsStayWithinTheIdleTimeout() throws {
+        let short = try #require(try Config.parse(arguments: ["--idle-timeout", "30"], environment: [:]).config)
+        #expect(short.bodyTimeout == 30 && short.headerTimeout == 30)
+        let long = try #require(try Config.parse(arguments: ["--idle-timeout", "600"], environment: [:]).config)
+        #expect(long.bodyTimeout == 60 && long.headerTimeout == 60)
+        let raised = try Config.parse(
+            arguments: ["--idle-timeout", "600", "--body-timeout", "300"], environment: [:]
+        ).config
+        #expect(raised?.bodyTimeout == 300 && raised?.headerTimeout == 60)
+        #expect {
+            try Config.parse(arguments: ["--body-timeout", "121"], environment: [:]).config
+        } throws: { error in
+            "\(error)".contains("--body-timeout (121)") && "\(error)".contains("--idle-timeout (120)")
+        }
+        #expect {
+            try Config.parse(
+                arguments: ["--header-timeout", "40"], environment: ["CHANGESERVER_IDLE_TIMEOUT": "30"]
+            ).config
+        } throws: { error in
+            "\(error)".contains("--header-timeout (40)") && "\(error)".contains("CHANGESERVER_IDLE_TIMEOUT (30)")
+        }
+    }
+
     /// libpq reads a string with no `=` as a database name: a URL of another scheme was tried as one, and failed
     /// only after the start's 30 s of patience, with a message about a Unix socket.
     @Test func aPostgresURLOfAnotherSchemeIsRefused() throws {
@@ -191,6 +227,7 @@ import Testing
         ["--max-body-bytes", "-1"], ["positional"], ["--log-level", "loud"], ["--write-token="],
         ["--purge-delay-seconds", "-1"], ["--purge-delay-seconds", "86401"], ["--body-timeout", "0"],
         ["--body-timeout", "121"], ["--max-views", "0"], ["--header-timeout", "0"], ["--header-timeout", "121"],
+        ["--idle-timeout", "19"], ["--idle-timeout", "3601"], ["--body-timeout", "3601"],
         ["--max-held-polls", "0"], ["--postgres-timeout", "0"], ["--postgres-timeout", "3601"], ["--history", "+5"],
     ])
     func badArgumentsAreUsageErrors(_ arguments: [String]) {

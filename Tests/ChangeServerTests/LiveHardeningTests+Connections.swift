@@ -118,6 +118,33 @@ extension LiveHardeningTests {
         #expect(waitUntil(timeout: 10) { server.log.contains(" 499 ") })
     }
 
+    /// `--idle-timeout` is libmicrohttpd's: a keep-alive connection with no activity that long is closed without a
+    /// word, so that one behind a load balancer that keeps its idle connections longer can be kept longer still. A
+    /// quiet event stream is not closed: its heartbeats, every 15 s, are activity (the option's least is 20).
+    @Test func idleConnectionsCloseAfterTheIdleTimeoutAndQuietStreamsStay() throws {
+        let server = try ServerProcess(["--idle-timeout", "20"])
+        #expect(try server.client.put("/v1/collections/c", ["sections": []]).status == 201)
+        let streamOpened = Date()
+        let stream = try EventStreamReader(port: server.port, path: "/v1/collections/c/changes", receiveTimeout: 30)
+        #expect(try stream.nextEvent()?.name == "reset")
+        let idle = try HTTPConnection(port: server.port)
+        idle.sendRequest("GET", "/healthz")
+        #expect(try idle.readResponse().status == 200)
+        let started = Date()
+        #expect(!idle.isClosed(within: 15), "closed before the idle timeout")
+        #expect(idle.isClosed(within: 25), "still open 40 s after its last request")
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(elapsed >= 19 && elapsed < 35, "closed after \(elapsed) s")
+        var heartbeats = 0
+        while heartbeats < 2, let event = try stream.next() {
+            if event.isComment { heartbeats += 1 }
+        }
+        let open = Date().timeIntervalSince(streamOpened)
+        #expect(open > 25, "two heartbeats came \(open) s after the stream opened")
+        #expect(try server.client.put("/v1/collections/c/items/a", ["data": 1]).status == 201)
+        #expect(try stream.nextEvent()?.name == "changes", "the stream is still live")
+    }
+
     /// A loop at its share of `--max-connections` accepts no more: new clients wait in the backlog, and nothing
     /// said so (a connection that hangs, a `/healthz` that times out). The open connections are a gauge, reaching
     /// the limit is counted, and logged once a minute.

@@ -5,13 +5,13 @@ import Glibc
 /// `--header-timeout` seconds (60 by default, as nginx's `client_header_timeout`), or its connection gets `408` and
 /// is closed.
 ///
-/// libmicrohttpd times a connection out only after `idleTimeout` (120 s) without a byte, so a client that sends one
-/// byte of its headers every minute kept its connection, one of `--max-connections`, for as long as it liked: enough
-/// such clients (slowloris) shut everyone else out. The server cannot see a request before MHD has its headers, so
-/// each connection is looked at once a second instead: one whose client sent more than an empty line since its last
+/// libmicrohttpd times a connection out only after `idleTimeout` (`--idle-timeout`) without a byte, so a client that
+/// sends one byte of its headers every minute kept its connection, one of `--max-connections`, for as long as it liked:
+/// enough such clients (slowloris) shut everyone else out. The server cannot see a request before MHD has its headers,
+/// so each connection is looked at once a second instead: one whose client sent more than an empty line since its last
 /// request began (`tcpi_bytes_received`) while MHD still waits for headers has begun a request, and is closed
-/// `--header-timeout` after that was first seen (so up to a second later than the bound). A connection on which
-/// nothing arrives is idle, and MHD closes it after `idleTimeout`.
+/// `--header-timeout` after that was first seen (so up to a second later than the bound). A connection on which nothing
+/// arrives is idle, and MHD closes it after `idleTimeout`.
 ///
 /// What a request costs for this is one counter, in the connection's record (MHD's socket context); the look, one
 /// `getsockopt` per idle connection per second, runs only over connections between requests.

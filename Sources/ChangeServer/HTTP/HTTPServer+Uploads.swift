@@ -3,11 +3,11 @@ import Glibc
 
 /// Request bodies still arriving: a client that stalls or leaves midway is let go, its connection closed.
 ///
-/// libmicrohttpd times a connection out only after `idleTimeout` (120 s) without activity, and in epoll mode
-/// 0.9.75 can miss a client's hang-up that comes with its last bytes: such a connection sat in `CLOSE-WAIT` for the
-/// whole 120 s, one of `--max-connections` all along. So a body not whole by the end of the loop turn its headers
-/// came in (most bodies come with their headers, and cost nothing here) is watched on the loop's epoll for
-/// hang-up, as a held poll is, and timed: `--body-timeout` seconds without a byte of it get `408`.
+/// libmicrohttpd times a connection out only after `idleTimeout` (`--idle-timeout`, 120 s by default) without activity,
+/// and in epoll mode 0.9.75 can miss a client's hang-up that comes with its last bytes: such a connection sat in
+/// `CLOSE-WAIT` for the whole idle timeout, one of `--max-connections` all along. So a body not whole by the end of the
+/// loop turn its headers came in (most bodies come with their headers, and cost nothing here) is watched on the loop's
+/// epoll for hang-up, as a held poll is, and timed: `--body-timeout` seconds without a byte of it get `408`.
 extension HTTPServer {
     /// A request's headers announce a body (loop thread, inside MHD's callbacks).
     func beginUpload(_ exchange: Exchange) {

@@ -15,7 +15,8 @@ final class HTTPServer: @unchecked Sendable {
     struct Options {
         var maxBodyBytes: Int
         var connectionLimit: Int
-        /// Seconds an idle keep-alive connection is kept (held polls are suspended and not timed by MHD).
+        /// Seconds a connection with no activity is kept (`--idle-timeout`; held polls are suspended and not timed by
+        /// MHD).
         var idleTimeout: Int
         /// Seconds a request body may go without a byte arriving before it is answered `408` (`--body-timeout`).
         var bodyTimeout: Int
@@ -32,10 +33,6 @@ final class HTTPServer: @unchecked Sendable {
         /// Memory for large answers until they are sent, shared by all loops (`ResponseBytes`).
         var responseBudget: MemoryBudget
     }
-
-    /// Seconds libmicrohttpd keeps a connection that shows no activity (an idle keep-alive connection, a stalled
-    /// request), closing it without an answer.
-    static let idleTimeout = 120
 
     let options: Options
     private(set) var daemon: OpaquePointer?
