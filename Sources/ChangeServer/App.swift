@@ -229,8 +229,28 @@ final class App: Sendable {
         if request.method == "PUT" || request.method == "POST" { try checkContentType(request) }
         // A write's conditions are read again by its route; checked here, a malformed one is refused before its
         // body is read (and before `100 Continue`).
-        if request.method != "GET" && request.method != "HEAD" { _ = try Self.conditions(request) }
+        if request.method != "GET" && request.method != "HEAD" {
+            do throws(HTTPError) {
+                _ = try Self.conditions(request)
+            } catch {
+                // An `If-Match` that can never match names the current version, as every `412` does: a front that
+                // weakens the ETags it passes on (nginx when it compresses) makes every write that sends one back
+                // fail so, and the client needs the version to decide again.
+                var error = error
+                if error.code == .preconditionFailed { error.current = currentVersion(of: route)?.description }
+                throw error
+            }
+        }
         return route
+    }
+
+    /// The version of the collection or view a route writes to; nil when it does not exist.
+    private func currentVersion(of route: Route) -> Version? {
+        switch route {
+        case .collection(let name), .mutations(let name), .item(let name, _): registry.entry(name)?.version
+        case .view(let name): views.entry(name)?.version
+        default: nil
+        }
     }
 
     /// An error's response, whether found when the headers arrived (`screen`) or later; on the feed, `410`s and

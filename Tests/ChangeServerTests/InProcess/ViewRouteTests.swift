@@ -302,6 +302,7 @@ import Testing
         let weak = server.send(
             "PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-Match", "W/\"\(version)\"")])
         #expect(weak.status == 412)
+        #expect(weak.json["current"] as? String == version)
         let redefined = server.send(
             "PUT", "/v1/views/v", body: #"{"source": "other"}"#, headers: [("If-Match", "\"\(version)\"")])
         #expect(redefined.status == 200)
