@@ -106,7 +106,8 @@ final class Worker: HTTPHandler, @unchecked Sendable {
             ? "each takes effect only if its commit reached PostgreSQL (read before writing it again)"
             : "they take effect all the same (now, or when the journal is replayed)"
         app.logger.warning(
-            "stopping with \(count) mutations not answered yet: their connections are closed unanswered; \(outcome)")
+            "an event loop stops with \(count) mutations not answered yet (each loop says its own): their connections "
+                + "are closed unanswered; \(outcome)")
     }
 
     func handle(_ exchange: Exchange) -> HandlerResult {

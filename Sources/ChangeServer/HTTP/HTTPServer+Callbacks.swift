@@ -147,7 +147,7 @@ extension HTTPServer {
         _ connection: OpaquePointer, _ method: UnsafePointer<CChar>, _ url: UnsafePointer<CChar>
     ) -> Bool {
         guard
-            (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) && stopDeadline == nil
+            (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) && !isQuiesced
                 && MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") == nil
                 && MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") == nil
                 && MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect") == nil

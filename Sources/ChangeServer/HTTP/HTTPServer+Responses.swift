@@ -24,10 +24,16 @@ extension HTTPServer {
     /// is shared (`ResponseShare`) and those headers are the same for every request (none, or `*`'s CORS headers,
     /// added once); else one of its own. `budget`: as `SharedResponse.init`'s.
     func shared(_ response: Response, for exchange: Exchange, budget: MemoryBudget? = nil) -> SharedResponse {
+        var response = response
+        // A stopping loop closes each connection with its answer: a keep-alive client whose write committed as the
+        // stop began got its answer without `Connection: close`, sent its next request on that connection, and the
+        // request went unanswered (and unlogged) once the loop was gone. Made apart from a shared response.
+        if isQuiesced, !response.headers.contains(where: { $0.name == "Connection" }) {
+            response.headers.append(("Connection", "close"))
+        }
         if let share = response.share, exchange.extraHeadersAreTheSameForAll {
             return share.shared(response, adding: exchange.extraHeaders, budget: budget)
         }
-        var response = response
         response.addHeaders(exchange.extraHeaders)
         return SharedResponse(response, budget: budget)
     }

@@ -45,8 +45,9 @@ final class HTTPServer: @unchecked Sendable {
     private(set) var handler: HTTPHandler?
     var runAgain = false
     private(set) var stopDeadline: Int64?
-    /// Whether the listener is closed (`quiesce`).
-    private var isQuiesced = false
+    /// Whether the listener is closed (`quiesce`): the stop has begun, and every answer closes its connection
+    /// (`shared(_:for:budget:)`).
+    private(set) var isQuiesced = false
     /// While stopping: when the last request arrived (or the stop began), in monotonic milliseconds.
     var lastArrival: Int64 = 0
     /// How long a stopping loop waits with no request in flight and none arriving before it closes its connections.
