@@ -185,6 +185,16 @@ struct Config: Sendable {
             }
             given.append((name, value ?? ""))
         }
+        // A misspelled variable was ignored without a word: `CHANGESERVER_WRITETOKEN` left the server open to every
+        // writer. Every variable of ours must name an option, as every flag must.
+        let variables = Dictionary(uniqueKeysWithValues: valued.map { (Self.variable(of: $0), $0) })
+        for variable in environment.keys.sorted() where variable.hasPrefix("CHANGESERVER_") && variables[variable] == nil {
+            let squeezed = variable.replacingOccurrences(of: "_", with: "")
+            let meant = variables.keys.first { $0.replacingOccurrences(of: "_", with: "") == squeezed }
+            throw UsageError(
+                description: "unknown variable \(variable)" + (meant.map { ": did you mean \($0)?" } ?? "")
+                    + " (every CHANGESERVER_ variable names an option; see --help)")
+        }
         var config = Config()
         for (name, value) in given { try config.set(name, value, from: "--\(name)") }
         let onCommandLine = Set(given.map(\.name))

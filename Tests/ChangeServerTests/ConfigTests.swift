@@ -62,6 +62,22 @@ import Testing
             try Config.parse(arguments: ["--header-timeout", "1"], environment: environment).config?.headerTimeout == 1)
     }
 
+    /// A misspelled variable left its option unset without a word: `CHANGESERVER_WRITETOKEN` ran a server open to
+    /// every writer. A variable of ours that names no option is refused, with the one that was likely meant.
+    @Test func anUnknownVariableIsRefused() throws {
+        #expect {
+            try Config.parse(arguments: [], environment: ["CHANGESERVER_WRITETOKEN": "s3cret"]).config
+        } throws: { error in
+            "\(error)".contains("unknown variable CHANGESERVER_WRITETOKEN: did you mean CHANGESERVER_WRITE_TOKEN?")
+        }
+        #expect {
+            try Config.parse(arguments: ["--port", "1"], environment: ["CHANGESERVER_PROT": "1"]).config
+        } throws: { error in
+            "\(error)".contains("unknown variable CHANGESERVER_PROT") && !"\(error)".contains("did you mean")
+        }
+        #expect(try Config.parse(arguments: [], environment: ["CHANGESERVERX": "1", "OTHER": "2"]).config != nil)
+    }
+
     /// A load balancer that keeps idle connections to its backends longer than the server does may send a request
     /// on one just as the server closes it (a `502` for its client): the idle timeout can be raised to outlast it.
     @Test func idleTimeoutIsReadFromFlagOrVariable() throws {
