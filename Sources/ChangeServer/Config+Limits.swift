@@ -28,4 +28,25 @@ extension Config {
                 + "--max-held-polls \(maxHeldPolls))"
         )
     }
+
+    /// The memory budgets' defaults fitted to a memory limit (a container's, `MemoryLimit`): bodies at most an
+    /// eighth of it (but at least `--max-body-bytes`), large answers at most a quarter. A body costs several times
+    /// its size while it is parsed and applied (16 replacements of 8.7 MB at once peaked at 627 MB), so the
+    /// machine-sized 256 MiB of bodies got a container of 400 MiB killed by one client. Budgets given are kept.
+    /// Returns the fitted configuration and a line for the log when a budget was lowered.
+    func fitted(toMemory limit: Int?) -> (config: Config, note: String?) {
+        guard let limit else { return (self, nil) }
+        var fitted = self
+        if !maxBodyMemoryIsExplicit { fitted.maxBodyMemory = max(maxBodyBytes, min(maxBodyMemory, limit / 8)) }
+        if !maxResponseMemoryIsExplicit { fitted.maxResponseMemory = max(1, min(maxResponseMemory, limit / 4)) }
+        guard fitted.maxBodyMemory != maxBodyMemory || fitted.maxResponseMemory != maxResponseMemory else {
+            return (fitted, nil)
+        }
+        return (
+            fitted,
+            "the memory limit is \(limit) bytes (cgroup): --max-body-memory \(fitted.maxBodyMemory) and "
+                + "--max-response-memory \(fitted.maxResponseMemory) by default (an eighth and a quarter of it; give "
+                + "them to choose)"
+        )
+    }
 }

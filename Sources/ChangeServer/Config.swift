@@ -39,8 +39,12 @@ struct Config: Sendable {
     var connectionMemory = 8192
     var maxConnectionsPerAddress = 0
     var maxBodyMemory = 256 << 20
+    /// Whether `--max-body-memory` was given: then it is kept as given, not fitted to a memory limit (`fitted`).
+    var maxBodyMemoryIsExplicit = false
     /// `--max-response-memory`: bytes of answers over 1 MiB held until their clients take them (`ResponseBytes`).
     var maxResponseMemory = 1 << 30
+    /// Whether `--max-response-memory` was given (as `maxBodyMemoryIsExplicit`).
+    var maxResponseMemoryIsExplicit = false
     /// `--idle-timeout`: seconds a connection may show no activity (an idle keep-alive connection, a client that
     /// reads nothing) before libmicrohttpd closes it without an answer.
     var idleTimeout = 120
@@ -127,11 +131,12 @@ struct Config: Sendable {
                                  and its cgroup's CPU quota) [CHANGESERVER_THREADS]
           --max-connections-per-address N
                                  open connections from one client address per event loop, 0 for no limit (default 0) [CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS]
-          --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
+          --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or an eighth of a container's memory limit if less, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
           --max-response-memory N
                                  bytes of answers over 1 MiB held at once until their clients have taken them; a
                                  GET whose answer does not fit gets 503 (one larger than N goes when no other is
-                                 held) (default 1073741824) [CHANGESERVER_MAX_RESPONSE_MEMORY]
+                                 held) (default 1073741824, or a quarter of a container's memory limit if less)
+                                 [CHANGESERVER_MAX_RESPONSE_MEMORY]
           --idle-timeout SECONDS a connection with no activity this long (an idle keep-alive connection, a client
                                  that reads nothing) is closed without an answer; keep it longer than the idle
                                  timeout of a load balancer in front, 20 to 3600 (default 120) [CHANGESERVER_IDLE_TIMEOUT]
@@ -188,7 +193,8 @@ struct Config: Sendable {
         // A misspelled variable was ignored without a word: `CHANGESERVER_WRITETOKEN` left the server open to every
         // writer. Every variable of ours must name an option, as every flag must.
         let variables = Dictionary(uniqueKeysWithValues: valued.map { (Self.variable(of: $0), $0) })
-        for variable in environment.keys.sorted() where variable.hasPrefix("CHANGESERVER_") && variables[variable] == nil {
+        let unknown = environment.keys.filter { $0.hasPrefix("CHANGESERVER_") && variables[$0] == nil }
+        for variable in unknown.sorted() {
             let squeezed = variable.replacingOccurrences(of: "_", with: "")
             let meant = variables.keys.first { $0.replacingOccurrences(of: "_", with: "") == squeezed }
             throw UsageError(
@@ -213,9 +219,7 @@ struct Config: Sendable {
         }
         // A body larger than all the memory for bodies would be refused `503 server_busy` ("retry shortly") for good:
         // the default grows with `--max-body-bytes`, and a smaller one given is refused.
-        if !onCommandLine.contains("max-body-memory"), environment[Self.variable(of: "max-body-memory")] == nil {
-            config.maxBodyMemory = max(config.maxBodyMemory, config.maxBodyBytes)
-        }
+        if !config.maxBodyMemoryIsExplicit { config.maxBodyMemory = max(config.maxBodyMemory, config.maxBodyBytes) }
         func isInEnvironment(_ name: String) -> Bool { environment[Self.variable(of: name)] != nil }
         /// Named as the operator gave them: a flag, or its variable.
         func source(of name: String) -> String {
@@ -351,8 +355,12 @@ struct Config: Sendable {
         case "max-connections": maxConnections = try integer(1...1_000_000)
         case "connection-memory": connectionMemory = try integer(1024...(1 << 20))
         case "max-connections-per-address": maxConnectionsPerAddress = try integer(0...1_000_000)
-        case "max-body-memory": maxBodyMemory = try integer(1...(1 << 40))
-        case "max-response-memory": maxResponseMemory = try integer(1...(1 << 40))
+        case "max-body-memory":
+            maxBodyMemory = try integer(1...(1 << 40))
+            maxBodyMemoryIsExplicit = true
+        case "max-response-memory":
+            maxResponseMemory = try integer(1...(1 << 40))
+            maxResponseMemoryIsExplicit = true
         case "body-timeout": bodyTimeout = try integer(1...3600)
         case "header-timeout": headerTimeout = try integer(1...3600)
         // Above the 15 s heartbeat of event streams, whose connections are otherwise quiet.

@@ -46,6 +46,9 @@ enum Lifecycle {
         let fitted = config.fitted(toOpenFiles: raiseOpenFileLimit(), loops: loops)
         config = fitted.config
         if let note = fitted.note { logger.log(.notice, note) }
+        let fittedToMemory = config.fitted(toMemory: MemoryLimit.current())
+        config = fittedToMemory.config
+        if let note = fittedToMemory.note { logger.log(.notice, note) }
         /// Closed when the start fails after it opened: its journal then says the run closed (`RunRecord`), so
         /// that a restart of the machine before the next start renews nothing.
         var opened: App?

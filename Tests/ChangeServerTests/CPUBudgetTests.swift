@@ -28,14 +28,10 @@ import Testing
 
     /// The smallest quota from the process's cgroup up to the root, in a v2 and in a v1 hierarchy.
     @Test func readsTheCgroupTree() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("cgroup-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        func write(_ path: String, _ text: String) throws {
-            let file = root + path
-            try FileManager.default.createDirectory(
-                atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try text.write(toFile: file, atomically: true, encoding: .utf8)
-        }
+        let tree = CgroupFixture()
+        defer { tree.remove() }
+        let root = tree.root
+        let write = tree.write
         try write("/cpu.max", "max 100000\n")
         try write("/pod/cpu.max", "150000 100000\n")
         try write("/pod/app/cpu.max", "max 100000\n")
@@ -56,17 +52,11 @@ import Testing
     }
 
     @Test func oneLoopUnderACgroupQuotaOfOneCPU() throws {
-        let mount = "/sys/fs/cgroup/cpu"
-        let group = mount + "/changeserver-test-\(getpid())"
-        guard FileManager.default.isWritableFile(atPath: mount), mkdir(group, 0o755) == 0 else {
-            // No cgroup v1 cpu controller to write to here (the README says where this was measured).
-            return
-        }
+        let settings = [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", "100000")]
+        // No cgroup v1 cpu controller to write to here (the README says where this was measured).
+        guard let group = try CgroupFixture.v1Group(under: "/sys/fs/cgroup/cpu", settings: settings) else { return }
         defer { rmdir(group) }
-        try "100000".write(toFile: group + "/cpu.cfs_period_us", atomically: false, encoding: .utf8)
-        try "100000".write(toFile: group + "/cpu.cfs_quota_us", atomically: false, encoding: .utf8)
-        let server = try ServerProcess(
-            [], launcher: ["/bin/sh", "-c", "echo $$ > \(group)/cgroup.procs && exec \"$@\"", "sh"])
+        let server = try ServerProcess([], launcher: CgroupFixture.launcher(joining: group))
         #expect(server.log.contains("with 1 event loop (affinity "), "\(server.log)")
         #expect(server.log.contains("quota 1 CPUs)"), "\(server.log)")
         #expect(server.stop() == 0)

@@ -60,6 +60,8 @@ import Testing
                 // The front's own error, in the API's form.
                 #expect(response.errorCode == "bad_gateway", "\(response.text)")
                 #expect(response.header("Content-Type") == "application/json")
+                #expect(response.header("Retry-After") == "1")
+                #expect(response.text.contains("A write's outcome is unknown"), "\(response.text)")
             }
             let kept = try server.client.get("/v1/collections/c/items/w\(index)").status
             #expect(kept == (response.status == 201 ? 200 : 404), "w\(index): \(response.status), then \(kept)")

@@ -76,8 +76,14 @@ sub vcl_backend_error {
     set beresp.status = 502;
     set beresp.http.Content-Type = "application/json";
     set beresp.http.Cache-Control = "no-store";
-    # (A quote and a closing brace together would end the long string: hence the spaces.)
-    synthetic({"{"error": {"code": "bad_gateway", "message": "The front reached no server for this request, or none answered in time. A write's outcome is unknown: read before writing again." } }"});
+    set beresp.http.Retry-After = "1";
+    # (A quote and a closing brace together would end the long string: hence the spaces.) A read may simply be sent
+    # again; a write may have been applied before the answer was lost.
+    if (bereq.method == "GET" || bereq.method == "HEAD") {
+        synthetic({"{"error": {"code": "bad_gateway", "message": "The front reached no server for this request, or none answered in time. Retry shortly." } }"});
+    } else {
+        synthetic({"{"error": {"code": "bad_gateway", "message": "The front reached no server for this request, or none answered in time. A write's outcome is unknown: read before writing again." } }"});
+    }
     return (deliver);
 }
 

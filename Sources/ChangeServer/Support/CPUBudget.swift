@@ -24,13 +24,13 @@ struct CPUBudget: Equatable, CustomStringConvertible {
 
     /// This process's budget, read from the kernel and the cgroup file system.
     static func current() -> CPUBudget {
-        CPUBudget(affinity: affinityCount(), quota: cgroupQuota(membership: contents("/proc/self/cgroup") ?? ""))
+        CPUBudget(affinity: affinityCount(), quota: cgroupQuota(membership: Cgroup.contents("/proc/self/cgroup") ?? ""))
     }
 
     /// The CPUs of the affinity mask, from `Cpus_allowed_list` in `/proc/self/status` (glibc's
     /// `sched_getaffinity` is not visible to Swift without `_GNU_SOURCE`).
     private static func affinityCount() -> Int {
-        let status = contents("/proc/self/status") ?? ""
+        let status = Cgroup.contents("/proc/self/status") ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
         guard let list = line?.split(separator: ":", maxSplits: 1).last, let count = countCPUs(String(list)) else {
             return max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
@@ -54,29 +54,15 @@ struct CPUBudget: Equatable, CustomStringConvertible {
     /// The smallest quota on the way from the process's cgroup up to the root, for v2 and v1 hierarchies.
     /// `membership` is `/proc/self/cgroup`; `root` is where the cgroup file system is mounted.
     static func cgroupQuota(membership: String, root: String = "/sys/fs/cgroup") -> Double? {
-        var quotas: [Double] = []
-        for line in membership.split(separator: "\n") {
-            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-            guard fields.count == 3 else { continue }
-            let path = String(fields[2])
-            if fields[1].isEmpty {
-                for directory in ancestors(root + path, stoppingAt: root) {
-                    if let quota = contents(directory + "/cpu.max").flatMap(parseCPUMax) { quotas.append(quota) }
-                }
-            } else if fields[1].split(separator: ",").contains("cpu") {
-                for mount in [root + "/cpu,cpuacct", root + "/cpu"] {
-                    for directory in ancestors(mount + path, stoppingAt: mount) {
-                        if let quota = contents(directory + "/cpu.cfs_quota_us"),
-                            let period = contents(directory + "/cpu.cfs_period_us"),
-                            let value = parseCFS(quota: quota, period: period)
-                        {
-                            quotas.append(value)
-                        }
-                    }
-                }
+        let directories = Cgroup.directories(
+            membership: membership, controller: "cpu", v1Mounts: ["cpu,cpuacct", "cpu"], root: root)
+        let v2 = directories.v2.compactMap { Cgroup.contents($0 + "/cpu.max").flatMap(parseCPUMax) }
+        let v1 = directories.v1.compactMap { directory in
+            Cgroup.contents(directory + "/cpu.cfs_quota_us").flatMap { quota in
+                Cgroup.contents(directory + "/cpu.cfs_period_us").flatMap { parseCFS(quota: quota, period: $0) }
             }
         }
-        return quotas.min()
+        return (v2 + v1).min()
     }
 
     /// cgroup v2 `cpu.max`: `"<quota> <period>"` in microseconds, or `"max <period>"` for no quota.
@@ -93,20 +79,5 @@ struct CPUBudget: Equatable, CustomStringConvertible {
             let period = Double(period.trimmingCharacters(in: .whitespacesAndNewlines)), quota > 0, period > 0
         else { return nil }
         return quota / period
-    }
-
-    private static func ancestors(_ path: String, stoppingAt root: String) -> [String] {
-        var result: [String] = []
-        var current = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
-        while current.count >= root.count {
-            result.append(current)
-            guard let slash = current.lastIndex(of: "/"), current != root else { break }
-            current = String(current[..<slash])
-        }
-        return result
-    }
-
-    private static func contents(_ path: String) -> String? {
-        try? String(contentsOfFile: path, encoding: .utf8)
     }
 }

@@ -242,12 +242,17 @@ const ownErrors = (title, program, startFront, paths) => describe(title, { skip:
     test("a request that reaches no server gets 502 bad_gateway as JSON", { timeout: 60000 }, async () => {
         const front = await startFront(await freePort());
         try {
-            for (const [target, headers] of paths) {
-                const answer = await fetch(`${front.url}${target}`, { headers });
-                const what = `${target} ${JSON.stringify(headers)}`;
+            const write = ["/v1/collections/c/items/a", {}, { method: "PUT", body: '{"data": 1}' }];
+            for (const [target, headers, init] of [...paths, write]) {
+                const answer = await fetch(`${front.url}${target}`, { headers, ...init });
+                const what = `${init?.method ?? "GET"} ${target} ${JSON.stringify(headers)}`;
                 assert.equal(answer.status, 502, what);
                 assert.match(answer.headers.get("content-type") ?? "", /^application\/json/, what);
-                assert.equal((await answer.json()).error.code, "bad_gateway", what);
+                assert.equal(answer.headers.get("retry-after"), "1", what);
+                const error = (await answer.json()).error;
+                assert.equal(error.code, "bad_gateway", what);
+                // A read is only told to retry; a write that it may have been applied.
+                assert.equal(error.message.includes("A write's outcome is unknown"), init !== undefined, what);
             }
         } finally {
             await front.stop();

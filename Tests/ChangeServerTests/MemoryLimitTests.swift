@@ -1,0 +1,72 @@
+import Foundation
+import ProcessSupport
+import Testing
+
+@testable import ChangeServer
+
+/// The memory budgets' defaults follow a container's memory limit.
+@Suite struct MemoryLimitTests {
+    @Test func parsesLimits() {
+        #expect(MemoryLimit.parse("419430400\n") == 419_430_400)
+        #expect(MemoryLimit.parse("max\n") == nil)
+        #expect(MemoryLimit.parse("9223372036854771712\n") == nil)
+        #expect(MemoryLimit.parse("0") == nil)
+    }
+
+    /// The smallest limit from the process's cgroup up to the root, in a v2 and in a v1 hierarchy.
+    @Test func readsTheCgroupTree() throws {
+        let tree = CgroupFixture()
+        defer { tree.remove() }
+        let root = tree.root
+        let write = tree.write
+        try write("/memory.max", "max\n")
+        try write("/pod/memory.max", "536870912\n")
+        try write("/pod/app/memory.max", "max\n")
+        #expect(MemoryLimit.cgroupLimit(membership: "0::/pod/app\n", root: root) == 536_870_912)
+        try write("/memory/memory.limit_in_bytes", "9223372036854771712\n")
+        try write("/memory/job/memory.limit_in_bytes", "419430400\n")
+        #expect(MemoryLimit.cgroupLimit(membership: "4:memory:/job\n", root: root) == 419_430_400)
+        #expect(MemoryLimit.cgroupLimit(membership: "1:cpu:/job\n0::/\n", root: root) == nil)
+    }
+
+    /// Bodies get at most an eighth of the limit (at least `--max-body-bytes`), large answers a quarter; budgets
+    /// given are kept, and no limit changes nothing.
+    @Test func budgetsFitTheLimit() throws {
+        let defaults = try #require(try Config.parse(arguments: [], environment: [:]).config)
+        #expect(defaults.fitted(toMemory: nil).config.maxBodyMemory == 256 << 20)
+        #expect(defaults.fitted(toMemory: nil).note == nil)
+        let small = defaults.fitted(toMemory: 400 << 20)
+        #expect(small.config.maxBodyMemory == 50 << 20)
+        #expect(small.config.maxResponseMemory == 100 << 20)
+        #expect(small.note?.contains("--max-body-memory 52428800") == true)
+        let tiny = defaults.fitted(toMemory: 64 << 20).config
+        #expect(tiny.maxBodyMemory == defaults.maxBodyBytes)
+        let large = defaults.fitted(toMemory: 16 << 30)
+        #expect(large.config.maxBodyMemory == 256 << 20 && large.config.maxResponseMemory == 1 << 30)
+        #expect(large.note == nil)
+        let given = try #require(
+            try Config.parse(
+                arguments: ["--max-body-memory", "300000000"], environment: ["CHANGESERVER_MAX_RESPONSE_MEMORY": "7"]
+            ).config)
+        let kept = given.fitted(toMemory: 400 << 20).config
+        #expect(kept.maxBodyMemory == 300_000_000 && kept.maxResponseMemory == 7)
+    }
+}
+
+/// The server started in a cgroup with a memory limit, where this machine lets the test make one, fits its budgets
+/// to it and says so.
+@Suite(.tags(.liveServer)) struct LiveMemoryLimitTests {
+    @Test func budgetsFitACgroupMemoryLimit() throws {
+        let settings = [("memory.limit_in_bytes", "\(400 << 20)")]
+        // No cgroup v1 memory controller to write to here.
+        guard let group = try CgroupFixture.v1Group(under: "/sys/fs/cgroup/memory", settings: settings) else { return }
+        defer { rmdir(group) }
+        let server = try ServerProcess([], launcher: CgroupFixture.launcher(joining: group))
+        #expect(
+            server.log.contains(
+                "the memory limit is 419430400 bytes (cgroup): --max-body-memory 52428800 and --max-response-memory "
+                    + "104857600"), "\(server.log)")
+        #expect(try server.client.put("/v1/collections/c", ["sections": [] as [Any]]).status == 201)
+        #expect(server.stop() == 0)
+    }
+}
