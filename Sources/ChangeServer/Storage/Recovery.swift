@@ -108,11 +108,13 @@ enum Recovery {
         /// Why this start renews every epoch (`EpochRenewal`), once it knows.
         var renewal: String?
         var legacyIDs = LegacyIDSpellings()
+        var progress = ReplayProgress(started: started, segments: segments.count) { logger.log(.notice, $0) }
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
+            progress.segment = index
             let (count, size, version) = try replay(
                 directory, number, isFirst: index == 0, isLast: isLast, afterSnapshot: hasSnapshot && index == 0,
-                executor: executor, renewal: &renewal, legacyIDs: &legacyIDs, logger: logger)
+                executor: executor, renewal: &renewal, legacyIDs: &legacyIDs, progress: &progress, logger: logger)
             records += count
             bytesRead += size
             position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
@@ -137,7 +139,8 @@ enum Recovery {
         }
         let items = executor.registry.all().reduce(0) { total, entry in total + entry.content.withLock { $0.itemCount }
         }
-        logger.info(
+        logger.log(
+            .notice,
             "recovered \(executor.registry.count) collections (\(items) items) and \(executor.views.count) views: "
                 + "\(fromSnapshot.collections) collections and \(fromSnapshot.views) views from the snapshot, "
                 + "\(records) journal records (\(bytesRead) bytes) replayed in \(MonotonicClock.now() - started) ms")
@@ -157,7 +160,8 @@ enum Recovery {
     ///   acknowledged, and a sync over zeros may have kept a later sector of it and lost an earlier one.
     private static func replay(
         _ directory: DataDirectory, _ number: UInt64, isFirst: Bool, isLast: Bool, afterSnapshot: Bool,
-        executor: Executor, renewal: inout String?, legacyIDs: inout LegacyIDSpellings, logger: Logger
+        executor: Executor, renewal: inout String?, legacyIDs: inout LegacyIDSpellings, progress: inout ReplayProgress,
+        logger: Logger
     ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
         let path = directory.segmentPath(number)
         let bytes: [UInt8]
@@ -270,6 +274,7 @@ enum Recovery {
             }
             executor.replay(record)
             records += 1
+            progress.replayed(at: offset, of: bytes.count)
         }
         return try ended()
     }
