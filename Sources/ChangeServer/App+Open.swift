@@ -25,7 +25,7 @@ extension App {
             directory: directory, journal: journal, registry: registry, views: views, lanes: lanes,
             threshold: config.snapshotBytes,
             logger: logger)
-        if position.renewedEpochs { try snapshots.writeAtStart() }
+        if position.renewedEpochs { try snapshots.writeAtStart() } else { snapshots.compactAfterStart() }
         let feeds = FeedFanOut()
         let committer = Committer(
             executor: executor, journal: journal, lanes: lanes, snapshots: snapshots, metrics: metrics,

@@ -129,6 +129,29 @@ import Testing
         #expect(acknowledged.count > 50)
     }
 
+    /// A start that replays a journal past `--snapshot-bytes` (grown under a larger one) compacts it at once: it
+    /// waited for the next write, which an idle server may not get, while every restart replayed it all again.
+    @Test func aStartPastTheSnapshotSizeCompactsWithoutAWrite() throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var server = try ServerProcess(dataDirectory: directory)
+        #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
+        for index in 0..<100 {
+            _ = try server.client.put(
+                "/v1/collections/c/items/i\(index)", ["data": ["pad": String(repeating: "x", count: 100)]])
+        }
+        let before = try server.client.get("/v1/collections/c").text
+        #expect(server.stop() == 0)
+        #expect(!(try FileManager.default.contentsOfDirectory(atPath: directory)).contains("snapshot.bin"))
+        server = try ServerProcess(["--snapshot-bytes", "4000"], dataDirectory: directory)
+        #expect(waitUntil(timeout: 10) { server.log.contains("journal segments before") }, "\(server.log)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).contains("snapshot.bin"))
+        #expect(try server.client.get("/v1/collections/c").text == before)
+        #expect(server.stop() == 0)
+        server = try ServerProcess(dataDirectory: directory)
+        #expect(try server.client.get("/v1/collections/c").text == before)
+    }
+
     @Test func restartAfterCompactionKeepsContentAndFeed() throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

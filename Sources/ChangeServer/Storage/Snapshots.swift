@@ -53,6 +53,13 @@ final class Snapshots: Sendable {
         rotateAndSnapshot()
     }
 
+    /// The start replayed a journal already past `threshold` (grown under a larger `--snapshot-bytes`, or by a
+    /// server stopped before its snapshot was written): the snapshot starts now, not at the next write, which an
+    /// idle server may not get for hours while every restart replays the whole journal again.
+    func compactAfterStart() {
+        committed()
+    }
+
     /// The free space fell below the reserve and writes are refused, so the journal no longer grows toward
     /// `threshold`: a snapshot starts now (on a thread of its own) if the journal holds anything it would compact,
     /// so that the space it takes comes back without a restart. Callable from any thread; cheap when it does
