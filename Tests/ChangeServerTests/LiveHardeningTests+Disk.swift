@@ -115,6 +115,34 @@ extension LiveHardeningTests {
         #expect(try restarted.client.get("/v1/collections/kept").status == 200)
     }
 
+    /// A journal segment the server may not write (a volume's files owned by another user) is refused before the
+    /// replay, not after it, which each restart did again. As root, the server runs without the capability that
+    /// writes any file.
+    @Test func aJournalThatCannotBeWrittenStopsTheStartBeforeItsReplay() throws {
+        let data = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        do {
+            let server = try ServerProcess(dataDirectory: data)
+            #expect(try server.client.put("/v1/collections/kept", ["sections": [["id": "s"]]]).status == 201)
+            #expect(server.stop() == 0)
+        }
+        let segments = try FileManager.default.contentsOfDirectory(atPath: data).filter {
+            $0.hasPrefix("journal-") && $0.hasSuffix(".log")
+        }
+        let newest = try #require(segments.sorted().last)
+        #expect(chmod(data + "/" + newest, 0o444) == 0)
+        let launcher = getuid() == 0 ? ["/usr/bin/setpriv", "--bounding-set=-dac_override", "--"] : []
+        #expect {
+            _ = try ServerProcess(dataDirectory: data, launcher: launcher)
+        } throws: { error in
+            "\(error)".contains("cannot open the journal \(data)/\(newest) for writing: Permission denied")
+                && !"\(error)".contains("recovered")
+        }
+        #expect(chmod(data + "/" + newest, 0o644) == 0)
+        let restarted = try ServerProcess(dataDirectory: data)
+        #expect(try restarted.client.get("/v1/collections/kept").status == 200)
+    }
+
     /// Below the reserve, a batch of mutations that only delete passes as a `DELETE` does (one that also inserts,
     /// or one in a body of 64 KiB or more, is refused): a client making room in one request was refused `503`.
     @Test func mutationsThatOnlyDeletePassBelowTheReserve() throws {

@@ -102,6 +102,15 @@ enum Recovery {
         // After the snapshot's own checks, whose message says how to start from a snapshot alone.
         try JournalHead.check(directory, newest: segments.last)
         try dropEmptyTail(&segments, directory, logger: logger)
+        // The newest segment is written to (or synced) once the replay is done: one this user may not write (a
+        // volume's files owned by another user) was refused only after the whole replay, which each restart then
+        // did again.
+        if let newest = segments.last, access(directory.segmentPath(newest), R_OK | W_OK) != 0 {
+            throw StartupError(
+                "cannot open the journal \(directory.segmentPath(newest)) for writing: "
+                    + "\(String(cString: strerror(errno))) (give the data directory's files to the user the server runs "
+                    + "as, uid \(getuid()))")
+        }
         var records = 0
         var bytesRead = 0
         var position = Position(segment: nextSegment, size: 0)
