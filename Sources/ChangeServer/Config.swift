@@ -141,10 +141,12 @@ struct Config: Sendable {
                                  that reads nothing) is closed without an answer; keep it longer than the idle
                                  timeout of a load balancer in front, 20 to 3600 (default 120) [CHANGESERVER_IDLE_TIMEOUT]
           --body-timeout SECONDS a request whose body stalls this long (no byte arrives) gets 408, and its connection
-                                 is closed (default 60, at most --idle-timeout) [CHANGESERVER_BODY_TIMEOUT]
+                                 is closed (default 60, or --idle-timeout if shorter; at most --idle-timeout)
+                                 [CHANGESERVER_BODY_TIMEOUT]
           --header-timeout SECONDS
                                  a request whose headers are not all in this long after their first bytes gets 408,
-                                 and its connection is closed (default 60, at most --idle-timeout) [CHANGESERVER_HEADER_TIMEOUT]
+                                 and its connection is closed (default 60, or --idle-timeout minus 2 if shorter;
+                                 at most that) [CHANGESERVER_HEADER_TIMEOUT]
           --max-collections N    collections at once; creating one more gets 409 (default 100000) [CHANGESERVER_MAX_COLLECTIONS]
           --max-views N          views at once; defining one more gets 409 (default 100000) [CHANGESERVER_MAX_VIEWS]
           --disk-reserve-bytes N free space kept in --data-dir for snapshots: below it writes get 503; unused with --postgres (default 268435456) [CHANGESERVER_DISK_RESERVE_BYTES]
@@ -233,17 +235,22 @@ struct Config: Sendable {
                     + "taken")
         }
         // A stalled body or header is answered `408` only if libmicrohttpd has not closed the connection first: the
-        // defaults follow a shorter `--idle-timeout`, and a longer one given is refused.
-        for (name, timeout) in [("body-timeout", \Config.bodyTimeout), ("header-timeout", \Config.headerTimeout)]
-        where config[keyPath: timeout] > config.idleTimeout {
+        // defaults follow a shorter `--idle-timeout`, and a longer one given is refused. Headers are looked at once
+        // a second (`HTTPServer+SlowHeaders`), so theirs must end 2 s before the idle timeout: at 19 of 20 the
+        // idle close came first every time.
+        let bounds = [
+            ("body-timeout", \Config.bodyTimeout, config.idleTimeout, ""),
+            ("header-timeout", \Config.headerTimeout, config.idleTimeout - 2, " minus 2"),
+        ]
+        for (name, timeout, bound, less) in bounds where config[keyPath: timeout] > bound {
             guard onCommandLine.contains(name) || isInEnvironment(name) else {
-                config[keyPath: timeout] = config.idleTimeout
+                config[keyPath: timeout] = bound
                 continue
             }
             throw UsageError(
                 description:
-                    "\(source(of: name)) (\(config[keyPath: timeout])) must be at most \(source(of: "idle-timeout")) "
-                    + "(\(config.idleTimeout)): libmicrohttpd closes a silent connection, without an answer, after it")
+                    "\(source(of: name)) (\(config[keyPath: timeout])) must be at most \(source(of: "idle-timeout"))"
+                    + "\(less) (\(bound)): libmicrohttpd closes a silent connection, without an answer, after it")
         }
         return .serve(config)
     }

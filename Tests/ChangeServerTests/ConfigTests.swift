@@ -93,7 +93,7 @@ import Testing
     /// follow a shorter idle timeout, and one given longer than it is refused, naming both as they were given.
     @Test func bodyAndHeaderTimeoutsStayWithinTheIdleTimeout() throws {
         let short = try #require(try Config.parse(arguments: ["--idle-timeout", "30"], environment: [:]).config)
-        #expect(short.bodyTimeout == 30 && short.headerTimeout == 30)
+        #expect(short.bodyTimeout == 30 && short.headerTimeout == 28)
         let long = try #require(try Config.parse(arguments: ["--idle-timeout", "600"], environment: [:]).config)
         #expect(long.bodyTimeout == 60 && long.headerTimeout == 60)
         let raised = try Config.parse(
@@ -105,12 +105,18 @@ import Testing
         } throws: { error in
             "\(error)".contains("--body-timeout (121)") && "\(error)".contains("--idle-timeout (120)")
         }
+        #expect(try Config.parse(arguments: ["--header-timeout", "118"], environment: [:]).config != nil)
+        #expect {
+            try Config.parse(arguments: ["--header-timeout", "119"], environment: [:]).config
+        } throws: { error in
+            "\(error)".contains("--header-timeout (119)") && "\(error)".contains("--idle-timeout minus 2 (118)")
+        }
         #expect {
             try Config.parse(
                 arguments: ["--header-timeout", "40"], environment: ["CHANGESERVER_IDLE_TIMEOUT": "30"]
             ).config
         } throws: { error in
-            "\(error)".contains("--header-timeout (40)") && "\(error)".contains("CHANGESERVER_IDLE_TIMEOUT (30)")
+            "\(error)".contains("--header-timeout (40)") && "\(error)".contains("CHANGESERVER_IDLE_TIMEOUT minus 2 (28)")
         }
     }
 

@@ -119,8 +119,9 @@ extension LiveHardeningTests {
     }
 
     /// `--idle-timeout` is libmicrohttpd's: a keep-alive connection with no activity that long is closed without a
-    /// word, so that one behind a load balancer that keeps its idle connections longer can be kept longer still. A
-    /// quiet event stream is not closed: its heartbeats, every 15 s, are activity (the option's least is 20).
+    /// word, so that one behind a load balancer that keeps its idle connections longer can be kept longer still.
+    /// Headers that stop coming still get their `408` first. A quiet event stream is not closed: its heartbeats,
+    /// every 15 s, are activity (the option's least is 20).
     @Test func idleConnectionsCloseAfterTheIdleTimeoutAndQuietStreamsStay() throws {
         let server = try ServerProcess(["--idle-timeout", "20"])
         #expect(try server.client.put("/v1/collections/c", ["sections": []]).status == 201)
@@ -130,11 +131,17 @@ extension LiveHardeningTests {
         let idle = try HTTPConnection(port: server.port)
         idle.sendRequest("GET", "/healthz")
         #expect(try idle.readResponse().status == 200)
+        // Headers that stop coming get their `408` (at the default of 18 s here) before the idle close: at the idle
+        // timeout itself, the close came first.
+        let stalled = try HTTPConnection(port: server.port, receiveTimeout: 30)
+        stalled.send(Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".utf8))
         let started = Date()
         #expect(!idle.isClosed(within: 15), "closed before the idle timeout")
         #expect(idle.isClosed(within: 25), "still open 40 s after its last request")
         let elapsed = Date().timeIntervalSince(started)
         #expect(elapsed >= 19 && elapsed < 35, "closed after \(elapsed) s")
+        let refused = try stalled.readResponse()
+        #expect(refused.status == 408 && refused.errorCode == "request_timeout", "\(refused.status)")
         var heartbeats = 0
         while heartbeats < 2, let event = try stream.next() {
             if event.isComment { heartbeats += 1 }
