@@ -195,7 +195,9 @@ struct Config: Sendable {
         // A misspelled variable was ignored without a word: `CHANGESERVER_WRITETOKEN` left the server open to every
         // writer. Every variable of ours must name an option, as every flag must.
         let variables = Dictionary(uniqueKeysWithValues: valued.map { (Self.variable(of: $0), $0) })
-        let unknown = environment.keys.filter { $0.hasPrefix("CHANGESERVER_") && variables[$0] == nil }
+        let unknown = environment.keys.filter {
+            $0.hasPrefix("CHANGESERVER_") && variables[$0] == nil && !Self.isServiceLink($0)
+        }
         for variable in unknown.sorted() {
             let squeezed = variable.replacingOccurrences(of: "_", with: "")
             let meant = variables.keys.first { $0.replacingOccurrences(of: "_", with: "") == squeezed }
@@ -208,7 +210,7 @@ struct Config: Sendable {
         let onCommandLine = Set(given.map(\.name))
         for name in valued.sorted() where !onCommandLine.contains(name) {
             let variable = Self.variable(of: name)
-            guard let value = environment[variable] else { continue }
+            guard let value = environment[variable], !Self.isServiceLink(variable, value) else { continue }
             if name == "cors-origin" {
                 // An empty item is refused, as an empty flag is: `""` or `a,,b` would otherwise allow less than meant.
                 // Spaces around an item are not part of it (`https://a.com, https://b.com`).
@@ -253,6 +255,28 @@ struct Config: Sendable {
                     + "\(less) (\(bound)): libmicrohttpd closes a silent connection, without an answer, after it")
         }
         return .serve(config)
+    }
+
+    /// Whether a variable is one Kubernetes sets in every pod of a namespace with a Service named `changeserver`
+    /// (service links): `CHANGESERVER_SERVICE_HOST`, `CHANGESERVER_SERVICE_PORT[_<name>]`,
+    /// `CHANGESERVER_PORT_<port>_<protocol>[_PROTO|_PORT|_ADDR]`, and `CHANGESERVER_PORT` itself as
+    /// `tcp://<address>:<port>`. They are not ours: the last one stopped every start behind such a Service (`must be
+    /// an integer`), and refusing the others as unknown would have done the same.
+    static func isServiceLink(_ name: String, _ value: String? = nil) -> Bool {
+        if name == "CHANGESERVER_PORT" {
+            return ["tcp://", "udp://", "sctp://"].contains { value?.lowercased().hasPrefix($0) == true }
+        }
+        if name == "CHANGESERVER_SERVICE_HOST" || name == "CHANGESERVER_SERVICE_PORT"
+            || name.hasPrefix("CHANGESERVER_SERVICE_PORT_")
+        {
+            return true
+        }
+        guard name.hasPrefix("CHANGESERVER_PORT_") else { return false }
+        let parts = name.dropFirst("CHANGESERVER_PORT_".count).split(separator: "_", omittingEmptySubsequences: false)
+        guard parts.count == 2 || parts.count == 3, let port = parts.first, !port.isEmpty,
+            port.allSatisfy(\.isASCII), port.allSatisfy(\.isNumber), ["TCP", "UDP", "SCTP"].contains(parts[1])
+        else { return false }
+        return parts.count == 2 || ["PROTO", "PORT", "ADDR"].contains(parts[2])
     }
 
     /// The environment variable of an option: `CHANGESERVER_` and its name in capitals, `_` for `-`.

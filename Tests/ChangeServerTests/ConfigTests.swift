@@ -78,6 +78,27 @@ import Testing
         #expect(try Config.parse(arguments: [], environment: ["CHANGESERVERX": "1", "OTHER": "2"]).config != nil)
     }
 
+    /// Kubernetes sets these in every pod of a namespace with a Service named `changeserver`: not ours, and
+    /// `CHANGESERVER_PORT=tcp://…` among them stopped every start behind such a Service.
+    @Test func kubernetesServiceLinksAreNotOurs() throws {
+        let links = [
+            "CHANGESERVER_SERVICE_HOST": "10.0.0.11", "CHANGESERVER_SERVICE_PORT": "8080",
+            "CHANGESERVER_SERVICE_PORT_HTTP": "8080", "CHANGESERVER_PORT": "tcp://10.0.0.11:8080",
+            "CHANGESERVER_PORT_8080_TCP": "tcp://10.0.0.11:8080", "CHANGESERVER_PORT_8080_TCP_PROTO": "tcp",
+            "CHANGESERVER_PORT_8080_TCP_PORT": "8080", "CHANGESERVER_PORT_8080_TCP_ADDR": "10.0.0.11",
+        ]
+        #expect(try Config.parse(arguments: [], environment: links).config?.port == 8080)
+        #expect(try Config.parse(arguments: ["--port", "9000"], environment: links).config?.port == 9000)
+        var ours = links
+        ours["CHANGESERVER_PORT"] = "9001"
+        #expect(try Config.parse(arguments: [], environment: ours).config?.port == 9001)
+        for name in ["CHANGESERVER_PORT_8080_TCP_HOST", "CHANGESERVER_PORT_X_TCP", "CHANGESERVER_PORT_8080"] {
+            #expect(throws: Config.UsageError.self, "\(name)") {
+                try Config.parse(arguments: [], environment: [name: "1"]).config
+            }
+        }
+    }
+
     /// A load balancer that keeps idle connections to its backends longer than the server does may send a request
     /// on one just as the server closes it (a `502` for its client): the idle timeout can be raised to outlast it.
     @Test func idleTimeoutIsReadFromFlagOrVariable() throws {
