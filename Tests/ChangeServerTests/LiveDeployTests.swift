@@ -60,7 +60,7 @@ import Testing
                 // The front's own error, in the API's form.
                 #expect(response.errorCode == "bad_gateway", "\(response.text)")
                 #expect(response.header("Content-Type") == "application/json")
-                #expect(response.header("Retry-After") == "1")
+                #expect(response.header("Retry-After") == nil, "a write is to be read before it is sent again")
                 #expect(response.text.contains("A write's outcome is unknown"), "\(response.text)")
             }
             let kept = try server.client.get("/v1/collections/c/items/w\(index)").status

@@ -76,10 +76,10 @@ sub vcl_backend_error {
     set beresp.status = 502;
     set beresp.http.Content-Type = "application/json";
     set beresp.http.Cache-Control = "no-store";
-    set beresp.http.Retry-After = "1";
     # (A quote and a closing brace together would end the long string: hence the spaces.) A read may simply be sent
-    # again; a write may have been applied before the answer was lost.
+    # again; a write may have been applied before the answer was lost, and is not to be sent again before it is read.
     if (bereq.method == "GET" || bereq.method == "HEAD") {
+        set beresp.http.Retry-After = "1";
         synthetic({"{"error": {"code": "bad_gateway", "message": "The front reached no server for this request, or none answered in time. Retry shortly." } }"});
     } else {
         synthetic({"{"error": {"code": "bad_gateway", "message": "The front reached no server for this request, or none answered in time. A write's outcome is unknown: read before writing again." } }"});

@@ -248,7 +248,8 @@ const ownErrors = (title, program, startFront, paths) => describe(title, { skip:
                 const what = `${init?.method ?? "GET"} ${target} ${JSON.stringify(headers)}`;
                 assert.equal(answer.status, 502, what);
                 assert.match(answer.headers.get("content-type") ?? "", /^application\/json/, what);
-                assert.equal(answer.headers.get("retry-after"), "1", what);
+                // A read may be sent again in a second; a write is to be read first.
+                assert.equal(answer.headers.get("retry-after"), init === undefined ? "1" : null, what);
                 const error = (await answer.json()).error;
                 assert.equal(error.code, "bad_gateway", what);
                 // A read is only told to retry; a write that it may have been applied.
