@@ -51,10 +51,11 @@ import Testing
         #expect(server.log.contains("with 1 event loop (affinity 1 CPU, quota "), "\(server.log)")
     }
 
-    @Test func oneLoopUnderACgroupQuotaOfOneCPU() throws {
-        let settings = [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", "100000")]
-        // No cgroup v1 cpu controller to write to here (the README says where this was measured).
-        guard let group = try CgroupFixture.v1Group(under: "/sys/fs/cgroup/cpu", settings: settings) else { return }
+    @Test(.enabled(if: CgroupFixture.canMakeGroup("cpu"))) func oneLoopUnderACgroupQuotaOfOneCPU() throws {
+        let group = try #require(
+            CgroupFixture.group(
+                "cpu", v1: [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", "100000")],
+                v2: [("cpu.max", "100000 100000")]))
         defer { rmdir(group) }
         let server = try ServerProcess([], launcher: CgroupFixture.launcher(joining: group))
         #expect(server.log.contains("with 1 event loop (affinity "), "\(server.log)")

@@ -56,10 +56,10 @@ import Testing
 /// The server started in a cgroup with a memory limit, where this machine lets the test make one, fits its budgets
 /// to it and says so.
 @Suite(.tags(.liveServer)) struct LiveMemoryLimitTests {
-    @Test func budgetsFitACgroupMemoryLimit() throws {
-        let settings = [("memory.limit_in_bytes", "\(400 << 20)")]
-        // No cgroup v1 memory controller to write to here.
-        guard let group = try CgroupFixture.v1Group(under: "/sys/fs/cgroup/memory", settings: settings) else { return }
+    @Test(.enabled(if: CgroupFixture.canMakeGroup("memory"))) func budgetsFitACgroupMemoryLimit() throws {
+        let limit = "\(400 << 20)"
+        let group = try #require(
+            CgroupFixture.group("memory", v1: [("memory.limit_in_bytes", limit)], v2: [("memory.max", limit)]))
         defer { rmdir(group) }
         let server = try ServerProcess([], launcher: CgroupFixture.launcher(joining: group))
         #expect(

@@ -19,15 +19,36 @@ struct CgroupFixture {
         try? FileManager.default.removeItem(atPath: root)
     }
 
-    /// A new group under the cgroup v1 controller mounted at `mount` (`/sys/fs/cgroup/cpu`), with `settings`
-    /// written to its files; nil when this machine lets no group be made there. Remove it with `rmdir`.
-    static func v1Group(under mount: String, settings: [(file: String, value: String)]) throws -> String? {
-        let group = mount + "/changeserver-test-\(getpid())"
-        guard mkdir(group, 0o755) == 0 else { return nil }
-        for setting in settings {
-            try setting.value.write(toFile: group + "/" + setting.file, atomically: false, encoding: .utf8)
+    /// A new group for `controller` with `settings` written to its files: under the controller's cgroup v1 mount
+    /// (`/sys/fs/cgroup/cpu`) with `v1`, else at the root of a cgroup v2 hierarchy that offers the controller with
+    /// `v2`; nil when this machine lets no such group be made. Remove it with `rmdir`.
+    static func group(
+        _ controller: String, v1: [(file: String, value: String)], v2: [(file: String, value: String)]
+    ) -> String? {
+        let name = "changeserver-test-\(getpid())-\(controller)"
+        let v2Controllers = (try? String(contentsOfFile: "/sys/fs/cgroup/cgroup.controllers", encoding: .utf8)) ?? ""
+        let choices = [
+            ("/sys/fs/cgroup/\(controller)/\(name)", v1),
+            v2Controllers.split(whereSeparator: \.isWhitespace).contains(Substring(controller))
+                ? ("/sys/fs/cgroup/\(name)", v2) : nil,
+        ]
+        for case let (group, settings)? in choices where mkdir(group, 0o755) == 0 {
+            let written = settings.allSatisfy { setting in
+                (try? setting.value.write(toFile: group + "/" + setting.file, atomically: false, encoding: .utf8))
+                    != nil
+            }
+            if written { return group }
+            rmdir(group)
         }
-        return group
+        return nil
+    }
+
+    /// Whether `group` can make a group for `controller` here: for `.enabled(if:)`, so that a machine without one
+    /// shows the test skipped rather than passed.
+    static func canMakeGroup(_ controller: String) -> Bool {
+        guard let group = group(controller, v1: [], v2: []) else { return false }
+        rmdir(group)
+        return true
     }
 
     /// A `ServerProcess` launcher that starts the server inside `group`.
