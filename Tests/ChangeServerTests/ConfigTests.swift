@@ -137,7 +137,8 @@ import Testing
                 arguments: ["--header-timeout", "40"], environment: ["CHANGESERVER_IDLE_TIMEOUT": "30"]
             ).config
         } throws: { error in
-            "\(error)".contains("--header-timeout (40)") && "\(error)".contains("CHANGESERVER_IDLE_TIMEOUT minus 2 (28)")
+            "\(error)".contains("--header-timeout (40)")
+                && "\(error)".contains("CHANGESERVER_IDLE_TIMEOUT minus 2 (28)")
         }
     }
 

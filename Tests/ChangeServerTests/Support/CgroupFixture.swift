@@ -32,7 +32,7 @@ struct CgroupFixture {
             v2Controllers.split(whereSeparator: \.isWhitespace).contains(Substring(controller))
                 ? ("/sys/fs/cgroup/\(name)", v2) : nil,
         ]
-        for case let (group, settings)? in choices where mkdir(group, 0o755) == 0 {
+        for case (let group, let settings)? in choices where mkdir(group, 0o755) == 0 {
             let written = settings.allSatisfy { setting in
                 (try? setting.value.write(toFile: group + "/" + setting.file, atomically: false, encoding: .utf8))
                     != nil
