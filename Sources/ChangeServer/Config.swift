@@ -55,6 +55,8 @@ struct Config: Sendable {
     var maxCollections = 100_000
     var maxViews = 100_000
     var diskReserveBytes = 256 << 20
+    /// Variables of ours that held a Kubernetes service link (`isServiceLink`), passed over: logged at start.
+    var passedOver: [String] = []
     /// Event loops; nil: one per CPU the process may use (`CPUBudget`).
     var threads: Int?
     var logLevel = LogLevel.info
@@ -196,7 +198,7 @@ struct Config: Sendable {
         // writer. Every variable of ours must name an option, as every flag must.
         let variables = Dictionary(uniqueKeysWithValues: valued.map { (Self.variable(of: $0), $0) })
         let unknown = environment.keys.filter {
-            $0.hasPrefix("CHANGESERVER_") && variables[$0] == nil && !Self.isServiceLink($0)
+            $0.hasPrefix("CHANGESERVER_") && variables[$0] == nil && !Self.isServiceLink($0, environment[$0])
         }
         for variable in unknown.sorted() {
             let squeezed = variable.replacingOccurrences(of: "_", with: "")
@@ -210,7 +212,11 @@ struct Config: Sendable {
         let onCommandLine = Set(given.map(\.name))
         for name in valued.sorted() where !onCommandLine.contains(name) {
             let variable = Self.variable(of: name)
-            guard let value = environment[variable], !Self.isServiceLink(variable, value) else { continue }
+            guard let value = environment[variable] else { continue }
+            if Self.isServiceLink(variable, value) {
+                config.passedOver.append("\(variable)=\(value)")
+                continue
+            }
             if name == "cors-origin" {
                 // An empty item is refused, as an empty flag is: `""` or `a,,b` would otherwise allow less than meant.
                 // Spaces around an item are not part of it (`https://a.com, https://b.com`).
@@ -240,43 +246,54 @@ struct Config: Sendable {
         // defaults follow a shorter `--idle-timeout`, and a longer one given is refused. Headers are looked at once
         // a second (`HTTPServer+SlowHeaders`), so theirs must end 2 s before the idle timeout: at 19 of 20 the
         // idle close came first every time.
+        let idle = "\(source(of: "idle-timeout")) (\(config.idleTimeout))"
         let bounds = [
-            ("body-timeout", \Config.bodyTimeout, config.idleTimeout, ""),
-            ("header-timeout", \Config.headerTimeout, config.idleTimeout - 2, " minus 2"),
+            (
+                "body-timeout", \Config.bodyTimeout, config.idleTimeout,
+                "at most \(idle): libmicrohttpd closes a silent connection at the idle timeout, without an answer"
+            ),
+            (
+                "header-timeout", \Config.headerTimeout, config.idleTimeout - 2,
+                "at most \(config.idleTimeout - 2), 2 s under \(idle): headers are looked at once a second, and "
+                    + "libmicrohttpd closes a silent connection at the idle timeout, without an answer"
+            ),
         ]
-        for (name, timeout, bound, less) in bounds where config[keyPath: timeout] > bound {
+        for (name, timeout, bound, reason) in bounds where config[keyPath: timeout] > bound {
             guard onCommandLine.contains(name) || isInEnvironment(name) else {
                 config[keyPath: timeout] = bound
                 continue
             }
             throw UsageError(
                 description:
-                    "\(source(of: name)) (\(config[keyPath: timeout])) must be at most \(source(of: "idle-timeout"))"
-                    + "\(less) (\(bound)): libmicrohttpd closes a silent connection, without an answer, after it")
+                    "\(source(of: name)) (\(config[keyPath: timeout])) must be \(reason); lower it or raise "
+                    + "\(source(of: "idle-timeout"))")
         }
         return .serve(config)
     }
 
-    /// Whether a variable is one Kubernetes sets in every pod of a namespace with a Service named `changeserver`
-    /// (service links): `CHANGESERVER_SERVICE_HOST`, `CHANGESERVER_SERVICE_PORT[_<name>]`,
-    /// `CHANGESERVER_PORT_<port>_<protocol>[_PROTO|_PORT|_ADDR]`, and `CHANGESERVER_PORT` itself as
-    /// `tcp://<address>:<port>`. They are not ours: the last one stopped every start behind such a Service (`must be
-    /// an integer`), and refusing the others as unknown would have done the same.
-    static func isServiceLink(_ name: String, _ value: String? = nil) -> Bool {
-        if name == "CHANGESERVER_PORT" {
-            return ["tcp://", "udp://", "sctp://"].contains { value?.lowercased().hasPrefix($0) == true }
-        }
-        if name == "CHANGESERVER_SERVICE_HOST" || name == "CHANGESERVER_SERVICE_PORT"
-            || name.hasPrefix("CHANGESERVER_SERVICE_PORT_")
+    /// Whether a variable is one Kubernetes sets in every pod of a namespace with a Service whose name begins with
+    /// `changeserver` (service links, named after the Service in capitals, `_` for `-`: `changeserver-prod` makes
+    /// `CHANGESERVER_PROD_…`): `<S>_SERVICE_HOST`, `<S>_SERVICE_PORT[_<port name>]`,
+    /// `<S>_PORT_<port>_<protocol>[_PROTO|_PORT|_ADDR]`, and `<S>_PORT` as `tcp://<address>:<port>`, which for a
+    /// Service named `changeserver` is our own `CHANGESERVER_PORT`. They are not ours: that one stopped every start
+    /// behind such a Service (`must be an integer`), and refusing the others as unknown did the same.
+    static func isServiceLink(_ name: String, _ value: String?) -> Bool {
+        let parts = name.split(separator: "_", omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0] == "CHANGESERVER" else { return false }
+        let last = parts.count - 1
+        if parts[last] == "PORT", let value = value?.lowercased(),
+            ["tcp://", "udp://", "sctp://"].contains(where: { value.hasPrefix($0) })
         {
             return true
         }
-        guard name.hasPrefix("CHANGESERVER_PORT_") else { return false }
-        let parts = name.dropFirst("CHANGESERVER_PORT_".count).split(separator: "_", omittingEmptySubsequences: false)
-        guard parts.count == 2 || parts.count == 3, let port = parts.first, !port.isEmpty,
-            port.allSatisfy(\.isASCII), port.allSatisfy(\.isNumber), ["TCP", "UDP", "SCTP"].contains(parts[1])
-        else { return false }
-        return parts.count == 2 || ["PROTO", "PORT", "ADDR"].contains(parts[2])
+        if parts[last - 1] == "SERVICE" && parts[last] == "HOST" { return true }
+        if let service = parts.dropFirst().firstIndex(of: "SERVICE"), service < last, parts[service + 1] == "PORT" {
+            return true
+        }
+        let protocolIndex = ["PROTO", "PORT", "ADDR"].contains(parts[last]) ? last - 1 : last
+        guard protocolIndex >= 3, ["TCP", "UDP", "SCTP"].contains(parts[protocolIndex]) else { return false }
+        let port = parts[protocolIndex - 1]
+        return parts[protocolIndex - 2] == "PORT" && !port.isEmpty && port.allSatisfy { ("0"..."9").contains($0) }
     }
 
     /// The environment variable of an option: `CHANGESERVER_` and its name in capitals, `_` for `-`.

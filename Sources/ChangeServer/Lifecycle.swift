@@ -40,6 +40,12 @@ enum Lifecycle {
             case .ending: break
             }
         }
+        for link in config.passedOver {
+            logger.log(
+                .notice,
+                "passed over \(link): Kubernetes sets it for a Service of that name (a service link), and it names no "
+                    + "port of this server's")
+        }
         let budget = CPUBudget.current()
         let loops = config.threads ?? budget.loops
         let why = config.threads == nil ? "\(budget)" : "--threads; \(budget)"

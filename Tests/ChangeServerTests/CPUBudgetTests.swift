@@ -51,11 +51,12 @@ import Testing
         #expect(server.log.contains("with 1 event loop (affinity 1 CPU, quota "), "\(server.log)")
     }
 
-    @Test(.enabled(if: CgroupFixture.canMakeGroup("cpu"))) func oneLoopUnderACgroupQuotaOfOneCPU() throws {
-        let group = try #require(
-            CgroupFixture.group(
-                "cpu", v1: [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", "100000")],
-                v2: [("cpu.max", "100000 100000")]))
+    static let v1 = [(file: "cpu.cfs_period_us", value: "100000"), (file: "cpu.cfs_quota_us", value: "100000")]
+    static let v2 = [(file: "cpu.max", value: "100000 100000")]
+
+    @Test(.enabled(if: CgroupFixture.canMakeGroup("cpu", v1: v1, v2: v2)))
+    func oneLoopUnderACgroupQuotaOfOneCPU() throws {
+        let group = try #require(CgroupFixture.group("cpu", v1: Self.v1, v2: Self.v2))
         defer { rmdir(group) }
         let server = try ServerProcess([], launcher: CgroupFixture.launcher(joining: group))
         #expect(server.log.contains("with 1 event loop (affinity "), "\(server.log)")

@@ -78,23 +78,32 @@ import Testing
         #expect(try Config.parse(arguments: [], environment: ["CHANGESERVERX": "1", "OTHER": "2"]).config != nil)
     }
 
-    /// Kubernetes sets these in every pod of a namespace with a Service named `changeserver`: not ours, and
-    /// `CHANGESERVER_PORT=tcp://…` among them stopped every start behind such a Service.
+    /// Kubernetes sets these in every pod of a namespace with a Service whose name begins with `changeserver`: not
+    /// ours, and `CHANGESERVER_PORT=tcp://…` among them stopped every start behind a Service named `changeserver`.
     @Test func kubernetesServiceLinksAreNotOurs() throws {
         let links = [
-            "CHANGESERVER_SERVICE_HOST": "10.0.0.11", "CHANGESERVER_SERVICE_PORT": "8080",
-            "CHANGESERVER_SERVICE_PORT_HTTP": "8080", "CHANGESERVER_PORT": "tcp://10.0.0.11:8080",
-            "CHANGESERVER_PORT_8080_TCP": "tcp://10.0.0.11:8080", "CHANGESERVER_PORT_8080_TCP_PROTO": "tcp",
-            "CHANGESERVER_PORT_8080_TCP_PORT": "8080", "CHANGESERVER_PORT_8080_TCP_ADDR": "10.0.0.11",
+            "CHANGESERVER_SERVICE_HOST": "10.0.0.11", "CHANGESERVER_SERVICE_PORT": "80",
+            "CHANGESERVER_SERVICE_PORT_HTTP_API": "80", "CHANGESERVER_PORT": "tcp://10.0.0.11:80",
+            "CHANGESERVER_PORT_80_TCP": "tcp://10.0.0.11:80", "CHANGESERVER_PORT_80_TCP_PROTO": "tcp",
+            "CHANGESERVER_PORT_80_TCP_PORT": "80", "CHANGESERVER_PORT_80_TCP_ADDR": "10.0.0.11",
+            "CHANGESERVER_PORT_53_UDP": "udp://10.0.0.11:53", "CHANGESERVER_PORT_9_SCTP_ADDR": "10.0.0.11",
+            // A Service named `changeserver-prod`, as Helm names them.
+            "CHANGESERVER_PROD_SERVICE_HOST": "10.0.0.12", "CHANGESERVER_PROD_SERVICE_PORT": "8080",
+            "CHANGESERVER_PROD_PORT": "tcp://10.0.0.12:8080", "CHANGESERVER_PROD_PORT_8080_TCP_PORT": "8080",
         ]
-        #expect(try Config.parse(arguments: [], environment: links).config?.port == 8080)
+        let config = try #require(try Config.parse(arguments: [], environment: links).config)
+        #expect(config.port == 8080, "the link's port 80 was taken for ours")
+        #expect(config.passedOver == ["CHANGESERVER_PORT=tcp://10.0.0.11:80"])
         #expect(try Config.parse(arguments: ["--port", "9000"], environment: links).config?.port == 9000)
         var ours = links
         ours["CHANGESERVER_PORT"] = "9001"
         #expect(try Config.parse(arguments: [], environment: ours).config?.port == 9001)
-        for name in ["CHANGESERVER_PORT_8080_TCP_HOST", "CHANGESERVER_PORT_X_TCP", "CHANGESERVER_PORT_8080"] {
+        for (name, value) in [
+            ("CHANGESERVER_PORT_8080_TCP_HOST", "1"), ("CHANGESERVER_PORT_X_TCP", "1"), ("CHANGESERVER_PORT_8080", "1"),
+            ("CHANGESERVER_PROD_PORT", "8080"), ("CHANGESERVER_PROD_HOST", "10.0.0.12"),
+        ] {
             #expect(throws: Config.UsageError.self, "\(name)") {
-                try Config.parse(arguments: [], environment: [name: "1"]).config
+                try Config.parse(arguments: [], environment: [name: value]).config
             }
         }
     }
@@ -130,7 +139,7 @@ import Testing
         #expect {
             try Config.parse(arguments: ["--header-timeout", "119"], environment: [:]).config
         } throws: { error in
-            "\(error)".contains("--header-timeout (119)") && "\(error)".contains("--idle-timeout minus 2 (118)")
+            "\(error)".contains("--header-timeout (119) must be at most 118, 2 s under --idle-timeout (120)")
         }
         #expect {
             try Config.parse(
@@ -138,7 +147,7 @@ import Testing
             ).config
         } throws: { error in
             "\(error)".contains("--header-timeout (40)")
-                && "\(error)".contains("CHANGESERVER_IDLE_TIMEOUT minus 2 (28)")
+                && "\(error)".contains("at most 28, 2 s under CHANGESERVER_IDLE_TIMEOUT (30)")
         }
     }
 

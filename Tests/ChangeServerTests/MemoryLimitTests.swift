@@ -56,10 +56,12 @@ import Testing
 /// The server started in a cgroup with a memory limit, where this machine lets the test make one, fits its budgets
 /// to it and says so.
 @Suite(.tags(.liveServer)) struct LiveMemoryLimitTests {
-    @Test(.enabled(if: CgroupFixture.canMakeGroup("memory"))) func budgetsFitACgroupMemoryLimit() throws {
-        let limit = "\(400 << 20)"
-        let group = try #require(
-            CgroupFixture.group("memory", v1: [("memory.limit_in_bytes", limit)], v2: [("memory.max", limit)]))
+    static let v1 = [(file: "memory.limit_in_bytes", value: "\(400 << 20)")]
+    static let v2 = [(file: "memory.max", value: "\(400 << 20)")]
+
+    @Test(.enabled(if: CgroupFixture.canMakeGroup("memory", v1: v1, v2: v2)))
+    func budgetsFitACgroupMemoryLimit() throws {
+        let group = try #require(CgroupFixture.group("memory", v1: Self.v1, v2: Self.v2))
         defer { rmdir(group) }
         let server = try ServerProcess([], launcher: CgroupFixture.launcher(joining: group))
         #expect(

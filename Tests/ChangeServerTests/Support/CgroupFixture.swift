@@ -26,10 +26,11 @@ struct CgroupFixture {
         _ controller: String, v1: [(file: String, value: String)], v2: [(file: String, value: String)]
     ) -> String? {
         let name = "changeserver-test-\(getpid())-\(controller)"
-        let v2Controllers = (try? String(contentsOfFile: "/sys/fs/cgroup/cgroup.controllers", encoding: .utf8)) ?? ""
+        // A v2 group has the controller's files only when its parent hands the controller down to its children.
+        let handedDown = (try? String(contentsOfFile: "/sys/fs/cgroup/cgroup.subtree_control", encoding: .utf8)) ?? ""
         let choices = [
             ("/sys/fs/cgroup/\(controller)/\(name)", v1),
-            v2Controllers.split(whereSeparator: \.isWhitespace).contains(Substring(controller))
+            handedDown.split(whereSeparator: \.isWhitespace).contains(Substring(controller))
                 ? ("/sys/fs/cgroup/\(name)", v2) : nil,
         ]
         for case (let group, let settings)? in choices where mkdir(group, 0o755) == 0 {
@@ -43,10 +44,12 @@ struct CgroupFixture {
         return nil
     }
 
-    /// Whether `group` can make a group for `controller` here: for `.enabled(if:)`, so that a machine without one
-    /// shows the test skipped rather than passed.
-    static func canMakeGroup(_ controller: String) -> Bool {
-        guard let group = group(controller, v1: [], v2: []) else { return false }
+    /// Whether `group` can make that group here, its settings written: for `.enabled(if:)`, so that a machine
+    /// without one shows the test skipped rather than passed.
+    static func canMakeGroup(
+        _ controller: String, v1: [(file: String, value: String)], v2: [(file: String, value: String)]
+    ) -> Bool {
+        guard let group = group(controller, v1: v1, v2: v2) else { return false }
         rmdir(group)
         return true
     }
