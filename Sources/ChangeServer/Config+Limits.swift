@@ -29,24 +29,27 @@ extension Config {
         )
     }
 
-    /// The memory budgets' defaults fitted to a memory limit (a container's, `MemoryLimit`): bodies at most an
-    /// eighth of it (but at least `--max-body-bytes`), large answers at most a quarter. A body costs several times
-    /// its size while it is parsed and applied (16 replacements of 8.7 MB at once peaked at 627 MB), so the
-    /// machine-sized 256 MiB of bodies got a container of 400 MiB killed by one client. Budgets given are kept.
-    /// Returns the fitted configuration and a line for the log when a budget was lowered.
+    /// The memory budgets' defaults fitted to a memory limit (a container's, `MemoryLimit`): bodies at most a
+    /// sixteenth of it (but at least `--max-body-bytes`), large answers at most an eighth. A body costs several times
+    /// its size while it is parsed and applied, next to the content and the history it replaces: 16 replacements
+    /// of 8.7 MB at once peaked at 627 MB, the machine-sized 256 MiB of bodies got a container of 400 MiB killed by
+    /// one client, and an eighth of it (50 MiB) still did, with clients that retried their `503`s; 18 MB held.
+    /// Budgets given are kept. Returns the fitted configuration and a line for the log when a budget was lowered.
     func fitted(toMemory limit: Int?) -> (config: Config, note: String?) {
         guard let limit else { return (self, nil) }
         var fitted = self
-        if !maxBodyMemoryIsExplicit { fitted.maxBodyMemory = max(maxBodyBytes, min(maxBodyMemory, limit / 8)) }
-        if !maxResponseMemoryIsExplicit { fitted.maxResponseMemory = max(1, min(maxResponseMemory, limit / 4)) }
-        guard fitted.maxBodyMemory != maxBodyMemory || fitted.maxResponseMemory != maxResponseMemory else {
-            return (fitted, nil)
+        if !maxBodyMemoryIsExplicit { fitted.maxBodyMemory = max(maxBodyBytes, min(maxBodyMemory, limit / 16)) }
+        if !maxResponseMemoryIsExplicit { fitted.maxResponseMemory = max(1, min(maxResponseMemory, limit / 8)) }
+        var lowered: [String] = []
+        if fitted.maxBodyMemory != maxBodyMemory { lowered.append("--max-body-memory \(fitted.maxBodyMemory)") }
+        if fitted.maxResponseMemory != maxResponseMemory {
+            lowered.append("--max-response-memory \(fitted.maxResponseMemory)")
         }
+        guard !lowered.isEmpty else { return (fitted, nil) }
         return (
             fitted,
-            "the memory limit is \(limit) bytes (cgroup): --max-body-memory \(fitted.maxBodyMemory) and "
-                + "--max-response-memory \(fitted.maxResponseMemory) by default (an eighth and a quarter of it; give "
-                + "them to choose)"
+            "the memory limit is \(limit) bytes (cgroup): \(lowered.joined(separator: " and ")) by default (a "
+                + "sixteenth and an eighth of it; give them to choose)"
         )
     }
 }

@@ -133,11 +133,11 @@ struct Config: Sendable {
                                  and its cgroup's CPU quota) [CHANGESERVER_THREADS]
           --max-connections-per-address N
                                  open connections from one client address per event loop, 0 for no limit (default 0) [CHANGESERVER_MAX_CONNECTIONS_PER_ADDRESS]
-          --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or an eighth of a container's memory limit if less, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
+          --max-body-memory N    bytes of request bodies held at once by all connections; a body that does not fit gets 503; at least --max-body-bytes (default 268435456, or a sixteenth of a container's memory limit if less, or --max-body-bytes if larger) [CHANGESERVER_MAX_BODY_MEMORY]
           --max-response-memory N
                                  bytes of answers over 1 MiB held at once until their clients have taken them; a
                                  GET whose answer does not fit gets 503 (one larger than N goes when no other is
-                                 held) (default 1073741824, or a quarter of a container's memory limit if less)
+                                 held) (default 1073741824, or an eighth of a container's memory limit if less)
                                  [CHANGESERVER_MAX_RESPONSE_MEMORY]
           --idle-timeout SECONDS a connection with no activity this long (an idle keep-alive connection, a client
                                  that reads nothing) is closed without an answer; keep it longer than the idle

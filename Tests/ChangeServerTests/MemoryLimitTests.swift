@@ -36,20 +36,25 @@ import Testing
         #expect(defaults.fitted(toMemory: nil).config.maxBodyMemory == 256 << 20)
         #expect(defaults.fitted(toMemory: nil).note == nil)
         let small = defaults.fitted(toMemory: 400 << 20)
-        #expect(small.config.maxBodyMemory == 50 << 20)
-        #expect(small.config.maxResponseMemory == 100 << 20)
-        #expect(small.note?.contains("--max-body-memory 52428800") == true)
-        let tiny = defaults.fitted(toMemory: 64 << 20).config
+        #expect(small.config.maxBodyMemory == 25 << 20)
+        #expect(small.config.maxResponseMemory == 50 << 20)
+        #expect(small.note?.contains("--max-body-memory 26214400 and --max-response-memory 52428800") == true)
+        let tiny = defaults.fitted(toMemory: 128 << 20).config
         #expect(tiny.maxBodyMemory == defaults.maxBodyBytes)
-        let large = defaults.fitted(toMemory: 16 << 30)
+        let large = defaults.fitted(toMemory: 64 << 30)
         #expect(large.config.maxBodyMemory == 256 << 20 && large.config.maxResponseMemory == 1 << 30)
         #expect(large.note == nil)
         let given = try #require(
             try Config.parse(
                 arguments: ["--max-body-memory", "300000000"], environment: ["CHANGESERVER_MAX_RESPONSE_MEMORY": "7"]
             ).config)
-        let kept = given.fitted(toMemory: 400 << 20).config
-        #expect(kept.maxBodyMemory == 300_000_000 && kept.maxResponseMemory == 7)
+        let kept = given.fitted(toMemory: 400 << 20)
+        #expect(kept.config.maxBodyMemory == 300_000_000 && kept.config.maxResponseMemory == 7)
+        #expect(kept.note == nil)
+        let half = try #require(try Config.parse(arguments: ["--max-body-memory", "20000000"], environment: [:]).config)
+            .fitted(toMemory: 400 << 20)
+        #expect(half.note?.contains("--max-response-memory 52428800 by default") == true, "\(half.note ?? "")")
+        #expect(half.note?.contains("--max-body-memory") == false)
     }
 }
 
@@ -66,8 +71,8 @@ import Testing
         let server = try ServerProcess([], launcher: CgroupFixture.launcher(joining: group))
         #expect(
             server.log.contains(
-                "the memory limit is 419430400 bytes (cgroup): --max-body-memory 52428800 and --max-response-memory "
-                    + "104857600"), "\(server.log)")
+                "the memory limit is 419430400 bytes (cgroup): --max-body-memory 26214400 and --max-response-memory "
+                    + "52428800"), "\(server.log)")
         #expect(try server.client.put("/v1/collections/c", ["sections": [] as [Any]]).status == 201)
         #expect(server.stop() == 0)
     }

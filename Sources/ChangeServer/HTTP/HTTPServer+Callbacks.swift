@@ -50,7 +50,9 @@ extension HTTPServer {
         }
         if let pending = exchange.pendingResponse {
             exchange.pendingResponse = nil
-            return finish(exchange, pending)
+            // Made before the stop began, queued after it (a write's answer posted just before the quiesce, when
+            // the loop was busy): it closes its connection too, as one made after (`shared(_:for:budget:)`).
+            return finish(exchange, isQuiesced && !pending.closesConnection ? pending.closing() : pending)
         }
         if let pending = exchange.pendingResult {
             exchange.pendingResult = nil

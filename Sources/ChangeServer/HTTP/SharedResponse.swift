@@ -83,6 +83,14 @@ final class SharedResponse: Sendable {
         headerBytes = Self.headerBytes(of: response.headers)
     }
 
+    /// The same response with `Connection: close`, for a loop that stops (`HTTPServer.isQuiesced`). A large body
+    /// held apart (`ResponseBytes`) is shared, not copied; another is copied by libmicrohttpd, as when it was made.
+    func closing() -> SharedResponse {
+        var response = source
+        response.headers.append(("Connection", "close"))
+        return SharedResponse(response)
+    }
+
     /// The body of a `304`, never asked for; were it asked, the connection would be closed.
     private static let neverRead: MHD_ContentReaderCallback = { _, _, _, _ in -2 }
 

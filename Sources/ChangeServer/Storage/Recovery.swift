@@ -108,8 +108,8 @@ enum Recovery {
         if let newest = segments.last, access(directory.segmentPath(newest), R_OK | W_OK) != 0 {
             throw StartupError(
                 "cannot open the journal \(directory.segmentPath(newest)) for writing: "
-                    + "\(String(cString: strerror(errno))) (give the data directory's files to the user the server runs "
-                    + "as, uid \(getuid()))")
+                    + "\(String(cString: strerror(errno))) (the user the server runs as, uid \(getuid()), must be able to "
+                    + "write the data directory's files: mend their owner or their mode)")
         }
         var records = 0
         var bytesRead = 0
