@@ -51,8 +51,9 @@ import Testing
         let kept = given.fitted(toMemory: 400 << 20)
         #expect(kept.config.maxBodyMemory == 300_000_000 && kept.config.maxResponseMemory == 7)
         #expect(kept.note == nil)
-        let half = try #require(try Config.parse(arguments: ["--max-body-memory", "20000000"], environment: [:]).config)
-            .fitted(toMemory: 400 << 20)
+        let bodiesGiven = try #require(
+            try Config.parse(arguments: ["--max-body-memory", "20000000"], environment: [:]).config)
+        let half = bodiesGiven.fitted(toMemory: 400 << 20)
         #expect(half.note?.contains("--max-response-memory 52428800 by default") == true, "\(half.note ?? "")")
         #expect(half.note?.contains("--max-body-memory") == false)
     }
