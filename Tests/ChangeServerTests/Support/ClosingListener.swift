@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
 
-/// A loopback listener that reads each request's head and closes the connection without answering.
+/// A loopback listener that reads each request's head and closes the connection without answering, or after
+/// `answer`, as a stopping server answers every request (`503 shutting_down`, `Connection: close`).
 final class ClosingListener: @unchecked Sendable {
     let port: Int
     private let descriptor: Int32
@@ -15,7 +16,7 @@ final class ClosingListener: @unchecked Sendable {
         let count = Atomic<Int>(0)
     }
 
-    init() throws {
+    init(answering answer: [UInt8]? = nil) throws {
         let (listener, port) = try listeningOnLoopback()
         descriptor = listener
         self.port = port
@@ -34,6 +35,7 @@ final class ClosingListener: @unchecked Sendable {
                     guard read > 0 else { break }
                     head += buffer[..<read]
                 }
+                if let answer { _ = send(connection, answer, answer.count, Int32(MSG_NOSIGNAL)) }
                 close(connection)
             }
         }
