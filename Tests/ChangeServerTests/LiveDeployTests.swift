@@ -16,12 +16,9 @@ import Testing
         #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
         let dying = try ClosingListener()
         defer { dying.stop() }
-        let (port, nginx, directory) = try Self.startFront(upstreams: [dying.port, server.port, server.port])
-        defer {
-            nginx.terminate()
-            nginx.waitUntilExit()
-            try? FileManager.default.removeItem(atPath: directory)
-        }
+        let nginx = try ComposeFront(upstreams: [dying.port, server.port, server.port])
+        defer { nginx.stop() }
+        let port = nginx.port
         let front = Client(port: port)
         // Ready once it accepts connections: a request would already meet the dying upstream, and nginx would send
         // it fewer requests after that failure.
@@ -60,12 +57,9 @@ import Testing
             + "Connection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
         let stopping = try ClosingListener(answering: Array(refusal.utf8))
         defer { stopping.stop() }
-        let (port, nginx, directory) = try Self.startFront(upstreams: [stopping.port, server.port, server.port])
-        defer {
-            nginx.terminate()
-            nginx.waitUntilExit()
-            try? FileManager.default.removeItem(atPath: directory)
-        }
+        let nginx = try ComposeFront(upstreams: [stopping.port, server.port, server.port])
+        defer { nginx.stop() }
+        let port = nginx.port
         let front = Client(port: port)
         #expect(waitUntil(timeout: 10) { (try? HTTPConnection(port: port)) != nil })
         // Round robin sends one of every three requests to the stopping one first.
@@ -78,10 +72,16 @@ import Testing
         for index in 0..<3 { statuses.append(try front.put("/v1/collections/c/items/w\(index)", ["data": 1]).status) }
         #expect(Set(statuses).isSubset(of: [201, 503]) && statuses.contains(503), "\(statuses)")
     }
+}
 
-    /// `deploy/nginx.conf` with its three upstreams on these loopback ports, run by a real nginx on a free port of
-    /// its own: that port, the process, and the directory it runs in.
-    static func startFront(upstreams: [Int]) throws -> (port: Int, nginx: Process, directory: String) {
+/// `deploy/nginx.conf` with its three upstreams on these loopback ports, run by a real nginx on a free port of its
+/// own.
+struct ComposeFront {
+    let port: Int
+    private let nginx: Process
+    private let directory: String
+
+    init(upstreams: [Int]) throws {
         let directory = try ServerProcess.temporaryDirectory()
         let port = try ClosingListener.freePort()
         let shipped = try String(
@@ -108,6 +108,12 @@ import Testing
         nginx.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
         nginx.arguments = ["-p", directory, "-c", directory + "/nginx.conf", "-g", "daemon off;"]
         try Spawning.run(nginx)
-        return (port, nginx, directory)
+        (self.port, self.nginx, self.directory) = (port, nginx, directory)
+    }
+
+    func stop() {
+        nginx.terminate()
+        nginx.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
     }
 }
