@@ -95,13 +95,8 @@ extension LiveHardeningTests {
     /// empty one: recovery found no segment, and the first write started segment 1 over the journal it could not
     /// see. As root, the server runs without the capabilities that read any directory.
     @Test func aDataDirectoryThatCannotBeListedStopsTheStart() throws {
-        let data = try ServerProcess.temporaryDirectory()
+        let data = try Self.dataDirectoryKeepingOneCollection()
         defer { try? FileManager.default.removeItem(atPath: data) }
-        do {
-            let server = try ServerProcess(dataDirectory: data)
-            #expect(try server.client.put("/v1/collections/kept", ["sections": [["id": "s"]]]).status == 201)
-            #expect(server.stop() == 0)
-        }
         #expect(chmod(data, 0o333) == 0)
         let launcher =
             getuid() == 0 ? ["/usr/bin/setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"] : []
@@ -115,17 +110,21 @@ extension LiveHardeningTests {
         #expect(try restarted.client.get("/v1/collections/kept").status == 200)
     }
 
+    /// A data directory a server wrote the collection `kept` to, and stopped.
+    private static func dataDirectoryKeepingOneCollection() throws -> String {
+        let data = try ServerProcess.temporaryDirectory()
+        let server = try ServerProcess(dataDirectory: data)
+        #expect(try server.client.put("/v1/collections/kept", ["sections": [["id": "s"]]]).status == 201)
+        #expect(server.stop() == 0)
+        return data
+    }
+
     /// A journal segment the server may not write (a volume's files owned by another user) is refused before the
     /// replay, not after it, which each restart did again. As root, the server runs without the capability that
     /// writes any file.
     @Test func aJournalThatCannotBeWrittenStopsTheStartBeforeItsReplay() throws {
-        let data = try ServerProcess.temporaryDirectory()
+        let data = try Self.dataDirectoryKeepingOneCollection()
         defer { try? FileManager.default.removeItem(atPath: data) }
-        do {
-            let server = try ServerProcess(dataDirectory: data)
-            #expect(try server.client.put("/v1/collections/kept", ["sections": [["id": "s"]]]).status == 201)
-            #expect(server.stop() == 0)
-        }
         let segments = try FileManager.default.contentsOfDirectory(atPath: data).filter {
             $0.hasPrefix("journal-") && $0.hasSuffix(".log")
         }

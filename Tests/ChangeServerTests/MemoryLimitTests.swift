@@ -29,7 +29,7 @@ import Testing
         #expect(MemoryLimit.cgroupLimit(membership: "1:cpu:/job\n0::/\n", root: root) == nil)
     }
 
-    /// Bodies get at most an eighth of the limit (at least `--max-body-bytes`), large answers a quarter; budgets
+    /// Bodies get at most a sixteenth of the limit (at least `--max-body-bytes`), large answers an eighth; budgets
     /// given are kept, and no limit changes nothing.
     @Test func budgetsFitTheLimit() throws {
         let defaults = try #require(try Config.parse(arguments: [], environment: [:]).config)
