@@ -5,7 +5,8 @@ public struct JSONData: Hashable, Sendable {
     /// The canonical JSON text, UTF-8.
     public let bytes: [UInt8]
 
-    /// Wraps bytes that are already canonical JSON; Model does not check them.
+    /// Wraps bytes that are already canonical JSON; Model does not check them (ChangeFeedClient's writes refuse
+    /// data that is not one JSON value, `WriteError.invalidRequest`, and the server makes data canonical).
     public init(canonical bytes: [UInt8]) {
         self.bytes = bytes
     }

@@ -212,13 +212,97 @@ struct LiveWriteClientTests {
         #expect(try await client.snapshot(of: "c").version == moved.version.next)
         await server.stopped()
 
-        // No server: no answer, and a write may or may not have landed.
+        // No server: nothing could be sent, so nothing was written (an app may send it again as it is).
         do throws(WriteError) {
             _ = try await client.upsert("x", in: "c")
             Issue.record("a stopped server answered")
         } catch {
-            guard case .noAnswer = error else { throw error }
-            #expect(error.outcomeUnknown)
+            guard case .unreachable = error else { throw error }
+            #expect(!error.outcomeUnknown)
+        }
+    }
+
+    /// Data is spliced into a body as the text it is, and `JSONData(canonical:)` takes any text: text that is not
+    /// one JSON value is refused before anything is sent. Sent, it ended the value early and went on as the
+    /// request's own members: an `updateItems` of one item deleted another section, an upsert's data moved it.
+    @Test func dataThatIsNotOneJSONValueIsNotSent() async throws {
+        let server = try await ServerProcess.started()
+        let client = ChangeServerClient(baseURL: server.baseURL)
+        let before = try await client.put(
+            "c", sections: [Self.section("keep", ["a", "b"]), Self.section("other", [])])
+        let injected = JSONData(
+            canonical:
+                #"1}]},{"op":"deleteSections","sections":["other"]},{"op":"updateItems","items":[{"id":"b","data":1"#)
+        let moving = JSONData(canonical: #"1,"section":"other","index":0"#)
+        let writes: [(String, () async throws(WriteError) -> Void)] = [
+            (
+                "updateItems",
+                { () async throws(WriteError) in
+                    _ = try await client.apply([.updateItems([Item(id: "a", data: injected)])], to: "c")
+                }
+            ),
+            ("upsert", { () async throws(WriteError) in _ = try await client.upsert("b", in: "c", data: moving) }),
+            (
+                "put",
+                { () async throws(WriteError) in
+                    _ = try await client.put("c", sections: [Self.section("keep", [], data: "{")])
+                }
+            ),
+            (
+                "updateSection",
+                { () async throws(WriteError) in
+                    _ = try await client.apply([.updateSection(.index(1), data: JSONData(canonical: ""))], to: "c")
+                }
+            ),
+        ]
+        for (name, write) in writes {
+            do throws(WriteError) {
+                try await write()
+                Issue.record("\(name): data that is not one JSON value was sent")
+            } catch {
+                guard case .invalidRequest(let why) = error else { throw error }
+                #expect(why.contains("is not one JSON value"), "\(name): \(why)")
+                #expect(!error.outcomeUnknown)
+            }
+        }
+        #expect(try await client.snapshot(of: "c").version == before.version, "nothing was written")
+        // Valid data that is not canonical is sent, and the server makes it canonical.
+        let spaced = try await client.upsert("b", in: "c", data: JSONData(canonical: #" { "y" : 2 , "x" : 1 } "#))
+        #expect(spaced.changes.items.updated.map(\.item.data) == [JSONData(canonical: #"{"x":1,"y":2}"#)])
+        await server.stopped()
+    }
+
+    /// A base URL that is no server's, or an empty name, is refused before anything is sent, by both clients;
+    /// a feed of an `ftp://` URL was retried without end as a failure.
+    @Test func baseURLsThatAreNoServersAreRefused() async throws {
+        for (text, why) in [
+            ("ftp://127.0.0.1:1", "not an http:// or https:// URL"), ("http://127.0.0.1:1/?x=1", "no query"),
+            ("http://127.0.0.1:1/#top", "no query or fragment"), ("file:///tmp", "not an http"),
+        ] {
+            let url = try #require(URL(string: text))
+            do throws(WriteError) {
+                _ = try await ChangeServerClient(baseURL: url).upsert("x", in: "c")
+                Issue.record("\(text) was taken")
+            } catch {
+                guard case .invalidURL(let problem) = error else { throw error }
+                #expect(problem.contains(why), "\(text): \(problem)")
+            }
+            var events = FeedClient(baseURL: url, name: "c").events().makeAsyncIterator()
+            do throws(FeedError) {
+                _ = try await events.next()
+                Issue.record("a feed of \(text) went on")
+            } catch {
+                guard case .invalidURL(let problem) = error else { throw error }
+                #expect(problem.contains(why), "\(text): \(problem)")
+            }
+        }
+        var events = FeedClient(baseURL: try #require(URL(string: "http://127.0.0.1:1")), name: "").events()
+            .makeAsyncIterator()
+        do throws(FeedError) {
+            _ = try await events.next()
+            Issue.record("a feed of no name went on")
+        } catch {
+            #expect(error == .invalidURL("http://127.0.0.1:1: the collection's name is empty"))
         }
     }
 
@@ -243,8 +327,28 @@ struct LiveWriteClientTests {
             }
         }
         let error = await task.value
-        #expect(error == .cancelled && error?.outcomeUnknown == true, "\(String(describing: error))")
+        #expect(error == .cancelled(sent: false) && error?.outcomeUnknown == false, "\(String(describing: error))")
         #expect(try await client.snapshot(of: "c").sections.isEmpty, "a task cancelled first sends nothing")
+
+        // A token a header cannot carry is refused before anything is sent: with a line break it added headers of
+        // its own to the request (or a request of its own), by both clients.
+        for token in ["w\r\nX-Injected: yes", "w\n", "w\0", " w", "w\t", ""] {
+            do throws(WriteError) {
+                _ = try await ChangeServerClient(baseURL: server.baseURL, token: token).upsert("x", in: "c")
+                Issue.record("the token \(token.debugDescription) was sent")
+            } catch {
+                guard case .invalidRequest = error else { throw error }
+                #expect(!error.outcomeUnknown)
+            }
+            var events = FeedClient(baseURL: server.baseURL, name: "c", token: token).events().makeAsyncIterator()
+            do throws(FeedError) {
+                _ = try await events.next()
+                Issue.record("a feed sent the token \(token.debugDescription)")
+            } catch {
+                guard case .invalidRequest = error else { throw error }
+            }
+        }
+        #expect(try await client.snapshot(of: "c").sections.isEmpty)
         await server.stopped()
     }
 

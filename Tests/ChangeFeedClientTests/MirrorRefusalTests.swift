@@ -46,6 +46,20 @@ import Testing
         #expect(live.version == nil, "a refused changeset leaves the mirror without a version")
     }
 
+    /// A changeset that does not start at the mirror's version (applied twice, say) is refused naming the version
+    /// the mirror was at, not the none it is left with.
+    @Test func aChangesetFromAnotherVersionIsRefusedNamingTheMirrorsVersion() throws {
+        var live = try Self.mirror()
+        let changeset = Changeset(
+            from: Self.start, to: Self.next,
+            items: ItemChanges(deleted: [ItemDeletion(at: ItemPath(section: 0, item: 0), id: "a")]))
+        try live.apply(.changes(changeset))
+        #expect(throws: FeedError.invalidChangeset("a changeset from e.1 for a mirror at e.2")) {
+            try live.apply(.changes(changeset))
+        }
+        #expect(live.version == nil)
+    }
+
     /// A changeset that fails halfway (its deletion fits, its insertion does not) leaves the content as it was: a
     /// view still showing it asks for its rows by the old indices, and a mirror left with half the changeset
     /// trapped on the last row.

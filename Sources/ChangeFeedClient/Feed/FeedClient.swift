@@ -55,12 +55,13 @@ public struct FeedClient: Sendable {
     /// A client of `name` on the server at `baseURL` (for example `http://127.0.0.1:8080`).
     /// - Parameters:
     ///   - token: sent as `Authorization: Bearer <token>` when the server has a read token.
-    ///   - session: the session to send requests with; its own timeouts are raised by each request's. On Linux,
-    ///     give one without a `URLCache` (as `defaultSession`): FoundationNetworking traps when a request is
-    ///     cancelled while it looks in the cache. Nil: `defaultSession`, but on Linux a connection of the client's
-    ///     own for each request to an `http://` URL (`SocketHTTP`: FoundationNetworking traps on an answer cut
-    ///     inside its headers and spins while a connection goes unanswered), and for `https://` a session of its
-    ///     own with `defaultSession`'s configuration (see `sessionOfItsOwn`).
+    ///   - session: nil, best left so: `defaultSession`, but on Linux a connection of the client's own for each
+    ///     request to an `http://` URL (`SocketHTTP`: FoundationNetworking traps on an answer cut inside its
+    ///     headers and spins while a connection goes unanswered), and for `https://` a session of its own with
+    ///     `defaultSession`'s configuration (see `sessionOfItsOwn`). A session given here carries every request,
+    ///     on Linux through FoundationNetworking, shared as given; its own timeouts are raised by each request's,
+    ///     and it should have no `URLCache`: FoundationNetworking traps when a request is cancelled while it looks
+    ///     in the cache.
     public init(
         baseURL: URL, name: String, kind: Kind = .collection, token: String? = nil,
         pollTimeout: Duration = .seconds(25), backoff: Backoff = Backoff(),
@@ -199,15 +200,29 @@ public struct FeedClient: Sendable {
     /// The feed URL for a poll: `next` as given by the last answer, else `since` with `timeout` (by default
     /// `pollSeconds`; none asks for a reset).
     func feedURL(next: String?, since: Version?, timeout: Int64? = nil) throws(FeedError) -> URL {
+        if let problem = Self.problem(withBaseURL: baseURL) { throw .invalidURL(problem) }
+        guard let escapedName = Self.pathSegment(name) else {
+            throw .invalidURL("\(baseURL): the \(kind)'s name is empty")
+        }
         let seconds = timeout ?? pollSeconds
         let query = next ?? since.map { "since=\($0)&timeout=\(seconds)" } ?? "timeout=\(seconds)"
         guard
-            let escapedName = Self.pathSegment(name),
             let url = URL(
                 string: baseURL.absoluteString.trimmingSuffix("/")
                     + "/v1/\(kind.pathSegment)/\(escapedName)/changes?\(query)")
-        else { throw FeedError.invalidURL("\(baseURL) \(name) \(query)") }
+        else { throw .invalidURL("\(baseURL) \(name) \(query)") }
         return url
+    }
+
+    /// Why `url` is no server's base URL, if it is not: a scheme other than `http` or `https` (which would be
+    /// retried without end as a failure), no host, or a query or fragment (the paths are appended after them).
+    static func problem(withBaseURL url: URL) -> String? {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return "\(url): not an http:// or https:// URL"
+        }
+        guard let host = url.host, !host.isEmpty else { return "\(url): no host" }
+        if url.query != nil || url.fragment != nil { return "\(url): a base URL has no query or fragment" }
+        return nil
     }
 }
 

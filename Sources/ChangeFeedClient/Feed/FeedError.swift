@@ -9,6 +9,8 @@ public enum FeedError: Error, Hashable, Sendable {
     case refused(status: Int, code: String, message: String)
     /// The base URL and name do not make a URL.
     case invalidURL(String)
+    /// The request cannot be made from what was given: a token that a header cannot carry.
+    case invalidRequest(String)
 }
 
 extension FeedError: CustomStringConvertible {
@@ -18,6 +20,7 @@ extension FeedError: CustomStringConvertible {
         case .invalidChangeset(let why): "invalid changeset: \(why)"
         case .refused(let status, let code, let message): "refused (\(status) \(code)): \(message)"
         case .invalidURL(let text): "invalid URL: \(text)"
+        case .invalidRequest(let why): "invalid request: \(why)"
         }
     }
 }

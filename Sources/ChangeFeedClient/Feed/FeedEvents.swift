@@ -112,6 +112,9 @@ public struct FeedEvents: AsyncSequence, Sendable {
                 next: since == nil || isShort || isProbe ? nil : next, since: since,
                 timeout: since == nil ? nil : seconds
             )
+            if let token = client.token, let problem = Transport.problem(withToken: token) {
+                throw FeedError.invalidRequest(problem)
+            }
             let started = ContinuousClock.now
             let answer: HTTPAnswer
             do {
@@ -119,6 +122,8 @@ public struct FeedEvents: AsyncSequence, Sendable {
                     url, token: client.token,
                     timeout: isShort ? FeedClient.shortPollTimeout : .seconds(seconds + 15))
             } catch is CancellationError {
+                throw CancellationError()
+            } catch let error as NotSent where error.cancelled {
                 throw CancellationError()
             } catch {
                 try await wait(after: .failure, retryAfter: nil)

@@ -25,7 +25,8 @@ enum SocketHTTP {
     static func handles(_ url: URL) -> Bool { url.scheme?.lowercased() == "http" && url.host != nil }
 
     /// Sends the request and returns its answer; throws `CancellationError` when the calling task is cancelled,
-    /// `Failure` when no whole answer came, or nothing came for `timeout` (between two bytes, as URLSession's
+    /// `NotSent` when no connection could be made (or the task was cancelled while making it), `Failure` when no
+    /// whole answer came, or nothing came for `timeout` (between two bytes, as URLSession's
     /// `timeoutInterval`: a large answer on a slow link is not cut at a total).
     static func send(
         _ method: String, _ url: URL, headers: [(String, String)], body: [UInt8]?, timeout: Duration
@@ -110,7 +111,14 @@ enum SocketHTTP {
             guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false), let host = url.host
             else { throw Failure(description: "not an http URL: \(url)") }
             let port = url.port ?? 80
-            let socket = try connect(host: host, port: port)
+            let socket: Int32
+            do {
+                socket = try connect(host: host, port: port)
+            } catch is CancellationError {
+                throw NotSent(description: "cancelled while connecting", cancelled: true)
+            } catch {
+                throw NotSent(description: String(describing: error), cancelled: false)
+            }
             defer { _ = Foundation.close(socket) }
             var target = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
             if let query = components.percentEncodedQuery { target += "?" + query }

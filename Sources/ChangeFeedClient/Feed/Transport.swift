@@ -11,6 +11,23 @@ struct HTTPAnswer: Sendable {
     var body: Data
 }
 
+/// A request that never left: no connection could be made, or the task was cancelled before any of it went.
+struct NotSent: Error, CustomStringConvertible {
+    let description: String
+    let cancelled: Bool
+
+    /// The errors of `URLSession` that come before a request is sent: no host, no connection.
+    static func from(_ error: any Error) -> NotSent? {
+        guard let error = error as? URLError else { return nil }
+        switch error.code {
+        case .cannotFindHost, .cannotConnectToHost, .dnsLookupFailed, .notConnectedToInternet:
+            return NotSent(description: error.localizedDescription, cancelled: false)
+        default:
+            return nil
+        }
+    }
+}
+
 /// Requests through `URLSession`, or on Linux through a connection of their own (`SocketHTTP`), each cancelled at
 /// once when the task awaiting it is cancelled (a held poll is a request the server may keep for minutes).
 struct Transport: Sendable {
@@ -23,8 +40,25 @@ struct Transport: Sendable {
         try await send("GET", url, token: token, timeout: timeout)
     }
 
+    /// Why `token` cannot be sent as `Authorization: Bearer <token>`, if it cannot: a control character (a line
+    /// break would end the header and start another, or the request), or a blank at an end (which a header's
+    /// value drops). The server takes the same tokens (`--write-token`).
+    static func problem(withToken token: String) -> String? {
+        if token.isEmpty { return "the token is empty" }
+        if token.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+            return "the token holds a control character (a line break, say), which a header cannot carry"
+        }
+        if let first = token.utf8.first, let last = token.utf8.last,
+            [0x20, 0x09].contains(first) || [0x20, 0x09].contains(last)
+        {
+            return "the token starts or ends with a blank, which a header drops"
+        }
+        return nil
+    }
+
     /// Sends a request; `body` is JSON (`Content-Type: application/json`).
-    /// - Throws: `CancellationError` when the calling task is cancelled, or the session's error.
+    /// - Throws: `CancellationError` when the calling task is cancelled, `NotSent` when no connection could be
+    ///   made or the task was cancelled before any of the request went, or the session's error.
     func send(
         _ method: String, _ url: URL, token: String?, body: [UInt8]? = nil, headers: [(String, String)] = [],
         timeout: Duration
@@ -52,7 +86,8 @@ struct Transport: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPAnswer, Error>) in
                 let task = session.dataTask(with: request) { data, response, error in
                     if let error {
-                        continuation.resume(throwing: pending.isCancelled ? CancellationError() : error)
+                        continuation.resume(
+                            throwing: pending.isCancelled ? CancellationError() : NotSent.from(error) ?? error)
                         return
                     }
                     guard let response = response as? HTTPURLResponse else {

@@ -105,10 +105,9 @@ public struct LiveCollection: Sendable {
             return CollectionUpdate(resetTo: snapshot.version, sections: mirror)
         case .changes(let changeset):
             guard let version, version == changeset.from else {
+                let at = self.version.map { "\($0)" } ?? "no version"
                 self.version = nil
-                throw FeedError.invalidChangeset(
-                    "a changeset from \(changeset.from) for a mirror at \(self.version.map { "\($0)" } ?? "no version")"
-                )
+                throw FeedError.invalidChangeset("a changeset from \(changeset.from) for a mirror at \(at)")
             }
             // Kept to put back if the changeset fails halfway: a view still showing the content before it must
             // find that content, not half of the changeset (a cell asked for by an index the mirror lost traps).

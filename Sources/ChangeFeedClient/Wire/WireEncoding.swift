@@ -1,38 +1,43 @@
 import Model
 
-/// Request bodies in the contract's wire format (API.md's "Mutations"): data goes in as the canonical text it is.
+/// Request bodies in the contract's wire format (API.md's "Mutations"): data goes in as the text it is, once it
+/// is known to be one JSON value. `JSONData(canonical:)` takes any text unchecked, and text spliced in as it came
+/// could end the value early and go on as members of the request's own (an op more, another `section`).
 struct WireEncoding {
     private(set) var bytes: [UInt8] = []
+    /// Why the first data that is not one JSON value is not, with whose data it is.
+    private var invalidData: String?
 
     /// `{"sections": [...]}`, a collection's new content.
-    static func content(_ sections: [Section]) -> [UInt8] {
+    /// - Throws: `WriteError.invalidRequest` for data that is not one JSON value, here and below.
+    static func content(_ sections: [Section]) throws(WriteError) -> [UInt8] {
         var body = WireEncoding()
         body.object { body in
             body.member("sections", first: true) { body in
                 body.array(sections) { body, section in body.section(section) }
             }
         }
-        return body.bytes
+        return try body.finished()
     }
 
     /// `{"ops": [...]}`.
-    static func mutation(_ ops: [Op]) -> [UInt8] {
+    static func mutation(_ ops: [Op]) throws(WriteError) -> [UInt8] {
         var body = WireEncoding()
         body.object { body in
             body.member("ops", first: true) { body in body.array(ops) { body, op in body.op(op) } }
         }
-        return body.bytes
+        return try body.finished()
     }
 
     /// An upsert's `{"data", "section"?, "index"?}`.
-    static func upsert(data: JSONData, section: SectionRef?, index: Int?) -> [UInt8] {
+    static func upsert(data: JSONData, section: SectionRef?, index: Int?) throws(WriteError) -> [UInt8] {
         var body = WireEncoding()
         body.object { body in
-            body.member("data", first: true) { body in body.raw(data) }
+            body.member("data", first: true) { body in body.raw(data, of: "the item") }
             if let section { body.member("section") { body in body.ref(section) } }
             if let index { body.member("index") { body in body.number(index) } }
         }
-        return body.bytes
+        return try body.finished()
     }
 
     private mutating func op(_ op: Op) {
@@ -52,7 +57,7 @@ struct WireEncoding {
             case .updateSection(let ref, let data):
                 body.kind("updateSection")
                 body.member("section") { body in body.ref(ref) }
-                body.member("data") { body in body.raw(data) }
+                body.member("data") { body in body.raw(data, of: Self.name(ref)) }
             case .insertItems(let at, let items):
                 body.kind("insertItems")
                 body.member("at") { body in body.position(at) }
@@ -78,7 +83,7 @@ struct WireEncoding {
     private mutating func section(_ section: Section) {
         object { body in
             body.member("id", first: true) { body in body.string(section.id) }
-            body.member("data") { body in body.raw(section.data) }
+            body.member("data") { body in body.raw(section.data, of: "section \"\(section.id)\"") }
             body.member("items") { body in body.array(section.items) { body, item in body.item(item) } }
         }
     }
@@ -86,7 +91,7 @@ struct WireEncoding {
     private mutating func item(_ item: Item) {
         object { body in
             body.member("id", first: true) { body in body.string(item.id) }
-            body.member("data") { body in body.raw(item.data) }
+            body.member("data") { body in body.raw(item.data, of: "item \"\(item.id)\"") }
         }
     }
 
@@ -146,7 +151,27 @@ struct WireEncoding {
         bytes.append(contentsOf: String(value).utf8)
     }
 
-    private mutating func raw(_ data: JSONData) {
+    /// `owner`: whose data it is, for the refusal.
+    private mutating func raw(_ data: JSONData, of owner: @autoclosure () -> String) {
+        if invalidData == nil {
+            do throws(JSON.ParseError) {
+                _ = try JSON(parsing: data)
+            } catch {
+                invalidData = "the data of \(owner()) is not one JSON value (\(error.reason) at byte \(error.offset))"
+            }
+        }
         bytes.append(contentsOf: data.bytes)
+    }
+
+    private static func name(_ ref: SectionRef) -> String {
+        switch ref {
+        case .index(let index): "the section at \(index)"
+        case .id(let id): "section \"\(id)\""
+        }
+    }
+
+    private func finished() throws(WriteError) -> [UInt8] {
+        if let invalidData { throw .invalidRequest(invalidData) }
+        return bytes
     }
 }

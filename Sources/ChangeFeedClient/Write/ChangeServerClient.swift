@@ -39,7 +39,7 @@ public struct ChangeServerClient: Sendable {
     public func put(_ collection: String, sections: [Section], if condition: WriteCondition = .always)
         async throws(WriteError) -> WriteResult
     {
-        try await write("PUT", ["collections", collection], body: WireEncoding.content(sections), condition)
+        try await write("PUT", ["collections", collection], body: try WireEncoding.content(sections), condition)
     }
 
     /// Applies `ops` in order, all or none (`POST /v1/collections/{name}/mutations`). A rejected op is
@@ -47,7 +47,8 @@ public struct ChangeServerClient: Sendable {
     public func apply(_ ops: [Op], to collection: String, if condition: WriteCondition = .always)
         async throws(WriteError) -> WriteResult
     {
-        try await write("POST", ["collections", collection, "mutations"], body: WireEncoding.mutation(ops), condition)
+        try await write(
+            "POST", ["collections", collection, "mutations"], body: try WireEncoding.mutation(ops), condition)
     }
 
     /// Creates the item (`created`) or replaces its data (`PUT /v1/collections/{name}/items/{id}`). A new item
@@ -57,7 +58,7 @@ public struct ChangeServerClient: Sendable {
         _ id: String, in collection: String, data: JSONData = .null, section: SectionRef? = nil, index: Int? = nil,
         if condition: WriteCondition = .always
     ) async throws(WriteError) -> WriteResult {
-        let body = WireEncoding.upsert(data: data, section: section, index: index)
+        let body = try WireEncoding.upsert(data: data, section: section, index: index)
         return try await write("PUT", ["collections", collection, "items", id], body: body, condition)
     }
 
@@ -118,15 +119,18 @@ public struct ChangeServerClient: Sendable {
         expecting statuses: Set<Int> = [200, 201]
     ) async throws(WriteError) -> HTTPAnswer {
         let url = try url(path)
+        if let token, let problem = Transport.problem(withToken: token) { throw .invalidRequest(problem) }
         // A task cancelled before the request goes sends nothing: cancelling one under way is a race with its answer.
-        guard !Task.isCancelled else { throw .cancelled }
+        guard !Task.isCancelled else { throw .cancelled(sent: false) }
         let answer: HTTPAnswer
         do {
             answer = try await transport.send(
                 method, url, token: token, body: body, headers: condition.header.map { [($0.name, $0.value)] } ?? [],
                 timeout: timeout)
+        } catch let error as NotSent {
+            throw error.cancelled ? .cancelled(sent: false) : .unreachable(error.description)
         } catch is CancellationError {
-            throw .cancelled
+            throw .cancelled(sent: true)
         } catch {
             throw .noAnswer(String(describing: error))
         }
@@ -141,6 +145,7 @@ public struct ChangeServerClient: Sendable {
     }
 
     private func url(_ path: [String]) throws(WriteError) -> URL {
+        if let problem = FeedClient.problem(withBaseURL: baseURL) { throw .invalidURL(problem) }
         var text = baseURL.absoluteString
         if text.hasSuffix("/") { text.removeLast() }
         text += "/v1"

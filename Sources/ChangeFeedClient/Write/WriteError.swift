@@ -8,24 +8,32 @@ public enum WriteError: Error, Hashable, Sendable {
     /// No answer came: the connection failed or was lost, or the answer took longer than the client's `timeout`.
     /// A write may have been committed all the same: read (or write with a `WriteCondition`) before writing again.
     case noAnswer(String)
-    /// The task was cancelled: before the request went (nothing was sent), or while it was under way (a write may
-    /// have been committed all the same, so the outcome counts as unknown either way).
-    case cancelled
+    /// No connection to the server could be made (refused, a host name not found, no route, or none within the
+    /// client's `timeout`): nothing was sent, and the request can be sent again as it is.
+    case unreachable(String)
+    /// The task was cancelled. `sent: false` before any of the request went (before it, or while connecting):
+    /// nothing was done. `sent: true` while it was under way: a write may have been committed all the same.
+    case cancelled(sent: Bool)
     /// A success whose answer is not the contract's wire format (another status, a body that does not decode):
     /// the server, or a front, answered, and a write may have been committed.
     case invalidAnswer(String)
     /// The base URL and names do not make a URL.
     case invalidURL(String)
+    /// The request cannot be made from what was given: data that is not one JSON value (`JSONData(canonical:)`
+    /// takes any text), a token that a header cannot carry. Nothing was sent.
+    case invalidRequest(String)
 
-    /// Whether a write may have been committed though it failed: no answer came, a success came in a form the
-    /// client cannot read, or a `5xx` came with a page that is not the server's (a front's `502`, `504` or `524`:
-    /// it may have passed the write on before its server went away). Every other failure changed nothing: the
-    /// server's own refusals (`code` not nil) and a front's `4xx`.
+    /// Whether a write may have been committed though it failed: no answer came, the task was cancelled while
+    /// the request was under way, a success came in a form the client cannot read, or a `5xx` came with a page
+    /// that is not the server's (a front's `502`, `504` or `524`: it may have passed the write on before its
+    /// server went away). Every other failure changed nothing: the server's own refusals (`code` not nil), a
+    /// front's `4xx`, and a request that was never sent.
     public var outcomeUnknown: Bool {
         switch self {
-        case .noAnswer, .cancelled, .invalidAnswer: true
+        case .noAnswer, .invalidAnswer: true
+        case .cancelled(let sent): sent
         case .refused(let error): error.code == nil && error.status >= 500
-        case .invalidURL: false
+        case .unreachable, .invalidURL, .invalidRequest: false
         }
     }
 
@@ -47,9 +55,11 @@ extension WriteError: CustomStringConvertible {
         switch self {
         case .refused(let error): "refused (\(error))"
         case .noAnswer(let why): "no answer: \(why)"
-        case .cancelled: "cancelled"
+        case .unreachable(let why): "unreachable: \(why)"
+        case .cancelled(let sent): sent ? "cancelled while under way" : "cancelled before it was sent"
         case .invalidAnswer(let why): "invalid answer: \(why)"
         case .invalidURL(let text): "invalid URL: \(text)"
+        case .invalidRequest(let why): "invalid request: \(why)"
         }
     }
 }
