@@ -30,7 +30,9 @@ public struct ViewDefinition: Sendable, Equatable {
     /// The rules a server applies to a definition it is asked for now, beyond those every definition read obeys, so
     /// that a definition journaled before a rule is still read as it was. Throws for more than `maximumSortKeys`
     /// keys in `sortBy` (each one costs every item of the view a look-up and a comparison, so that a long list would
-    /// hold up the source's writes while the view is built), more than `maximumListValues` values in the filter's
+    /// hold up the source's writes while the view is built), a `sortBy` field named twice (the second orders
+    /// nothing, and the view's index holds each key's value for every item: sixteen keys of a whole item's data,
+    /// `""`, held sixteen copies of the source), more than `maximumListValues` values in the filter's
     /// `in` lists (each is stored, listed and built into the view's rules with the definition), or an `lt`, `le`,
     /// `gt` or `ge` whose operand is neither a number nor a string: such a test holds for no item (see `ViewTest`),
     /// so it is a mistake, and under `not` it would let every item through.
@@ -38,6 +40,14 @@ public struct ViewDefinition: Sendable, Equatable {
         guard sortBy.count <= ViewDefinition.maximumSortKeys else {
             throw ViewDefinitionError(
                 part: "sortBy", reason: "\(sortBy.count) keys, more than \(ViewDefinition.maximumSortKeys)")
+        }
+        for (index, key) in sortBy.enumerated() {
+            if let first = sortBy[..<index].firstIndex(where: { $0.field.tokens == key.field.tokens }) {
+                throw ViewDefinitionError(
+                    part: "sortBy[\(index)].field",
+                    reason: "repeats sortBy[\(first)]'s field \(key.field.text.quotedAsJSON): items it ties are equal "
+                        + "there too, so it orders nothing, and each key holds a copy of its value for every item")
+            }
         }
         let values = filter?.listValueCount ?? 0
         guard values <= ViewDefinition.maximumListValues else {

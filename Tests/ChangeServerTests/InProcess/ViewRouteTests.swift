@@ -340,6 +340,11 @@ import Testing
         #expect(refused.text.contains("sortBy: 17 keys, more than 16"), "\(refused.text)")
         #expect(server.send("GET", "/v1/views/v").status == 404)
         #expect(server.send("PUT", "/v1/views/v", body: definition(keys: 16)).status == 201)
+        let repeated = server.send(
+            "PUT", "/v1/views/w", body: #"{"source": "tasks", "sortBy": [{"field": ""}, {"field": ""}]}"#)
+        #expect(repeated.status == 400 && repeated.errorCode == "invalid_view")
+        #expect(repeated.text.contains(#"sortBy[1].field: repeats sortBy[0]'s field \"\""#), "\(repeated.text)")
+        #expect(server.send("GET", "/v1/views/w").status == 404)
     }
 
     /// The `in` lists of a definition hold at most `ViewDefinition.maximumListValues` values together; a long list

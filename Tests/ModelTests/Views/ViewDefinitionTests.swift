@@ -117,6 +117,23 @@ import Testing
         #expect(throws: ViewDefinitionError(part: "sortBy", reason: "17 keys, more than 16")) {
             try tooMany.checkNewDefinition()
         }
+        // A field named twice orders nothing (whatever its direction), and costs a copy of its value
+        // for every item.
+        let repeated = try Self.parse(
+            #"{"source":"t","sortBy":[{"field":""},{"field":"/a"},{"field":"","order":"desc"}]}"#)
+        #expect(
+            throws: ViewDefinitionError(
+                part: "sortBy[2].field",
+                reason: #"repeats sortBy[0]'s field "": items it ties are equal there too, so it orders nothing, "#
+                    + "and each key holds a copy of its value for every item")
+        ) {
+            try repeated.checkNewDefinition()
+        }
+        #expect(throws: ViewDefinitionError.self) {
+            try Self.parse(#"{"source":"t","sortBy":[{"field":"/a~1b"},{"field":"/a~1b"}]}"#).checkNewDefinition()
+        }
+        try Self.parse(#"{"source":"t","sortBy":[{"field":"/a"},{"field":"/a/b"},{"field":"/b"}]}"#)
+            .checkNewDefinition()
         // Values of every `in` list count together.
         func lists(_ counts: [Int]) throws -> ViewDefinition {
             let leaves = counts.map { count in
