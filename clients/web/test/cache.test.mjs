@@ -237,6 +237,32 @@ describe("Varnish after an answer it must not store", { skip: skip("varnishd") }
     });
 });
 
+describe("Varnish's own 502 for a feed URL", { skip: skip("varnishd") }, () => {
+    // With polls waiting, Varnish keeps its own error for them; with its default grace a feed URL went on answering
+    // that 502 for 5 s after the server was back (a helper's find), so clients backed off on a server that answered.
+    test("lasts about a second once the server is back", { timeout: 60000 }, async () => {
+        const dataDir = mkdtempSync(path.join(tmpdir(), "changefeed-varnish-"));
+        let server = await startServer({ dataDir });
+        const front = await startVarnish(server.port);
+        try {
+            const version = (await call(server.url, "PUT", "/v1/collections/c", { sections: [{ id: "s" }] })).body.version;
+            const url = `${front.url}/v1/collections/c/changes?since=${version}&timeout=1`;
+            const port = server.port;
+            await server.stop();
+            const down = await Promise.all(Array.from({ length: 10 }, () => fetch(url)));
+            assert.deepEqual(new Set(down.map((each) => each.status)), new Set([502]));
+            server = await startServer({ dataDir, port });
+            await sleep(1500); // the 502 object lives 1 s; with Varnish's grace it was served 5 s
+            const answer = await fetch(url);
+            assert.equal(answer.status, 200, "the front still answers its own 502 while the server is back");
+        } finally {
+            await front.stop();
+            await server.stop();
+            rmSync(dataDir, { recursive: true, force: true });
+        }
+    });
+});
+
 /** A front's own errors, with no server behind it: the API's JSON error form, not the front's HTML page. */
 const ownErrors = (title, program, startFront, paths) => describe(title, { skip: skip(program) }, () => {
     test("a request that reaches no server gets 502 bad_gateway as JSON", { timeout: 60000 }, async () => {
