@@ -23,6 +23,12 @@ public struct CollectionUpdate: Sendable {
         public var from: Int
         /// The index after the batch.
         public var to: Int
+
+        /// A move from `from` to `to` (what an app's own tests compare an update's `movedSections` with).
+        public init(from: Int, to: Int) {
+            self.from = from
+            self.to = to
+        }
     }
 
     /// An item's move, from its index path before the batch to its index path after it.
@@ -31,6 +37,12 @@ public struct CollectionUpdate: Sendable {
         public var from: Foundation.IndexPath
         /// The index path after the batch.
         public var to: Foundation.IndexPath
+
+        /// A move from `from` to `to` (what an app's own tests compare an update's `movedItems` with).
+        public init(from: Foundation.IndexPath, to: Foundation.IndexPath) {
+            self.from = from
+            self.to = to
+        }
     }
 
     /// A reload or a batch.
