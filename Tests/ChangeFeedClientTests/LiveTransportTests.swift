@@ -21,6 +21,9 @@ struct LiveTransportTests {
             case raw(String)
             /// Nothing: the connection stays open, unanswered, until `stop()`.
             case silence
+            /// The whole peer goes, as a server that crashed once it read the request: its listener takes no
+            /// connection after it (a connect is refused), and this one closes unanswered.
+            case vanish
         }
 
         let port: Int
@@ -102,6 +105,12 @@ struct LiveTransportTests {
                     return
                 case .silence:
                     lock.withLock { held.append(connection) }
+                    return
+                case .vanish:
+                    // Linux stops a listening socket on `shutdown`: connects are refused, and the descriptor stays
+                    // the listener's until `stop()` closes it.
+                    shutdown(listener, Int32(SHUT_RDWR))
+                    close(connection)
                     return
                 }
             }
@@ -194,6 +203,23 @@ struct LiveTransportTests {
         #expect(deleted?.outcomeUnknown == true)
         try await Task.sleep(for: .milliseconds(300))
         #expect(peer.received.map { String($0.prefix(6)) } == ["PUT /v", "DELETE"], "\(peer.received)")
+    }
+
+    /// Through a `URLSession`, a failure to connect is no proof that nothing was sent: libcurl sends a request
+    /// again on a new connection when its kept one dies unanswered, and a server that read the write (and may have
+    /// applied it) before it went away then refuses the second connect. It is `noAnswer`, its outcome unknown: as
+    /// `unreachable` an app would send the write again.
+    @Test func aSessionsFailureToConnectAfterSendingIsNoAnswer() async throws {
+        let peer = try ScriptedPeer { index in index == 0 ? .answer(Self.written) : .vanish }
+        defer { peer.stop() }
+        let client = ChangeServerClient(
+            baseURL: peer.baseURL, timeout: .seconds(10), session: FeedClient.defaultSession)
+        #expect(try await client.upsert("a", in: "c").version.seq == 2)
+        let lost = try await Self.noAnswer("a write whose server went away") { () async throws(WriteError) in
+            _ = try await client.apply([], to: "c")
+        }
+        #expect(lost?.outcomeUnknown == true)
+        #expect(peer.received.map { String($0.prefix(4)) } == ["PUT ", "POST"], "\(peer.received)")
     }
 
     /// A connection accepted and never answered ends at the request's timeout, as no answer.

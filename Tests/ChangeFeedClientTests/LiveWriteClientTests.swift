@@ -274,7 +274,7 @@ struct LiveWriteClientTests {
 
     /// A base URL that is no server's, or an empty name, is refused before anything is sent, by both clients;
     /// a feed of an `ftp://` URL was retried without end as a failure.
-    @Test func baseURLsThatAreNoServersAreRefused() async throws {
+    @Test(.timeLimit(.minutes(1))) func baseURLsThatAreNoServersAreRefused() async throws {
         for (text, why) in [
             ("ftp://127.0.0.1:1", "not an http:// or https:// URL"), ("http://127.0.0.1:1/?x=1", "no query"),
             ("http://127.0.0.1:1/#top", "no query or fragment"), ("file:///tmp", "not an http"),
@@ -332,7 +332,7 @@ struct LiveWriteClientTests {
 
         // A token a header cannot carry is refused before anything is sent: with a line break it added headers of
         // its own to the request (or a request of its own), by both clients.
-        for token in ["w\r\nX-Injected: yes", "w\n", "w\0", " w", "w\t", ""] {
+        for token in ["w\r\nX-Injected: yes", "w\n", "w\0", " w", "w\t"] {
             do throws(WriteError) {
                 _ = try await ChangeServerClient(baseURL: server.baseURL, token: token).upsert("x", in: "c")
                 Issue.record("the token \(token.debugDescription) was sent")

@@ -73,10 +73,8 @@ sub vcl_backend_response {
 
 # Varnish's own error (no server reached, or none answered in time) in the API's error form, not its HTML page.
 sub vcl_backend_error {
-    # With requests waiting, Varnish keeps this object for them: 1 s, and no grace or keep past it. With Varnish's
-    # defaults (10 s of grace, of which 5 here) a feed URL went on answering this 502 for 5 s after its server was
-    # back.
-    set beresp.ttl = 1s;
+    # With requests waiting, Varnish keeps this object 1 s for them (none without), and 5 s of grace more: a feed
+    # URL went on answering this 502 for 5 s after its server was back. No grace, nor keep.
     set beresp.grace = 0s;
     set beresp.keep = 0s;
     set beresp.status = 502;

@@ -11,21 +11,13 @@ struct HTTPAnswer: Sendable {
     var body: Data
 }
 
-/// A request that never left: no connection could be made, or the task was cancelled before any of it went.
+/// A request that never left: no connection could be made, or the task was cancelled before any of it went. Only
+/// `SocketHTTP`, which opens a connection of its own for each request, can tell: a `URLSession` may send a request
+/// on a kept connection that dies unanswered, then send it again on a new one, and a refused connect then ends a
+/// request the server may have applied (libcurl's `cannotConnectToHost` after a `POST` the server had read).
 struct NotSent: Error, CustomStringConvertible {
     let description: String
     let cancelled: Bool
-
-    /// The errors of `URLSession` that come before a request is sent: no host, no connection.
-    static func from(_ error: any Error) -> NotSent? {
-        guard let error = error as? URLError else { return nil }
-        switch error.code {
-        case .cannotFindHost, .cannotConnectToHost, .dnsLookupFailed, .notConnectedToInternet:
-            return NotSent(description: error.localizedDescription, cancelled: false)
-        default:
-            return nil
-        }
-    }
 }
 
 /// Requests through `URLSession`, or on Linux through a connection of their own (`SocketHTTP`), each cancelled at
@@ -42,9 +34,8 @@ struct Transport: Sendable {
 
     /// Why `token` cannot be sent as `Authorization: Bearer <token>`, if it cannot: a control character (a line
     /// break would end the header and start another, or the request), or a blank at an end (which a header's
-    /// value drops). The server takes the same tokens (`--write-token`).
+    /// value drops). The server takes the same tokens (`--write-token`). An empty token is sent as none.
     static func problem(withToken token: String) -> String? {
-        if token.isEmpty { return "the token is empty" }
         if token.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
             return "the token holds a control character (a line break, say), which a header cannot carry"
         }
@@ -57,15 +48,15 @@ struct Transport: Sendable {
     }
 
     /// Sends a request; `body` is JSON (`Content-Type: application/json`).
-    /// - Throws: `CancellationError` when the calling task is cancelled, `NotSent` when no connection could be
-    ///   made or the task was cancelled before any of the request went, or the session's error.
+    /// - Throws: `CancellationError` when the calling task is cancelled, `NotSent` (through `SocketHTTP` only)
+    ///   when no connection could be made or the task was cancelled while making it, or the session's error.
     func send(
         _ method: String, _ url: URL, token: String?, body: [UInt8]? = nil, headers: [(String, String)] = [],
         timeout: Duration
     ) async throws -> HTTPAnswer {
         if usesSockets, SocketHTTP.handles(url) {
             var lines = [("Accept", "application/json")]
-            if let token { lines.append(("Authorization", "Bearer \(token)")) }
+            if let token, !token.isEmpty { lines.append(("Authorization", "Bearer \(token)")) }
             if body != nil { lines.append(("Content-Type", "application/json")) }
             return try await SocketHTTP.send(
                 method, url, headers: lines + headers, body: body, timeout: timeout + .seconds(1))
@@ -75,7 +66,7 @@ struct Transport: Sendable {
         request.timeoutInterval = Double(timeout.components.seconds) + 1
         request.cachePolicy = .reloadIgnoringLocalCacheData
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let token, !token.isEmpty { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         if let body {
             request.httpBody = Data(body)
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
@@ -86,8 +77,7 @@ struct Transport: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPAnswer, Error>) in
                 let task = session.dataTask(with: request) { data, response, error in
                     if let error {
-                        continuation.resume(
-                            throwing: pending.isCancelled ? CancellationError() : NotSent.from(error) ?? error)
+                        continuation.resume(throwing: pending.isCancelled ? CancellationError() : error)
                         return
                     }
                     guard let response = response as? HTTPURLResponse else {

@@ -9,10 +9,14 @@ public enum WriteError: Error, Hashable, Sendable {
     /// A write may have been committed all the same: read (or write with a `WriteCondition`) before writing again.
     case noAnswer(String)
     /// No connection to the server could be made (refused, a host name not found, no route, or none within the
-    /// client's `timeout`): nothing was sent, and the request can be sent again as it is.
+    /// client's `timeout`): nothing was sent, and the request can be sent again as it is. Only a client that makes
+    /// its own connections can say so (on Linux, to an `http://` server, given no session): a `URLSession` may
+    /// have sent the request on a kept connection before it failed to connect again, and its failures are
+    /// `noAnswer`.
     case unreachable(String)
-    /// The task was cancelled. `sent: false` before any of the request went (before it, or while connecting):
-    /// nothing was done. `sent: true` while it was under way: a write may have been committed all the same.
+    /// The task was cancelled. `sent: false` before any of the request went (before it, or while the client's own
+    /// connection was being made): nothing was done. `sent: true` once it may have gone: a write may have been
+    /// committed all the same.
     case cancelled(sent: Bool)
     /// A success whose answer is not the contract's wire format (another status, a body that does not decode):
     /// the server, or a front, answered, and a write may have been committed.

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -249,8 +250,19 @@ describe("Varnish's own 502 for a feed URL", { skip: skip("varnishd") }, () => {
             const url = `${front.url}/v1/collections/c/changes?since=${version}&timeout=1`;
             const port = server.port;
             await server.stop();
+            // A refused connect fails at once, often before the other polls queue behind it: the port's listener
+            // takes the fetch's connection and drops it after 300 ms, so that all ten wait on one fetch and get
+            // the error object Varnish keeps for them.
+            let connections = 0;
+            const dropper = net.createServer((socket) => {
+                connections += 1;
+                setTimeout(() => socket.destroy(), 300);
+            });
+            await new Promise((resolve) => dropper.listen(port, "127.0.0.1", resolve));
             const down = await Promise.all(Array.from({ length: 10 }, () => fetch(url)));
+            await new Promise((resolve) => dropper.close(resolve));
             assert.deepEqual(new Set(down.map((each) => each.status)), new Set([502]));
+            assert.ok(connections <= 2, `${connections} fetches for 10 identical polls: they did not wait for one`);
             server = await startServer({ dataDir, port });
             await sleep(1500); // the 502 object lives 1 s; with Varnish's grace it was served 5 s
             const answer = await fetch(url);
