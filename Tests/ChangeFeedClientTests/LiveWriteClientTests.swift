@@ -255,7 +255,13 @@ struct LiveWriteClientTests {
                 }
             ),
         ]
-        for (name, write) in writes {
+        let definition: (String, () async throws(WriteError) -> Void) = (
+            "defineView",
+            { () async throws(WriteError) in
+                _ = try await client.defineView("v", definition: JSONData(canonical: #"{"source":"c""#))
+            }
+        )
+        for (name, write) in writes + [definition] {
             do throws(WriteError) {
                 try await write()
                 Issue.record("\(name): data that is not one JSON value was sent")

@@ -81,7 +81,13 @@ public struct ChangeServerClient: Sendable {
     public func defineView(_ view: String, definition: JSONData, if condition: WriteCondition = .always)
         async throws(WriteError) -> WriteResult
     {
-        try await write("PUT", ["views", view], body: definition.bytes, condition)
+        do throws(JSON.ParseError) {
+            _ = try JSON(parsing: definition)
+        } catch {
+            throw .invalidRequest(
+                "the definition is not one JSON value (\(error.reason) at byte \(error.offset))")
+        }
+        return try await write("PUT", ["views", view], body: definition.bytes, condition)
     }
 
     /// Deletes the view (`DELETE /v1/views/{name}`); its source stays.

@@ -23,8 +23,8 @@ public enum WriteError: Error, Hashable, Sendable {
     case invalidAnswer(String)
     /// The base URL and names do not make a URL.
     case invalidURL(String)
-    /// The request cannot be made from what was given: data that is not one JSON value (`JSONData(canonical:)`
-    /// takes any text), a token that a header cannot carry. Nothing was sent.
+    /// The request cannot be made from what was given: data or a view's definition that is not one JSON value
+    /// (`JSONData(canonical:)` takes any text), a token that a header cannot carry. Nothing was sent.
     case invalidRequest(String)
 
     /// Whether a write may have been committed though it failed: no answer came, the task was cancelled while
