@@ -206,50 +206,59 @@ function openStream(url, headers = {}) {
     });
 }
 
+/**
+ * Runs `body` with a server holding collection `c` behind the shipped Varnish, and stops both after it:
+ * `feed(timeout)` is a poll's URL through the front from the collection's version, `stop()` stops the server, and
+ * `restart()` starts it again on its port and data directory and returns it.
+ */
+async function behindVarnish(body) {
+    const dataDir = mkdtempSync(path.join(tmpdir(), "changefeed-varnish-"));
+    let server = await startServer({ dataDir });
+    const port = server.port;
+    const front = await startVarnish(port);
+    try {
+        const version = (await call(server.url, "PUT", "/v1/collections/c", { sections: [{ id: "s" }] })).body.version;
+        await body({
+            feed: (timeout) => `${front.url}/v1/collections/c/changes?since=${version}&timeout=${timeout}`,
+            port,
+            stop: () => server.stop(),
+            restart: async () => (server = await startServer({ dataDir, port })),
+        });
+    } finally {
+        await front.stop();
+        await server.stop();
+        rmSync(dataDir, { recursive: true, force: true });
+    }
+}
+
 describe("Varnish after an answer it must not store", { skip: skip("varnishd") }, () => {
     // Varnish's built-in rules once made such an answer a hit-for-miss object for 120 s, during which identical
     // polls of its URL no longer waited for one another: after a restart, every client's retry reached the server.
     test("a poll answered 503 at shutdown: identical polls of its URL collapse again at once", { timeout: 60000 }, async () => {
-        const dataDir = mkdtempSync(path.join(tmpdir(), "changefeed-varnish-"));
-        let server = await startServer({ dataDir });
-        const front = await startVarnish(server.port);
-        try {
-            const version = (await call(server.url, "PUT", "/v1/collections/c", { sections: [{ id: "s" }] })).body.version;
-            const url = `${front.url}/v1/collections/c/changes?since=${version}&timeout=3`;
+        await behindVarnish(async ({ feed, stop, restart }) => {
+            const url = feed(3);
             const held = fetch(url);
             await sleep(300);
-            const port = server.port;
-            await server.stop();
+            await stop();
             const answer = await held;
             assert.equal(answer.status, 503);
             assert.equal(answer.headers.get("cache-control"), "no-store");
-            server = await startServer({ dataDir, port });
+            const server = await restart();
             await sleep(1200); // the 503's hit-for-miss object lasts 1 s (120 s by Varnish's built-in rules)
             const before = await originFeedRequests(server.url);
             const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(url)));
             assert.deepEqual(new Set(answers.map((each) => each.status)), new Set([200]));
             const reached = (await originFeedRequests(server.url)) - before;
             assert.ok(reached <= 2, `${reached} of 20 identical polls reached the server`);
-        } finally {
-            await front.stop();
-            await server.stop();
-            rmSync(dataDir, { recursive: true, force: true });
-        }
+        });
     });
-});
 
-describe("Varnish's own 502 for a feed URL", { skip: skip("varnishd") }, () => {
     // With polls waiting, Varnish keeps its own error for them; with its default grace a feed URL went on answering
     // that 502 for 5 s after the server was back (a helper's find), so clients backed off on a server that answered.
-    test("lasts about a second once the server is back", { timeout: 60000 }, async () => {
-        const dataDir = mkdtempSync(path.join(tmpdir(), "changefeed-varnish-"));
-        let server = await startServer({ dataDir });
-        const front = await startVarnish(server.port);
-        try {
-            const version = (await call(server.url, "PUT", "/v1/collections/c", { sections: [{ id: "s" }] })).body.version;
-            const url = `${front.url}/v1/collections/c/changes?since=${version}&timeout=1`;
-            const port = server.port;
-            await server.stop();
+    test("its own 502 for a feed URL lasts about a second once the server is back", { timeout: 60000 }, async () => {
+        await behindVarnish(async ({ feed, port, stop, restart }) => {
+            const url = feed(1);
+            await stop();
             // A refused connect fails at once, often before the other polls queue behind it: the port's listener
             // takes the fetch's connection and drops it after 300 ms, so that all ten wait on one fetch and get
             // the error object Varnish keeps for them.
@@ -263,15 +272,11 @@ describe("Varnish's own 502 for a feed URL", { skip: skip("varnishd") }, () => {
             await new Promise((resolve) => dropper.close(resolve));
             assert.deepEqual(new Set(down.map((each) => each.status)), new Set([502]));
             assert.ok(connections <= 2, `${connections} fetches for 10 identical polls: they did not wait for one`);
-            server = await startServer({ dataDir, port });
+            await restart();
             await sleep(1500); // the 502 object lives 1 s; with Varnish's grace it was served 5 s
             const answer = await fetch(url);
             assert.equal(answer.status, 200, "the front still answers its own 502 while the server is back");
-        } finally {
-            await front.stop();
-            await server.stop();
-            rmSync(dataDir, { recursive: true, force: true });
-        }
+        });
     });
 });
 
