@@ -18,11 +18,7 @@ import Testing
         defer { dying.stop() }
         let nginx = try ComposeFront(upstreams: [dying.port, server.port, server.port])
         defer { nginx.stop() }
-        let port = nginx.port
-        let front = Client(port: port)
-        // Ready once it accepts connections: a request would already meet the dying upstream, and nginx would send
-        // it fewer requests after that failure.
-        #expect(waitUntil(timeout: 10) { (try? HTTPConnection(port: port)) != nil })
+        let front = Client(port: nginx.port)
         // Round robin sends one of the first three requests to each upstream entry: one of these writes reaches the
         // dying one.
         var statuses: [Int] = []
@@ -59,9 +55,7 @@ import Testing
         defer { stopping.stop() }
         let nginx = try ComposeFront(upstreams: [stopping.port, server.port, server.port])
         defer { nginx.stop() }
-        let port = nginx.port
-        let front = Client(port: port)
-        #expect(waitUntil(timeout: 10) { (try? HTTPConnection(port: port)) != nil })
+        let front = Client(port: nginx.port)
         // Round robin sends one of every three requests to the stopping one first.
         for index in 0..<6 {
             let read = try front.get("/v1/collections/c")
@@ -75,7 +69,7 @@ import Testing
 }
 
 /// `deploy/nginx.conf` with its three upstreams on these loopback ports, run by a real nginx on a free port of its
-/// own.
+/// own, started once it takes connections.
 struct ComposeFront {
     let port: Int
     private let nginx: Process
@@ -109,6 +103,12 @@ struct ComposeFront {
         nginx.arguments = ["-p", directory, "-c", directory + "/nginx.conf", "-g", "daemon off;"]
         try Spawning.run(nginx)
         (self.port, self.nginx, self.directory) = (port, nginx, directory)
+        // Ready once it accepts connections: a request to learn it would already meet the first upstream, and nginx
+        // would send that one fewer requests after a failure.
+        guard waitUntil(timeout: 10, { (try? HTTPConnection(port: port)) != nil }) else {
+            stop()
+            throw TestFailure("nginx took no connection on port \(port) within 10 s")
+        }
     }
 
     func stop() {
