@@ -1,5 +1,3 @@
-import Foundation
-
 /// The cgroup file system as this process sees it: the directories of its cgroup and their ancestors, where
 /// limits set by a container runtime are read (`CPUBudget`, `MemoryLimit`).
 enum Cgroup {
@@ -27,8 +25,9 @@ enum Cgroup {
         return (v2, v1)
     }
 
+    /// The text of a file of the cgroup file system or of `/proc` (`readProcFile`), nil when it cannot be read.
     static func contents(_ path: String) -> String? {
-        try? String(contentsOfFile: path, encoding: .utf8)
+        readProcFile(path, limit: 4096)
     }
 
     private static func ancestors(_ path: String, stoppingAt root: String) -> [String] {

@@ -1,7 +1,7 @@
 import Glibc
 
-/// The text of a small file of `/proc` (up to `limit` bytes), nil when it cannot be read. Such a file says its size
-/// is 0, so it is read for what comes rather than for its size (as `readFile` does).
+/// The text of a small file of `/proc` or of the cgroup file system (up to `limit` bytes), nil when it cannot be
+/// read. Such a file says its size is 0, so it is read for what comes rather than for its size (as `readFile` does).
 func readProcFile(_ path: String, limit: Int = 256) -> String? {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
     guard descriptor >= 0 else { return nil }
