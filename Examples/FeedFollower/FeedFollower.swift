@@ -8,7 +8,8 @@ import Model
 ///
 ///     swift run FeedFollower http://127.0.0.1:8080 inbox [more names] [--view] [--token T] [--count N]
 ///
-/// With several names it follows each at once, each line led by its name.
+/// With several names it follows each at once, each line led by its name; `--view` makes every name a view's.
+/// `--count N` stops once each name has had N events (a `missing` is one: a name that stays missing has no more).
 @main
 struct FeedFollower {
     static func main() async {

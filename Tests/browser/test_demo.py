@@ -1,7 +1,7 @@
 """The live demo in a real browser: headless Chromium (Debian's chromium + chromium-driver) driven by Selenium,
 against a real ChangeServer started here on loopback.
 
-    CF_SERVER_BINARY=/path/to/ChangeServer python3 -m unittest -v Tests/browser/test_demo.py
+    CF_SERVER_BINARY=/path/to/ChangeServer .venv/bin/python3 -m unittest -v Tests/browser/test_demo.py
 
 CF_SERVER_BINARY is required: the binary of the build under test (WebClientTests passes the one its run built).
 The random history comes from a fixed seed, printed at the start; CF_SEED runs another. CF_SCREENSHOT is where

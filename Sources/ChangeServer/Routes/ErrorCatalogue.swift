@@ -146,12 +146,12 @@ extension HTTPError {
     }
 
     static func tooManyViews(limit: Int) -> HTTPError {
-        HTTPError(.tooManyViews, "The server holds \(limit) views already (--max-views); delete one first.")
+        HTTPError(.tooManyViews, "The server holds as many views as it may (--max-views \(limit)); delete one first.")
     }
 
     static func tooManyCollections(limit: Int) -> HTTPError {
         HTTPError(
-            .tooManyCollections, "The server holds \(limit) collections already (--max-collections); delete one first.")
+            .tooManyCollections, "The server holds as many collections as it may (--max-collections \(limit)); delete one first.")
     }
 
     static func badCursor(_ raw: String, _ kind: FeedSubjectKind) -> HTTPError {
@@ -237,7 +237,7 @@ extension HTTPError {
     }
 
     static func tooManyPolls(limit: Int) -> HTTPError {
-        HTTPError(.tooManyPolls, "The server holds \(limit) polls already (--max-held-polls); retry shortly.")
+        HTTPError(.tooManyPolls, "The server holds as many polls as it may (--max-held-polls \(limit)); retry shortly.")
             .with(header: "Retry-After", "1").closingTheConnection
     }
 
