@@ -99,8 +99,9 @@ struct Config: Sendable {
     static let help = """
         Usage: ChangeServer [options]
 
-        Holds named sectioned collections, applies mutations over REST, and pushes UIKit-ready changesets to
-        subscribers by HTTP long-polling. Each option can also be set by the environment variable in brackets.
+        Holds named sectioned collections and live views of them, applies mutations over REST, and pushes
+        UIKit-ready changesets to subscribers by HTTP long-polling or server-sent events. Each option can also be
+        set by the environment variable in brackets.
 
           --host HOST            address to listen on (default 0.0.0.0) [CHANGESERVER_HOST]
           --port PORT            TCP port, 0 for any free port (default 8080) [CHANGESERVER_PORT]

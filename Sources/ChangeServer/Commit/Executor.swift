@@ -69,7 +69,7 @@ struct Executor: Sendable {
                 let entry = try existing(name)
                 let changes = try entry.content.withLock { content throws(Rejection) in
                     try conditions.check(content.version)
-                    return updateViews(of: name) { _ in .deleted }
+                    return updateViews(of: name) { .deleted }
                 }
                 _ = registry.remove(entry)
                 return .deleted(entry, views: changes)
@@ -154,7 +154,7 @@ struct Executor: Sendable {
         let created = content.version
         let changeset = content.changes(since: Version(epoch: epoch, seq: 0)) ?? Changeset(from: created, to: created)
         let entry = registry.insert(CollectionEntry(name: name, content: content))
-        let changes = entry.content.withLock { content in updateViews(of: name) { _ in .created(content) } }
+        let changes = entry.content.withLock { content in updateViews(of: name) { .created(content) } }
         return .committed(entry, changeset, created: true, views: changes)
     }
 
@@ -171,7 +171,7 @@ struct Executor: Sendable {
                 throw .model(error)
             }
             guard !changeset.isEmpty else { return (changeset, created, [ViewChange]()) }
-            let changes = updateViews(of: entry.name) { _ in
+            let changes = updateViews(of: entry.name) {
                 SourceDelta(source: content, since: changeset.from) ?? .created(content)
             }
             return (changeset, created, changes)
@@ -301,20 +301,17 @@ struct Executor: Sendable {
             }
     }
 
-    /// Brings the views of `source` up to date with `delta` (made once, for the first of them); called with the
-    /// source's lock held.
-    private func updateViews(of source: String, _ delta: (LiveView) -> SourceDelta) -> [ViewChange] {
-        let attached = views.views(of: source)
-        guard !attached.isEmpty else { return [] }
-        var made: SourceDelta?
+    /// Brings the views of `source` that `delta` can touch up to date with it (`ViewDispatch`; the delta is made
+    /// only when the source has views); called with the source's lock held.
+    private func updateViews(of source: String, _ delta: () -> SourceDelta) -> [ViewChange] {
+        let dispatch = views.dispatch(of: source)
+        guard !dispatch.targets.isEmpty else { return [] }
+        let delta = delta()
         var changes: [ViewChange] = []
-        for view in attached {
-            let changeset = view.live.withLock { live -> Changeset? in
-                let change = made ?? delta(live)
-                made = change
-                return live.apply(change)
+        for view in dispatch.targets(touchedBy: delta) {
+            if let changeset = view.live.withLock({ $0.apply(delta) }) {
+                changes.append(ViewChange(entry: view, changeset: changeset))
             }
-            if let changeset { changes.append(ViewChange(entry: view, changeset: changeset)) }
         }
         return changes
     }
@@ -341,7 +338,7 @@ struct Executor: Sendable {
             Self.preparedObserver?(.redefinition(entry))
             // Swapped, so that `live` holds the old view, freed after the lock.
             entry.live.withLock { swap(&$0, &live) }
-            views.reattach(name, from: old, to: definition.source)
+            views.redefined(name, from: old, to: definition)
             entry.encodedSnapshot.invalidate()
             // Another definition commits a version, also with the same content (`LiveView.redefine`), but for a
             // record written before that was so (`JournalRecord.defineView`).
@@ -353,7 +350,7 @@ struct Executor: Sendable {
         let created = live.version
         let changeset = live.changes(since: Version(epoch: epoch, seq: 0)) ?? Changeset(from: created, to: created)
         let entry = ViewEntry(name: name, live: live)
-        views.insert(entry, source: definition.source)
+        views.insert(entry, definition: definition)
         return .viewCommitted(entry, changeset, created: true)
     }
 

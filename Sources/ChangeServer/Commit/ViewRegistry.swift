@@ -23,6 +23,10 @@ final class ViewRegistry: Sendable {
         var views: [String: ViewEntry] = [:]
         /// View names by the name of their source collection.
         var bySource: [String: Set<String>] = [:]
+        /// The gate of each view whose definition implies one (`ViewGate`), by name.
+        var gates: [String: ViewGate] = [:]
+        /// Each source's views arranged for its writes, made when first asked for after its views changed.
+        var dispatches: [String: ViewDispatch<ViewEntry>] = [:]
     }
 
     private let state = Mutex(State())
@@ -52,6 +56,19 @@ final class ViewRegistry: Sendable {
         state.withLock { state in (state.bySource[source] ?? []).compactMap { state.views[$0] } }
     }
 
+    /// The views of `source`, arranged to find those a change of it can touch (`ViewDispatch`).
+    /// - Complexity: O(1), or O(v log v) for v views of the source when they changed since it was last asked.
+    func dispatch(of source: String) -> ViewDispatch<ViewEntry> {
+        state.withLock { state in
+            if let dispatch = state.dispatches[source] { return dispatch }
+            // Kept only for sources with views: every collection written asks.
+            guard let names = state.bySource[source]?.sorted(), !names.isEmpty else { return ViewDispatch([]) }
+            let dispatch = ViewDispatch(names.compactMap { name in state.views[name].map { ($0, state.gates[name]) } })
+            state.dispatches[source] = dispatch
+            return dispatch
+        }
+    }
+
     /// How many views read the collection `source`.
     func count(of source: String) -> Int {
         state.withLock { $0.bySource[source]?.count ?? 0 }
@@ -60,20 +77,27 @@ final class ViewRegistry: Sendable {
     /// The names of the source collections some view reads.
     var sources: [String] { state.withLock { Array($0.bySource.keys) } }
 
-    func insert(_ entry: ViewEntry, source: String) {
+    /// Adds a view (replacing one of its name) with its definition.
+    func insert(_ entry: ViewEntry, definition: ViewDefinition) {
         state.withLock { state in
             state.views[entry.name] = entry
-            state.bySource[source, default: []].insert(entry.name)
+            state.bySource[definition.source, default: []].insert(entry.name)
+            state.gates[entry.name] = definition.gate
+            state.dispatches[definition.source] = nil
         }
     }
 
-    /// The view `name` now reads `new` instead of `old`.
-    func reattach(_ name: String, from old: String, to new: String) {
-        guard old != new else { return }
+    /// The view `name`, which read `old`, now has `definition`.
+    func redefined(_ name: String, from old: String, to definition: ViewDefinition) {
         state.withLock { state in
-            state.bySource[old]?.remove(name)
-            if state.bySource[old]?.isEmpty == true { state.bySource[old] = nil }
-            state.bySource[new, default: []].insert(name)
+            if old != definition.source {
+                state.bySource[old]?.remove(name)
+                if state.bySource[old]?.isEmpty == true { state.bySource[old] = nil }
+                state.bySource[definition.source, default: []].insert(name)
+            }
+            state.gates[name] = definition.gate
+            state.dispatches[old] = nil
+            state.dispatches[definition.source] = nil
         }
     }
 
@@ -81,6 +105,8 @@ final class ViewRegistry: Sendable {
         state.withLock { state in
             guard state.views[entry.name] === entry else { return }
             state.views[entry.name] = nil
+            state.gates[entry.name] = nil
+            state.dispatches[source] = nil
             state.bySource[source]?.remove(entry.name)
             if state.bySource[source]?.isEmpty == true { state.bySource[source] = nil }
         }

@@ -151,7 +151,8 @@ extension HTTPError {
 
     static func tooManyCollections(limit: Int) -> HTTPError {
         HTTPError(
-            .tooManyCollections, "The server holds as many collections as it may (--max-collections \(limit)); delete one first.")
+            .tooManyCollections,
+            "The server holds as many collections as it may (--max-collections \(limit)); delete one first.")
     }
 
     static func badCursor(_ raw: String, _ kind: FeedSubjectKind) -> HTTPError {

@@ -29,7 +29,7 @@ enum Recovery {
             }
             let source = executor.registry.entry(definition.source)?.content.withLock { $0 }
             let live = LiveView(restoring: view.content, definition: definition, source: source)
-            executor.views.insert(ViewEntry(name: view.name, live: live), source: definition.source)
+            executor.views.insert(ViewEntry(name: view.name, live: live), definition: definition)
         }
     }
 

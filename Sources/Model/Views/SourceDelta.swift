@@ -9,10 +9,15 @@ public struct SourceDelta: Sendable {
     public private(set) var items: [(id: String, data: JSONData?)]
     /// Whether every item leaves the view before `items` apply: the source was deleted, or created again.
     public private(set) var removesEverything: Bool
+    /// For each of `items`, its data before the change, nil for an item that was not in the source then; nil
+    /// when that is not known (a source created, deleted or replaced). What tells which views the change can
+    /// touch (`ViewDispatch`).
+    public private(set) var previous: [JSONData?]?
 
-    private init(items: [(id: String, data: JSONData?)], removesEverything: Bool) {
+    private init(items: [(id: String, data: JSONData?)], removesEverything: Bool, previous: [JSONData?]? = nil) {
         self.items = items
         self.removesEverything = removesEverything
+        self.previous = previous
     }
 
     /// The source was deleted.
@@ -39,33 +44,49 @@ public struct SourceDelta: Sendable {
         let current = source.version
         guard since.epoch == current.epoch, since.seq <= current.seq else { return nil }
         guard since != current else {
-            self.init(items: [], removesEverything: false)
+            self.init(items: [], removesEverything: false, previous: [])
             return
         }
         guard let entries = source.history.entries(after: since, current: current) else { return nil }
         if entries.count == 1, entries[entries.startIndex].changes.count == 1 {
             // One change (an item upserted, updated or deleted): nothing to deduplicate.
-            let id: String? =
+            let touched: (id: String, before: JSONData?)? =
                 switch entries[entries.startIndex].changes[0] {
-                case .itemInserted(let id, _, _), .itemDataSet(let id, _): id
-                case .itemRemoved(let item, _, _): item.id
+                case .itemInserted(let id, _, _): (id, nil)
+                case .itemDataSet(let id, let old): (id, old)
+                case .itemRemoved(let item, _, _): (item.id, item.data)
                 default: nil
                 }
-            if let id {
-                self.init(items: [(id, source.data(ofItem: id))], removesEverything: false)
+            if let touched {
+                self.init(
+                    items: [(touched.id, source.data(ofItem: touched.id))], removesEverything: false,
+                    previous: [touched.before])
                 return
             }
         }
+        // Each item's first change tells what it held at `since`: the changes are listed in the order they were made.
         var touched: [String] = []
+        var previous: [JSONData?] = []
         var seen = Set<ExactString>()
         var replaced = false
         for entry in entries {
             for change in entry.changes {
                 switch change {
-                case .itemInserted(let id, _, _), .itemDataSet(let id, _):
-                    if seen.insert(ExactString(id)).inserted { touched.append(id) }
+                case .itemInserted(let id, _, _):
+                    if seen.insert(ExactString(id)).inserted {
+                        touched.append(id)
+                        previous.append(nil)
+                    }
+                case .itemDataSet(let id, let old):
+                    if seen.insert(ExactString(id)).inserted {
+                        touched.append(id)
+                        previous.append(old)
+                    }
                 case .itemRemoved(let item, _, _):
-                    if seen.insert(ExactString(item.id)).inserted { touched.append(item.id) }
+                    if seen.insert(ExactString(item.id)).inserted {
+                        touched.append(item.id)
+                        previous.append(item.data)
+                    }
                 case .replaced(let old):
                     replaced = true
                     for section in old {
@@ -79,7 +100,8 @@ public struct SourceDelta: Sendable {
             }
         }
         guard replaced else {
-            self.init(items: touched.map { ($0, source.data(ofItem: $0)) }, removesEverything: false)
+            self.init(
+                items: touched.map { ($0, source.data(ofItem: $0)) }, removesEverything: false, previous: previous)
             return
         }
         // After a replacement every current item may be new: list them all, and the touched ones now gone.

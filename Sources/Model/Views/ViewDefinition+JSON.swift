@@ -14,9 +14,12 @@ extension ViewDefinition {
         try self.init(json: value)
     }
 
-    /// Validates a parsed definition; see `init(json:)`.
+    /// Validates a parsed definition; see `init(json:)`. An optional part given as `null` is absent, as encoders
+    /// that write every field (JavaScript's `JSON.stringify` of an object with `filter: null`) send it; the
+    /// canonical form leaves it out.
     public init(json value: JSON) throws(ViewDefinitionError) {
         let members = try Wire.members(value, part: "", allowed: ["source", "filter", "sectionBy", "sortBy", "limit"])
+            .filter { $0.key == "source" || $0.value != .null }
         guard let source = members["source"] else {
             throw ViewDefinitionError(part: "source", reason: "missing")
         }

@@ -139,6 +139,56 @@ import Testing
         #expect((again.json["version"] as? String)?.hasSuffix(".4") == true)
     }
 
+    /// Views of one field's values (one per user) are handed only the writes that touch their values
+    /// (`ViewDispatch`): they still follow every write that does, also after a view is redefined onto other values
+    /// or another source, deleted and defined again, when each write must reach the view's new values.
+    @Test func viewsOfOneValueEachFollowTheWritesToTheirValues() throws {
+        let server = try InProcessServer()
+        let empty = #"{"sections": [{"id": "s", "items": []}]}"#
+        #expect(server.send("PUT", "/v1/collections/convs", body: empty).status == 201)
+        #expect(server.send("PUT", "/v1/collections/other", body: empty).status == 201)
+        func define(_ view: String, _ source: String, _ owner: String) {
+            let filter = #"{"all": [{"field": "/owner", "eq": "\#(owner)"}, {"field": "/archived", "ne": true}]}"#
+            let body = #"{"source": "\#(source)", "filter": \#(filter), "sortBy": [{"field": "/at", "order": "desc"}]}"#
+            #expect((200...201).contains(server.send("PUT", "/v1/views/\(view)", body: body).status), "\(view)")
+        }
+        func write(_ source: String, _ id: String, _ owner: String, at: Int, archived: Bool = false) {
+            let body = #"{"data": {"owner": "\#(owner)", "at": \#(at), "archived": \#(archived)}}"#
+            #expect(
+                (200...201).contains(server.send("PUT", "/v1/collections/\(source)/items/\(id)", body: body).status))
+        }
+        func shown(_ view: String) -> [String] {
+            Self.sections(server.send("GET", "/v1/views/\(view)")).flatMap(Self.itemIDs)
+        }
+        for user in 1...4 { define("u\(user)", "convs", "u\(user)") }
+        write("convs", "c1", "u1", at: 1)
+        write("convs", "c2", "u1", at: 2)
+        write("convs", "c3", "u2", at: 3)
+        #expect(shown("u1") == ["c2", "c1"] && shown("u2") == ["c3"] && shown("u3") == [])
+        // From one user to another: it leaves one view and enters the other.
+        write("convs", "c1", "u3", at: 4)
+        #expect(shown("u1") == ["c2"] && shown("u3") == ["c1"])
+        write("convs", "c2", "u1", at: 5, archived: true)
+        #expect(shown("u1") == [])
+        // Redefined onto another user's values: writes to them reach it now, and writes to its old values do not.
+        define("u4", "convs", "u2")
+        #expect(shown("u4") == ["c3"])
+        write("convs", "c4", "u2", at: 6)
+        write("convs", "c5", "u4", at: 7)
+        #expect(shown("u4") == ["c4", "c3"] && shown("u2") == ["c4", "c3"])
+        // Onto another source, then deleted and defined again on the first.
+        define("u3", "other", "u3")
+        write("other", "o1", "u3", at: 8)
+        write("convs", "c6", "u3", at: 9)
+        #expect(shown("u3") == ["o1"])
+        #expect(server.send("DELETE", "/v1/views/u3").status == 204)
+        define("u3", "convs", "u3")
+        write("convs", "c7", "u3", at: 10)
+        #expect(shown("u3") == ["c7", "c6", "c1"])
+        #expect(server.send("DELETE", "/v1/collections/convs/items/c1").status == 200)
+        #expect(shown("u3") == ["c7", "c6"])
+    }
+
     @Test func redefiningKeepsTheEpochAndMovesItems() throws {
         let server = try InProcessServer()
         Self.tasks(server)

@@ -38,6 +38,15 @@ import Testing
         #expect(checked == 300)
     }
 
+    /// An optional part given as `null` is absent (encoders that write every field send it so); `source` is not.
+    @Test func optionalPartsGivenAsNullAreAbsent() throws {
+        let nulls = try Self.parse(#"{"source":"s","filter":null,"sectionBy":null,"sortBy":null,"limit":null}"#)
+        #expect(nulls == (try Self.parse(#"{"source":"s"}"#)))
+        #expect(nulls.canonicalJSON.description == #"{"source":"s"}"#)
+        #expect(throws: ViewDefinitionError.self) { try Self.parse(#"{"source":null}"#) }
+        #expect(throws: ViewDefinitionError.self) { try Self.parse(#"{"source":"s","sortBy":[null]}"#) }
+    }
+
     static let leaf = "{\"field\":\"/a\",\"eq\":1}"
     static let nested = (0..<16).reduce("{\"field\":\"/a\",\"eq\":1}") { inner, _ in "{\"not\":\(inner)}" }
     static let leaves = "[" + Array(repeating: "{\"field\":\"/a\",\"eq\":1}", count: 257).joined(separator: ",") + "]"
