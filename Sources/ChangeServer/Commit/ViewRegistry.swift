@@ -27,6 +27,9 @@ final class ViewRegistry: Sendable {
         var gates: [String: ViewGate] = [:]
         /// Each source's views arranged for its writes, made when first asked for after its views changed.
         var dispatches: [String: ViewDispatch<ViewEntry>] = [:]
+        /// Counts the changes of views and gates: a dispatch made outside the lock is kept only if none came
+        /// meanwhile.
+        var generation = 0
     }
 
     private let state = Mutex(State())
@@ -57,16 +60,23 @@ final class ViewRegistry: Sendable {
     }
 
     /// The views of `source`, arranged to find those a change of it can touch (`ViewDispatch`).
-    /// - Complexity: O(1), or O(v log v) for v views of the source when they changed since it was last asked.
+    /// - Complexity: O(1), or O(v log v + t) for v views of the source and t values of their gates when they
+    ///   changed since it was last asked, made outside the lock (long `in` lists make many values).
     func dispatch(of source: String) -> ViewDispatch<ViewEntry> {
-        state.withLock { state in
-            if let dispatch = state.dispatches[source] { return dispatch }
-            // Kept only for sources with views: every collection written asks.
-            guard let names = state.bySource[source]?.sorted(), !names.isEmpty else { return ViewDispatch([]) }
-            let dispatch = ViewDispatch(names.compactMap { name in state.views[name].map { ($0, state.gates[name]) } })
-            state.dispatches[source] = dispatch
-            return dispatch
+        let found = state.withLock { state -> (ViewDispatch<ViewEntry>?, [(ViewEntry, ViewGate?)], Int) in
+            if let dispatch = state.dispatches[source] { return (dispatch, [], state.generation) }
+            let names = (state.bySource[source] ?? []).sorted()
+            let views = names.compactMap { name in state.views[name].map { ($0, state.gates[name]) } }
+            return (nil, views, state.generation)
         }
+        if let dispatch = found.0 { return dispatch }
+        let dispatch = ViewDispatch(found.1)
+        // Kept only for sources with views: every collection written asks.
+        guard !found.1.isEmpty else { return dispatch }
+        state.withLock { state in
+            if state.generation == found.2 { state.dispatches[source] = dispatch }
+        }
+        return dispatch
     }
 
     /// How many views read the collection `source`.
@@ -79,25 +89,29 @@ final class ViewRegistry: Sendable {
 
     /// Adds a view (replacing one of its name) with its definition.
     func insert(_ entry: ViewEntry, definition: ViewDefinition) {
+        let gate = definition.gate
         state.withLock { state in
             state.views[entry.name] = entry
             state.bySource[definition.source, default: []].insert(entry.name)
-            state.gates[entry.name] = definition.gate
+            state.gates[entry.name] = gate
             state.dispatches[definition.source] = nil
+            state.generation += 1
         }
     }
 
     /// The view `name`, which read `old`, now has `definition`.
     func redefined(_ name: String, from old: String, to definition: ViewDefinition) {
+        let gate = definition.gate
         state.withLock { state in
             if old != definition.source {
                 state.bySource[old]?.remove(name)
                 if state.bySource[old]?.isEmpty == true { state.bySource[old] = nil }
                 state.bySource[definition.source, default: []].insert(name)
             }
-            state.gates[name] = definition.gate
+            state.gates[name] = gate
             state.dispatches[old] = nil
             state.dispatches[definition.source] = nil
+            state.generation += 1
         }
     }
 
@@ -107,6 +121,7 @@ final class ViewRegistry: Sendable {
             state.views[entry.name] = nil
             state.gates[entry.name] = nil
             state.dispatches[source] = nil
+            state.generation += 1
             state.bySource[source]?.remove(entry.name)
             if state.bySource[source]?.isEmpty == true { state.bySource[source] = nil }
         }

@@ -52,8 +52,10 @@ public struct ViewDispatch<Target: Sendable>: Sendable {
         var chosen = ungated
         for field in fields {
             for (item, before) in zip(delta.items, previous) {
-                for data in [before, item.data] {
-                    guard let data, let views = field.views[field.pointer.valueText(in: data)] else { continue }
+                if let before, let views = field.views[field.pointer.valueText(in: before)] {
+                    chosen.append(contentsOf: views)
+                }
+                if let now = item.data, let views = field.views[field.pointer.valueText(in: now)] {
                     chosen.append(contentsOf: views)
                 }
             }
