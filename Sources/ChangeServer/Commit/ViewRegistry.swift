@@ -70,9 +70,9 @@ final class ViewRegistry: Sendable {
             return (nil, views, state.generation)
         }
         if let dispatch = found.0 { return dispatch }
-        let dispatch = ViewDispatch(found.1)
         // Kept only for sources with views: every collection written asks.
-        guard !found.1.isEmpty else { return dispatch }
+        guard !found.1.isEmpty else { return ViewDispatch([]) }
+        let dispatch = ViewDispatch(found.1)
         state.withLock { state in
             if state.generation == found.2 { state.dispatches[source] = dispatch }
         }

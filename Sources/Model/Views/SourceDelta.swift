@@ -92,6 +92,7 @@ public struct SourceDelta: Sendable {
                     for section in old {
                         for item in section.items where seen.insert(ExactString(item.id)).inserted {
                             touched.append(item.id)
+                            previous.append(item.data)
                         }
                     }
                 case .sectionInserted, .sectionRemoved, .sectionMoved, .sectionDataSet, .itemMoved:
