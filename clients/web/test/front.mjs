@@ -26,6 +26,10 @@ export async function freePort() {
     });
 }
 
+/**
+ * Waits until `port` takes a connection, trying every millisecond: a script that listens before it serves (as
+ * nginx-front.sh did, through `nginx -t`) is then caught by the first request after this returns.
+ */
 async function waitForPort(port, child, logOf, seconds = 20) {
     const deadline = Date.now() + seconds * 1000;
     while (Date.now() < deadline) {
@@ -39,7 +43,7 @@ async function waitForPort(port, child, logOf, seconds = 20) {
             socket.on("error", () => resolve(false));
         });
         if (open) return;
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await new Promise((resolve) => setTimeout(resolve, 1));
     }
     throw new Error(`the front did not listen in ${seconds} s: ${logOf()}`);
 }
