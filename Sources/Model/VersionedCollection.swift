@@ -112,28 +112,24 @@ public struct VersionedCollection: Sendable {
         return changeset
     }
 
-    /// Commits edits that the caller makes on the content itself, with the changeset it built for them: for a
-    /// caller that knows where everything goes (a live view, from its index), so that no op is resolved and no
-    /// log is walked to find what changed. The edits are logged as `apply` logs them, so every kept version stays
-    /// reachable by `changes(since:)`. Same no-op rule as `apply`.
-    /// - Parameters:
-    ///   - edit: makes the edits; it must not fail half-way (there is no rollback).
-    ///   - changes: the changeset's arrays, read from the edited content; they must obey
-    ///     `docs/changesets.md#the-rules` for the edits made.
+    /// Commits edits that the caller makes on the content itself: for a caller that knows where everything goes
+    /// (a live view, from its index), so that no op is resolved. The changeset comes from the logged edits, as
+    /// `apply`'s does and as `changes(since:)` builds it again later: a poll that catches up over this one version
+    /// gets the same changeset as the live event (where moves tie, the log's choice, not the caller's). Same no-op
+    /// rule as `apply`.
+    /// - Parameter edit: makes the edits; it must not fail half-way (there is no rollback).
     /// - Returns: the changeset, or nil when it is empty (then no version is committed).
-    /// - Complexity: that of the edits and of `changes`.
-    mutating func commit(_ edit: (inout Editor) -> Void, changes: (Store) -> (SectionChanges, ItemChanges))
-        -> Changeset?
-    {
+    /// - Complexity: that of the edits, plus proportional to what they touched (up to O(n log n)).
+    mutating func commit(_ edit: (inout Editor) -> Void) -> Changeset? {
         var editor = Editor(store: Store.empty)
         swap(&editor.store, &store)
         defer { swap(&editor.store, &store) }
         edit(&editor)
         guard !editor.log.isEmpty else { return nil }
-        let (sections, items) = changes(editor.store)
-        let changeset = Changeset(from: version, to: version.next, sections: sections, items: items)
+        let next = version.next
+        let changeset = Coalescing.changeset(for: editor.log[...], in: editor.store, from: version, to: next)
         guard !changeset.isEmpty else { return nil }
-        commit(editor.log, as: changeset.to)
+        commit(editor.log, as: next)
         return changeset
     }
 

@@ -1,6 +1,6 @@
 /// What a small source change does to a view's content, found from the index rather than by ops and a walked
 /// log: the items whose place (or data) in the content changed, with their places before and after, from which
-/// both the edits of the content and its changeset follow directly.
+/// the edits of the content follow directly.
 ///
 /// `LiveView.update` leaves the index holding the new members and reports each member whose key changed (a
 /// `Touch`: it entered the index, left it or moved in it) and each whose data alone changed. The old index is
@@ -29,15 +29,6 @@ struct ContentChange {
         var new: Place?
         /// False for an item that only changed its data, in place (then `old` is nil).
         var structural: Bool
-        var dataChanged: Bool
-        /// For an item in the same section before and after: whether it moves there (`docs/changesets.md#rule-4`).
-        var moves = false
-    }
-
-    /// Untouched items of a section that move as a run, beside its moving survivors.
-    struct RunMove {
-        var section: Int
-        var run: SequenceDiff.Run
     }
 
     /// A section that holds an affected item before or after.
@@ -51,9 +42,6 @@ struct ContentChange {
         var newRank: Int
         var oldIndex = 0
         var newIndex = 0
-
-        /// Present before and after: the only sections whose items are listed (`docs/changesets.md#rule-2`).
-        var isLive: Bool { wasShown && isShown }
     }
 
     /// Old ranks from new ones: the touched members' old keys (gone from the index) and new keys, each sorted.
@@ -93,7 +81,6 @@ struct ContentChange {
 
     private(set) var sections: [SectionState] = []
     private(set) var affected: [Affected] = []
-    private(set) var runMoves: [RunMove] = []
     /// Positions in `sections` by id, once they are too many to search.
     private var sectionPositions: [ExactString: Int]?
 
@@ -129,9 +116,7 @@ struct ContentChange {
                 }
             }
             guard old != nil || new != nil, let data = touch.new?.data ?? touch.old?.data else { continue }
-            let dataChanged = touch.old != nil && touch.new != nil && touch.old?.data != touch.new?.data
-            affected.append(
-                Affected(id: touch.id, data: data, old: old, new: new, structural: true, dataChanged: dataChanged))
+            affected.append(Affected(id: touch.id, data: data, old: old, new: new, structural: true))
         }
         if limit < index.count + touches.count, !touches.isEmpty {
             addCrossings(view, shift, from: max(0, limit - touches.count), to: min(index.count, limit + touches.count))
@@ -145,11 +130,9 @@ struct ContentChange {
             }
             let section = section(of: member.placement, view, shift)
             let new = Place(section: section, index: rank - sections[section].newRank)
-            affected.append(
-                Affected(id: id, data: member.data, old: nil, new: new, structural: false, dataChanged: true))
+            affected.append(Affected(id: id, data: member.data, old: nil, new: new, structural: false))
         }
         numberSections(view)
-        findMoves(view)
     }
 
     /// Adds the untouched members of new ranks `from..<to` that entered or left the first `limit`.
@@ -168,7 +151,7 @@ struct ContentChange {
             affected.append(
                 Affected(
                     id: element.id, data: member.data, old: rank < limit ? nil : place,
-                    new: rank < limit ? place : nil, structural: true, dataChanged: false))
+                    new: rank < limit ? place : nil, structural: true))
         }
     }
 
@@ -223,69 +206,5 @@ struct ContentChange {
             sections[position].newIndex =
                 rank - Shift.count(gone, below: key) + Shift.count(appearing, below: key)
         }
-    }
-
-    /// Marks the items that stay in their section and move there: those outside a longest increasing subsequence
-    /// of the section's survivors and untouched runs. With one survivor that is whether the untouched items
-    /// before it changed in number.
-    private mutating func findMoves(_ view: borrowing LiveView) {
-        if affected.count == 1 {
-            if affected[0].structural, let old = affected[0].old, let new = affected[0].new, old.section == new.section
-            {
-                affected[0].moves = old.index != new.index
-            }
-            return
-        }
-        var survivorSections: [Int] = []
-        for item in affected where item.structural {
-            if let old = item.old, let new = item.new, old.section == new.section,
-                !survivorSections.contains(old.section)
-            {
-                survivorSections.append(old.section)
-            }
-        }
-        for section in survivorSections {
-            let entries = affected.indices.filter {
-                affected[$0].structural
-                    && (affected[$0].old?.section == section || affected[$0].new?.section == section)
-            }
-            let survivors = entries.filter {
-                affected[$0].old?.section == section && affected[$0].new?.section == section
-            }
-            if survivors.count == 1, let old = affected[survivors[0]].old, let new = affected[survivors[0]].new {
-                var untouchedBefore = (old: old.index, new: new.index)
-                for entry in entries where entry != survivors[0] {
-                    if let other = affected[entry].old, other.section == section, other.index < old.index {
-                        untouchedBefore.old -= 1
-                    }
-                    if let other = affected[entry].new, other.section == section, other.index < new.index {
-                        untouchedBefore.new -= 1
-                    }
-                }
-                affected[survivors[0]].moves = untouchedBefore.old != untouchedBefore.new
-                continue
-            }
-            let sequence = entries.map { entry in
-                SequenceDiff.Entry(
-                    old: affected[entry].old.flatMap { $0.section == section ? $0.index : nil },
-                    new: affected[entry].new.flatMap { $0.section == section ? $0.index : nil })
-            }
-            let newCount = sectionEnd(section, view) - sections[section].newRank
-            let oldCount =
-                newCount - sequence.count(where: { $0.new != nil }) + sequence.count(where: { $0.old != nil })
-            let diff = SequenceDiff(oldCount: oldCount, newCount: newCount, entries: sequence)
-            for (offset, entry) in entries.enumerated() where diff.moved[offset] { affected[entry].moves = true }
-            runMoves.append(contentsOf: diff.movedRuns.map { RunMove(section: section, run: $0) })
-        }
-    }
-
-    /// The new rank just past the members a section shows.
-    private func sectionEnd(_ section: Int, _ view: borrowing LiveView) -> Int {
-        let shown = min(view.rules.limit, view.index.count)
-        var successor = sections[section].key
-        while successor.last == 0xFF { successor.removeLast() }
-        guard let last = successor.last else { return shown }
-        successor[successor.count - 1] = last + 1
-        return min(shown, view.index.rank(of: successor))
     }
 }

@@ -1,14 +1,9 @@
 /// The content after a small source change: the `ContentChange` the index gives, turned into the edits of the
-/// view's collection and into its changeset, committed together as one version.
+/// view's collection, committed as one version with the changeset of those edits.
 ///
 /// The edits: remove the affected items that were shown, last first; remove the sections that go, last first;
 /// insert the sections that appear, then the affected items that are shown, first first (every untouched item
-/// is already in place, so each index is final); then set the data that changed in place. The changeset
-/// (`docs/changesets.md`): the sections that go and appear; an item moving between two surviving sections is a
-/// move, one coming from a section that goes (or from nowhere) into a surviving one an insert, one leaving a
-/// surviving section for one that appears (or for nowhere) a delete; inside a surviving section the items
-/// `ContentChange` marks move; every surviving item whose data changed is an update. No section ever moves (they
-/// are sorted by key), so rule 3 never has to rebuild one.
+/// is already in place, so each index is final); then set the data that changed in place.
 extension LiveView {
     /// A member whose order key changed: it entered the index, left it or moved in it.
     struct Touch {
@@ -37,9 +32,7 @@ extension LiveView {
             }
         }
         let rules = self.rules
-        return collection.commit(
-            { editor in change.edit(&editor, sectionData: rules.sectionData) },
-            changes: { store in change.changes(in: store) })
+        return collection.commit { editor in change.edit(&editor, sectionData: rules.sectionData) }
     }
 }
 
@@ -55,15 +48,21 @@ extension ContentChange {
     /// Takes the old content to the new one.
     func edit(_ editor: inout Editor, sectionData: (String) -> JSONData) {
         if affected.count == 1, sections.allSatisfy({ $0.wasShown == $0.isShown }) {
-            // The same edits as below, without sorting.
+            // The same edits as below, without sorting; an item that stays is moved, then given its data: a log
+            // `SingleChange` reads (a removal and an insertion would take the general route).
             let item = affected[0]
-            if item.structural, let old = item.old { editor.removeItem(at: oldPath(old)) }
-            if let new = item.new {
-                if item.structural {
-                    editor.insertItem(Item(id: item.id, data: item.data), at: newPath(new))
-                } else {
-                    editor.setItemData(item.data, at: newPath(new))
-                }
+            switch (item.structural ? item.old : nil, item.new) {
+            case (let old?, let new?):
+                editor.moveItem(from: oldPath(old), to: newPath(new))
+                editor.setItemData(item.data, at: newPath(new))
+            case (let old?, nil):
+                editor.removeItem(at: oldPath(old))
+            case (nil, let new?) where item.structural:
+                editor.insertItem(Item(id: item.id, data: item.data), at: newPath(new))
+            case (nil, let new?):
+                editor.setItemData(item.data, at: newPath(new))
+            case (nil, nil):
+                break
             }
             return
         }
@@ -80,46 +79,5 @@ extension ContentChange {
         for item in affected where !item.structural {
             if let new = item.new { editor.setItemData(item.data, at: newPath(new)) }
         }
-    }
-
-    /// The changeset's arrays, read from the new content where they quote it.
-    func changes(in store: Store) -> (SectionChanges, ItemChanges) {
-        var sectionChanges = SectionChanges()
-        for section in sections where section.wasShown != section.isShown {
-            if section.wasShown {
-                sectionChanges.deleted.append(SectionDeletion(index: section.oldIndex, id: section.id))
-            } else {
-                sectionChanges.inserted.append(
-                    SectionInsertion(index: section.newIndex, section: store.section(at: section.newIndex)))
-            }
-        }
-        var items = ItemChanges()
-        for item in affected {
-            let fromLive = item.old.map { sections[$0.section].isLive } ?? false
-            let toLive = item.new.map { sections[$0.section].isLive } ?? false
-            if let old = item.old, let new = item.new, fromLive, toLive {
-                if old.section != new.section || item.moves {
-                    items.moved.append(ItemMove(from: oldPath(old), to: newPath(new), id: item.id))
-                }
-            } else if let old = item.old, fromLive {
-                items.deleted.append(ItemDeletion(at: oldPath(old), id: item.id))
-            } else if let new = item.new, toLive, item.structural {
-                items.inserted.append(ItemInsertion(at: newPath(new), item: Item(id: item.id, data: item.data)))
-                continue
-            }
-            if item.dataChanged, let new = item.new, toLive {
-                items.updated.append(ItemUpdate(at: newPath(new), item: Item(id: item.id, data: item.data)))
-            }
-        }
-        for move in runMoves {
-            for offset in 0..<move.run.count {
-                let to = ItemPath(section: sections[move.section].newIndex, item: move.run.new + offset)
-                let from = ItemPath(section: sections[move.section].oldIndex, item: move.run.old + offset)
-                items.moved.append(ItemMove(from: from, to: to, id: store.item(at: to).id))
-            }
-        }
-        sectionChanges.sortByFirstIndex()
-        items.sortByFirstIndex()
-        return (sectionChanges, items)
     }
 }

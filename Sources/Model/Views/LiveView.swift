@@ -5,8 +5,8 @@
 /// every source item that passes the filter (shown or beyond the limit), keyed by its whole position (section
 /// key, sort keys, id) as one byte string, and an index of the sections the content holds. A source change
 /// updates the index; the items whose place in the content changed follow from it, with their places before
-/// and after, and from those both the edits of the content and the changeset (`LiveView+Commit.swift`). A
-/// large change, and a new definition, are computed from scratch and diffed in full.
+/// and after, and from those the edits of the content, whose log gives the changeset as an op batch's does
+/// (`LiveView+Commit.swift`). A large change, and a new definition, are computed from scratch and diffed in full.
 ///
 /// Invariants between calls: `collection` holds, in order, the first `limit` items of the index grouped into
 /// their sections, and exactly the sections that have one of them (the section `"all"` always, without

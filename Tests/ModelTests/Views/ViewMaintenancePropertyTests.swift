@@ -3,8 +3,9 @@ import Testing
 @testable import Model
 
 /// Random sources under random op batches, `PUT` replacements, deletion and re-creation, seen through random
-/// view definitions (and redefinitions): after every step the view equals the naive evaluation, and every
-/// changeset, single or coalesced from any kept version, passes the UIKit model with minimal moves.
+/// view definitions (and redefinitions): after every step the view equals the naive evaluation, every changeset,
+/// single or coalesced from any kept version, passes the UIKit model with minimal moves, and a catch-up over one
+/// step is that step's live changeset (moves included: API.md's "the same whichever server answers").
 @Suite struct ViewMaintenancePropertyTests {
     /// What a run did, to assert that the loops really tested something.
     struct Counts {
@@ -83,6 +84,9 @@ import Testing
                 counts.changesets += 1
                 #expect(changeset.from == before.0 && changeset.to == view.version, "\(context)")
                 verify(changeset, from: before.1, to: now, context)
+                let caughtUp = view.changes(since: before.0)
+                #expect(
+                    caughtUp == changeset, "\(context): live \(changeset), caught up \(String(describing: caughtUp))")
                 kept.append((view.version, now))
             } else {
                 #expect(view.version == before.0 && now == before.1, "\(context): unchanged view, new version")
