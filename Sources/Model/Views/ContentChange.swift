@@ -12,7 +12,7 @@
 /// The affected items are the touched members shown before or after and, under a limit, the untouched members
 /// that crossed it: their ranks moved by at most the number of touches, so they lie within that distance of
 /// the limit. Sections never move (they are sorted by key), and one appears or goes only with an affected item.
-/// - Complexity: O(k log n) for k affected items, plus what the changeset lists.
+/// - Complexity: O(k log n) for k affected items.
 struct ContentChange {
     /// Where an item is in the content: its section (a position in `sections`) and its index there.
     struct Place {
