@@ -9,7 +9,8 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { subscribe } from "../changefeed.js";
 import { freePort, hasProgram, originFeedRequests, startNginx, startVarnish } from "./front.mjs";
-import { call, normalized, random, randomMutation, seed, serverBinary, startServer } from "./support.mjs";
+// Every `fetch` here is `namedFetch`: a request that fails names itself and its cause.
+import { call, namedFetch as fetch, normalized, random, randomMutation, seed, serverBinary, startServer } from "./support.mjs";
 
 const binary = serverBinary();
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -526,7 +527,7 @@ const ready = (title, program, startFront) => describe(title, { skip: skip(progr
                 const front = await startFront(server.port);
                 try {
                     const answer = await fetch(`${front.url}/healthz`).catch((error) => error);
-                    assert.equal(answer.status, 200, `start ${start + 1}: ${answer.cause?.code ?? answer}`);
+                    assert.equal(answer.status, 200, `start ${start + 1}: ${answer}`);
                 } finally {
                     await front.stop();
                 }
