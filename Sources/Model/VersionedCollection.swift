@@ -101,15 +101,11 @@ public struct VersionedCollection: Sendable {
             }
         }
         guard !editor.log.isEmpty else { return nil }
-        let next = version.next
         if !needsChangeset && Self.evidentlyChanges(editor.log) {
-            commit(editor.log, as: next)
+            commit(editor.log, as: version.next)
             return nil
         }
-        let changeset = Coalescing.changeset(for: editor.log[...], in: editor.store, from: version, to: next)
-        guard !changeset.isEmpty else { return nil }
-        commit(editor.log, as: next)
-        return changeset
+        return commitChanges(editor.log, to: editor.store)
     }
 
     /// Commits edits that the caller makes on the content itself: for a caller that knows where everything goes
@@ -126,10 +122,16 @@ public struct VersionedCollection: Sendable {
         defer { swap(&editor.store, &store) }
         edit(&editor)
         guard !editor.log.isEmpty else { return nil }
+        return commitChanges(editor.log, to: editor.store)
+    }
+
+    /// Commits `log`, which took the content to `store`, with its changeset; nil, committing nothing, when the
+    /// changeset is empty (the log undid itself).
+    private mutating func commitChanges(_ log: [Change], to store: Store) -> Changeset? {
         let next = version.next
-        let changeset = Coalescing.changeset(for: editor.log[...], in: editor.store, from: version, to: next)
+        let changeset = Coalescing.changeset(for: log[...], in: store, from: version, to: next)
         guard !changeset.isEmpty else { return nil }
-        commit(editor.log, as: next)
+        commit(log, as: next)
         return changeset
     }
 

@@ -69,31 +69,21 @@ public struct SourceDelta: Sendable {
         var previous: [JSONData?] = []
         var seen = Set<ExactString>()
         var replaced = false
+        func touch(_ id: String, before: JSONData?) {
+            guard seen.insert(ExactString(id)).inserted else { return }
+            touched.append(id)
+            previous.append(before)
+        }
         for entry in entries {
             for change in entry.changes {
                 switch change {
-                case .itemInserted(let id, _, _):
-                    if seen.insert(ExactString(id)).inserted {
-                        touched.append(id)
-                        previous.append(nil)
-                    }
-                case .itemDataSet(let id, let old):
-                    if seen.insert(ExactString(id)).inserted {
-                        touched.append(id)
-                        previous.append(old)
-                    }
-                case .itemRemoved(let item, _, _):
-                    if seen.insert(ExactString(item.id)).inserted {
-                        touched.append(item.id)
-                        previous.append(item.data)
-                    }
+                case .itemInserted(let id, _, _): touch(id, before: nil)
+                case .itemDataSet(let id, let old): touch(id, before: old)
+                case .itemRemoved(let item, _, _): touch(item.id, before: item.data)
                 case .replaced(let old):
                     replaced = true
                     for section in old {
-                        for item in section.items where seen.insert(ExactString(item.id)).inserted {
-                            touched.append(item.id)
-                            previous.append(item.data)
-                        }
+                        for item in section.items { touch(item.id, before: item.data) }
                     }
                 case .sectionInserted, .sectionRemoved, .sectionMoved, .sectionDataSet, .itemMoved:
                     continue
