@@ -34,6 +34,9 @@ python3 - "${ROUNDS:-3}" "${COUNT:-1000}" "${USERS:-5000}" "${ITEMS:-15000}" \
     "$(IFS=,; echo "${binaries[*]}")" "$(IFS=,; echo "${ports[*]}")" "$(IFS=,; echo "${servers[*]}")" <<'PY'
 import http.client, json, os, random, statistics, sys, time
 
+sys.path.insert(0, "scripts")
+import chat_views
+
 rounds, count, users, items = (int(value) for value in sys.argv[1:5])
 binaries, ports, pids = sys.argv[5].split(","), [int(p) for p in sys.argv[6].split(",")], sys.argv[7].split(",")
 ticks = os.sysconf("SC_CLK_TCK")
@@ -55,19 +58,14 @@ class Server:
         if answer.status // 100 != 2:
             sys.exit(f"{method} {path}: {answer.status} {text[:200]}")
 
-random.seed(11)
-owners = [f"u{random.randrange(users)}" for _ in range(items)]
-conversations = [{"id": f"c{k}", "data": {"owner": owners[k], "at": k, "archived": random.random() < 0.1}}
-                 for k in range(items)]
+owners, conversations = chat_views.conversations(users, items)
 servers = [Server(*server) for server in zip(binaries, ports, pids)]
 for server in servers:
     started = time.monotonic()
     for source in ("convs", "plain"):
         server.call("PUT", f"/v1/collections/{source}", {"sections": [{"id": "all", "items": conversations}]})
     for user in range(users):
-        server.call("PUT", f"/v1/views/inbox-u{user}", {
-            "source": "convs", "sortBy": [{"field": "/at", "order": "desc"}],
-            "filter": {"all": [{"field": "/owner", "eq": f"u{user}"}, {"field": "/archived", "ne": True}]}})
+        server.call("PUT", f"/v1/views/inbox-u{user}", chat_views.inbox(user))
     print(f"{server.binary}: {items} items, {users} views defined in {time.monotonic() - started:.1f} s", flush=True)
 
 clock = items

@@ -18,19 +18,43 @@ enum Recovery {
     }
 
     /// Puts a snapshot's collections and views in place; a view's index is rebuilt from its source, which must be
-    /// in place already or in the same snapshot.
+    /// in place already or in the same snapshot. The fields the views' gates test are read once per source
+    /// (`GateIndex`), so that each gated view evaluates its definition only on the items that can pass its gate.
     static func restore(_ snapshot: SnapshotFile.Contents, into executor: Executor) throws(StartupError) {
         for collection in snapshot.collections {
             _ = executor.registry.insert(CollectionEntry(name: collection.name, content: collection.content))
         }
+        var definitions: [ViewDefinition] = []
         for view in snapshot.views {
             guard let definition = try? ViewDefinition(json: view.definition.bytes) else {
                 throw StartupError("the snapshot's view \(view.name) has an invalid definition")
             }
+            definitions.append(definition)
+        }
+        var gates: [String: GateIndex] = [:]
+        for (name, pointers) in gatedFields(of: definitions) {
+            if let source = executor.registry.entry(name)?.content.withLock({ $0 }) {
+                gates[name] = GateIndex(source, pointers: pointers)
+            }
+        }
+        for (view, definition) in zip(snapshot.views, definitions) {
             let source = executor.registry.entry(definition.source)?.content.withLock { $0 }
-            let live = LiveView(restoring: view.content, definition: definition, source: source)
+            let live = LiveView(
+                restoring: view.content, definition: definition, source: source, gates: gates[definition.source])
             executor.views.insert(ViewEntry(name: view.name, live: live), definition: definition)
         }
+    }
+
+    /// The fields gates test, by source, for the sources with more than one gated view: one view reads its source
+    /// once either way.
+    private static func gatedFields(of definitions: [ViewDefinition]) -> [String: Set<JSONPointer>] {
+        var gated: [String: (views: Int, pointers: Set<JSONPointer>)] = [:]
+        for definition in definitions {
+            guard let gate = definition.gate else { continue }
+            gated[definition.source, default: (0, [])].views += 1
+            gated[definition.source, default: (0, [])].pointers.insert(gate.pointer)
+        }
+        return gated.filter { $0.value.views > 1 }.mapValues(\.pointers)
     }
 
     static func run(_ directory: DataDirectory, executor: Executor, logger: Logger) throws(StartupError) -> Position {

@@ -123,6 +123,18 @@ struct Store: Sendable {
         for slot in slots where !itemIDs[slot].isEmpty { body(itemIDs[slot], items[slot].data) }
     }
 
+    /// Calls `body` with the slot and data of every item, in slot order.
+    /// - Complexity: O(itemSlotCount).
+    func forEachItemSlot(_ body: (Int, JSONData) -> Void) {
+        for slot in 0..<items.count where !itemIDs[slot].isEmpty { body(slot, items[slot].data) }
+    }
+
+    /// Calls `body` with the id and data of the items in `slots` (item slots, as `forEachItemSlot` gives them).
+    /// - Complexity: O(slots).
+    func forEachItem(atSlots slots: [Int], _ body: (String, JSONData) -> Void) {
+        for slot in slots where !itemIDs[slot].isEmpty { body(itemIDs[slot], items[slot].data) }
+    }
+
     mutating func insertSection(id: String, data: JSONData, at index: Int) {
         let slot = SectionSlot(id: id, data: data)
         contentBytes += Self.bytes(id, data)

@@ -35,10 +35,13 @@ extension LiveView {
     /// source is large: scanning each item's JSON for the fields the definition names is most of what creating
     /// or redefining a large view costs, and items are independent of each other. Each part writes its members
     /// and ids from the first slot of its range on; they are then moved down next to the part before.
+    /// - Parameter candidates: when given, the item slots of the only items that can pass (`GateIndex`), which
+    ///   are then evaluated alone, on the calling thread.
     /// - Returns: buffers whose initialized ids and members the caller deinitializes or moves out, then
     ///   deallocates.
-    /// - Complexity: O(n) evaluations for n item slots, over the cores.
-    static func filter(_ store: Store?, by rules: ViewRules) -> Passed {
+    /// - Complexity: O(n) evaluations for n item slots (or candidates), over the cores.
+    static func filter(_ store: Store?, by rules: ViewRules, candidates: [Int]? = nil) -> Passed {
+        if let store, let candidates { return filter(store, by: rules, candidates: candidates) }
         let slots = store?.itemSlotCount ?? 0
         var passed = Passed(members: .allocate(capacity: max(1, slots)), ids: .allocate(capacity: max(1, slots)))
         guard let store, slots > 0 else { return passed }
@@ -84,6 +87,21 @@ extension LiveView {
                 contentsOf: filtered.bounds.lazy.map { ($0.lowerBound + offset)..<($0.upperBound + offset) })
             passed.flat.append(contentsOf: filtered.flat)
             passed.count += filtered.count
+        }
+        return passed
+    }
+
+    /// `filter` on the items in `candidates` alone.
+    private static func filter(_ store: Store, by rules: ViewRules, candidates: [Int]) -> Passed {
+        var passed = Passed(
+            members: .allocate(capacity: max(1, candidates.count)), ids: .allocate(capacity: max(1, candidates.count)))
+        store.forEachItem(atSlots: candidates) { id, data in
+            guard let placement = rules.placement(id: id, data: data) else { return }
+            passed.bounds.append(passed.flat.count..<(passed.flat.count + placement.key.count))
+            passed.flat.append(contentsOf: placement.key)
+            (passed.members + passed.count).initialize(to: Member(placement: placement, data: data))
+            (passed.ids + passed.count).initialize(to: id)
+            passed.count += 1
         }
         return passed
     }

@@ -57,8 +57,14 @@ extension LiveView {
     /// the items' data) are not paired: two cores writing one reference count slow each other down more than
     /// they gain.
     /// - Complexity: O(n log n) for n source items.
-    mutating func derive(from source: VersionedCollection?, commit: (inout VersionedCollection, [Section]) -> Void) {
-        let passed = LiveView.filter(source?.store, by: rules)
+    /// - Parameter gates: an index of the source by the fields gates test: when it covers the definition's gate,
+    ///   only the items that pass the gate are evaluated.
+    mutating func derive(
+        from source: VersionedCollection?, gates: GateIndex? = nil,
+        commit: (inout VersionedCollection, [Section]) -> Void
+    ) {
+        let candidates = definition.gate.flatMap { gate in gates?.slots(passing: gate) }
+        let passed = LiveView.filter(source?.store, by: rules, candidates: candidates)
         defer {
             passed.ids.deinitialize(count: passed.count)
             passed.ids.deallocate()

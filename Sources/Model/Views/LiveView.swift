@@ -50,12 +50,17 @@ public struct LiveView: Sendable {
     /// A view restored after a restart: its persisted collection (content, version, history) and the source as
     /// it is now. The index is rebuilt from the source; when the persisted content is not what the definition
     /// gives on it (the source changed after the view was saved), the difference is committed as one version.
-    /// - Complexity: O(n log n) for n source items.
-    public init(restoring collection: VersionedCollection, definition: ViewDefinition, source: VersionedCollection?) {
+    /// - Parameter gates: an index of `source` (`GateIndex`): when it covers the definition's gate, only the
+    ///   items that pass the gate are evaluated.
+    /// - Complexity: O(n log n) for n source items (n items that pass the gate, with `gates`).
+    public init(
+        restoring collection: VersionedCollection, definition: ViewDefinition, source: VersionedCollection?,
+        gates: GateIndex? = nil
+    ) {
         self.definition = definition
         rules = ViewRules(definition)
         self.collection = collection
-        derive(from: source) { collection, content in
+        derive(from: source, gates: gates) { collection, content in
             if content != collection.snapshot() { LiveView.replace(&collection, with: content) }
         }
     }
