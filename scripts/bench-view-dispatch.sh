@@ -29,6 +29,7 @@ for binary in "${binaries[@]}"; do
     ports+=("$port")
     data+=("$directory")
     for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+    curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { echo "$binary did not answer on port $port" >&2; exit 1; }
 done
 python3 - "${ROUNDS:-3}" "${COUNT:-1000}" "${USERS:-5000}" "${ITEMS:-15000}" \
     "$(IFS=,; echo "${binaries[*]}")" "$(IFS=,; echo "${ports[*]}")" "$(IFS=,; echo "${servers[*]}")" <<'PY'

@@ -5,7 +5,8 @@ import random
 
 
 def conversations(users, items):
-    """The owner of each conversation, and the conversations, the same for the same arguments."""
+    """The owner of each conversation, and the conversations, the same for the same arguments: Python's global
+    `random` is seeded here, and what a caller draws from it next is the same from run to run too."""
     random.seed(11)
     owners = [f"u{random.randrange(users)}" for _ in range(items)]
     return owners, [{"id": f"c{k}", "data": {"owner": owners[k], "at": k, "archived": random.random() < 0.1}}

@@ -18,8 +18,9 @@ enum Recovery {
     }
 
     /// Puts a snapshot's collections and views in place; a view's index is rebuilt from its source, which must be
-    /// in place already or in the same snapshot. The fields the views' gates test are read once per source
-    /// (`GateIndex`), so that each gated view evaluates its definition only on the items that can pass its gate.
+    /// in place already or in the same snapshot. A field that several views of a source gate on is read once per
+    /// item for all of them (`GateIndex`), and each of those views evaluates its definition only on the items
+    /// that can pass its gate.
     static func restore(_ snapshot: SnapshotFile.Contents, into executor: Executor) throws(StartupError) {
         for collection in snapshot.collections {
             _ = executor.registry.insert(CollectionEntry(name: collection.name, content: collection.content))
@@ -32,9 +33,9 @@ enum Recovery {
             definitions.append(definition)
         }
         var gates: [String: GateIndex] = [:]
-        for (name, pointers) in gatedFields(of: definitions) {
+        for (name, shared) in sharedGates(of: definitions) {
             if let source = executor.registry.entry(name)?.content.withLock({ $0 }) {
-                gates[name] = GateIndex(source, pointers: pointers)
+                gates[name] = GateIndex(source, gates: shared)
             }
         }
         for (view, definition) in zip(snapshot.views, definitions) {
@@ -45,16 +46,16 @@ enum Recovery {
         }
     }
 
-    /// The fields gates test, by source, for the sources with more than one gated view: one view reads its source
-    /// once either way.
-    private static func gatedFields(of definitions: [ViewDefinition]) -> [String: Set<JSONPointer>] {
-        var gated: [String: (views: Int, pointers: Set<JSONPointer>)] = [:]
+    /// By source, the gates on a field that more than one view of the source tests: a field one view alone tests
+    /// would be read once for it either way.
+    private static func sharedGates(of definitions: [ViewDefinition]) -> [String: [ViewGate]] {
+        var byField: [String: [JSONPointer: [ViewGate]]] = [:]
         for definition in definitions {
             guard let gate = definition.gate else { continue }
-            gated[definition.source, default: (0, [])].views += 1
-            gated[definition.source, default: (0, [])].pointers.insert(gate.pointer)
+            byField[definition.source, default: [:]][gate.pointer, default: []].append(gate)
         }
-        return gated.filter { $0.value.views > 1 }.mapValues(\.pointers)
+        return byField.mapValues { fields in fields.values.filter { $0.count > 1 }.flatMap { $0 } }
+            .filter { !$0.value.isEmpty }
     }
 
     static func run(_ directory: DataDirectory, executor: Executor, logger: Logger) throws(StartupError) -> Position {

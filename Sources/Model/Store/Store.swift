@@ -115,11 +115,11 @@ struct Store: Sendable {
     /// How many item slots there are (items and free slots): the bound of `forEachItem(inSlots:)`.
     var itemSlotCount: Int { items.count }
 
-    /// Calls `body` with the id and data of the items in the slots `slots` (of `0..<itemSlotCount`), in slot
+    /// Calls `body` with the id and data of the items in the slots `slots` (of `0..<itemSlotCount`), in their
     /// order, not the content's: parts of the slots can be read on several threads at once.
     /// - Complexity: O(slots).
     @inline(__always)
-    func forEachItem(inSlots slots: Range<Int>, _ body: (String, JSONData) -> Void) {
+    func forEachItem(inSlots slots: some Sequence<Int>, _ body: (String, JSONData) -> Void) {
         for slot in slots where !itemIDs[slot].isEmpty { body(itemIDs[slot], items[slot].data) }
     }
 
@@ -127,12 +127,6 @@ struct Store: Sendable {
     /// - Complexity: O(itemSlotCount).
     func forEachItemSlot(_ body: (Int, JSONData) -> Void) {
         for slot in 0..<items.count where !itemIDs[slot].isEmpty { body(slot, items[slot].data) }
-    }
-
-    /// Calls `body` with the id and data of the items in `slots` (item slots, as `forEachItemSlot` gives them).
-    /// - Complexity: O(slots).
-    func forEachItem(atSlots slots: [Int], _ body: (String, JSONData) -> Void) {
-        for slot in slots where !itemIDs[slot].isEmpty { body(itemIDs[slot], items[slot].data) }
     }
 
     mutating func insertSection(id: String, data: JSONData, at index: Int) {

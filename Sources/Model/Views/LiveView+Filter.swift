@@ -1,6 +1,7 @@
 import Dispatch
 
-/// Evaluating the definition on every source item, in parts on several threads when the source is large.
+/// Evaluating the definition on every source item, in parts on several threads when the source is large; or on
+/// the items a gate lets through (`GateIndex`), on the calling thread.
 extension LiveView {
     /// The source items that pass the filter, in slot order: `count` members and their ids initialized in
     /// `members` and `ids`, and their order keys one after another in `flat` (`bounds[k]` is the k-th's).
@@ -39,9 +40,10 @@ extension LiveView {
     ///   are then evaluated alone, on the calling thread.
     /// - Returns: buffers whose initialized ids and members the caller deinitializes or moves out, then
     ///   deallocates.
-    /// - Complexity: O(n) evaluations for n item slots (or candidates), over the cores.
+    /// - Complexity: O(n) evaluations for n item slots, over the cores (for the candidates alone, on the calling
+    ///   thread).
     static func filter(_ store: Store?, by rules: ViewRules, candidates: [Int]? = nil) -> Passed {
-        if let store, let candidates { return filter(store, by: rules, candidates: candidates) }
+        if let store, let candidates { return filter(store, by: rules, onlySlots: candidates) }
         let slots = store?.itemSlotCount ?? 0
         var passed = Passed(members: .allocate(capacity: max(1, slots)), ids: .allocate(capacity: max(1, slots)))
         guard let store, slots > 0 else { return passed }
@@ -91,11 +93,11 @@ extension LiveView {
         return passed
     }
 
-    /// `filter` on the items in `candidates` alone.
-    private static func filter(_ store: Store, by rules: ViewRules, candidates: [Int]) -> Passed {
+    /// `filter` on the items in `slots` alone.
+    private static func filter(_ store: Store, by rules: ViewRules, onlySlots slots: [Int]) -> Passed {
         var passed = Passed(
-            members: .allocate(capacity: max(1, candidates.count)), ids: .allocate(capacity: max(1, candidates.count)))
-        store.forEachItem(atSlots: candidates) { id, data in
+            members: .allocate(capacity: max(1, slots.count)), ids: .allocate(capacity: max(1, slots.count)))
+        store.forEachItem(inSlots: slots) { id, data in
             guard let placement = rules.placement(id: id, data: data) else { return }
             passed.bounds.append(passed.flat.count..<(passed.flat.count + placement.key.count))
             passed.flat.append(contentsOf: placement.key)

@@ -56,9 +56,9 @@ extension LiveView {
     /// store). Steps that retain the same objects (freeing the old members and building the content both touch
     /// the items' data) are not paired: two cores writing one reference count slow each other down more than
     /// they gain.
-    /// - Complexity: O(n log n) for n source items.
     /// - Parameter gates: an index of the source by the fields gates test: when it covers the definition's gate,
     ///   only the items that pass the gate are evaluated.
+    /// - Complexity: O(n log n) for n source items.
     mutating func derive(
         from source: VersionedCollection?, gates: GateIndex? = nil,
         commit: (inout VersionedCollection, [Section]) -> Void

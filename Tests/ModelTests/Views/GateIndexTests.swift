@@ -20,8 +20,9 @@ import Testing
             let gate = try #require(definition.gate, "seed \(seed): the definition has no gate")
             let view = LiveView(epoch: "v", definition: definition, source: source)
             let collection = try roundTrip(view.collection)
-            // Another field beside the gate's, as several views of one source index several.
-            let index = GateIndex(source, pointers: [gate.pointer, random.field()])
+            // Another view's gate beside this one's, as the views of one source share an index.
+            let other = try #require(try gatedDefinition(&random).gate)
+            let index = GateIndex(source, gates: [gate, other])
             var whole = LiveView(restoring: collection, definition: definition, source: source)
             var gated = LiveView(restoring: collection, definition: definition, source: source, gates: index)
             let context = "seed \(seed): \(definition.canonicalJSON)"
@@ -40,8 +41,9 @@ import Testing
         #expect(restored == 300 && pruned >= 150, "\(restored) restored, \(pruned) through fewer items than the source")
     }
 
-    /// An index built for other fields, or no index, gives no candidates: the whole source is read.
-    @Test func anIndexWithoutTheGatesFieldReadsTheWholeSource() throws {
+    /// An index built for another field, or for other values of the field, gives no candidates: the whole source
+    /// is read.
+    @Test func anIndexWithoutTheGatesFieldOrValuesReadsTheWholeSource() throws {
         let owner = try #require(JSONPointer("/owner"))
         let source = try VersionedCollection(
             epoch: "s",
@@ -55,8 +57,16 @@ import Testing
                     ])
             ])
         let gate = try #require(ViewGate(.leaf(field: owner, .in([.string("u1"), .null]))))
-        #expect(GateIndex(source, pointers: [owner]).slots(passing: gate)?.count == 2, "u1 and the missing owner")
-        #expect(GateIndex(source, pointers: [try #require(JSONPointer("/other"))]).slots(passing: gate) == nil)
+        let u2 = try #require(ViewGate(.leaf(field: owner, .eq(.string("u2")))))
+        let index = GateIndex(source, gates: [gate, u2])
+        #expect(index.slots(passing: gate)?.count == 2, "u1 and the missing owner")
+        #expect(index.slots(passing: u2)?.count == 1)
+        let otherField = try #require(JSONPointer("/other"))
+        let other = try #require(ViewGate(.leaf(field: otherField, .eq(.string("u1")))))
+        #expect(GateIndex(source, gates: [other]).slots(passing: gate) == nil)
+        // u3 was asked for by no gate the index was built from: its items were not kept.
+        let u3 = try #require(ViewGate(.leaf(field: owner, .in([.string("u2"), .string("u3")]))))
+        #expect(index.slots(passing: u3) == nil)
     }
 
     /// A definition whose filter implies a gate: an `eq` or an `in` on a field, alone or in an `all` with a random
