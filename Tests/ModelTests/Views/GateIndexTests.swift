@@ -41,6 +41,49 @@ import Testing
         #expect(restored == 300 && pruned >= 150, "\(restored) restored, \(pruned) through fewer items than the source")
     }
 
+    /// Several views of one source, gated on different fields or not at all, share one index (as at a start), and
+    /// are restored after their source changed further (deletions leave free slots, and restored views whose
+    /// saved content no longer fits commit the difference): each is the view restored from the whole source.
+    @Test func viewsSharingAnIndexAreRestoredAsFromTheWholeSource() throws {
+        var restored = 0
+        var pruned = 0
+        var committed = 0
+        for seed in UInt64(1)...300 {
+            var random = RandomViews(seed: seed &* 7919)
+            var source = try VersionedCollection(
+                epoch: "s",
+                sections: (0..<random.int(1...3)).map { _ in
+                    Section(id: random.freshID("s"), items: random.items(random.int(0...25)))
+                })
+            let definitions = try (0..<random.int(2...5)).map { _ in
+                try random.chance(75)
+                    ? gatedDefinition(&random)
+                    : ViewDefinition(source: "s", filter: random.filter(), sectionBy: nil, sortBy: [], limit: nil)
+            }
+            var views = definitions.map { LiveView(epoch: "v", definition: $0, source: source) }
+            for _ in 0..<random.int(0...2) {
+                let since = source.version
+                _ = try source.apply(random.ops(on: source.snapshot()))
+                let delta = try #require(SourceDelta(source: source, since: since))
+                for view in views.indices { _ = views[view].apply(delta) }
+            }
+            let saved = try views.map { try roundTrip($0.collection) }
+            for _ in 0..<random.int(1...4) { _ = try source.apply(random.ops(on: source.snapshot())) }
+            let index = GateIndex(source, gates: definitions.compactMap(\.gate))
+            for (definition, collection) in zip(definitions, saved) {
+                let whole = LiveView(restoring: collection, definition: definition, source: source)
+                let gated = LiveView(restoring: collection, definition: definition, source: source, gates: index)
+                expectSame(gated, whole, "seed \(seed): \(definition.canonicalJSON)")
+                if gated.version != collection.version { committed += 1 }
+                if let gate = definition.gate, let slots = index.slots(passing: gate), slots.count < source.itemCount {
+                    pruned += 1
+                }
+                restored += 1
+            }
+        }
+        #expect(restored >= 900 && pruned >= 300 && committed >= 100, "\(restored), \(pruned), \(committed)")
+    }
+
     /// An index built for another field, or for other values of the field, gives no candidates: the whole source
     /// is read.
     @Test func anIndexWithoutTheGatesFieldOrValuesReadsTheWholeSource() throws {
