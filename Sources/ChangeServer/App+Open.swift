@@ -25,7 +25,11 @@ extension App {
             directory: directory, journal: journal, registry: registry, views: views, lanes: lanes,
             threshold: config.snapshotBytes,
             logger: logger)
-        if position.renewedEpochs { try snapshots.writeAtStart() } else { snapshots.compactAfterStart() }
+        if position.renewedEpochs {
+            try snapshots.writeAtStart()
+        } else {
+            snapshots.compactAfterStart(definitionItems: position.definitionItems)
+        }
         let feeds = FeedFanOut()
         let committer = Committer(
             executor: executor, journal: journal, lanes: lanes, snapshots: snapshots, metrics: metrics,

@@ -142,6 +142,44 @@ import Testing
         #expect(version() == "ve.2", "the same definition again commits nothing")
     }
 
+    /// The view definitions a replay applies count the items of their sources as they stand then: a start that
+    /// spent long on them compacts the journal at once (`Snapshots.compactAfterStart`), however small it is.
+    @Test func replayedDefinitionsCountTheItemsOfTheirSources() throws {
+        func define(_ view: String, source: String) -> JournalRecord {
+            .defineView(
+                view: view, epoch: "v\(view)", definition: JSONData(canonical: #"{"source":"\#(source)"}"#),
+                conditions: .none, versionsEveryDefinition: true)
+        }
+        // 2 items, then 3 once `z` is in; a view of a missing collection reads nothing.
+        let records =
+            [Self.records[0], Self.records[1], define("v1", source: "c"), Self.records[2]]
+            + [define("v2", source: "c"), define("v3", source: "missing")]
+        let (registry, position, _) = try Self.recover(Self.journal(records).bytes)
+        #expect(Self.items(registry).count == 3)
+        #expect(position.definitionItems == 2 + 3)
+    }
+
+    /// A start whose replayed definitions read `Snapshots.definitionsWorthASnapshot` source items writes a snapshot
+    /// at once, far below `--snapshot-bytes`: so that the next start restores those views from it.
+    @Test func aStartThatReplayedManyDefinitionsCompactsAtOnce() throws {
+        let path = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory.open(path)
+        let logger = Logger(level: .critical)
+        let journal = try FileJournal(
+            directory: directory, segment: 1, size: 0, bytesSinceSnapshot: 0, policy: .always, metrics: Metrics(),
+            logger: logger)
+        defer { journal.close() }
+        let registry = Registry()
+        _ = registry.insert(
+            CollectionEntry(name: "c", content: try VersionedCollection(epoch: "e", sections: [Section(id: "s")])))
+        let snapshots = Snapshots(
+            directory: directory, journal: journal, registry: registry, views: ViewRegistry(), lanes: Lanes(),
+            threshold: 64 << 20, logger: logger)
+        snapshots.compactAfterStart(definitionItems: Snapshots.definitionsWorthASnapshot)
+        #expect(waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: directory.snapshotPath) })
+    }
+
     /// An upsert naming section `"default"` in a collection with no section was refused (`409`) until 2026-12-06,
     /// where leaving `section` out created the section; now both create it. A journal of a build before holds
     /// such a refused upsert as kind 3, and replaying it must refuse it again: its writer was told `409`, and a

@@ -15,6 +15,9 @@ enum Recovery {
         var bytesSinceSnapshot = 0
         /// Whether every collection and view got a new epoch (`EpochRenewal`): a snapshot is due at once.
         var renewedEpochs = false
+        /// Source items the replayed view definitions were evaluated on: a snapshot holding those views spares the
+        /// next start that work (`Snapshots.compactAfterStart`).
+        var definitionItems = 0
     }
 
     /// Puts a snapshot's collections and views in place; a view's index is rebuilt from its source, which must be
@@ -143,12 +146,14 @@ enum Recovery {
         var renewal: String?
         var legacyIDs = LegacyIDSpellings()
         var progress = ReplayProgress(started: started, segments: segments.count) { logger.log(.notice, $0) }
+        var definitionItems = 0
         for (index, number) in segments.enumerated() {
             let isLast = index == segments.count - 1
             progress.segment = index
             let (count, size, version) = try replay(
                 directory, number, isFirst: index == 0, isLast: isLast, afterSnapshot: hasSnapshot && index == 0,
-                executor: executor, renewal: &renewal, legacyIDs: &legacyIDs, progress: &progress, logger: logger)
+                executor: executor, renewal: &renewal, legacyIDs: &legacyIDs, progress: &progress,
+                definitionItems: &definitionItems, logger: logger)
             records += count
             bytesRead += size
             position = Position(segment: number, size: size, bytesSinceSnapshot: bytesRead)
@@ -160,6 +165,7 @@ enum Recovery {
                 position = Position(segment: number + 1, size: 0, bytesSinceSnapshot: bytesRead)
             }
         }
+        position.definitionItems = definitionItems
         if renewal == nil, let loss = EpochRenewal.lossSinceLastRun(directory) {
             renewal = try EpochRenewal.mark(directory, reason: loss, logger: logger)
         }
@@ -195,7 +201,7 @@ enum Recovery {
     private static func replay(
         _ directory: DataDirectory, _ number: UInt64, isFirst: Bool, isLast: Bool, afterSnapshot: Bool,
         executor: Executor, renewal: inout String?, legacyIDs: inout LegacyIDSpellings, progress: inout ReplayProgress,
-        logger: Logger
+        definitionItems: inout Int, logger: Logger
     ) throws(StartupError) -> (records: Int, size: Int, version: UInt32) {
         let path = directory.segmentPath(number)
         let bytes: [UInt8]
@@ -305,6 +311,11 @@ enum Recovery {
                     + "did under the same versions; check that collection's content"
                 logger.error(reason)
                 if renewal == nil { renewal = try EpochRenewal.mark(directory, reason: reason, logger: logger) }
+            }
+            if case .defineView(_, _, let definition, _, _) = record,
+                let source = (try? ViewDefinition(json: definition.bytes))?.source
+            {
+                definitionItems += executor.registry.entry(source)?.content.withLock { $0.itemCount } ?? 0
             }
             executor.replay(record)
             records += 1
