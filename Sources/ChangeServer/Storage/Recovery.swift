@@ -312,12 +312,13 @@ enum Recovery {
                 logger.error(reason)
                 if renewal == nil { renewal = try EpochRenewal.mark(directory, reason: reason, logger: logger) }
             }
-            if case .defineView(_, _, let definition, _, _) = record,
-                let source = (try? ViewDefinition(json: definition.bytes))?.source
+            executor.replay(record)
+            // The source the view has after the record, as the executor read it (the definition is not parsed again).
+            if case .defineView(let view, _, _, _, _) = record,
+                let source = executor.views.entry(view)?.live.withLock({ $0.definition.source })
             {
                 definitionItems += executor.registry.entry(source)?.content.withLock { $0.itemCount } ?? 0
             }
-            executor.replay(record)
             records += 1
             progress.replayed(at: offset, of: bytes.count)
         }
