@@ -39,6 +39,7 @@ extension App {
                 app.stop(exitStatus: App.fallenBehindStatus)
             })
         journal.purgeLater(recovered.deleted)
+        journal.compactAfterStart(definitionItems: recovered.definitionItems)
         return app
     }
 }

@@ -122,6 +122,35 @@ extension PostgresJournal {
         }
     }
 
+    /// The start replayed view definitions that were evaluated on `definitionItems` source items (per source, as
+    /// `PostgresRecovery.Outcome` counts them): when they come to `worth` or more, the sources with the most are
+    /// snapshotted now, until what is left comes below `worth`, instead of when each has grown by `snapshotBytes`,
+    /// which definitions of a few hundred bytes each may never do: every start would replay them all again, each
+    /// reading its whole source, where a view restored from a snapshot reads only what its gate lets through
+    /// (`GateIndex`). As `Snapshots.compactAfterStart` does for a server on files.
+    func compactAfterStart(definitionItems: [String: Int], worth: Int = Snapshots.definitionsWorthASnapshot) {
+        let sources = Self.sourcesToSnapshot(definitionItems, worth: worth)
+        guard !sources.isEmpty else { return }
+        logger.info(
+            "snapshotting \(sources.count == 1 ? "1 collection" : "\(sources.count) collections") now: the start "
+                + "replayed view definitions that read \(definitionItems.values.reduce(0, +)) of their items")
+        _ = owedSnapshots.withLock { $0.formUnion(sources) }
+        trySnapshotsOwedLater(after: 0)
+    }
+
+    /// The fewest sources whose snapshots leave the definitions' items of the others below `worth`: those with the
+    /// most first (ties by name, so that every server of a fleet picks the same).
+    static func sourcesToSnapshot(_ definitionItems: [String: Int], worth: Int) -> [String] {
+        var left = definitionItems.values.reduce(0, +)
+        var sources: [String] = []
+        for (source, items) in definitionItems.sorted(by: { ($0.value, $1.key) > ($1.value, $0.key) }) {
+            guard left >= worth else { break }
+            sources.append(source)
+            left -= items
+        }
+        return sources
+    }
+
     /// Snapshots the collection (as not there, unless a later record created it) so that its records are purged
     /// after `purgeDelay`, as a deleted collection's are: a write through this server to a collection it had not
     /// applied is journaled (`App.expectWritable`), and one to a name that was never created would otherwise leave

@@ -18,6 +18,9 @@ enum PostgresRecovery {
         /// before it purged them), each with the sequence of that record, where a snapshot now stands: purged by
         /// the journal later.
         var deleted: [String: Int64]
+        /// Per source, the items its replayed view definitions were evaluated on (each reads its whole source): a
+        /// snapshot of the source spares the next start that work (`PostgresJournal.compactAfterStart`).
+        var definitionItems: [String: Int] = [:]
     }
 
     /// Recovers into an executor of its own, made by `makeExecutor`, and tries again with a new one when the
@@ -89,6 +92,7 @@ enum PostgresRecovery {
         var fromSnapshots = 0
         var records = 0
         var replayed: Set<String> = []
+        var definitionItems: [String: Int] = [:]
         // The views each absent collection fed right after its last record was replayed: what a snapshot at that
         // record holds (a view may have moved to another source since, by a record of another collection).
         var viewsAtLastRecord: [String: [SnapshotFile.SavedView]] = [:]
@@ -156,7 +160,14 @@ enum PostgresRecovery {
                     }
                     executor.replay(record)
                     switch record {
-                    case .defineView(let view, _, _, _, _), .deleteView(let view, _): viewTouched[view] = lastID
+                    case .defineView(let view, _, _, _, _):
+                        viewTouched[view] = lastID
+                        // The source the view has after the record, as the executor read it.
+                        if let source = executor.views.entry(view)?.live.withLock({ $0.definition.source }) {
+                            definitionItems[source, default: 0] +=
+                                executor.registry.entry(source)?.content.withLock { $0.itemCount } ?? 0
+                        }
+                    case .deleteView(let view, _): viewTouched[view] = lastID
                     case .put, .ops, .upsert, .delete: break
                     }
                     if executor.registry.entry(key.collection) == nil {
@@ -197,7 +208,9 @@ enum PostgresRecovery {
                 + "\(records) records replayed in \(MonotonicClock.now() - started) ms")
         let deleted = snapshotDeleted(
             leftover, replayed, applied, viewsAtLastRecord, executor: executor, connection, logger: logger)
-        return Outcome(applied: applied, deleted: deleted)
+        // A source gone by the end of the replay has nothing to snapshot: its deletion is snapshotted above.
+        definitionItems = definitionItems.filter { executor.registry.entry($0.key) != nil }
+        return Outcome(applied: applied, deleted: deleted, definitionItems: definitionItems)
     }
 
     /// Restores a snapshot over what the records before it made: a view it holds replaces the one of that name (a
