@@ -24,18 +24,23 @@ extension HTTPServer {
     /// is shared (`ResponseShare`) and those headers are the same for every request (none, or `*`'s CORS headers,
     /// added once); else one of its own. `budget`: as `SharedResponse.init`'s.
     func shared(_ response: Response, for exchange: Exchange, budget: MemoryBudget? = nil) -> SharedResponse {
-        var response = response
-        // A stopping loop closes each connection with its answer: a keep-alive client whose write committed as the
-        // stop began got its answer without `Connection: close`, sent its next request on that connection, and the
-        // request went unanswered (and unlogged) once the loop was gone. Made apart from a shared response.
-        if isQuiesced, !response.headers.contains(where: { $0.name == "Connection" }) {
-            response.headers.append(("Connection", "close"))
-        }
+        var response = closingIfQuiesced(response)
         if let share = response.share, exchange.extraHeadersAreTheSameForAll {
             return share.shared(response, adding: exchange.extraHeaders, budget: budget)
         }
         response.addHeaders(exchange.extraHeaders)
         return SharedResponse(response, budget: budget)
+    }
+
+    /// The response with `Connection: close` when this loop stops (made apart from a shared response): a
+    /// keep-alive client whose write committed as the stop began got its answer without it, sent its next request
+    /// on that connection, and the request went unanswered (and unlogged) once the loop was gone. So do the
+    /// fallback answers of `finish`.
+    func closingIfQuiesced(_ response: Response) -> Response {
+        guard isQuiesced, !response.headers.contains(where: { $0.name == "Connection" }) else { return response }
+        var response = response
+        response.headers.append(("Connection", "close"))
+        return response
     }
 
     /// Queues the response. When it cannot go as it is, the failure is logged and counted and another answer goes
@@ -64,7 +69,7 @@ extension HTTPServer {
     /// MHD answers `431` itself) would leave no room even for a bare answer, and the client would get none.
     func answerHeadersTooLarge(_ exchange: Exchange) -> (status: HTTPStatus?, result: MHD_Result) {
         guard let handler else { return (nil, .NO) }
-        let refusal = handler.response(to: .headersTooLarge(limit: options.connectionMemory))
+        let refusal = closingIfQuiesced(handler.response(to: .headersTooLarge(limit: options.connectionMemory)))
         let throughLibrary = SharedResponse(refusal)
         if throughLibrary.isComplete, fits(throughLibrary, on: exchange),
             throughLibrary.queue(on: exchange.connection)
@@ -90,9 +95,10 @@ extension HTTPServer {
         return sent == wire.count
     }
 
-    /// Queues a bare `500`; `.NO` (the connection closes) when even that is refused.
+    /// Queues a bare `500` (no body and no header of ours but `Connection: close` in a stop): the answer of last
+    /// resort; `.NO` (the connection closes) when even that is refused.
     private func answerBare(_ exchange: Exchange) -> (status: HTTPStatus?, result: MHD_Result) {
-        let fallback = SharedResponse.bare(.internalServerError)
+        let fallback = SharedResponse(closingIfQuiesced(Response(.internalServerError)))
         let queued = fallback.isComplete && fallback.queue(on: exchange.connection)
         return queued ? (fallback.status, .YES) : (nil, .NO)
     }

@@ -99,11 +99,6 @@ final class SharedResponse: Sendable {
         headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
     }
 
-    /// A response of that status with no body and no header of ours: the answer of last resort.
-    static func bare(_ status: HTTPStatus) -> SharedResponse {
-        SharedResponse(Response(status))
-    }
-
     /// Queues the response on a connection; MHD takes its own reference.
     func queue(on connection: OpaquePointer) -> Bool {
         guard let pointer else { return false }
