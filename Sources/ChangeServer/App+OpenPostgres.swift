@@ -39,7 +39,7 @@ extension App {
                 app.stop(exitStatus: App.fallenBehindStatus)
             })
         journal.purgeLater(recovered.deleted)
-        journal.compactAfterStart(definitionItems: recovered.definitionItems)
+        journal.snapshotAfterStart(definitionItems: recovered.definitionItems, movedTo: recovered.movedTo)
         return app
     }
 }

@@ -45,8 +45,9 @@ extension HTTPServer {
 
     /// Queues the response. When it cannot go as it is, the failure is logged and counted and another answer goes
     /// instead, so that a client never waits for an answer that will not come: `431` when the request's headers
-    /// leave no room for the response's in the connection's memory (`answerHeadersTooLarge`); a bare `500` without
-    /// extra headers when MHD refused the response otherwise; if even that fails the connection is closed.
+    /// leave no room for the response's in the connection's memory (`answerHeadersTooLarge`); a bare `500` when MHD
+    /// refused the response otherwise; if even that fails the connection is closed. In a stop both say
+    /// `Connection: close`, as every answer then does.
     func finish(_ exchange: Exchange, _ response: SharedResponse) -> MHD_Result {
         // The body has served its purpose once the answer is decided: its budget is free for the next request.
         releaseBody(of: exchange)
@@ -95,10 +96,13 @@ extension HTTPServer {
         return sent == wire.count
     }
 
-    /// Queues a bare `500` (no body and no header of ours but `Connection: close` in a stop): the answer of last
-    /// resort; `.NO` (the connection closes) when even that is refused.
+    /// Queues a bare `500` (no body, and no header of ours but `Connection: close` in a stop when it fits): the
+    /// answer of last resort; `.NO` (the connection closes) when even that is refused.
     private func answerBare(_ exchange: Exchange) -> (status: HTTPStatus?, result: MHD_Result) {
-        let fallback = SharedResponse(closingIfQuiesced(Response(.internalServerError)))
+        let closing = closingIfQuiesced(Response(.internalServerError))
+        let fitsClosing = fits(
+            headerBytes: SharedResponse.headerBytes(of: closing.headers), status: .internalServerError, on: exchange)
+        let fallback = SharedResponse(fitsClosing ? closing : Response(.internalServerError))
         let queued = fallback.isComplete && fallback.queue(on: exchange.connection)
         return queued ? (fallback.status, .YES) : (nil, .NO)
     }

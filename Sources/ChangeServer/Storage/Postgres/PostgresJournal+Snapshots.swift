@@ -38,10 +38,10 @@ extension PostgresJournal {
             owed.formUnion(movedTo)
             return owed
         }
-        let grown = bytesSince.filter { $0.value >= snapshotBytes }.map(\.key)
+        let grown = Set(bytesSince.filter { $0.value >= snapshotBytes }.map(\.key))
         let now = MonotonicClock.now()
         let waiting = snapshotRetryAt.withLock { at in at.filter { $0.value > now } }
-        for name in Set(grown).union(owed) where !name.hasPrefix(LaneRouter.lane(ofView: "")) {
+        for name in grown.union(owed) where !name.hasPrefix(LaneRouter.lane(ofView: "")) {
             // Failed a moment ago: owed (or grown) still, tried once its wait is over, by a batch or the timer.
             if let retryAt = waiting[name] {
                 trySnapshotsOwedLater(after: Int((retryAt - now + 999) / 1000))
@@ -51,8 +51,11 @@ extension PostgresJournal {
             _ = owedSnapshots.withLock { $0.remove(name) }
             bytesSince[name] = 0
             let isOwed = owed.contains(name)
+            let compacts = grown.contains(name) || !startSnapshots.withLock { $0.contains(name) }
             let snapshot: @Sendable (Int64) -> Void = { [self] seq in
-                copier.withLock { $0 }?(name) { [self] copy in writeSnapshot(name, seq, copy, owed: isOwed) }
+                copier.withLock { $0 }?(name) { [self] copy in
+                    writeSnapshot(name, seq, copy, owed: isOwed, compacting: compacts)
+                }
             }
             if let seq = assigned.first(where: { $0.name == name }).map({ $0.first + Int64($0.count) - 1 }) {
                 delivery.afterHandingOn(name, seq) { snapshot(seq) }
@@ -62,26 +65,30 @@ extension PostgresJournal {
         }
     }
 
-    /// Stores the snapshot of `name` at `seq` (a `SnapshotFile` of the collection and its views) and deletes the
-    /// records it covers, but the last `keptRecords`; those too after `purgeDelay` when the collection is gone. Runs
-    /// on the housekeeper, behind the snapshots and purges queued before it. A snapshot `owed` (`owedSnapshots`)
-    /// that fails is owed again.
-    private func writeSnapshot(_ name: String, _ seq: Int64, _ copy: Copy, owed: Bool) {
+    /// Stores the snapshot of `name` at `seq` (a `SnapshotFile` of the collection and its views) and, `compacting`,
+    /// deletes the records it covers, but the last `keptRecords`; those too after `purgeDelay` when the collection
+    /// is gone. Runs on the housekeeper, behind the snapshots and purges queued before it. A snapshot `owed`
+    /// (`owedSnapshots`) that fails is owed again.
+    private func writeSnapshot(_ name: String, _ seq: Int64, _ copy: Copy, owed: Bool, compacting: Bool) {
         housekeeper.run { [self] connection throws(StorageError) in
             let started = MonotonicClock.now()
             let bytes = SnapshotFile.encode(
                 nextSegment: 0, collections: copy.content.map { [(name, $0)] } ?? [], views: copy.views)
             try connection.execute("BEGIN")
             try connection.execute(PostgresSchema.saveSnapshot, [.text(name), .int64(seq), .bytes(bytes)])
-            try connection.execute(PostgresSchema.compact, [.text(name), .int64(seq - Self.keptRecords)])
+            if compacting {
+                try connection.execute(PostgresSchema.compact, [.text(name), .int64(seq - Self.keptRecords)])
+            }
             try connection.execute("COMMIT")
             metrics.snapshotStored()
             snapshotFailures.withLock { $0 = 0 }
             _ = snapshotRetryAt.withLock { $0.removeValue(forKey: name) }
             _ = snapshotting.withLock { $0.remove(name) }
+            _ = startSnapshots.withLock { $0.remove(name) }
             logger.info(
                 "snapshot of \(name) at record \(seq) (\(bytes.count) bytes, \(copy.views.count) views) written in "
-                    + "\(MonotonicClock.now() - started) ms; records up to \(seq - Self.keptRecords) deleted")
+                    + "\(MonotonicClock.now() - started) ms; "
+                    + (compacting ? "records up to \(seq - Self.keptRecords) deleted" : "records kept"))
             if copy.content == nil { purgeLater([name: seq]) }
             trySnapshotsOwedLater()
         } failed: { [self] error in
@@ -122,19 +129,30 @@ extension PostgresJournal {
         }
     }
 
-    /// The start replayed view definitions that were evaluated on `definitionItems` source items (per source, as
-    /// `PostgresRecovery.Outcome` counts them): when they come to `worth` or more, the sources with the most are
-    /// snapshotted now, until what is left comes below `worth`, instead of when each has grown by `snapshotBytes`,
-    /// which definitions of a few hundred bytes each may never do: every start would replay them all again, each
-    /// reading its whole source, where a view restored from a snapshot reads only what its gate lets through
-    /// (`GateIndex`). As `Snapshots.compactAfterStart` does for a server on files.
-    func compactAfterStart(definitionItems: [String: Int], worth: Int = Snapshots.definitionsWorthASnapshot) {
+    /// Snapshots, now, what the start found it owes (`PostgresRecovery.Outcome`), without deleting the records
+    /// behind them (`startSnapshots`):
+    /// - The sources of view definitions it replayed, when those were evaluated on `worth` source items or more in
+    ///   all (`definitionItems`, per source): the sources with the most, until what is left comes below `worth`.
+    ///   Their records, of a few hundred bytes each, may never make a source grow by `snapshotBytes`, so every
+    ///   start would replay them all again, each reading its whole source, where a view restored from a snapshot
+    ///   reads only what its gate lets through (`GateIndex`). As `Snapshots.compactAfterStart` does on files.
+    /// - The sources that replayed records moved views to (`movedTo`): such a record stands there alone when the
+    ///   server that committed the move stopped before the snapshot it owed the new source (`snapshotIfGrown`), and
+    ///   a later snapshot of the old source, without the view, would leave the view to be rebuilt from the move
+    ///   alone, at a new epoch, its clients' cursors expired.
+    func snapshotAfterStart(
+        definitionItems: [String: Int], movedTo: Set<String>, worth: Int = Snapshots.definitionsWorthASnapshot
+    ) {
         let sources = Self.sourcesToSnapshot(definitionItems, worth: worth)
-        guard !sources.isEmpty else { return }
-        logger.info(
-            "snapshotting \(sources.count == 1 ? "1 collection" : "\(sources.count) collections") now: the start "
-                + "replayed view definitions that read \(definitionItems.values.reduce(0, +)) of their items")
-        _ = owedSnapshots.withLock { $0.formUnion(sources) }
+        if !sources.isEmpty {
+            logger.info(
+                "snapshotting \(sources.count == 1 ? "1 collection" : "\(sources.count) collections") now: the "
+                    + "start replayed view definitions that read \(definitionItems.values.reduce(0, +)) of their items")
+        }
+        let owed = movedTo.union(sources)
+        guard !owed.isEmpty else { return }
+        _ = startSnapshots.withLock { $0.formUnion(owed) }
+        _ = owedSnapshots.withLock { $0.formUnion(owed) }
         trySnapshotsOwedLater(after: 0)
     }
 

@@ -101,6 +101,11 @@ final class PostgresJournal: Journal {
     /// deleted by a committed record, so that their records are purged; and the new sources of views this server
     /// moved (`snapshotIfGrown`).
     let owedSnapshots = Mutex<Set<String>>([])
+    /// Collections the start owes a snapshot (`snapshotAfterStart`), stored without deleting the records behind it,
+    /// unless they have grown by `snapshotBytes` meanwhile: compacted, they would send every other server more than
+    /// `keptRecords` behind (one still replaying its own start, in a rolling restart) into a restart from the
+    /// snapshot. Those records go with the collection's next snapshot.
+    let startSnapshots = Mutex<Set<String>>([])
     /// Snapshots that failed in a row (none stored since): the wait before one is tried again doubles with them,
     /// from a second up to a minute.
     let snapshotFailures = Mutex(0)

@@ -19,8 +19,11 @@ enum PostgresRecovery {
         /// the journal later.
         var deleted: [String: Int64]
         /// Per source, the items its replayed view definitions were evaluated on (each reads its whole source): a
-        /// snapshot of the source spares the next start that work (`PostgresJournal.compactAfterStart`).
+        /// snapshot of the source spares the next start that work (`PostgresJournal.snapshotAfterStart`).
         var definitionItems: [String: Int] = [:]
+        /// The sources of views that a replayed record moved from another source: no snapshot of theirs stands
+        /// after that record, which the server that committed it owed them (`PostgresJournal.snapshotAfterStart`).
+        var movedTo: Set<String> = []
     }
 
     /// Recovers into an executor of its own, made by `makeExecutor`, and tries again with a new one when the
@@ -93,6 +96,10 @@ enum PostgresRecovery {
         var records = 0
         var replayed: Set<String> = []
         var definitionItems: [String: Int] = [:]
+        var movedViews: Set<String> = []
+        func source(ofView view: String) -> String? {
+            executor.views.entry(view)?.live.withLock { $0.definition.source }
+        }
         // The views each absent collection fed right after its last record was replayed: what a snapshot at that
         // record holds (a view may have moved to another source since, by a record of another collection).
         var viewsAtLastRecord: [String: [SnapshotFile.SavedView]] = [:]
@@ -158,14 +165,17 @@ enum PostgresRecovery {
                     } catch {
                         throw StartupError("record \(key.seq) of collection \(key.collection) is unreadable")
                     }
+                    var sourceBefore: String?
+                    if case .defineView(let view, _, _, _, _) = record { sourceBefore = source(ofView: view) }
                     executor.replay(record)
                     switch record {
                     case .defineView(let view, _, _, _, _):
                         viewTouched[view] = lastID
                         // The source the view has after the record, as the executor read it.
-                        if let source = executor.views.entry(view)?.live.withLock({ $0.definition.source }) {
+                        if let source = source(ofView: view) {
                             definitionItems[source, default: 0] +=
                                 executor.registry.entry(source)?.content.withLock { $0.itemCount } ?? 0
+                            if let sourceBefore, sourceBefore != source { movedViews.insert(view) }
                         }
                     case .deleteView(let view, _): viewTouched[view] = lastID
                     case .put, .ops, .upsert, .delete: break
@@ -208,9 +218,12 @@ enum PostgresRecovery {
                 + "\(records) records replayed in \(MonotonicClock.now() - started) ms")
         let deleted = snapshotDeleted(
             leftover, replayed, applied, viewsAtLastRecord, executor: executor, connection, logger: logger)
-        // A source gone by the end of the replay has nothing to snapshot: its deletion is snapshotted above.
+        // A source gone by the end of the replay has nothing to snapshot: its deletion is snapshotted above, and no
+        // later start replays its definitions.
         definitionItems = definitionItems.filter { executor.registry.entry($0.key) != nil }
-        return Outcome(applied: applied, deleted: deleted, definitionItems: definitionItems)
+        return Outcome(
+            applied: applied, deleted: deleted, definitionItems: definitionItems,
+            movedTo: Set(movedViews.compactMap(source(ofView:))))
     }
 
     /// Restores a snapshot over what the records before it made: a view it holds replaces the one of that name (a
