@@ -13,7 +13,7 @@ extension App {
         let journal = try PostgresJournal(
             url: url, applied: recovered.applied, snapshotBytes: config.snapshotBytes,
             purgeDelay: Int64(config.purgeDelaySeconds) * 1000, stallLimit: Int64(config.postgresTimeout) * 1000,
-            viewSource: { name in views.entry(name)?.live.withLock { $0.definition.source } }, logger: logger)
+            viewSource: { name in views.source(of: name) }, logger: logger)
         let feeds = FeedFanOut()
         let committer = Committer(
             executor: executor, journal: journal, lanes: Lanes(), snapshots: nil, metrics: metrics,

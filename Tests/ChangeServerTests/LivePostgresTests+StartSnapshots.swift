@@ -65,7 +65,7 @@ extension LivePostgresTests {
         #expect(outcome.movedTo == ["e"])
         let journal = try PostgresJournal(
             url: url, applied: outcome.applied, snapshotBytes: 1 << 30, purgeDelay: 60_000,
-            viewSource: { name in executor.views.entry(name)?.live.withLock { $0.definition.source } },
+            viewSource: { name in executor.views.source(of: name) },
             logger: Logger(level: .error))
         journal.start(
             applyingRemote: { _, _ in },

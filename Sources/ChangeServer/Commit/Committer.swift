@@ -129,7 +129,7 @@ final class Committer: Sendable {
     private func settle(_ record: JournalRecord) {
         switch record {
         case .defineView(let view, _, _, _, _), .deleteView(let view, _):
-            router.settle(view: view, source: executor.views.entry(view)?.live.withLock { $0.definition.source })
+            router.settle(view: view, source: executor.views.source(of: view))
         case .put, .ops, .upsert, .delete:
             break
         }

@@ -38,6 +38,11 @@ final class ViewRegistry: Sendable {
         state.withLock { $0.views[name] }
     }
 
+    /// The source of the view `name` now; nil when there is no such view.
+    func source(of name: String) -> String? {
+        entry(name)?.live.withLock { $0.definition.source }
+    }
+
     /// All views, sorted by name.
     func all() -> [ViewEntry] {
         state.withLock { Array($0.views.values) }.sorted { $0.name < $1.name }

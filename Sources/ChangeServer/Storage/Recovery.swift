@@ -313,16 +313,21 @@ enum Recovery {
                 if renewal == nil { renewal = try EpochRenewal.mark(directory, reason: reason, logger: logger) }
             }
             executor.replay(record)
-            // The source the view has after the record, as the executor read it (the definition is not parsed again).
-            if case .defineView(let view, _, _, _, _) = record,
-                let source = executor.views.entry(view)?.live.withLock({ $0.definition.source })
-            {
-                definitionItems += executor.registry.entry(source)?.content.withLock { $0.itemCount } ?? 0
-            }
+            definitionItems += read(byReplayed: record, in: executor)?.items ?? 0
             records += 1
             progress.replayed(at: offset, of: bytes.count)
         }
         return try ended()
+    }
+
+    /// What a view definition just replayed read: the source it left the view on, as the executor read it (the
+    /// definition is not parsed again), and that source's item count; nil for another record, or a definition that
+    /// left no view.
+    static func read(byReplayed record: JournalRecord, in executor: Executor) -> (source: String, items: Int)? {
+        guard case .defineView(let view, _, _, _, _) = record, let source = executor.views.source(of: view) else {
+            return nil
+        }
+        return (source, executor.registry.entry(source)?.content.withLock { $0.itemCount } ?? 0)
     }
 
     /// Syncs a segment, first cut at `size` if given: the next sync mark will say that everything before it is on

@@ -97,9 +97,6 @@ enum PostgresRecovery {
         var replayed: Set<String> = []
         var definitionItems: [String: Int] = [:]
         var movedViews: Set<String> = []
-        func source(ofView view: String) -> String? {
-            executor.views.entry(view)?.live.withLock { $0.definition.source }
-        }
         // The views each absent collection fed right after its last record was replayed: what a snapshot at that
         // record holds (a view may have moved to another source since, by a record of another collection).
         var viewsAtLastRecord: [String: [SnapshotFile.SavedView]] = [:]
@@ -166,19 +163,19 @@ enum PostgresRecovery {
                         throw StartupError("record \(key.seq) of collection \(key.collection) is unreadable")
                     }
                     var sourceBefore: String?
-                    if case .defineView(let view, _, _, _, _) = record { sourceBefore = source(ofView: view) }
+                    if case .defineView(let view, _, _, _, _) = record {
+                        sourceBefore = executor.views.source(of: view)
+                    }
                     executor.replay(record)
                     switch record {
-                    case .defineView(let view, _, _, _, _):
-                        viewTouched[view] = lastID
-                        // The source the view has after the record, as the executor read it.
-                        if let source = source(ofView: view) {
-                            definitionItems[source, default: 0] +=
-                                executor.registry.entry(source)?.content.withLock { $0.itemCount } ?? 0
-                            if let sourceBefore, sourceBefore != source { movedViews.insert(view) }
-                        }
-                    case .deleteView(let view, _): viewTouched[view] = lastID
+                    case .defineView(let view, _, _, _, _), .deleteView(let view, _): viewTouched[view] = lastID
                     case .put, .ops, .upsert, .delete: break
+                    }
+                    if case .defineView(let view, _, _, _, _) = record,
+                        let (source, items) = Recovery.read(byReplayed: record, in: executor)
+                    {
+                        definitionItems[source, default: 0] += items
+                        if let sourceBefore, sourceBefore != source { movedViews.insert(view) }
                     }
                     if executor.registry.entry(key.collection) == nil {
                         viewsAtLastRecord[key.collection] = executor.views.saved(feedingFrom: key.collection)
@@ -223,7 +220,7 @@ enum PostgresRecovery {
         definitionItems = definitionItems.filter { executor.registry.entry($0.key) != nil }
         return Outcome(
             applied: applied, deleted: deleted, definitionItems: definitionItems,
-            movedTo: Set(movedViews.compactMap(source(ofView:))))
+            movedTo: Set(movedViews.compactMap(executor.views.source(of:))))
     }
 
     /// Restores a snapshot over what the records before it made: a view it holds replaces the one of that name (a
