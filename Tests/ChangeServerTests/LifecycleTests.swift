@@ -32,6 +32,12 @@ import Testing
     /// (`2xx`, or `503 shutting_down` with `Connection: close`) or its connection is refused before it is sent.
     /// A connection closed as its client's next request came, or one in the listener's backlog when the listener
     /// closed, took requests without a word (16 to 20 of 32 writers' in each of a soak test's runs).
+    ///
+    /// One close stays allowed, as HTTP/1.1 allows it (RFC 9112, 9.3.1: the client retries on a new connection):
+    /// that of a connection the server had seen idle for the loop's whole quiet time (`HTTPServer.stopQuiet`),
+    /// counted by the kernel from the last answer's arrival (`TCPInfo`), not from its read: a writer descheduled
+    /// between the two (once in about 30 runs on a busy machine) sent its request as the connection closed, and
+    /// measured from the read, it looked like the closes this test was written for.
     @Test func everyRequestSentWhileStoppingIsAnswered() throws {
         let server = try ServerProcess()
         #expect(try server.client.put("/v1/collections/c", ["sections": [["id": "s"]]]).status == 201)
@@ -49,8 +55,20 @@ import Testing
                     open.sendRequest(
                         "PUT", "/v1/collections/c/items/w\(writer)-\(index)",
                         headers: ["Content-Type": "application/json"], body: body)
-                    guard let answer = try? open.readResponse() else {
-                        outcomes.withLock { $0["unanswered", default: 0] += 1 }
+                    let idle = TCPInfo.millisecondsSinceDataArrived(on: open.descriptor) ?? 0
+                    let answer: HTTPResponse
+                    do {
+                        answer = try open.readResponse()
+                    } catch ClientError.closedEarly(let received)
+                        where idle >= HTTPServer.stopQuiet
+                        && (received.isEmpty || received == "recv errno \(ECONNRESET)")
+                    {
+                        outcomes.withLock { $0["closed after \(idle) ms idle", default: 0] += 1 }
+                        open.close()
+                        connection = try? HTTPConnection(port: server.port)
+                        continue
+                    } catch {
+                        outcomes.withLock { $0["unanswered after \(idle) ms idle: \(error)", default: 0] += 1 }
                         return
                     }
                     written.add(1, ordering: .relaxed)
@@ -69,9 +87,38 @@ import Testing
         for writer in writers { writer.join() }
         #expect(server.waitForExit(timeout: 10) == 0)
         let seen = outcomes.withLock { $0 }
-        #expect(seen["unanswered"] == nil, "\(seen)")
-        #expect(Set(seen.keys).isSubset(of: ["201", "201 close", "503 close", "refused"]), "\(seen)")
+        let closedIdle = Set(seen.keys.filter { $0.hasPrefix("closed after") })
+        #expect(
+            Set(seen.keys).subtracting(closedIdle).isSubset(of: ["201", "201 close", "503 close", "refused"]),
+            "\(seen)")
         #expect(seen["refused"] == 8, "every writer ends refused: \(seen)")
+    }
+
+    /// A keep-alive connection idle as the stop begins is not closed under its client's next request: its loop
+    /// waits `HTTPServer.stopQuiet` for one, answered `503` with `Connection: close`. Without that wait the loop
+    /// ended as soon as no request was in flight, and the request met a closing connection (what the writers above
+    /// rarely hit). A client descheduled for the whole quiet time may meet it still, as HTTP/1.1 allows.
+    @Test func aRequestOnAnIdleConnectionAsTheStopBeginsIsAnswered() throws {
+        let server = try ServerProcess(["--threads", "1"])
+        let connection = try HTTPConnection(port: server.port)
+        connection.sendRequest("GET", "/healthz")
+        #expect(try connection.readResponse().status == 200)
+        kill(server.process.processIdentifier, SIGTERM)
+        #expect(waitUntil(timeout: 10) { server.log.contains("shutting down") })
+        var answers: [String] = []
+        // Answered as before until the loop has begun its stop, a moment after the log line.
+        while answers.last == nil || answers.last == "200", answers.count < 100 {
+            connection.sendRequest("GET", "/healthz")
+            let idle = TCPInfo.millisecondsSinceDataArrived(on: connection.descriptor) ?? 0
+            do {
+                let answer = try connection.readResponse()
+                answers.append("\(answer.status)\(answer.header("Connection") == "close" ? " close" : "")")
+            } catch ClientError.closedEarly where idle >= HTTPServer.stopQuiet {
+                answers.append("closed after \(idle) ms idle")
+            }
+        }
+        #expect(answers.last == "503 close" || answers.last?.hasPrefix("closed after") == true, "\(answers)")
+        #expect(server.waitForExit(timeout: 10) == 0)
     }
 
     /// While the server stops, every request but a preflight is `503 shutting_down` with `Connection: close`,

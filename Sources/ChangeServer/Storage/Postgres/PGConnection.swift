@@ -58,15 +58,6 @@ final class PGConnection {
 
     var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
 
-    /// Milliseconds since data last arrived on the connection's socket (the kernel's `TCP_INFO`), or nil when it
-    /// is not a TCP socket (a Unix socket to a local database). Any thread may ask, while the socket is open.
-    static func millisecondsSinceDataArrived(on socket: Int32) -> Int64? {
-        var info = tcp_info()
-        var length = socklen_t(MemoryLayout<tcp_info>.size)
-        guard getsockopt(socket, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }
-        return Int64(info.tcpi_last_data_recv)
-    }
-
     /// Ends both directions of a connection's socket from another thread, without closing it: a round trip that
     /// waits on it returns with an error, and the connection is broken.
     static func endSocket(_ socket: Int32) {

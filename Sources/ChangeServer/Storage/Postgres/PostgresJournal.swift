@@ -226,7 +226,7 @@ final class PostgresJournal: Journal {
         // on a new connection between the two, which would leave the store down for good.
         let (stalled, wentDown) = queue.withLock { queue -> (Int64?, Bool) in
             guard let reading = queue.followerReading, now - reading.since >= stallLimit,
-                PGConnection.millisecondsSinceDataArrived(on: reading.socket).map({ $0 >= stallLimit }) ?? true
+                TCPInfo.millisecondsSinceDataArrived(on: reading.socket).map({ $0 >= stallLimit }) ?? true
             else { return (nil, false) }
             queue.followerReading = nil
             // Its `PQgetResult` returns with an error, and the follower connects again.
