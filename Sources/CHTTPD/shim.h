@@ -105,6 +105,22 @@ static inline long long chttpd_bytes_received(int fd) {
     return (long long)received;
 }
 
+/* Makes a listening TCP socket drop the SYNs that would begin new connections (a classic BPF socket filter, which
+   sees the TCP header at offset 0: a segment whose flags hold SYN without ACK is dropped) and take every other
+   segment, so that the handshakes already under way complete into its queue: closing a listener resets the
+   connections in its queue, and those that came after its last accept were reset, their requests sent. A client
+   whose SYN is dropped sends it again a second later, and is then refused by the closed listener (or taken by
+   another of the port's listeners still open). Returns setsockopt's result. */
+static inline int chttpd_drop_new_connections(int fd) {
+    struct chttpd_bpf_instruction { uint16_t code; uint8_t jump_true, jump_false; uint32_t constant; };
+    /* ld byte [13] (the flags); and #0x12 (SYN | ACK); jeq #0x02 (SYN alone) ? ret #0 (drop) : ret #-1 (take). */
+    static const struct chttpd_bpf_instruction program[] = {
+        {0x30, 0, 0, 13}, {0x54, 0, 0, 0x12}, {0x15, 0, 1, 0x02}, {0x06, 0, 0, 0}, {0x06, 0, 0, 0xFFFFFFFF},
+    };
+    struct { unsigned short length; const struct chttpd_bpf_instruction *instructions; } filter = {5, program};
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &filter, sizeof filter);
+}
+
 /* Bytes waiting unread in a socket's receive queue (FIONREAD), or -1. */
 static inline long long chttpd_unread_bytes(int fd) {
     int count = 0;
