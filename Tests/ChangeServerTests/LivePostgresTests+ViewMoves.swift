@@ -8,8 +8,9 @@ import Testing
 
 /// A view that moves to another source has records under both names, and each source is snapshotted on its own:
 /// a start must not lose what the move was made from, nor take the view from a stale snapshot of a source it left.
-/// The server that commits a move snapshots the new source right behind it; `changeserver_views` notes where each
-/// view is, and since which record; a view's records take ids in the order they commit.
+/// The server that commits a move snapshots the new source right behind it, and so does every server that reads
+/// it; `changeserver_views` notes where each view is, and since which record; a view's records take ids in the
+/// order they commit.
 extension LivePostgresTests {
     /// A view moved off `zeta`, which is snapshotted afterwards (its snapshot covers the view's definition, and
     /// does not hold the view any more), is the same after a restart: the move snapshots `alpha` right behind it.
@@ -87,6 +88,41 @@ extension LivePostgresTests {
         #expect(regrown, "alpha was snapshotted again, without the view")
         try expectTheSameAfterARestart(url, as: behind)
         #expect(!behind.log.contains("handed on without it"))
+    }
+
+    /// A server that reads another's move of `v` from `zeta` to `alpha` snapshots `alpha` too, so that the move
+    /// does not hang on the mover's own snapshot: here the database refuses every snapshot of the mover (a role of
+    /// its own, a trigger), as if it had stopped before writing it. The server that read the move then snapshots
+    /// `zeta` past `--snapshot-bytes`, without the view; a server started afterwards still has `v` as it was.
+    /// (Without the reader's snapshot, that start rebuilt `v` from the move's record alone: another epoch,
+    /// version 1, and every cursor of it `410`.)
+    @Test func aMoveIsSnapshottedByTheServersThatReadItToo() throws {
+        let database = "movereadelsewhere"
+        let (cluster, url, reader) = try Self.startWithViewOnZeta(database: database, snapshotBytes: 4096)
+        _ = try cluster.sql(
+            """
+            CREATE ROLE mover LOGIN SUPERUSER;
+            CREATE FUNCTION refuse_mover() RETURNS trigger AS $$ BEGIN
+                IF current_user = 'mover' THEN RAISE EXCEPTION 'the mover stopped'; END IF; RETURN NEW; END $$
+                LANGUAGE plpgsql;
+            CREATE TRIGGER refuse_mover BEFORE INSERT OR UPDATE ON changeserver_snapshots
+                FOR EACH ROW EXECUTE FUNCTION refuse_mover();
+            """, database: database)
+        let mover = try ServerProcess(["--postgres", url.replacingOccurrences(of: "//postgres@", with: "//mover@")])
+        #expect(try mover.client.put("/v1/views/v", ["source": "alpha"]).status == 200)
+        #expect(try eventually { mover.log.contains("snapshot of alpha failed") }, "the mover's snapshot was refused")
+        #expect(try snapshotted("alpha", cluster, database), "the reader snapshotted alpha behind the move")
+        #expect(reader.log.contains("snapshot of alpha at record"), "\(reader.log.suffix(2000))")
+        let moved = try eventually { try reader.client.get("/v1/views/v").text.contains(#""source":"alpha""#) }
+        #expect(moved, "the reader read the move")
+        try Self.fill("zeta", through: reader)
+        let regrown = try eventually {
+            try cluster.sql(
+                "SELECT seq > 2 FROM changeserver_snapshots WHERE collection = 'zeta'", database: database) == "t\n"
+        }
+        #expect(regrown, "zeta was snapshotted again, without the view")
+        kill(mover.process.processIdentifier, SIGKILL)
+        try expectTheSameAfterARestart(url, as: reader)
     }
 
     /// The snapshot a move owes its new source is tried again a second after it failed, with no other write to
