@@ -56,10 +56,12 @@ import Testing
                         return
                     }
                     let body = Array(#"{"data": 1}"#.utf8)
+                    // Read before the request goes: read after, a writer descheduled in between would count that
+                    // time as idle, and could pass a close that came as its request did.
+                    let idle = TCPInfo.millisecondsSinceDataArrived(on: open.descriptor) ?? 0
                     open.sendRequest(
                         "PUT", "/v1/collections/c/items/w\(writer)-\(index)",
                         headers: ["Content-Type": "application/json"], body: body)
-                    let idle = TCPInfo.millisecondsSinceDataArrived(on: open.descriptor) ?? 0
                     let answer: HTTPResponse
                     do {
                         answer = try open.readResponse()
@@ -117,8 +119,8 @@ import Testing
         var answers: [String] = []
         // Answered as before until the loop has begun its stop, a moment after the log line.
         while answers.last == nil || answers.last == "200", answers.count < 100 {
-            connection.sendRequest("GET", "/healthz")
             let idle = TCPInfo.millisecondsSinceDataArrived(on: connection.descriptor) ?? 0
+            connection.sendRequest("GET", "/healthz")
             do {
                 let answer = try connection.readResponse()
                 answers.append("\(answer.status)\(answer.header("Connection") == "close" ? " close" : "")")

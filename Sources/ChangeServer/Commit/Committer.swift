@@ -90,10 +90,17 @@ final class Committer: Sendable {
 
     /// Applies a record another server committed, on its lane: a shared journal hands these in, in sequence order
     /// with this server's own records. Its changeset goes to the feeds like any other. It is bulk work as a local
-    /// record of its kind and encoded size (`bytes`) would be.
+    /// record of its kind and encoded size (`bytes`) would be. A definition that moved its view to another source
+    /// is told to the journal (`Journal.remoteRecordMovedView`), as applied here: on the view's lanes, after the
+    /// view's records before it.
     func applyRemote(_ record: JournalRecord, bytes: Int) {
         lanes.run(router.lanes(for: record), bulk: !LaneRouter.isSmall(record, bytes: bytes)) { [self] in
+            let view: String? = if case .defineView(let view, _, _, _, _) = record { view } else { nil }
+            let before = view.flatMap(executor.views.source(of:))
             apply(record, waiting: true)?.publications.forEach(publish)
+            if let before, let after = view.flatMap(executor.views.source(of:)), after != before {
+                journal.remoteRecordMovedView(to: after)
+            }
         }
     }
 

@@ -24,6 +24,8 @@ protocol Journal: AnyObject, Sendable {
     /// One of this server's records was applied and named a collection that is not there (a shared journal takes
     /// such records: `App.expectWritable`): its rows should not stay in the journal for good.
     func noteMissingCollection(_ name: String)
+    /// Another server's record, applied here, moved a view to `source`: a shared journal may owe it a snapshot.
+    func remoteRecordMovedView(to source: String)
 }
 
 /// Whether the journal can take records now (`/healthz` shows it).
@@ -45,4 +47,7 @@ extension Journal {
 
     /// A local journal never takes such a record (routes refuse it first), and snapshots compact whatever it holds.
     func noteMissingCollection(_ name: String) {}
+
+    /// Only a shared journal hands in other servers' records.
+    func remoteRecordMovedView(to source: String) {}
 }

@@ -247,11 +247,6 @@ extension PostgresJournal {
                     return .blocked
                 }
                 if delivery.holdsViewRecordBefore(rows[start].id) { return .blocked }
-                // Read before the records go on, which may apply them.
-                let movesAViewHere = rows[start..<end].contains { row in
-                    guard let change = RecordCodec.viewChange(row.record) else { return false }
-                    return change.note != .deletes && viewSource(change.view).map { $0 != name } == true
-                }
                 let (failed, gap) = delivery.offer(
                     name, rows[start..<end].map { (seq: $0.seq, record: $0.record, id: Optional($0.id)) })
                 for record in failed { record.done(false) }
@@ -270,7 +265,6 @@ extension PostgresJournal {
                 }) {
                     return .blocked
                 }
-                if movesAViewHere { oweSnapshotOfAMovesNewSource(name) }
                 read.insert(name)
                 start = end
             }
@@ -285,17 +279,6 @@ extension PostgresJournal {
             }
             return .read
         }
-    }
-
-    /// Another server's record moved a view to `name`: this server owes `name` a snapshot too, at once, as the
-    /// server that committed the move does (`snapshotIfGrown`). That one may stop before it writes its own, and a
-    /// snapshot of the view's old source written here afterwards (which no longer holds the view) would then leave
-    /// a start to rebuild the view from the move's record alone, at a new epoch: every cursor of it `410`. Each
-    /// server of a fleet writes it, once per move; a snapshot at a sequence not past the stored one changes
-    /// nothing (`PostgresSchema.saveSnapshot`).
-    private func oweSnapshotOfAMovesNewSource(_ name: String) {
-        _ = owedSnapshots.withLock { $0.insert(name) }
-        trySnapshotsOwedLater(after: 0)
     }
 
     /// The records of `name` after the last one applied are gone (compacted into a snapshot, or purged): told

@@ -110,6 +110,18 @@ extension PostgresJournal {
         }
     }
 
+    /// Another server's record, applied here, moved a view to `source`: this server owes `source` a snapshot too,
+    /// at once, as the server that committed the move does (`snapshotIfGrown`). That one may stop before it writes
+    /// its own, and a snapshot of the view's old source written here afterwards (which no longer holds the view)
+    /// would then leave a start to rebuild the view from the move's record alone, at a new epoch: every cursor of
+    /// it `410`. Each server of a fleet writes it, once per move; a snapshot at a sequence not past the stored one
+    /// changes nothing (`PostgresSchema.saveSnapshot`). Called on the view's lanes once the move is applied, so the
+    /// copy, queued behind it there, holds it.
+    func remoteRecordMovedView(to source: String) {
+        _ = owedSnapshots.withLock { $0.insert(source) }
+        trySnapshotsOwedLater(after: 0)
+    }
+
     /// Has the writer try the snapshots still owed `seconds` from now (one that failed, or one left out while its
     /// collection was being snapshotted already), even if no batch comes: a view's move must not wait for the next
     /// write for the snapshot of its new source.
