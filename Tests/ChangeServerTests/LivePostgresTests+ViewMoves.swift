@@ -118,7 +118,9 @@ extension LivePostgresTests {
         if together { kill(reader.process.processIdentifier, SIGCONT) }
         #expect(try eventually { mover.log.contains("snapshot of alpha failed") }, "the mover's snapshot was refused")
         #expect(try snapshotted("alpha", cluster, database), "the reader snapshotted alpha behind the move")
-        #expect(reader.log.contains("snapshot of alpha at record"), "\(reader.log.suffix(2000))")
+        // Logged after the commit the row shows, and read from the server's stderr as it comes.
+        let logged = try eventually { reader.log.contains("snapshot of alpha at record") }
+        #expect(logged, "\(reader.log.suffix(2000))")
         let moved = try eventually { try reader.client.get("/v1/views/w").text.contains(#""source":"alpha""#) }
         #expect(moved, "the reader read the move")
         try Self.fill("zeta", through: reader)

@@ -119,7 +119,10 @@ extension PostgresJournal {
     /// copy, queued behind it there, holds it.
     func remoteRecordMovedView(to source: String) {
         _ = owedSnapshots.withLock { $0.insert(source) }
-        trySnapshotsOwedLater(after: 0)
+        // Not through `trySnapshotsOwedLater`, which leaves a timer already set (after failed snapshots, up to a
+        // minute away) as it is.
+        queue.withLock { $0.owedSnapshotsDue = true }
+        writerWake.signal()
     }
 
     /// Has the writer try the snapshots still owed `seconds` from now (one that failed, or one left out while its
