@@ -95,10 +95,9 @@ final class Committer: Sendable {
     /// view's records before it.
     func applyRemote(_ record: JournalRecord, bytes: Int) {
         lanes.run(router.lanes(for: record), bulk: !LaneRouter.isSmall(record, bytes: bytes)) { [self] in
-            let view: String? = if case .defineView(let view, _, _, _, _) = record { view } else { nil }
-            let before = view.flatMap(executor.views.source(of:))
+            let before = record.definedView.flatMap(executor.views.source(of:))
             apply(record, waiting: true)?.publications.forEach(publish)
-            if let before, let after = view.flatMap(executor.views.source(of:)), after != before {
+            if let before, let after = record.definedView.flatMap(executor.views.source(of:)), after != before {
                 journal.remoteRecordMovedView(to: after)
             }
         }

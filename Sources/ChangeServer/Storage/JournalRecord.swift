@@ -66,6 +66,12 @@ enum JournalRecord: Sendable, Equatable {
         }
     }
 
+    /// The view the record defines (or redefines, maybe on another source); nil for every other record.
+    var definedView: String? {
+        if case .defineView(let view, _, _, _, _) = self { return view }
+        return nil
+    }
+
     /// Whether the record deletes a collection (`DELETE /v1/collections/{name}`).
     var deletesCollection: Bool {
         if case .delete = self { return true }

@@ -324,9 +324,7 @@ enum Recovery {
     /// definition is not parsed again), and that source's item count; nil for another record, or a definition that
     /// left no view.
     static func read(byReplayed record: JournalRecord, in executor: Executor) -> (source: String, items: Int)? {
-        guard case .defineView(let view, _, _, _, _) = record, let source = executor.views.source(of: view) else {
-            return nil
-        }
+        guard let source = record.definedView.flatMap(executor.views.source(of:)) else { return nil }
         return (source, executor.registry.entry(source)?.content.withLock { $0.itemCount } ?? 0)
     }
 

@@ -162,16 +162,13 @@ enum PostgresRecovery {
                     } catch {
                         throw StartupError("record \(key.seq) of collection \(key.collection) is unreadable")
                     }
-                    var sourceBefore: String?
-                    if case .defineView(let view, _, _, _, _) = record {
-                        sourceBefore = executor.views.source(of: view)
-                    }
+                    let sourceBefore = record.definedView.flatMap(executor.views.source(of:))
                     executor.replay(record)
                     switch record {
                     case .defineView(let view, _, _, _, _), .deleteView(let view, _): viewTouched[view] = lastID
                     case .put, .ops, .upsert, .delete: break
                     }
-                    if case .defineView(let view, _, _, _, _) = record,
+                    if let view = record.definedView,
                         let (source, items) = Recovery.read(byReplayed: record, in: executor)
                     {
                         definitionItems[source, default: 0] += items
